@@ -1,0 +1,190 @@
+# Splash: one core library, one binary, one shared object per plugin.
+# Sources are discovered by directory; a new format or family is a new folder.
+
+CC       ?= cc
+CLANG    ?= clang
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD    ?= build
+VERSION  := 0.1.0
+
+UNAME_S  := $(shell uname -s)
+ARCH     := $(shell uname -m)
+SO       := $(if $(filter Darwin,$(UNAME_S)),dylib,so)
+
+PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS   ?=
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(BUILD)/gen \
+              $(PKG_CFLAGS) -DSPLASH_VERSION='"$(VERSION)"' \
+              -DSPLASH_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/lib/splash"' \
+              -DSPLASH_PLUGIN_INSTALL_DIR='"$(PREFIX)/lib/splash"' $(CFLAGS)
+LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
+
+# Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
+              -mavx512bf16 -mavx512vbmi
+isa_flags = $(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),))
+
+ifeq ($(ARCH),x86_64)
+  SKIP_SRCS := %_neon.c
+else
+  SKIP_SRCS := %_avx2.c %_avx512.c
+endif
+srcs_in = $(filter-out $(SKIP_SRCS),$(shell find $1 -name '*.c' 2>/dev/null | sort))
+
+CORE_SRCS    := $(call srcs_in,core kernels)
+SERVER_SRCS  := $(call srcs_in,server)
+CLI_SRCS     := $(call srcs_in,cli)
+FORMATS      := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard formats/*/*.c)))))
+FAMILIES     := $(filter-out common,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard families/*/*.c))))))
+FAMILY_COMMON_SRCS := $(call srcs_in,families/common)
+TEST_SRCS    := $(wildcard tests/test-*.c)
+TEST_SUPPORT := $(call srcs_in,tests/support)
+BENCH_SRCS   := $(wildcard bench/bench-*.c)
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz-*.c)
+
+obj  = $(patsubst %.c,$(BUILD)/obj/%.o,$1)
+pobj = $(patsubst %.c,$(BUILD)/pobj/%.o,$1)
+bobj = $(patsubst %.c,$(BUILD)/bobj/%.o,$1)
+
+LIBSPLASH   := $(BUILD)/libsplash.$(SO)
+LIBSERVER   := $(BUILD)/libsplash-server.a
+LIBBUILTIN  := $(BUILD)/libsplash-builtin.a
+PLUGIN_DIR  := $(BUILD)/lib/splash
+FORMAT_SOS  := $(foreach f,$(FORMATS),$(PLUGIN_DIR)/libsplash-format-$(f).$(SO))
+FAMILY_SOS  := $(foreach f,$(FAMILIES),$(PLUGIN_DIR)/libsplash-family-$(f).$(SO))
+TESTS       := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+BENCHES     := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wildcard tests/plugins/*.c))
+
+RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
+RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
+
+.PHONY: all test bench fuzz install clean plugins check-format
+all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
+
+plugins: $(FORMAT_SOS) $(FAMILY_SOS)
+
+# ---- objects -------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+# Plugin objects: only the entry symbol is visible.
+$(BUILD)/pobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+# The same plugin sources for static linking (unit tests).
+$(BUILD)/bobj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DSPLASH_PLUGIN_BUILTIN -fvisibility=hidden $(call isa_flags,$<) \
+	    -MMD -MP -c $< -o $@
+
+# ---- core library, server archive, binary -------------------------------
+$(LIBSPLASH): $(call obj,$(CORE_SRCS))
+	$(CC) -shared -o $@ $^ $(LIBS)
+
+$(LIBSERVER): $(call obj,$(SERVER_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(LIBSERVER) $(LIBSPLASH)
+	$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(LIBSERVER) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
+
+# ---- plugins -------------------------------------------------------------
+define format_rule
+$(PLUGIN_DIR)/libsplash-format-$(1).$(SO): $(call pobj,$(call srcs_in,formats/$(1)))
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
+endef
+define family_rule
+$(PLUGIN_DIR)/libsplash-family-$(1).$(SO): $(call pobj,$(call srcs_in,families/$(1)) $(FAMILY_COMMON_SRCS))
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
+endef
+$(foreach f,$(FORMATS),$(eval $(call format_rule,$(f))))
+$(foreach f,$(FAMILIES),$(eval $(call family_rule,$(f))))
+
+BUILTIN_SRCS := $(foreach f,$(FORMATS),$(call srcs_in,formats/$(f))) \
+                $(foreach f,$(FAMILIES),$(call srcs_in,families/$(f))) $(FAMILY_COMMON_SRCS)
+
+$(BUILD)/gen/builtin_plugins.c: Makefile $(wildcard formats/*) $(wildcard families/*)
+	@mkdir -p $(dir $@)
+	@{ echo '/* Generated by the Makefile: every plugin linked statically. */'; \
+	   echo '#include "splash/plugin.h"'; \
+	   for f in $(FORMATS); do echo "const struct splash_plugin_header *splash_builtin_format_$$f(const struct splash_host *);"; done; \
+	   for f in $(FAMILIES); do echo "const struct splash_plugin_header *splash_builtin_family_$$f(const struct splash_host *);"; done; \
+	   echo 'const splash_plugin_entry_fn splash_builtin_plugins[] = {'; \
+	   for f in $(FORMATS); do echo "    splash_builtin_format_$$f,"; done; \
+	   for f in $(FAMILIES); do echo "    splash_builtin_family_$$f,"; done; \
+	   echo '    0,'; echo '};'; } > $@
+
+$(LIBBUILTIN): $(call bobj,$(BUILTIN_SRCS)) $(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o: $(BUILD)/gen/builtin_plugins.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/splash-plugin.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nplugindir=$${prefix}/lib/splash\n\nName: splash-plugin\nDescription: Headers for Splash family and format plugins\nVersion: %s\nCflags: -I$${includedir} -fPIC -fvisibility=hidden\nLibs: -shared\n' \
+	    '$(PREFIX)' '$(VERSION)' > $@
+
+# ---- tests ---------------------------------------------------------------
+# Deliberately broken plugins for the loader tests.
+$(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) $(LIBBUILTIN) $(LIBSPLASH)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+	    -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive -L$(BUILD) -lsplash \
+	    $(RPATH_SUB) $(LIBS) -lcmocka
+
+test: all $(TESTS) $(BROKEN_SOS)
+	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS)
+
+# ---- benchmarks ----------------------------------------------------------
+$(BUILD)/bench/%: bench/%.c $(LIBBUILTIN) $(LIBSPLASH)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive \
+	    -L$(BUILD) -lsplash $(RPATH_SUB) $(LIBS)
+
+bench: all $(BENCHES)
+	@bench/run-bench.sh $(BENCHES)
+
+# ---- fuzzing (clang, libFuzzer, ASan+UBSan) -------------------------------
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
+              -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
+              -DSPLASH_PLUGIN_INSTALL_DIR='""' $(ISA_avx512)
+FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(LIBS)
+
+fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+
+# ---- install -------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/splash \
+	    $(DESTDIR)$(PREFIX)/include/splash $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BUILD)/splash $(DESTDIR)$(PREFIX)/bin/splash
+	install -m 755 $(LIBSPLASH) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(FORMAT_SOS) $(FAMILY_SOS) $(DESTDIR)$(PREFIX)/lib/splash/
+	install -m 644 include/splash/*.h $(DESTDIR)$(PREFIX)/include/splash/
+	install -m 644 $(BUILD)/splash-plugin.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

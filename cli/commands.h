@@ -1,0 +1,15 @@
+/* The splash subcommands. Each takes argv after the subcommand name's position
+ * (argv[0] is the subcommand) and returns the process exit status. */
+#ifndef SPLASH_CLI_COMMANDS_H
+#define SPLASH_CLI_COMMANDS_H
+
+struct splash_registry;
+
+int splash_cmd_plugins(int argc, char **argv);
+int splash_cmd_model_check(int argc, char **argv);
+
+/* Loads plugins into the global registry: --plugin-dir values first, then the
+ * default search path. Removes the --plugin-dir options it consumed from argv. */
+struct splash_registry *cli_load_plugins(int *argc, char **argv);
+
+#endif

@@ -1,0 +1,53 @@
+/* splash: one binary, subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    int needs_plugins;
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"model-check", splash_cmd_model_check, 1, "check a model's metadata before downloading weights"},
+    {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: splash COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\n  --version    print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("splash %s\n", SPLASH_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name))
+            continue;
+        int sub_argc = argc - 1;
+        char **sub_argv = argv + 1;
+        if (commands[i].needs_plugins)
+            cli_load_plugins(&sub_argc, sub_argv);
+        return commands[i].run(sub_argc, sub_argv);
+    }
+    fprintf(stderr, "splash: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

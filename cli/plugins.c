@@ -1,0 +1,119 @@
+/* `splash plugins`: what loaded (name, kind, version, claims, file) and what was refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/registry.h"
+
+struct splash_registry *cli_load_plugins(int *argc, char **argv)
+{
+    struct splash_registry *r = splash_registry_global();
+    const char *dirs[16];
+    size_t n_dirs = 0;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp(argv[i], "--plugin-dir") && i + 1 < *argc) {
+            if (n_dirs < 16)
+                dirs[n_dirs++] = argv[i + 1];
+            i++;
+        } else if (!strncmp(argv[i], "--plugin-dir=", 13)) {
+            if (n_dirs < 16)
+                dirs[n_dirs++] = argv[i] + 13;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    *argc = out;
+    argv[out] = NULL;
+    splash_registry_load_default(r, dirs, n_dirs);
+    return r;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    return kind == SPLASH_PLUGIN_FORMAT ? "format" : kind == SPLASH_PLUGIN_FAMILY ? "family" : "?";
+}
+
+static const struct splash_format_plugin *format_named(const struct splash_registry *r,
+                                                       const char *name)
+{
+    for (size_t i = 0; i < splash_registry_n_formats(r); i++)
+        if (!strcmp(splash_registry_format(r, i)->header.name, name))
+            return splash_registry_format(r, i);
+    return NULL;
+}
+
+static const struct splash_family_plugin *family_named(const struct splash_registry *r,
+                                                       const char *name)
+{
+    for (size_t i = 0; i < splash_registry_n_families(r); i++)
+        if (!strcmp(splash_registry_family(r, i)->header.name, name))
+            return splash_registry_family(r, i);
+    return NULL;
+}
+
+static void print_claims(const struct splash_registry *r, const struct splash_plugin_record *rec)
+{
+    if (rec->kind == SPLASH_PLUGIN_FORMAT) {
+        const struct splash_format_plugin *f = format_named(r, rec->name);
+        printf("    formats:");
+        for (uint32_t t = 0; f && t < f->n_types; t++) {
+            const struct splash_format_type *ft = f->types[t];
+            if (ft->gguf_type >= 0)
+                printf(" %s(%d)", ft->name, ft->gguf_type);
+            else
+                printf(" %s", ft->name);
+        }
+        printf("\n");
+        if (f && f->checkpoint_formats && f->checkpoint_formats[0]) {
+            printf("    checkpoints:");
+            for (size_t i = 0; f->checkpoint_formats[i]; i++)
+                printf(" %s", f->checkpoint_formats[i]);
+            printf("\n");
+        }
+    } else {
+        const struct splash_family_plugin *f = family_named(r, rec->name);
+        printf("    gguf architectures:");
+        for (size_t i = 0; f && f->gguf_architectures && f->gguf_architectures[i]; i++)
+            printf(" %s", f->gguf_architectures[i]);
+        printf("\n    model types:");
+        for (size_t i = 0; f && f->model_types && f->model_types[i]; i++)
+            printf(" %s", f->model_types[i]);
+        printf("\n");
+    }
+}
+
+int splash_cmd_plugins(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: splash plugins [--plugin-dir DIR]...\n"
+                   "Lists the plugins that loaded and those refused, with the reason.\n");
+            return 0;
+        }
+        fprintf(stderr, "splash plugins: unknown option %s\n", argv[i]);
+        return 2;
+    }
+    struct splash_registry *r = splash_registry_global();
+    size_t n = splash_registry_n_records(r), refused = 0;
+    printf("Loaded plugins:\n");
+    for (size_t i = 0; i < n; i++) {
+        const struct splash_plugin_record *rec = splash_registry_record(r, i);
+        if (rec->refusal[0]) {
+            refused++;
+            continue;
+        }
+        printf("  %-14s %-6s %-8s %s\n", rec->name, kind_name(rec->kind), rec->version, rec->origin);
+        print_claims(r, rec);
+    }
+    if (refused) {
+        printf("Refused plugins:\n");
+        for (size_t i = 0; i < n; i++) {
+            const struct splash_plugin_record *rec = splash_registry_record(r, i);
+            if (rec->refusal[0])
+                printf("  %s: %s\n", rec->origin, rec->refusal);
+        }
+    }
+    return 0;
+}

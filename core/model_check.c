@@ -1,0 +1,446 @@
+/* model-check: family selection by claims, the family's config check, and the
+ * tensor plan (presence, shape, type per role), on metadata only. */
+#include "core/model_check.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/host_impl.h"
+#include "core/meta.h"
+#include "core/registry.h"
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* ---- type rules (models.md "GGUF targets") ------------------------------ */
+
+/* Q1_0 is not in the original's list; we accept it as a linear format since a
+ * format plugin decodes it and the reference files use it. */
+static const char *const linear_quantized[] = {
+    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL",
+    "MXFP4", "NVFP4", "PQ2_0", "Q2_0", "Q1_0", NULL,
+};
+
+static int in_list(const char *const *list, const char *name)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (!strcmp(list[i], name))
+            return 1;
+    return 0;
+}
+
+static int is_float_name(const char *t)
+{
+    return !strcmp(t, "F32") || !strcmp(t, "F16") || !strcmp(t, "BF16");
+}
+
+int splash_role_accepts(uint32_t role, const char *t)
+{
+    int quant = in_list(linear_quantized, t);
+    switch (role) {
+    case SPLASH_ROLE_LINEAR:
+    case SPLASH_ROLE_EMBED:
+        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16");
+    case SPLASH_ROLE_NORM:
+    case SPLASH_ROLE_ANY_FLOAT:
+        return is_float_name(t);
+    case SPLASH_ROLE_ROUTER:
+        return quant || !strcmp(t, "F32") || !strcmp(t, "BF16");
+    case SPLASH_ROLE_SHEXP_GATE:
+        return !strcmp(t, "F32") || !strcmp(t, "BF16") || !strcmp(t, "Q8_0");
+    case SPLASH_ROLE_GDN_F32:
+    case SPLASH_ROLE_SINKS:
+        return !strcmp(t, "F32");
+    case SPLASH_ROLE_ALPHABETA:
+        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16") || !strcmp(t, "F32");
+    default:
+        return 0;
+    }
+}
+
+/* ---- problem lists, grouped by tensor across layers ------------------------ */
+
+struct problem {
+    char kind[16];   /* "missing", "unsupported", "shape" */
+    char name[96];   /* the name with "blk.N." removed */
+    char detail[128]; /* type name, or the shapes */
+    int32_t layers[512];
+    int n_layers;
+    int global;
+};
+
+struct problem_list {
+    struct problem *items;
+    size_t n, cap;
+};
+
+static void problem_add(struct problem_list *pl, const char *kind, const char *full_name,
+                        int32_t layer, const char *detail)
+{
+    const char *name = full_name;
+    if (layer >= 0 && !strncmp(full_name, "blk.", 4)) {
+        const char *dot = strchr(full_name + 4, '.');
+        if (dot)
+            name = dot + 1;
+    }
+    for (size_t i = 0; i < pl->n; i++) {
+        struct problem *p = &pl->items[i];
+        if (!strcmp(p->kind, kind) && !strcmp(p->name, name) && !strcmp(p->detail, detail) &&
+            !p->global == (layer >= 0)) {
+            if (layer >= 0 && p->n_layers < 512)
+                p->layers[p->n_layers++] = layer;
+            return;
+        }
+    }
+    if (pl->n == pl->cap) {
+        size_t cap = pl->cap ? pl->cap * 2 : 8;
+        void *grown = realloc(pl->items, cap * sizeof *pl->items);
+        if (!grown)
+            return;
+        pl->items = grown;
+        pl->cap = cap;
+    }
+    struct problem *p = &pl->items[pl->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->kind, sizeof p->kind, "%s", kind);
+    snprintf(p->name, sizeof p->name, "%s", layer >= 0 ? name : full_name);
+    snprintf(p->detail, sizeof p->detail, "%s", detail);
+    p->global = layer < 0;
+    if (layer >= 0)
+        p->layers[p->n_layers++] = layer;
+}
+
+/* Appends to a growing string. */
+static void sb_add(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void sb_add(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (*buf && (size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return;
+        }
+        size_t cap2 = (*cap ? *cap : 256);
+        while (cap2 < *len + (size_t)n + 1)
+            cap2 *= 2;
+        char *grown = realloc(*buf, cap2);
+        if (!grown)
+            return;
+        *buf = grown;
+        *cap = cap2;
+    }
+}
+
+static void layer_ranges(char **buf, size_t *len, size_t *cap, const struct problem *p)
+{
+    sb_add(buf, len, cap, " in %d layer%s (", p->n_layers, p->n_layers == 1 ? "" : "s");
+    for (int i = 0; i < p->n_layers;) {
+        int j = i;
+        while (j + 1 < p->n_layers && p->layers[j + 1] == p->layers[j] + 1)
+            j++;
+        if (j > i)
+            sb_add(buf, len, cap, "%s%d-%d", i ? ", " : "", p->layers[i], p->layers[j]);
+        else
+            sb_add(buf, len, cap, "%s%d", i ? ", " : "", p->layers[i]);
+        i = j + 1;
+    }
+    sb_add(buf, len, cap, ")");
+}
+
+static char *problems_text(const struct problem_list *pl)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    static const char *const kinds[] = {"missing", "unsupported", "shape"};
+    static const char *const heads[] = {"missing tensors", "unsupported tensor types",
+                                        "tensors of the wrong shape"};
+    for (int k = 0; k < 3; k++) {
+        int first = 1;
+        for (size_t i = 0; i < pl->n; i++) {
+            const struct problem *p = &pl->items[i];
+            if (strcmp(p->kind, kinds[k]))
+                continue;
+            sb_add(&buf, &len, &cap, "%s%s", first ? (len ? "\n" : "") : "; ", first ? heads[k] : "");
+            if (first)
+                sb_add(&buf, &len, &cap, ": ");
+            first = 0;
+            sb_add(&buf, &len, &cap, "%s", p->name);
+            if (p->detail[0])
+                sb_add(&buf, &len, &cap, " (%s)", p->detail);
+            if (!p->global)
+                layer_ranges(&buf, &len, &cap, p);
+        }
+    }
+    return buf;
+}
+
+/* ---- family selection ---------------------------------------------------- */
+
+static const char *meta_architecture(const struct splash_meta *m, char *buf, size_t size)
+{
+    const struct splash_meta_api *api = splash_meta_api_get();
+    const char *arch = NULL;
+    struct splash_err err;
+    if (m->source == SPLASH_META_GGUF) {
+        if (api->get_str(m, "general.architecture", &arch, &err) != SPLASH_OK)
+            return NULL;
+    } else if (api->get_str(m, "text_config.model_type", &arch, &err) != SPLASH_OK &&
+               api->get_str(m, "model_type", &arch, &err) != SPLASH_OK) {
+        return NULL;
+    }
+    snprintf(buf, size, "%s", arch);
+    return buf;
+}
+
+static int claims(const struct splash_family_plugin *f, int source, const char *arch)
+{
+    const char *const *list = source == SPLASH_META_GGUF ? f->gguf_architectures : f->model_types;
+    for (size_t i = 0; list && list[i]; i++)
+        if (!strcmp(list[i], arch))
+            return 1;
+    return 0;
+}
+
+enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
+                                        const struct splash_family_plugin **family,
+                                        struct splash_family_verdict *verdict,
+                                        struct splash_err *err)
+{
+    char arch[128];
+    if (!meta_architecture(m, arch, sizeof arch))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s is missing", base_name(m->path),
+                              m->source == SPLASH_META_GGUF ? "general.architecture" : "model_type");
+    const struct splash_family_plugin *best = NULL, *tie = NULL;
+    struct splash_family_verdict best_v;
+    int claimed = 0;
+    for (size_t i = 0; i < splash_registry_n_families(r); i++) {
+        const struct splash_family_plugin *f = splash_registry_family(r, i);
+        if (!claims(f, m->source, arch))
+            continue;
+        claimed++;
+        struct splash_family_verdict v;
+        memset(&v, 0, sizeof v);
+        enum splash_status st = f->check_config(splash_host_get(), m, &v, err);
+        if (st != SPLASH_OK)
+            return st; /* the family serves this architecture and names what is wrong */
+        if (v.score <= 0)
+            continue;
+        if (!best || v.score > best_v.score) {
+            best = f;
+            best_v = v;
+            tie = NULL;
+        } else if (v.score == best_v.score) {
+            tie = f;
+        }
+    }
+    if (tie)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: plugins %s and %s claim architecture %s equally",
+                              base_name(m->path), best->header.name, tie->header.name, arch);
+    if (!best)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              claimed ? "%s: architecture %s: its family declined this configuration"
+                                      : "%s: architecture %s is not one Splash serves (no family plugin claims it)",
+                              base_name(m->path), arch);
+    *family = best;
+    *verdict = best_v;
+    return SPLASH_OK;
+}
+
+/* ---- the tensor plan ------------------------------------------------------ */
+
+struct plan_ctx {
+    const struct splash_meta *m;
+    struct problem_list problems;
+};
+
+static void shape_str(char *buf, size_t size, int n_dims, const int64_t *ne)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int d = 0; d < n_dims && used < size; d++) {
+        int n = snprintf(buf + used, size - used, "%s%lld", d ? "x" : "", (long long)ne[d]);
+        if (n < 0)
+            return;
+        used += (size_t)n;
+    }
+}
+
+static void check_decl(void *ctx, const struct splash_tensor_decl *d)
+{
+    struct plan_ctx *pc = ctx;
+    const struct splash_tensor_info *t = splash_meta_api_get()->tensor_find(pc->m, d->name);
+    if (!t) {
+        if (!(d->flags & SPLASH_DECL_OPTIONAL))
+            problem_add(&pc->problems, "missing", d->name, d->layer, "");
+        return;
+    }
+    const char *type = t->type_name ? t->type_name : "?";
+    if (!splash_role_accepts(d->role, type)) {
+        problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
+        return;
+    }
+    if (!t->format && t->dtype >= 0) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "%s, no format plugin loaded", type);
+        problem_add(&pc->problems, "unsupported", d->name, d->layer, detail);
+        return;
+    }
+    int same = 1;
+    for (int i = 0; i < 4; i++)
+        same &= t->ne[i] == d->ne[i];
+    if (!same) {
+        char want[48], got[48], detail[128];
+        shape_str(want, sizeof want, d->n_dims, d->ne);
+        shape_str(got, sizeof got, t->n_dims, t->ne);
+        snprintf(detail, sizeof detail, "%s, expected %s", got, want);
+        problem_add(&pc->problems, "shape", d->name, d->layer, detail);
+    }
+}
+
+/* models.md gguf.require_quantized: BF16/F16/F32 values must not outnumber quantized ones. */
+static void count_values(const struct splash_meta *m, struct splash_check_result *res)
+{
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const struct splash_tensor_info *t = m->tensors[i];
+        uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        if (t->type_name && is_float_name(t->type_name))
+            res->float_values += n;
+        else
+            res->quantized_values += n;
+    }
+    res->n_tensors = m->n_tensors;
+}
+
+enum splash_status splash_model_check_meta(const struct splash_registry *r,
+                                           const struct splash_meta *m,
+                                           const struct splash_family_plugin **family,
+                                           struct splash_check_result *res,
+                                           struct splash_err *err)
+{
+    snprintf(res->file, sizeof res->file, "%s", base_name(m->path));
+    enum splash_status st;
+    if (m->source == SPLASH_META_GGUF) {
+        count_values(m, res);
+        if (res->float_values > res->quantized_values) {
+            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                "%s: %.0f%% of its values are unquantized (BF16, F16 or F32); "
+                                "Splash serves quantized GGUFs: choose a quantized variant "
+                                "(such as Q4_K_M or Q8_0)",
+                                base_name(m->path),
+                                100.0 * (double)res->float_values /
+                                    (double)(res->float_values + res->quantized_values));
+            res->problems = strdup(err->msg);
+            return st;
+        }
+    }
+    const struct splash_family_plugin *f;
+    if ((st = splash_family_select(r, m, &f, &res->verdict, err))) {
+        res->problems = strdup(err->msg);
+        return st;
+    }
+    snprintf(res->family, sizeof res->family, "%s", f->header.name);
+    if (family)
+        *family = f;
+    if (m->source != SPLASH_META_GGUF || m->n_tensors == 0) {
+        res->ok = 1; /* a config alone: tensors are checked when they load */
+        return SPLASH_OK;
+    }
+    struct plan_ctx pc = {.m = m};
+    st = f->declare_tensors(splash_host_get(), m, check_decl, &pc, err);
+    if (st) {
+        free(pc.problems.items);
+        res->problems = strdup(err->msg);
+        return st;
+    }
+    if (pc.problems.n) {
+        res->problems = problems_text(&pc.problems);
+        free(pc.problems.items);
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s", base_name(m->path),
+                              res->problems ? res->problems : "tensor plan failed");
+    }
+    res->ok = 1;
+    return SPLASH_OK;
+}
+
+/* The file to check inside a directory: config.json, else the first GGUF target. */
+static int pick_in_dir(const char *dir, char *out, size_t size)
+{
+    char path[PATH_MAX];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (stat(path, &sb) == 0) {
+        snprintf(out, size, "%s", path);
+        return 1;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    char best[NAME_MAX + 1] = "";
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".gguf") || strstr(e->d_name, "mmproj"))
+            continue;
+        if (!best[0] || strcmp(e->d_name, best) < 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!best[0])
+        return 0;
+    snprintf(out, size, "%s/%s", dir, best);
+    return 1;
+}
+
+enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
+                                      struct splash_check_result *res, struct splash_err *err)
+{
+    memset(res, 0, sizeof *res);
+    char target[PATH_MAX];
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no such file or directory", path);
+    if (S_ISDIR(sb.st_mode)) {
+        if (!pick_in_dir(path, target, sizeof target))
+            return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                                  "%s: holds neither a config.json nor a .gguf file", path);
+    } else {
+        snprintf(target, sizeof target, "%s", path);
+    }
+    struct splash_meta *m = NULL;
+    enum splash_status st;
+    size_t n = strlen(target);
+    if (n > 5 && !strcmp(target + n - 5, ".json"))
+        st = splash_meta_open_config(target, &m, err);
+    else
+        st = splash_meta_open_gguf(target, SPLASH_GGUF_HEADERS_ONLY, &m, err);
+    if (st) {
+        snprintf(res->file, sizeof res->file, "%s", base_name(target));
+        res->problems = strdup(err->msg);
+        return st;
+    }
+    splash_meta_bind_formats(m, r);
+    st = splash_model_check_meta(r, m, NULL, res, err);
+    splash_meta_close(m);
+    return st;
+}
+
+void splash_check_result_free(struct splash_check_result *res)
+{
+    free(res->problems);
+    res->problems = NULL;
+}

@@ -1,0 +1,45 @@
+/* model-check: the rules every start applies, on metadata alone. */
+#ifndef SPLASH_CORE_MODEL_CHECK_H
+#define SPLASH_CORE_MODEL_CHECK_H
+
+#include <stddef.h>
+
+#include "splash/family.h"
+#include "splash/status.h"
+
+struct splash_registry;
+struct splash_meta;
+
+struct splash_check_result {
+    int ok;
+    char file[256];                  /* the file the verdict is about */
+    char family[64];                 /* the plugin that claimed it */
+    struct splash_family_verdict verdict;
+    size_t n_tensors;
+    uint64_t quantized_values, float_values;
+    char *problems;                  /* malloc'ed multi-line reasons when !ok, else NULL */
+};
+
+/* Checks a GGUF (whole, split part, or header copy), a config.json, or a directory
+ * of either. Fills res (free with splash_check_result_free). Returns SPLASH_OK when
+ * the model passes, else the first failure's status with err summarising it. */
+enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
+                                      struct splash_check_result *res, struct splash_err *err);
+/* The same on an open meta (the loader calls it before every start). */
+enum splash_status splash_model_check_meta(const struct splash_registry *r,
+                                           const struct splash_meta *m,
+                                           const struct splash_family_plugin **family,
+                                           struct splash_check_result *res,
+                                           struct splash_err *err);
+void splash_check_result_free(struct splash_check_result *res);
+
+/* The family plugin whose claims and check_config take this metadata. */
+enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
+                                        const struct splash_family_plugin **family,
+                                        struct splash_family_verdict *verdict,
+                                        struct splash_err *err);
+
+/* Does a tensor of GGUF type `type_name` suit `role` (models.md "GGUF targets")? */
+int splash_role_accepts(uint32_t role, const char *type_name);
+
+#endif

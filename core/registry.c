@@ -1,0 +1,451 @@
+/* The plugin registry: validates descriptors, copies them into full-size
+ * zeroed structs, and answers format and family look-ups. */
+#include "core/registry.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/host_impl.h"
+
+/* The smallest descriptors ABI 1.0 accepts: header plus the members 1.0 requires. */
+#define FORMAT_MIN_SIZE offsetof(struct splash_format_plugin, checkpoint_formats)
+#define FAMILY_MIN_SIZE (offsetof(struct splash_family_plugin, forward) + sizeof(void *))
+
+struct splash_registry {
+    struct splash_plugin_record *records;
+    size_t n_records, cap_records;
+    struct splash_format_plugin **formats;
+    size_t n_formats;
+    struct splash_family_plugin **families;
+    size_t n_families;
+};
+
+struct splash_registry *splash_registry_create(void)
+{
+    return calloc(1, sizeof(struct splash_registry));
+}
+
+void splash_registry_destroy(struct splash_registry *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_formats; i++)
+        free(r->formats[i]);
+    for (size_t i = 0; i < r->n_families; i++)
+        free(r->families[i]);
+    free(r->formats);
+    free(r->families);
+    free(r->records);
+    free(r);
+}
+
+static struct splash_plugin_record *record_add(struct splash_registry *r, const char *origin)
+{
+    if (r->n_records == r->cap_records) {
+        size_t cap = r->cap_records ? r->cap_records * 2 : 16;
+        struct splash_plugin_record *n = realloc(r->records, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        r->records = n;
+        r->cap_records = cap;
+    }
+    struct splash_plugin_record *rec = &r->records[r->n_records++];
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->origin, sizeof rec->origin, "%s", origin);
+    return rec;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Records and logs one refusal; returns status with err filled. */
+static enum splash_status refuse(struct splash_registry *r, struct splash_plugin_record *rec,
+                                 const char *origin, enum splash_status status,
+                                 struct splash_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static enum splash_status refuse(struct splash_registry *r, struct splash_plugin_record *rec,
+                                 const char *origin, enum splash_status status,
+                                 struct splash_err *err, const char *fmt, ...)
+{
+    (void)r;
+    char reason[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    if (rec)
+        snprintf(rec->refusal, sizeof rec->refusal, "%s", reason);
+    splash_log(SPLASH_LOG_WARN, NULL, "plugin %s: %s", base_name(origin), reason);
+    return splash_err_set(err, status, "plugin %s: %s", base_name(origin), reason);
+}
+
+static int name_taken(const struct splash_registry *r, const char *name, const char **where)
+{
+    for (size_t i = 0; i < r->n_records; i++) {
+        const struct splash_plugin_record *rec = &r->records[i];
+        if (!rec->refusal[0] && rec->name[0] && !strcmp(rec->name, name)) {
+            *where = rec->origin;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int valid_name(const char *name)
+{
+    if (!name || !*name || strlen(name) >= 64)
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return 0;
+    return 1;
+}
+
+/* Format type names must be unique across plugins: two plugins decoding "Q4_K"
+ * would make the choice depend on load order. */
+static const char *format_type_clash(const struct splash_registry *r,
+                                     const struct splash_format_plugin *fp, const char **other)
+{
+    for (uint32_t t = 0; t < fp->n_types; t++) {
+        const struct splash_format_type *ft = fp->types[t];
+        if (!ft || !ft->name)
+            return "(unnamed type)";
+        for (size_t i = 0; i < r->n_formats; i++)
+            for (uint32_t u = 0; u < r->formats[i]->n_types; u++) {
+                const struct splash_format_type *o = r->formats[i]->types[u];
+                if (!strcmp(o->name, ft->name) ||
+                    (ft->gguf_type >= 0 && o->gguf_type == ft->gguf_type)) {
+                    *other = r->formats[i]->header.name;
+                    return ft->name;
+                }
+            }
+    }
+    return NULL;
+}
+
+static enum splash_status check_format_types(const struct splash_format_plugin *fp, char *why,
+                                             size_t why_size)
+{
+    for (uint32_t t = 0; t < fp->n_types; t++) {
+        const struct splash_format_type *ft = fp->types[t];
+        if (!ft || !ft->name || !ft->block_elems || !ft->block_bytes || !ft->to_float ||
+            !ft->validate) {
+            snprintf(why, why_size, "format type %u is incomplete (name, block, to_float, validate)",
+                     t);
+            return SPLASH_ERR_INVALID;
+        }
+        if (ft->flags & SPLASH_FORMAT_ACTIVATION_ONLY)
+            continue;
+        if (!ft->rows || !ft->n_rows || ft->rows[ft->n_rows - 1].cpu_requires != 0 ||
+            !ft->rows[ft->n_rows - 1].vec_dot) {
+            snprintf(why, why_size, "format %s: kernel rows must end in a scalar reference row",
+                     ft->name);
+            return SPLASH_ERR_INVALID;
+        }
+    }
+    return SPLASH_OK;
+}
+
+enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_plugin_entry_fn entry,
+                                             const char *origin, struct splash_err *err)
+{
+    struct splash_plugin_record *rec = record_add(r, origin);
+    if (!rec)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "plugin %s: out of memory", origin);
+    const struct splash_plugin_header *h = entry(splash_host_get());
+    if (!h)
+        return refuse(r, rec, origin, SPLASH_ERR_UNSUPPORTED, err, "entry declined to register");
+    if (h->abi_major != SPLASH_ABI_MAJOR || h->abi_minor > SPLASH_ABI_MINOR)
+        return refuse(r, rec, origin, SPLASH_ERR_ABI, err, "ABI %u.%u, this splash speaks %d.%d",
+                      h->abi_major, h->abi_minor, SPLASH_ABI_MAJOR, SPLASH_ABI_MINOR);
+    if (h->kind != SPLASH_PLUGIN_FORMAT && h->kind != SPLASH_PLUGIN_FAMILY)
+        return refuse(r, rec, origin, SPLASH_ERR_INVALID, err, "unknown plugin kind %u", h->kind);
+    size_t min = h->kind == SPLASH_PLUGIN_FORMAT ? FORMAT_MIN_SIZE : FAMILY_MIN_SIZE;
+    if (h->size < min)
+        return refuse(r, rec, origin, SPLASH_ERR_ABI, err,
+                      "descriptor of %u bytes, ABI %d.0 needs at least %zu", h->size,
+                      SPLASH_ABI_MAJOR, min);
+    if (!valid_name(h->name))
+        return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
+                      "invalid plugin name (lower-case letters, digits, _ and -)");
+    const char *where;
+    int duplicate = name_taken(r, h->name, &where); /* before rec carries the name */
+    snprintf(rec->name, sizeof rec->name, "%s", h->name);
+    snprintf(rec->version, sizeof rec->version, "%s", h->version ? h->version : "");
+    rec->kind = h->kind;
+    if (duplicate)
+        return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
+                      "duplicate plugin name \"%s\" (already loaded from %s)", h->name, where);
+
+    char why[200];
+    size_t copy;
+    if (h->kind == SPLASH_PLUGIN_FORMAT) {
+        struct splash_format_plugin *fp = calloc(1, sizeof *fp);
+        if (!fp)
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        copy = h->size < sizeof *fp ? h->size : sizeof *fp;
+        memcpy(fp, h, copy);
+        if (check_format_types(fp, why, sizeof why) != SPLASH_OK) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_INVALID, err, "%s", why);
+        }
+        const char *other = NULL;
+        const char *clash = format_type_clash(r, fp, &other);
+        if (clash) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
+                          "format %s is already provided by plugin %s", clash,
+                          other ? other : "?");
+        }
+        void *grown = realloc(r->formats, (r->n_formats + 1) * sizeof *r->formats);
+        if (!grown) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        }
+        r->formats = grown;
+        r->formats[r->n_formats++] = fp;
+    } else {
+        struct splash_family_plugin *fp = calloc(1, sizeof *fp);
+        if (!fp)
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        copy = h->size < sizeof *fp ? h->size : sizeof *fp;
+        memcpy(fp, h, copy);
+        if (!fp->check_config || !fp->declare_tensors ||
+            (!fp->gguf_architectures && !fp->model_types)) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
+                          "family needs claims, check_config and declare_tensors");
+        }
+        void *grown = realloc(r->families, (r->n_families + 1) * sizeof *r->families);
+        if (!grown) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        }
+        r->families = grown;
+        r->families[r->n_families++] = fp;
+    }
+    return SPLASH_OK;
+}
+
+enum splash_status splash_registry_load_file(struct splash_registry *r, const char *path,
+                                             struct splash_err *err)
+{
+    /* RTLD_LOCAL keeps one plugin's symbols from resolving another's */
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        struct splash_plugin_record *rec = record_add(r, path);
+        return refuse(r, rec, path, SPLASH_ERR_IO, err, "cannot load: %s", dlerror());
+    }
+    splash_plugin_entry_fn entry;
+    void *sym = dlsym(handle, SPLASH_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    if (!sym) {
+        struct splash_plugin_record *rec = record_add(r, path);
+        /* an entry of another major version tells the user what it is */
+        const char *why = dlsym(handle, "splash_plugin_entry_v2") ? "not a v1 plugin (it exports splash_plugin_entry_v2)"
+                                                                  : "no splash_plugin_entry_v1 symbol";
+        dlclose(handle);
+        return refuse(r, rec, path, SPLASH_ERR_ABI, err, "%s", why);
+    }
+    enum splash_status st = splash_registry_add_entry(r, entry, path, err);
+    /* loaded plugins are never unloaded; a refused one has run only its entry */
+    if (st != SPLASH_OK)
+        dlclose(handle);
+    return st;
+}
+
+static int plugin_file(const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, "libsplash-", 10) != 0)
+        return 0;
+    return (n > 3 && !strcmp(name + n - 3, ".so")) || (n > 6 && !strcmp(name + n - 6, ".dylib"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int already_loaded_name(const struct splash_registry *r, const char *file)
+{
+    /* libsplash-<kind>-<name>.so: a plugin of that name from an earlier directory wins */
+    const char *dash = strchr(file + 10, '-');
+    if (!dash)
+        return 0;
+    char name[64];
+    snprintf(name, sizeof name, "%s", dash + 1);
+    char *dot = strrchr(name, '.');
+    if (dot)
+        *dot = 0;
+    for (size_t i = 0; i < r->n_records; i++)
+        if (!r->records[i].refusal[0] && !strcmp(r->records[i].name, name))
+            return 1;
+    return 0;
+}
+
+void splash_registry_load_dir(struct splash_registry *r, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!plugin_file(e->d_name))
+            continue;
+        char **grown = realloc(names, (n + 1) * sizeof *names);
+        if (!grown)
+            break;
+        names = grown;
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] && !already_loaded_name(r, names[i])) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            struct splash_err err;
+            splash_registry_load_file(r, path, &err);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* Loads dir unless an earlier step of the search already read the same directory. */
+static void load_dir_once(struct splash_registry *r, const char *dir, char (*seen)[PATH_MAX],
+                          size_t *n_seen, size_t max_seen)
+{
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        return;
+    for (size_t i = 0; i < *n_seen; i++)
+        if (!strcmp(seen[i], real))
+            return;
+    if (*n_seen < max_seen)
+        snprintf(seen[(*n_seen)++], PATH_MAX, "%s", real);
+    splash_registry_load_dir(r, real);
+}
+
+void splash_registry_load_default(struct splash_registry *r, const char *const *extra_dirs,
+                                  size_t n_extra)
+{
+    enum { MAX_SEEN = 32 };
+    char (*seen)[PATH_MAX] = calloc(MAX_SEEN, PATH_MAX);
+    size_t n_seen = 0;
+    if (!seen)
+        return;
+    for (size_t i = 0; i < n_extra; i++)
+        load_dir_once(r, extra_dirs[i], seen, &n_seen, MAX_SEEN);
+    const char *env = getenv("SPLASH_PLUGIN_PATH");
+    if (env && *env) {
+        char *copy = strdup(env);
+        char *save = NULL;
+        for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
+            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
+        free(copy);
+    }
+    load_dir_once(r, SPLASH_PLUGIN_BUILD_DIR, seen, &n_seen, MAX_SEEN);
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char dir[PATH_MAX + 16];
+            snprintf(dir, sizeof dir, "%s/../lib/splash", exe);
+            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
+            snprintf(dir, sizeof dir, "%s/lib/splash", exe); /* build/splash beside build/lib */
+            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
+        }
+    }
+    load_dir_once(r, SPLASH_PLUGIN_INSTALL_DIR, seen, &n_seen, MAX_SEEN);
+    free(seen);
+}
+
+void splash_registry_add_builtins(struct splash_registry *r, const splash_plugin_entry_fn *entries)
+{
+    for (size_t i = 0; entries && entries[i]; i++) {
+        struct splash_err err;
+        splash_registry_add_entry(r, entries[i], "builtin", &err);
+    }
+}
+
+size_t splash_registry_n_records(const struct splash_registry *r)
+{
+    return r->n_records;
+}
+
+const struct splash_plugin_record *splash_registry_record(const struct splash_registry *r, size_t i)
+{
+    return i < r->n_records ? &r->records[i] : NULL;
+}
+
+size_t splash_registry_n_formats(const struct splash_registry *r)
+{
+    return r->n_formats;
+}
+
+const struct splash_format_plugin *splash_registry_format(const struct splash_registry *r, size_t i)
+{
+    return i < r->n_formats ? r->formats[i] : NULL;
+}
+
+size_t splash_registry_n_families(const struct splash_registry *r)
+{
+    return r->n_families;
+}
+
+const struct splash_family_plugin *splash_registry_family(const struct splash_registry *r, size_t i)
+{
+    return i < r->n_families ? r->families[i] : NULL;
+}
+
+const struct splash_format_type *splash_registry_format_by_gguf(const struct splash_registry *r,
+                                                                int32_t gguf_type)
+{
+    if (gguf_type < 0)
+        return NULL;
+    for (size_t i = 0; i < r->n_formats; i++)
+        for (uint32_t t = 0; t < r->formats[i]->n_types; t++)
+            if (r->formats[i]->types[t]->gguf_type == gguf_type)
+                return r->formats[i]->types[t];
+    return NULL;
+}
+
+const struct splash_format_type *splash_registry_format_by_name(const struct splash_registry *r,
+                                                                const char *name)
+{
+    for (size_t i = 0; i < r->n_formats; i++)
+        for (uint32_t t = 0; t < r->formats[i]->n_types; t++)
+            if (!strcmp(r->formats[i]->types[t]->name, name))
+                return r->formats[i]->types[t];
+    return NULL;
+}
+
+static struct splash_registry *global_registry;
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void global_init(void)
+{
+    global_registry = splash_registry_create();
+}
+
+struct splash_registry *splash_registry_global(void)
+{
+    pthread_once(&global_once, global_init);
+    return global_registry;
+}

@@ -1,0 +1,57 @@
+/* The plugin registry: loads plugins, holds their descriptors, answers claims. */
+#ifndef SPLASH_CORE_REGISTRY_H
+#define SPLASH_CORE_REGISTRY_H
+
+#include "splash/family.h"
+#include "splash/format.h"
+#include "splash/plugin.h"
+
+struct splash_registry;
+
+/* One plugin the registry saw: loaded (refusal[0] == 0) or refused (the reason). */
+struct splash_plugin_record {
+    char origin[512];   /* file path, or "builtin" */
+    char name[64];
+    char version[32];
+    uint32_t kind;
+    char refusal[256];  /* empty when loaded */
+};
+
+struct splash_registry *splash_registry_create(void);
+/* Never unloads plugin code (threads may still run it); frees bookkeeping only. */
+void splash_registry_destroy(struct splash_registry *r);
+
+/* Registers the descriptor an entry returns. A refusal is logged once, recorded,
+ * and returned with err naming origin and reason. */
+enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_plugin_entry_fn entry,
+                                             const char *origin, struct splash_err *err);
+/* dlopens one plugin file and registers it. */
+enum splash_status splash_registry_load_file(struct splash_registry *r, const char *path,
+                                             struct splash_err *err);
+/* Loads every libsplash-*.so in dir (sorted); refusals are recorded, not fatal. */
+void splash_registry_load_dir(struct splash_registry *r, const char *dir);
+/* The default search: each of extra_dirs (may be NULL), $SPLASH_PLUGIN_PATH
+ * (colon-separated), the build-time directory, then <exe>/../lib/splash. The
+ * first directory holding a plugin of a given name wins. */
+void splash_registry_load_default(struct splash_registry *r, const char *const *extra_dirs,
+                                  size_t n_extra);
+/* Registers every plugin linked statically (tests, static builds). */
+void splash_registry_add_builtins(struct splash_registry *r, const splash_plugin_entry_fn *entries);
+
+size_t splash_registry_n_records(const struct splash_registry *r);
+const struct splash_plugin_record *splash_registry_record(const struct splash_registry *r, size_t i);
+
+size_t splash_registry_n_formats(const struct splash_registry *r);
+const struct splash_format_plugin *splash_registry_format(const struct splash_registry *r, size_t i);
+size_t splash_registry_n_families(const struct splash_registry *r);
+const struct splash_family_plugin *splash_registry_family(const struct splash_registry *r, size_t i);
+
+const struct splash_format_type *splash_registry_format_by_gguf(const struct splash_registry *r,
+                                                                int32_t gguf_type);
+const struct splash_format_type *splash_registry_format_by_name(const struct splash_registry *r,
+                                                                const char *name);
+
+/* The process-wide registry the host table answers format look-ups from. */
+struct splash_registry *splash_registry_global(void);
+
+#endif

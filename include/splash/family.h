@@ -1,0 +1,119 @@
+/* Family plugins: claims, config checks, tensor declarations and the forward
+ * pass, written as calls into the host's kernels. */
+#ifndef SPLASH_FAMILY_H
+#define SPLASH_FAMILY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "splash/host.h"
+#include "splash/plugin.h"
+#include "splash/status.h"
+
+/* What a declared tensor is for; the core applies the type rules of models.md
+ * ("GGUF targets") per role. */
+enum splash_tensor_role {
+    SPLASH_ROLE_LINEAR = 1,    /* projections and experts: any quantized linear format, BF16, F16 */
+    SPLASH_ROLE_EMBED = 2,     /* token table: any of the linears' formats */
+    SPLASH_ROLE_NORM = 3,      /* F32, BF16 or F16 */
+    SPLASH_ROLE_ROUTER = 4,    /* F32, BF16 or a quantized linear format (not F16) */
+    SPLASH_ROLE_SHEXP_GATE = 5,/* F32, BF16 or Q8_0 */
+    SPLASH_ROLE_GDN_F32 = 6,   /* GDN convolution, decay, time-step bias: F32 */
+    SPLASH_ROLE_ALPHABETA = 7, /* GDN alpha/beta: a linear format or F32 */
+    SPLASH_ROLE_SINKS = 8,     /* attention sinks: F32 */
+    SPLASH_ROLE_ANY_FLOAT = 9, /* F32, BF16 or F16 */
+};
+
+#define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine (e.g. output.weight when tied) */
+
+struct splash_tensor_decl {
+    char name[96];   /* exact name: "blk.3.attn_qkv.weight" */
+    int32_t layer;   /* block index, -1 for global tensors (for grouped messages) */
+    int32_t n_dims;
+    int64_t ne[4];   /* expected shape, GGUF order; unused dims 1 */
+    uint32_t role;   /* enum splash_tensor_role */
+    uint32_t flags;  /* SPLASH_DECL_* */
+};
+
+typedef void (*splash_decl_emit_fn)(void *ctx, const struct splash_tensor_decl *decl);
+
+/* check_config's answer. score 0: not this family. */
+struct splash_family_verdict {
+    int32_t score;          /* higher wins ties between plugins claiming one architecture */
+    char architecture[64];  /* "Qwen hybrid (qwen35)" */
+    char size_name[96];     /* "Qwen3.5-0.8B", or "" for a size the table does not list */
+    char draft_repo[128];   /* the DFlash2 draft the family names for the size, or "" */
+    char summary[160];      /* one line: "hidden 1024, 24 layers (6 attention), vocab 248320" */
+};
+
+enum splash_kv_format { SPLASH_KV_INT8 = 0, SPLASH_KV_BF16 = 1 };
+enum splash_state_format { SPLASH_STATE_F32 = 0, SPLASH_STATE_BF16 = 1 };
+
+struct splash_model_opts {
+    struct splash_pool *pool;  /* worker pool for the forward pass */
+    int32_t kv_format;         /* enum splash_kv_format */
+    int32_t state_format;      /* enum splash_state_format */
+    int64_t max_context;       /* tokens a sequence may hold; 0 = the model's native window */
+    double rope_yarn_factor;   /* 0 or 1: none; > 1: YaRN past the native window */
+};
+
+struct splash_model_info {
+    int64_t n_vocab;
+    int64_t n_embd;
+    int64_t n_layers;
+    int64_t n_ctx_train;               /* native context window */
+    uint64_t weight_bytes;             /* bytes of weights the forward pass reads */
+    uint64_t kv_bytes_per_token;       /* all attention layers, at the chosen kv format */
+    uint64_t state_bytes_per_seq;      /* recurrent (GDN) state + conv state per sequence */
+};
+
+/* One lane of a batched forward step: n_tokens new tokens of one sequence,
+ * appended at position pos0 (the sequence's current length). */
+struct splash_lane {
+    void *seq;
+    const int32_t *tokens;
+    int32_t n_tokens;
+    int32_t pos0;
+    float *logits;        /* NULL: none; else n_logits rows of n_vocab floats */
+    int32_t logits_all;   /* 1: a row per token; 0: the last token's row only */
+};
+
+struct splash_family_plugin {
+    struct splash_plugin_header header; /* kind = SPLASH_PLUGIN_FAMILY */
+
+    /* Claims as data, NULL-terminated: GGUF general.architecture values and
+     * config.json model_type values this family serves. */
+    const char *const *gguf_architectures;
+    const char *const *model_types;
+
+    /* Holds the metadata to the family's rules. SPLASH_OK with v->score > 0 claims
+     * it; SPLASH_OK with score 0 declines; an error names the key at fault
+     * (an architecture this family serves with values it cannot run). */
+    enum splash_status (*check_config)(const struct splash_host *host, const struct splash_meta *m,
+                                       struct splash_family_verdict *v, struct splash_err *err);
+    /* Emits every tensor the forward pass reads, with shape and role. */
+    enum splash_status (*declare_tensors)(const struct splash_host *host,
+                                          const struct splash_meta *m, splash_decl_emit_fn emit,
+                                          void *ctx, struct splash_err *err);
+
+    /* Builds a runnable model over mapped tensors (m stays valid until destroy). */
+    enum splash_status (*model_create)(const struct splash_host *host, const struct splash_meta *m,
+                                       const struct splash_model_opts *opts, void **model,
+                                       struct splash_err *err);
+    void (*model_destroy)(void *model);
+    void (*model_info)(const void *model, struct splash_model_info *info);
+
+    /* Per-sequence caches (KV, GDN state). Not thread-safe per sequence. */
+    enum splash_status (*seq_create)(void *model, void **seq, struct splash_err *err);
+    void (*seq_destroy)(void *model, void *seq);
+    /* Drops every token at position >= n_keep (0: empty). A recurrent family may
+     * refuse a partial truncation it cannot undo with SPLASH_ERR_UNSUPPORTED. */
+    enum splash_status (*seq_truncate)(void *model, void *seq, int32_t n_keep,
+                                       struct splash_err *err);
+
+    /* One batched step over n_lanes lanes: every weight is read once for all rows. */
+    enum splash_status (*forward)(void *model, const struct splash_lane *lanes, int32_t n_lanes,
+                                  struct splash_err *err);
+};
+
+#endif

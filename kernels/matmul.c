@@ -1,0 +1,228 @@
+/* Matrix products over a format's kernel rows: activations are quantized to
+ * the weight's act_type once per row, then weight rows are split over the pool
+ * and each chunk reads its weight rows once for every activation row. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/host_impl.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "kernels/kernels_impl.h"
+
+struct splash_weight {
+    struct splash_tensor_info t;
+    const struct splash_format_type *fmt;
+    const struct splash_format_type *act; /* NULL: activations stay F32 */
+    const struct splash_kernel_row *row;
+    int64_t n_in, n_out, n_experts;
+    size_t row_bytes;      /* bytes of one weight row */
+    size_t act_row_bytes;  /* bytes of one quantized activation row */
+};
+
+static enum splash_status weight_create(const struct splash_tensor_info *t,
+                                        struct splash_weight **out, struct splash_err *err)
+{
+    const struct splash_format_type *fmt = t->format;
+    if (!fmt)
+        fmt = splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
+    if (!fmt)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: no format plugin decodes %s",
+                              t->name, t->type_name ? t->type_name : "its type");
+    if (!fmt->rows || !fmt->n_rows)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: format %s has no kernel rows", t->name,
+                              fmt->name);
+    if (!t->data)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor data is not mapped", t->name);
+    struct splash_weight *w = calloc(1, sizeof *w);
+    if (!w)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", t->name);
+    w->t = *t;
+    w->fmt = fmt;
+    w->n_in = t->ne[0];
+    w->n_out = t->ne[1];
+    w->n_experts = t->n_dims >= 3 ? t->ne[2] : 1;
+    w->row_bytes = splash_format_row_bytes(fmt, w->n_in);
+    w->row = splash_format_pick_row(fmt, splash_cpu_features());
+    if (fmt->act_type && strcmp(fmt->act_type, "F32") != 0) {
+        w->act = splash_registry_format_by_name(splash_registry_global(), fmt->act_type);
+        if (!w->act || !w->act->from_float) {
+            free(w);
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "%s: activation format %s for %s is not available", t->name,
+                                  fmt->act_type, fmt->name);
+        }
+        w->act_row_bytes = splash_format_row_bytes(w->act, w->n_in);
+    } else {
+        w->act_row_bytes = (size_t)w->n_in * sizeof(float);
+    }
+    if (!w->row_bytes || !w->act_row_bytes) {
+        free(w);
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %lld inputs are not whole %s blocks",
+                              t->name, (long long)t->ne[0], fmt->name);
+    }
+    *out = w;
+    return SPLASH_OK;
+}
+
+static void weight_destroy(struct splash_weight *w)
+{
+    free(w);
+}
+
+/* Per-thread scratch for quantized activations, grown on demand. */
+static _Thread_local void *scratch;
+static _Thread_local size_t scratch_size;
+
+static void *scratch_get(size_t size)
+{
+    if (size > scratch_size) {
+        splash_free_aligned(scratch);
+        scratch = splash_alloc_aligned(64, size);
+        scratch_size = scratch ? size : 0;
+    }
+    return scratch;
+}
+
+struct quant_task {
+    const struct splash_weight *w;
+    const float *x;
+    void *act;
+};
+
+static void quantize_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct quant_task *q = ctx;
+    for (int64_t r = begin; r < end; r++)
+        q->w->act->from_float(q->x + r * q->w->n_in, (char *)q->act + r * q->w->act_row_bytes,
+                              q->w->n_in, NULL);
+}
+
+/* Quantizes n activation rows (or points at the floats) for weight w. */
+static const void *prepare_act(struct splash_pool *pool, const struct splash_weight *w,
+                               const float *x, int64_t n)
+{
+    if (!w->act)
+        return x;
+    void *act = scratch_get(w->act_row_bytes * (size_t)n);
+    struct quant_task q = {.w = w, .x = x, .act = act};
+    if (n >= 4)
+        splash_pool_parallel_for(pool, n, 1, quantize_rows, &q);
+    else
+        quantize_rows(&q, 0, n, 0);
+    return act;
+}
+
+struct mm_task {
+    const struct splash_weight *w;
+    const char *wdata;    /* first row of the matrix (expert) */
+    const char *act;
+    int64_t n_act;
+    float *y;
+    size_t y_stride;
+};
+
+#define ACT_TILE 8
+
+static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct mm_task *m = ctx;
+    const struct splash_weight *w = m->w;
+    for (int64_t j = 0; j < m->n_act; j += ACT_TILE) {
+        int64_t nj = m->n_act - j < ACT_TILE ? m->n_act - j : ACT_TILE;
+        splash_format_mul_rows(w->row, w->n_in, m->wdata + (size_t)begin * w->row_bytes, w->row_bytes,
+                               end - begin, m->act + (size_t)j * w->act_row_bytes, w->act_row_bytes,
+                               nj, m->y + (size_t)j * m->y_stride + (size_t)begin, m->y_stride);
+    }
+}
+
+static void matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+                   int64_t n, float *y)
+{
+    if (n <= 0)
+        return;
+    const void *act = prepare_act(pool, w, x, n);
+    struct mm_task m = {.w = w, .wdata = w->t.data, .act = act, .n_act = n, .y = y,
+                        .y_stride = (size_t)w->n_out};
+    splash_pool_parallel_for(pool, w->n_out, 16, mm_rows, &m);
+}
+
+static int cmp_by_expert(const void *a, const void *b, void *ctx)
+{
+    const int32_t *expert = ctx;
+    int32_t ea = expert[*(const int64_t *)a], eb = expert[*(const int64_t *)b];
+    return ea < eb ? -1 : ea > eb;
+}
+
+static void matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+                           const int32_t *expert, int64_t n, float *y)
+{
+    if (n <= 0)
+        return;
+    /* order rows by expert, gather them, run each expert's rows as one matmul */
+    int64_t *order = malloc((size_t)n * sizeof *order);
+    float *xs = malloc((size_t)n * (size_t)w->n_in * sizeof *xs);
+    float *ys = malloc((size_t)n * (size_t)w->n_out * sizeof *ys);
+    if (!order || !xs || !ys)
+        goto out_free;
+    int64_t m = 0;
+    for (int64_t r = 0; r < n; r++)
+        if (expert[r] >= 0 && expert[r] < w->n_experts)
+            order[m++] = r;
+    qsort_r(order, (size_t)m, sizeof *order, cmp_by_expert, (void *)expert);
+    for (int64_t i = 0; i < m; i++)
+        memcpy(xs + i * w->n_in, x + order[i] * w->n_in, (size_t)w->n_in * sizeof *xs);
+    const void *act = prepare_act(pool, w, xs, m);
+    size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+    for (int64_t i = 0; i < m;) {
+        int32_t e = expert[order[i]];
+        int64_t j = i;
+        while (j < m && expert[order[j]] == e)
+            j++;
+        struct mm_task t = {.w = w, .wdata = (const char *)w->t.data + (size_t)e * expert_bytes,
+                            .act = (const char *)act + (size_t)i * w->act_row_bytes,
+                            .n_act = j - i, .y = ys + i * w->n_out, .y_stride = (size_t)w->n_out};
+        splash_pool_parallel_for(pool, w->n_out, 16, mm_rows, &t);
+        i = j;
+    }
+    for (int64_t i = 0; i < m; i++)
+        memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
+out_free:
+    free(order);
+    free(xs);
+    free(ys);
+}
+
+static const struct splash_format_type *tensor_format(const struct splash_tensor_info *t)
+{
+    return t->format ? t->format : splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
+}
+
+static void embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
+{
+    const struct splash_format_type *f = tensor_format(t);
+    size_t row_bytes = splash_format_row_bytes(f, t->ne[0]);
+    for (int64_t i = 0; i < n; i++)
+        f->to_float((const char *)t->data + (size_t)ids[i] * row_bytes, out + i * t->ne[0], t->ne[0]);
+}
+
+static void to_float(const struct splash_tensor_info *t, float *out)
+{
+    const struct splash_format_type *f = tensor_format(t);
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    f->to_float(t->data, out, n);
+}
+
+static const struct splash_kernels kernels = {
+    .size = sizeof(struct splash_kernels),
+    .weight_create = weight_create,
+    .weight_destroy = weight_destroy,
+    .matmul = matmul,
+    .matmul_experts = matmul_experts,
+    .embed_rows = embed_rows,
+    .to_float = to_float,
+};
+
+const struct splash_kernels *splash_kernels_get(void)
+{
+    return &kernels;
+}
