@@ -1,0 +1,381 @@
+/* The engine loop. Each step batches one token of every decoding request with
+ * one chunk of the oldest waiting prompt, so weights are read once per step for
+ * all lanes; requests join and leave between steps. */
+#include "core/engine/engine.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/engine/protocol.h"
+#include "core/host_impl.h"
+#include "core/model_load.h"
+#include "core/registry.h"
+#include "kernels/sampling.h"
+
+enum req_state { REQ_PREFILL, REQ_DECODE };
+
+struct request {
+    uint64_t id;
+    int32_t *prompt;
+    int32_t n_prompt, n_prefilled;
+    void *seq;
+    struct splash_sampler sampler;
+    int32_t max_tokens, n_gen;
+    int32_t stop_ids[32];
+    int n_stop;
+    int logprobs, top_logprobs;
+    int32_t last;       /* the token the next decode step feeds */
+    int32_t pos;        /* tokens in the sequence */
+    enum req_state state;
+    struct request *next;
+};
+
+struct engine {
+    const struct splash_engine_opts *opts;
+    struct splash_loaded_model *lm;
+    struct request *reqs;        /* admission order */
+    int n_active;                /* requests holding a sequence */
+    int64_t n_ctx;
+    float *logits;               /* (max_lanes + 1, n_vocab) */
+    struct splash_lane *lanes;
+    struct request **lane_req;
+    int max_lanes;
+    int stopping;
+};
+
+static void send_error(struct engine *e, uint64_t id, const char *code, const char *message)
+{
+    json_t *b = json_pack("{s:s, s:s}", "code", code, "message", message);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_ERROR, id, b, &err);
+    json_decref(b);
+}
+
+static void request_free(struct engine *e, struct request *r)
+{
+    if (r->seq) {
+        e->lm->family->seq_destroy(e->lm->model, r->seq);
+        e->n_active--;
+    }
+    splash_sampler_free(&r->sampler);
+    free(r->prompt);
+    free(r);
+}
+
+static void request_remove(struct engine *e, struct request *r)
+{
+    for (struct request **p = &e->reqs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    request_free(e, r);
+}
+
+static void finish(struct engine *e, struct request *r, const char *reason)
+{
+    json_t *b = json_pack("{s:s, s:i, s:i, s:i}", "finish_reason", reason, "prompt_tokens",
+                          r->n_prompt, "cached_tokens", 0, "completion_tokens", r->n_gen);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_DONE, r->id, b, &err);
+    json_decref(b);
+    request_remove(e, r);
+}
+
+static void submit(struct engine *e, uint64_t id, json_t *body)
+{
+    json_t *prompt = json_object_get(body, "prompt");
+    if (!json_is_array(prompt) || json_array_size(prompt) == 0) {
+        send_error(e, id, "invalid_request", "the prompt is empty");
+        return;
+    }
+    int64_t n_prompt = (int64_t)json_array_size(prompt);
+    int64_t max_tokens = json_integer_value(json_object_get(body, "max_tokens"));
+    if (max_tokens <= 0)
+        max_tokens = e->n_ctx - n_prompt;
+    if (n_prompt >= e->n_ctx) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt's %lld tokens fill the %lld-token context",
+                 (long long)n_prompt, (long long)e->n_ctx);
+        send_error(e, id, "context_length_exceeded", msg);
+        return;
+    }
+    struct request *r = calloc(1, sizeof *r);
+    if (!r || !(r->prompt = malloc((size_t)n_prompt * sizeof *r->prompt))) {
+        free(r);
+        send_error(e, id, "capacity_exhausted", "out of memory for the prompt");
+        return;
+    }
+    r->id = id;
+    r->n_prompt = (int32_t)n_prompt;
+    for (int64_t i = 0; i < n_prompt; i++) {
+        json_int_t t = json_integer_value(json_array_get(prompt, (size_t)i));
+        if (t < 0 || t >= e->lm->info.n_vocab) {
+            free(r->prompt);
+            free(r);
+            send_error(e, id, "invalid_request", "a prompt token is out of the vocabulary");
+            return;
+        }
+        r->prompt[i] = (int32_t)t;
+    }
+    r->max_tokens = (int32_t)(max_tokens < e->n_ctx - n_prompt ? max_tokens : e->n_ctx - n_prompt);
+    json_t *stops = json_object_get(body, "stop_ids");
+    for (size_t i = 0; json_is_array(stops) && i < json_array_size(stops) && r->n_stop < 32; i++)
+        r->stop_ids[r->n_stop++] = (int32_t)json_integer_value(json_array_get(stops, i));
+    json_t *s = json_object_get(body, "sampling");
+    struct splash_sampling_params sp = {.temperature = 0, .top_p = 1, .repetition_penalty = 1};
+    if (json_is_object(s)) {
+        json_t *v;
+        if ((v = json_object_get(s, "temperature")) && json_is_number(v))
+            sp.temperature = (float)json_number_value(v);
+        if ((v = json_object_get(s, "top_k")) && json_is_integer(v))
+            sp.top_k = (int32_t)json_integer_value(v);
+        if ((v = json_object_get(s, "top_p")) && json_is_number(v))
+            sp.top_p = (float)json_number_value(v);
+        if ((v = json_object_get(s, "min_p")) && json_is_number(v))
+            sp.min_p = (float)json_number_value(v);
+        if ((v = json_object_get(s, "presence_penalty")) && json_is_number(v))
+            sp.presence_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "frequency_penalty")) && json_is_number(v))
+            sp.frequency_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "repetition_penalty")) && json_is_number(v))
+            sp.repetition_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "seed")) && json_is_integer(v))
+            sp.seed = (uint64_t)json_integer_value(v);
+        else
+            sp.seed = (uint64_t)time(NULL) ^ id * 0x9e3779b97f4a7c15ull;
+    }
+    r->logprobs = json_is_true(json_object_get(body, "logprobs"));
+    r->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
+    if (r->top_logprobs > 20)
+        r->top_logprobs = 20;
+    if (splash_sampler_init(&r->sampler, &sp, (int32_t)e->lm->info.n_vocab) != 0) {
+        free(r->prompt);
+        free(r);
+        send_error(e, id, "capacity_exhausted", "out of memory for the sampler");
+        return;
+    }
+    r->state = REQ_PREFILL;
+    struct request **tail = &e->reqs;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = r;
+}
+
+static struct request *find(struct engine *e, uint64_t id)
+{
+    for (struct request *r = e->reqs; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
+static void send_status(struct engine *e, uint64_t id)
+{
+    int active = 0, waiting = 0;
+    for (struct request *r = e->reqs; r; r = r->next)
+        r->seq ? active++ : waiting++;
+    json_t *b = json_pack("{s:i, s:i, s:i}", "active", active, "waiting", waiting, "max_lanes",
+                          e->max_lanes);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, id, b, &err);
+    json_decref(b);
+}
+
+/* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */
+static int read_frames(struct engine *e, int block)
+{
+    for (;;) {
+        struct pollfd p = {.fd = e->opts->fd, .events = POLLIN};
+        int rc = poll(&p, 1, block ? -1 : 0);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            return 0;
+        struct splash_frame f;
+        struct splash_err err;
+        if (splash_frame_read(e->opts->fd, &f, &err) != SPLASH_OK)
+            return -1;
+        block = 0;
+        struct request *r;
+        switch (f.type) {
+        case SPLASH_FRAME_SUBMIT:
+            submit(e, f.id, f.body);
+            break;
+        case SPLASH_FRAME_CANCEL:
+            if ((r = find(e, f.id)))
+                finish(e, r, "cancelled");
+            break;
+        case SPLASH_FRAME_STATUS_REQ:
+            send_status(e, f.id);
+            break;
+        case SPLASH_FRAME_SHUTDOWN:
+            e->stopping = 1;
+            break;
+        default:
+            break;
+        }
+        splash_frame_free(&f);
+    }
+}
+
+static int is_stop(const struct request *r, int32_t t)
+{
+    for (int i = 0; i < r->n_stop; i++)
+        if (r->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+static void emit_token(struct engine *e, struct request *r, float *logits)
+{
+    struct splash_token_logprob top[20];
+    float lp = 0;
+    int n_top = r->top_logprobs;
+    int32_t t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
+                                      n_top ? top : NULL, n_top);
+    if (is_stop(r, t)) {
+        finish(e, r, "stop");
+        return;
+    }
+    r->n_gen++;
+    json_t *b = json_pack("{s:[i]}", "t", t);
+    if (r->logprobs) {
+        json_object_set_new(b, "lp", json_pack("[f]", (double)lp));
+        json_t *alts = json_array();
+        for (int i = 0; i < n_top; i++)
+            json_array_append_new(alts, json_pack("[i,f]", top[i].id, (double)top[i].logprob));
+        json_object_set_new(b, "top", json_pack("[o]", alts));
+    }
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_TOKENS, r->id, b, &err);
+    json_decref(b);
+    r->last = t;
+    r->state = REQ_DECODE;
+    if (r->n_gen >= r->max_tokens)
+        finish(e, r, "length");
+}
+
+/* One batched step: every decoding request's next token plus one prompt chunk. */
+static int step(struct engine *e)
+{
+    const struct splash_family_plugin *fam = e->lm->family;
+    int n = 0, have_prefill = 0, n_decode = 0;
+    struct splash_err err;
+    int64_t n_vocab = e->lm->info.n_vocab;
+    for (struct request *r = e->reqs; r; r = r->next)
+        n_decode += r->state == REQ_DECODE;
+    for (struct request *r = e->reqs; r && n <= e->max_lanes; r = r->next) {
+        /* one prompt chunk per step, and a new sequence only while lanes are free */
+        if (r->state == REQ_PREFILL && (have_prefill || (!r->seq && e->n_active >= e->max_lanes)))
+            continue;
+        if (!r->seq) {
+            if (fam->seq_create(e->lm->model, &r->seq, &err) != SPLASH_OK) {
+                r->seq = NULL;
+                send_error(e, r->id, "capacity_exhausted", err.msg);
+                request_remove(e, r);
+                return 0;
+            }
+            e->n_active++;
+        }
+        struct splash_lane *l = &e->lanes[n];
+        memset(l, 0, sizeof *l);
+        l->seq = r->seq;
+        l->pos0 = r->pos;
+        l->logits_all = 0;
+        if (r->state == REQ_DECODE) {
+            l->tokens = &r->last;
+            l->n_tokens = 1;
+            l->logits = e->logits + (size_t)n * (size_t)n_vocab;
+        } else {
+            /* decode_share: with others decoding, a prompt advances in smaller chunks */
+            int32_t chunk = n_decode ? e->opts->prefill_chunk : 4 * e->opts->prefill_chunk;
+            int32_t left = r->n_prompt - r->n_prefilled;
+            l->tokens = r->prompt + r->n_prefilled;
+            l->n_tokens = left < chunk ? left : chunk;
+            l->logits = l->n_tokens == left ? e->logits + (size_t)n * (size_t)n_vocab : NULL;
+            have_prefill = 1;
+        }
+        e->lane_req[n++] = r;
+    }
+    if (!n)
+        return 0;
+    if (fam->forward(e->lm->model, e->lanes, n, &err) != SPLASH_OK) {
+        for (int i = 0; i < n; i++) {
+            send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
+            request_remove(e, e->lane_req[i]);
+        }
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        struct request *r = e->lane_req[i];
+        r->pos += e->lanes[i].n_tokens;
+        if (r->state == REQ_PREFILL) {
+            r->n_prefilled += e->lanes[i].n_tokens;
+            for (int32_t k = 0; k < e->lanes[i].n_tokens; k++)
+                splash_sampler_accept(&r->sampler, e->lanes[i].tokens[k]);
+        }
+        if (e->lanes[i].logits)
+            emit_token(e, r, e->lanes[i].logits);
+    }
+    return 0;
+}
+
+int splash_engine_main(const struct splash_engine_opts *opts)
+{
+    struct engine e = {.opts = opts};
+    struct splash_engine_opts o = *opts;
+    if (!o.max_lanes)
+        o.max_lanes = 16;
+    if (!o.prefill_chunk)
+        o.prefill_chunk = 256;
+    e.opts = &o;
+    e.max_lanes = o.max_lanes;
+    struct splash_registry *reg = splash_registry_global();
+    if (splash_registry_n_records(reg) == 0)
+        splash_registry_load_default(reg, NULL, 0);
+    struct splash_model_opts mo = {.kv_format = opts->kv_format, .state_format = opts->state_format,
+                                   .max_context = opts->max_context};
+    struct splash_err err;
+    if (splash_model_load(reg, opts->model_path, &mo, opts->n_threads, &e.lm, &err) != SPLASH_OK) {
+        send_error(&e, 0, "model_refused", err.msg);
+        return 1;
+    }
+    e.n_ctx = opts->max_context > 0 ? opts->max_context : e.lm->info.n_ctx_train;
+    size_t n_vocab = (size_t)e.lm->info.n_vocab;
+    e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
+    e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
+    e.lane_req = calloc((size_t)e.max_lanes + 1, sizeof *e.lane_req);
+    if (!e.logits || !e.lanes || !e.lane_req) {
+        send_error(&e, 0, "capacity_exhausted", "out of memory for the engine's buffers");
+        return 1;
+    }
+    json_t *ready = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "family",
+                              e.lm->family->header.name, "architecture",
+                              e.lm->verdict.architecture, "size", e.lm->verdict.size_name,
+                              "n_vocab", (json_int_t)e.lm->info.n_vocab, "n_ctx",
+                              (json_int_t)e.n_ctx, "n_ctx_train",
+                              (json_int_t)e.lm->info.n_ctx_train, "weight_bytes",
+                              (json_int_t)e.lm->info.weight_bytes);
+    splash_frame_write(o.fd, SPLASH_FRAME_READY, 0, ready, &err);
+    json_decref(ready);
+    int status = 0;
+    while (!e.stopping) {
+        if (read_frames(&e, e.reqs == NULL) < 0)
+            break;
+        if (step(&e) < 0) {
+            status = 3;
+            break;
+        }
+    }
+    while (e.reqs)
+        request_remove(&e, e.reqs);
+    free(e.logits);
+    free(e.lanes);
+    free(e.lane_req);
+    splash_model_unload(e.lm);
+    return status;
+}

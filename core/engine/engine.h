@@ -1,0 +1,24 @@
+/* The engine process: loads the model and runs the continuous-batching loop,
+ * answering the front's frames on one file descriptor. */
+#ifndef SPLASH_ENGINE_ENGINE_H
+#define SPLASH_ENGINE_ENGINE_H
+
+#include <stdint.h>
+
+struct splash_engine_opts {
+    int fd;                  /* the socketpair end to the front */
+    const char *model_path;  /* GGUF file, split part or directory */
+    int n_threads;           /* 0: physical cores */
+    int kv_format;           /* enum splash_kv_format */
+    int state_format;        /* enum splash_state_format */
+    int64_t max_context;     /* 0: the model's native window */
+    int max_lanes;           /* requests decoding at once (0: 16) */
+    int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */
+    double decode_share;     /* decode time owed per unit of prefill time (server.md) */
+};
+
+/* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status
+ * (0 clean, 1 failed start, 3 runtime failure). */
+int splash_engine_main(const struct splash_engine_opts *opts);
+
+#endif
