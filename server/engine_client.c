@@ -1,0 +1,606 @@
+/* Engine supervision (server.md "Engine restarts and sleep"): immediate restart,
+ * then 5 s doubling to 60 s after failures within 60 s of a start; stop after a
+ * failure every restart would meet again or the sixth quick failure in a row. */
+#include "server/engine_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine/protocol.h"
+#include "server/console.h"
+
+#define MAX_QUICK_FAILURES 6
+#define QUICK_WINDOW_S 60.0
+#define WATCHDOG_S 30.0
+#define QUARANTINE_S 3600.0
+#define MAX_QUARANTINE 64
+
+struct splash_pending {
+    struct splash_engine_client *client;
+    uint64_t id;
+    unsigned char digest[32];
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct splash_event *events;
+    size_t head, count, cap;
+    int finished;     /* DONE or ERROR queued */
+    int released;     /* the HTTP side let go */
+    struct splash_pending *next;
+};
+
+struct splash_engine_client {
+    struct splash_engine_spawn spawn;
+    pthread_mutex_t lock;
+    pthread_cond_t state_changed;
+    enum splash_engine_state state;
+    char why[512];
+    int fd;
+    pid_t pid;
+    double started_at, ready_in, next_ready_at;
+    int restarts, quick_failures, backoff_s;
+    int exit_status;
+    int stopping;
+    uint64_t next_id;
+    struct splash_pending *pending;
+    json_t *info;
+    pthread_t supervisor;
+    pthread_mutex_t write_lock;
+    double last_status_reply, last_status_sent;
+    /* request digests present at the previous failure, and those quarantined */
+    unsigned char prev_failure[MAX_QUARANTINE][32];
+    int n_prev_failure;
+    unsigned char quarantined[MAX_QUARANTINE][32];
+    double quarantined_until[MAX_QUARANTINE];
+    int n_quarantined;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- pending request queues ----------------------------------------------- */
+
+static void pending_push(struct splash_pending *p, enum splash_event_kind kind, json_t *body)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->finished || p->released) {
+        pthread_mutex_unlock(&p->lock);
+        json_decref(body);
+        return;
+    }
+    if (p->count == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        struct splash_event *n = malloc(cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&p->lock);
+            json_decref(body);
+            return;
+        }
+        for (size_t i = 0; i < p->count; i++)
+            n[i] = p->events[(p->head + i) % p->cap];
+        free(p->events);
+        p->events = n;
+        p->head = 0;
+        p->cap = cap;
+    }
+    p->events[(p->head + p->count) % p->cap] = (struct splash_event){.kind = kind, .body = body};
+    p->count++;
+    if (kind != SPLASH_EV_TOKENS)
+        p->finished = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void pending_unlink(struct splash_engine_client *c, struct splash_pending *p)
+{
+    for (struct splash_pending **q = &c->pending; *q; q = &(*q)->next)
+        if (*q == p) {
+            *q = p->next;
+            return;
+        }
+}
+
+static void pending_free(struct splash_pending *p)
+{
+    for (size_t i = 0; i < p->count; i++)
+        json_decref(p->events[(p->head + i) % p->cap].body);
+    free(p->events);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}
+
+int splash_pending_next(struct splash_pending *p, struct splash_event *ev, int timeout_ms)
+{
+    pthread_mutex_lock(&p->lock);
+    if (!p->count && timeout_ms != 0) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        if (timeout_ms > 0) {
+            deadline.tv_sec += timeout_ms / 1000;
+            deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+            }
+        }
+        while (!p->count) {
+            if (timeout_ms < 0)
+                pthread_cond_wait(&p->cond, &p->lock);
+            else if (pthread_cond_timedwait(&p->cond, &p->lock, &deadline) == ETIMEDOUT)
+                break;
+        }
+    }
+    if (!p->count) {
+        pthread_mutex_unlock(&p->lock);
+        return 0;
+    }
+    *ev = p->events[p->head];
+    p->head = (p->head + 1) % p->cap;
+    p->count--;
+    pthread_mutex_unlock(&p->lock);
+    return 1;
+}
+
+static void send_frame(struct splash_engine_client *c, uint32_t type, uint64_t id, json_t *body)
+{
+    struct splash_err err;
+    pthread_mutex_lock(&c->write_lock);
+    int fd = c->fd;
+    if (fd >= 0)
+        splash_frame_write(fd, type, id, body, &err);
+    pthread_mutex_unlock(&c->write_lock);
+}
+
+void splash_pending_cancel(struct splash_pending *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int finished = p->finished;
+    pthread_mutex_unlock(&p->lock);
+    if (!finished)
+        send_frame(p->client, SPLASH_FRAME_CANCEL, p->id, NULL);
+}
+
+void splash_pending_release(struct splash_pending *p)
+{
+    struct splash_engine_client *c = p->client;
+    splash_pending_cancel(p);
+    pthread_mutex_lock(&c->lock);
+    pending_unlink(c, p);
+    pthread_mutex_unlock(&c->lock);
+    pending_free(p);
+}
+
+/* ---- quarantine ------------------------------------------------------------ */
+
+static int is_quarantined(struct splash_engine_client *c, const unsigned char *digest)
+{
+    double t = now_s();
+    for (int i = 0; i < c->n_quarantined; i++)
+        if (c->quarantined_until[i] > t && !memcmp(c->quarantined[i], digest, 32))
+            return 1;
+    return 0;
+}
+
+/* A request present at two engine failures in a row is quarantined for an hour. */
+static void note_failure_requests(struct splash_engine_client *c)
+{
+    unsigned char now_set[MAX_QUARANTINE][32];
+    int n = 0;
+    for (struct splash_pending *p = c->pending; p && n < MAX_QUARANTINE; p = p->next) {
+        memcpy(now_set[n++], p->digest, 32);
+        for (int i = 0; i < c->n_prev_failure; i++) {
+            if (memcmp(c->prev_failure[i], p->digest, 32))
+                continue;
+            int slot = c->n_quarantined < MAX_QUARANTINE ? c->n_quarantined++ : 0;
+            memcpy(c->quarantined[slot], p->digest, 32);
+            c->quarantined_until[slot] = now_s() + QUARANTINE_S;
+        }
+    }
+    memcpy(c->prev_failure, now_set, sizeof(now_set[0]) * (size_t)n);
+    c->n_prev_failure = n;
+}
+
+/* ---- spawning ----------------------------------------------------------------- */
+
+struct stderr_arg {
+    int fd;
+};
+
+/* Forwards the engine's stderr to the console, one line at a time. */
+static void *stderr_reader(void *arg)
+{
+    int fd = ((struct stderr_arg *)arg)->fd;
+    free(arg);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    char line[2048];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        splash_console_line(SPLASH_CONSOLE_ERR, "%s", line);
+    }
+    fclose(f);
+    return NULL;
+}
+
+static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_size)
+{
+    int sv[2], errpipe[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(why, why_size, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        close(sv[0]);
+        close(sv[1]);
+        snprintf(why, why_size, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    char threads[16], kv[8], state[8], ctx[24], share[32];
+    snprintf(threads, sizeof threads, "%d", c->spawn.threads);
+    snprintf(kv, sizeof kv, "%s", c->spawn.kv_format ? "bf16" : "int8");
+    snprintf(state, sizeof state, "%s", c->spawn.state_format ? "bf16" : "fp32");
+    snprintf(ctx, sizeof ctx, "%lld", (long long)c->spawn.max_context);
+    snprintf(share, sizeof share, "%g", c->spawn.decode_share);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, why_size, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(sv[1], 3);
+        dup2(errpipe[1], 2);
+        char *argv[] = {"splash", "engine", "--fd", "3", "--model-dir", (char *)c->spawn.model_path,
+                        "--threads", threads, "--kv-format", kv, "--state-format", state,
+                        "--max-context", ctx, "--decode-share", share, NULL};
+        execv(c->spawn.exe, argv);
+        fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
+        _exit(126);
+    }
+    close(sv[1]);
+    close(errpipe[1]);
+    struct stderr_arg *sa = malloc(sizeof *sa);
+    pthread_t t;
+    if (sa) {
+        sa->fd = errpipe[0];
+        if (pthread_create(&t, NULL, stderr_reader, sa) == 0)
+            pthread_detach(t);
+        else
+            close(errpipe[0]);
+    }
+    pthread_mutex_lock(&c->write_lock);
+    c->fd = sv[0];
+    pthread_mutex_unlock(&c->write_lock);
+    c->pid = pid;
+    return 0;
+}
+
+static void set_state(struct splash_engine_client *c, enum splash_engine_state s)
+{
+    c->state = s;
+    pthread_cond_broadcast(&c->state_changed);
+}
+
+/* Routes one engine frame to its request. */
+static void route(struct splash_engine_client *c, struct splash_frame *f)
+{
+    if (f->type == SPLASH_FRAME_READY) {
+        pthread_mutex_lock(&c->lock);
+        if (c->info)
+            json_decref(c->info);
+        c->info = json_incref(f->body);
+        c->ready_in = now_s() - c->started_at;
+        set_state(c, SPLASH_ENGINE_READY);
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    if (f->type == SPLASH_FRAME_STATUS) {
+        pthread_mutex_lock(&c->lock);
+        c->last_status_reply = now_s();
+        c->last_status_sent = 0;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    if (f->type == SPLASH_FRAME_ERROR && f->id == 0) {
+        pthread_mutex_lock(&c->lock);
+        snprintf(c->why, sizeof c->why, "%s", json_string_value(json_object_get(f->body, "message"))
+                                                  ? json_string_value(json_object_get(f->body, "message"))
+                                                  : "engine error");
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    enum splash_event_kind kind = f->type == SPLASH_FRAME_TOKENS ? SPLASH_EV_TOKENS
+                                  : f->type == SPLASH_FRAME_DONE ? SPLASH_EV_DONE
+                                  : f->type == SPLASH_FRAME_ERROR ? SPLASH_EV_ERROR
+                                                                  : 0;
+    if (!kind)
+        return;
+    pthread_mutex_lock(&c->lock);
+    struct splash_pending *p = c->pending;
+    while (p && p->id != f->id)
+        p = p->next;
+    if (p)
+        pending_push(p, kind, json_incref(f->body));
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Reads frames until the engine goes away. While requests are pending a status
+ * request goes out every 5 s; one left unanswered for 30 s fails the engine. */
+static void read_loop(struct splash_engine_client *c)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, 1000);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        double t = now_s();
+        int send_status = 0, hung = 0;
+        pthread_mutex_lock(&c->lock);
+        int busy = c->pending != NULL && c->state == SPLASH_ENGINE_READY;
+        if (!busy) {
+            c->last_status_sent = 0;
+        } else if (c->last_status_sent > 0) {
+            hung = !c->stopping && t - c->last_status_sent > WATCHDOG_S;
+        } else if (t - c->last_status_reply > 5) {
+            c->last_status_sent = t;
+            send_status = 1;
+        }
+        if (hung)
+            snprintf(c->why, sizeof c->why, "the engine left a status request unanswered for 30 s");
+        pthread_mutex_unlock(&c->lock);
+        if (send_status)
+            send_frame(c, SPLASH_FRAME_STATUS_REQ, 0, NULL);
+        if (hung) {
+            kill(c->pid, SIGKILL);
+            hung = 0;
+        }
+        if (rc == 0)
+            continue;
+        struct splash_frame f;
+        struct splash_err err;
+        if (splash_frame_read(c->fd, &f, &err) != SPLASH_OK)
+            return;
+        route(c, &f);
+        splash_frame_free(&f);
+    }
+}
+
+static void fail_pending(struct splash_engine_client *c, const char *code, const char *message)
+{
+    for (struct splash_pending *p = c->pending; p; p = p->next)
+        pending_push(p, SPLASH_EV_ERROR, json_pack("{s:s, s:s}", "code", code, "message", message));
+}
+
+static void *supervise(void *arg)
+{
+    struct splash_engine_client *c = arg;
+    for (;;) {
+        char why[256] = "";
+        pthread_mutex_lock(&c->lock);
+        c->started_at = now_s();
+        c->last_status_reply = 0;
+        c->last_status_sent = 0;
+        pthread_mutex_unlock(&c->lock);
+        int spawned = spawn_engine(c, why, sizeof why) == 0;
+        if (spawned)
+            read_loop(c);
+        int status = 0;
+        if (spawned)
+            waitpid(c->pid, &status, 0);
+        pthread_mutex_lock(&c->write_lock);
+        if (c->fd >= 0)
+            close(c->fd);
+        c->fd = -1;
+        pthread_mutex_unlock(&c->write_lock);
+        pthread_mutex_lock(&c->lock);
+        if (c->stopping) {
+            fail_pending(c, "engine_failed", "the server is stopping");
+            set_state(c, SPLASH_ENGINE_STOPPED);
+            pthread_mutex_unlock(&c->lock);
+            return NULL;
+        }
+        double lived = now_s() - c->started_at;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        if (!c->why[0] || c->state == SPLASH_ENGINE_READY) {
+            if (!spawned)
+                snprintf(c->why, sizeof c->why, "%s", why);
+            else if (sig)
+                snprintf(c->why, sizeof c->why, "the engine was killed by signal %d", sig);
+            else
+                snprintf(c->why, sizeof c->why, "the engine exited with status %d", code);
+        }
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · engine failed: %s", c->why);
+        note_failure_requests(c);
+        /* a failed start (model refused, exec failed) meets the same cause again */
+        int permanent = !spawned || (!sig && (code == 1 || code == 126 || code == 2) &&
+                                     c->state != SPLASH_ENGINE_READY);
+        c->quick_failures = lived < QUICK_WINDOW_S ? c->quick_failures + 1 : 0;
+        if (permanent || c->quick_failures >= MAX_QUICK_FAILURES) {
+            fail_pending(c, "engine_failed", c->why);
+            splash_console_line(SPLASH_CONSOLE_ERR, "Engine stopped · %s", c->why);
+            c->exit_status = 69;
+            set_state(c, SPLASH_ENGINE_FAILED);
+            pthread_mutex_unlock(&c->lock);
+            return NULL;
+        }
+        int wait_s = 0;
+        if (c->quick_failures >= 2) {
+            c->backoff_s = c->backoff_s ? (c->backoff_s * 2 > 60 ? 60 : c->backoff_s * 2) : 5;
+            wait_s = c->backoff_s;
+        } else {
+            c->backoff_s = 0;
+        }
+        c->restarts++;
+        c->next_ready_at = now_s() + wait_s + (c->ready_in > 0 ? c->ready_in : 5);
+        fail_pending(c, "engine_recovering", c->why);
+        set_state(c, SPLASH_ENGINE_RECOVERING);
+        pthread_mutex_unlock(&c->lock);
+        if (wait_s)
+            splash_console_line(SPLASH_CONSOLE_ERR, "Engine restarting in %d s", wait_s);
+        for (int i = 0; i < wait_s * 10; i++) {
+            pthread_mutex_lock(&c->lock);
+            int stop = c->stopping;
+            pthread_mutex_unlock(&c->lock);
+            if (stop)
+                break;
+            usleep(100000);
+        }
+    }
+}
+
+struct splash_engine_client *splash_engine_client_start(const struct splash_engine_spawn *spawn)
+{
+    struct splash_engine_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->spawn = *spawn;
+    c->fd = -1;
+    c->next_id = 1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->write_lock, NULL);
+    pthread_cond_init(&c->state_changed, NULL);
+    c->state = SPLASH_ENGINE_STARTING;
+    if (pthread_create(&c->supervisor, NULL, supervise, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+enum splash_engine_state splash_engine_client_wait_ready(struct splash_engine_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    while (c->state == SPLASH_ENGINE_STARTING ||
+           (c->state == SPLASH_ENGINE_RECOVERING && c->info == NULL))
+        pthread_cond_wait(&c->state_changed, &c->lock);
+    enum splash_engine_state s = c->state;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+void splash_engine_client_stop(struct splash_engine_client *c, int now)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pid_t pid = c->pid;
+    enum splash_engine_state s = c->state;
+    pthread_mutex_unlock(&c->lock);
+    if (s != SPLASH_ENGINE_FAILED && s != SPLASH_ENGINE_STOPPED && pid > 0) {
+        send_frame(c, SPLASH_FRAME_SHUTDOWN, 0, NULL);
+        kill(pid, now ? SIGKILL : SIGTERM);
+        for (int i = 0; !now && i < 150; i++) {
+            if (waitpid(pid, NULL, WNOHANG) != 0)
+                break;
+            usleep(100000);
+        }
+        kill(pid, SIGKILL);
+    }
+    pthread_join(c->supervisor, NULL);
+}
+
+enum splash_engine_state splash_engine_client_state(struct splash_engine_client *c, char *why,
+                                                    size_t why_size, int *retry_after)
+{
+    pthread_mutex_lock(&c->lock);
+    enum splash_engine_state s = c->state;
+    if (why)
+        snprintf(why, why_size, "%s", c->why);
+    if (retry_after) {
+        double left = c->next_ready_at - now_s();
+        *retry_after = left < 1 ? 1 : (int)(left + 0.999);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+json_t *splash_engine_client_info(struct splash_engine_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    json_t *info = c->info;
+    pthread_mutex_unlock(&c->lock);
+    return info;
+}
+
+int splash_engine_client_restarts(struct splash_engine_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int n = c->restarts;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+int splash_engine_client_exit_status(struct splash_engine_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int s = c->exit_status;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json_t *body,
+                                            const char **code, char *message, size_t msg_size,
+                                            int *retry_after)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    unsigned char digest[32];
+    SHA256((const unsigned char *)(text ? text : ""), text ? strlen(text) : 0, digest);
+    free(text);
+    pthread_mutex_lock(&c->lock);
+    if (c->state == SPLASH_ENGINE_FAILED || c->state == SPLASH_ENGINE_STOPPED) {
+        *code = "engine_failed";
+        snprintf(message, msg_size, "%s", c->why[0] ? c->why : "the engine stopped");
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    if (c->state != SPLASH_ENGINE_READY) {
+        *code = "engine_recovering";
+        snprintf(message, msg_size, "the engine is restarting after a failure: %s",
+                 c->why[0] ? c->why : "starting");
+        double left = c->next_ready_at - now_s();
+        *retry_after = left < 1 ? 1 : (int)(left + 0.999);
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    if (is_quarantined(c, digest)) {
+        *code = "request_quarantined";
+        snprintf(message, msg_size,
+                 "this request was running at two engine failures in a row and is refused for an hour");
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    struct splash_pending *p = calloc(1, sizeof *p);
+    if (!p) {
+        pthread_mutex_unlock(&c->lock);
+        *code = "capacity_exhausted";
+        snprintf(message, msg_size, "out of memory");
+        return NULL;
+    }
+    p->client = c;
+    p->id = c->next_id++;
+    memcpy(p->digest, digest, 32);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->next = c->pending;
+    c->pending = p;
+    pthread_mutex_unlock(&c->lock);
+    send_frame(c, SPLASH_FRAME_SUBMIT, p->id, body);
+    return p;
+}

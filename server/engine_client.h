@@ -1,0 +1,61 @@
+/* The front's side of the engine process: spawning, supervision with restarts
+ * and backoff, and per-request event queues fed by one reader thread. */
+#ifndef SPLASH_SERVER_ENGINE_CLIENT_H
+#define SPLASH_SERVER_ENGINE_CLIENT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+enum splash_engine_state {
+    SPLASH_ENGINE_STARTING = 0,
+    SPLASH_ENGINE_READY = 1,
+    SPLASH_ENGINE_RECOVERING = 2, /* restarting after a failure */
+    SPLASH_ENGINE_FAILED = 3,     /* stopped for good: requests get 500 engine_failed */
+    SPLASH_ENGINE_STOPPED = 4,
+};
+
+struct splash_engine_spawn {
+    const char *exe;          /* this binary */
+    const char *model_path;
+    int threads, kv_format, state_format;
+    int64_t max_context;
+    double decode_share;
+};
+
+enum splash_event_kind { SPLASH_EV_TOKENS = 1, SPLASH_EV_DONE = 2, SPLASH_EV_ERROR = 3 };
+
+struct splash_event {
+    enum splash_event_kind kind;
+    json_t *body; /* owned by the receiver */
+};
+
+struct splash_engine_client;
+struct splash_pending;
+
+struct splash_engine_client *splash_engine_client_start(const struct splash_engine_spawn *spawn);
+/* Graceful stop: SHUTDOWN, SIGTERM, then SIGKILL after 15 s (or at once if `now`). */
+void splash_engine_client_stop(struct splash_engine_client *c, int now);
+/* Blocks until the first start succeeds or fails; returns the state. */
+enum splash_engine_state splash_engine_client_wait_ready(struct splash_engine_client *c);
+
+/* State, the last failure's text, seconds until the restart should be ready, the
+ * READY frame's body (borrowed), restarts so far. */
+enum splash_engine_state splash_engine_client_state(struct splash_engine_client *c, char *why,
+                                                    size_t why_size, int *retry_after);
+json_t *splash_engine_client_info(struct splash_engine_client *c);
+int splash_engine_client_restarts(struct splash_engine_client *c);
+/* The exit status serve should end with once the engine stopped for good (69). */
+int splash_engine_client_exit_status(struct splash_engine_client *c);
+
+/* Submits a request; NULL with code/message filled (engine_recovering, engine_failed,
+ * request_quarantined) when it cannot be taken. */
+struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json_t *body,
+                                            const char **code, char *message, size_t msg_size,
+                                            int *retry_after);
+/* Waits for the next event; 0 on timeout (timeout_ms >= 0), 1 with ev filled. */
+int splash_pending_next(struct splash_pending *p, struct splash_event *ev, int timeout_ms);
+void splash_pending_cancel(struct splash_pending *p);
+/* Frees the pending request (cancelling it if still running). */
+void splash_pending_release(struct splash_pending *p);
+
+#endif
