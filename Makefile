@@ -91,7 +91,21 @@ $(BUILD)/bobj/%.o: %.c
 $(LIBSPLASH): $(call obj,$(CORE_SRCS))
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-$(LIBSERVER): $(call obj,$(SERVER_SRCS))
+# The chat page, embedded in the binary (no outside assets).
+$(BUILD)/gen/webui_html.c: server/webui/index.html
+	@mkdir -p $(dir $@)
+	@{ echo '/* Generated from server/webui/index.html by the Makefile. */'; \
+	   echo 'const unsigned char splash_webui_html[] = {'; \
+	   od -An -v -tx1 $< | sed 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	   echo '};'; \
+	   echo 'const unsigned long splash_webui_html_len = sizeof splash_webui_html;'; } > $@
+
+WEBUI_OBJ := $(BUILD)/obj/$(BUILD)/gen/webui_html.o
+$(WEBUI_OBJ): $(BUILD)/gen/webui_html.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBSERVER): $(call obj,$(SERVER_SRCS)) $(WEBUI_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 

@@ -7,6 +7,8 @@ struct splash_registry;
 
 int splash_cmd_plugins(int argc, char **argv);
 int splash_cmd_model_check(int argc, char **argv);
+int splash_cmd_serve(int argc, char **argv);
+int splash_cmd_engine(int argc, char **argv);
 
 /* Loads plugins into the global registry: --plugin-dir values first, then the
  * default search path. Removes the --plugin-dir options it consumed from argv. */

@@ -14,6 +14,8 @@ struct command {
 static const struct command commands[] = {
     {"model-check", splash_cmd_model_check, 1, "check a model's metadata before downloading weights"},
     {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
+    {"serve", splash_cmd_serve, 1, "serve a model over the OpenAI and Anthropic APIs"},
+    {"engine", splash_cmd_engine, 1, "(internal) the engine process splash serve runs"},
 };
 
 static void usage(FILE *out)

@@ -327,7 +327,7 @@ static void count_values(const struct splash_meta *m, struct splash_check_result
 }
 
 enum splash_status splash_model_check_meta(const struct splash_registry *r,
-                                           const struct splash_meta *m,
+                                           const struct splash_meta *m, unsigned flags,
                                            const struct splash_family_plugin **family,
                                            struct splash_check_result *res,
                                            struct splash_err *err)
@@ -336,7 +336,7 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
     enum splash_status st;
     if (m->source == SPLASH_META_GGUF) {
         count_values(m, res);
-        if (res->float_values > res->quantized_values) {
+        if ((flags & SPLASH_CHECK_REQUIRE_QUANTIZED) && res->float_values > res->quantized_values) {
             st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                                 "%s: %.0f%% of its values are unquantized (BF16, F16 or F32); "
                                 "Splash serves quantized GGUFs: choose a quantized variant "
@@ -434,7 +434,7 @@ enum splash_status splash_model_check(const struct splash_registry *r, const cha
         return st;
     }
     splash_meta_bind_formats(m, r);
-    st = splash_model_check_meta(r, m, NULL, res, err);
+    st = splash_model_check_meta(r, m, SPLASH_CHECK_REQUIRE_QUANTIZED, NULL, res, err);
     splash_meta_close(m);
     return st;
 }

@@ -25,9 +25,14 @@ struct splash_check_result {
  * the model passes, else the first failure's status with err summarising it. */
 enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
                                       struct splash_check_result *res, struct splash_err *err);
-/* The same on an open meta (the loader calls it before every start). */
+/* Installers refuse mostly-unquantized GGUFs before any download
+ * (gguf.require_quantized); the native loader does not. */
+#define SPLASH_CHECK_REQUIRE_QUANTIZED (1u << 0)
+
+/* The same on an open meta (the loader calls it before every start, without
+ * SPLASH_CHECK_REQUIRE_QUANTIZED). */
 enum splash_status splash_model_check_meta(const struct splash_registry *r,
-                                           const struct splash_meta *m,
+                                           const struct splash_meta *m, unsigned flags,
                                            const struct splash_family_plugin **family,
                                            struct splash_check_result *res,
                                            struct splash_err *err);

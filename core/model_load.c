@@ -58,7 +58,7 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
     splash_meta_bind_formats(lm->meta, r);
     struct splash_check_result res;
     memset(&res, 0, sizeof res);
-    st = splash_model_check_meta(r, lm->meta, &lm->family, &res, err);
+    st = splash_model_check_meta(r, lm->meta, 0, &lm->family, &res, err);
     lm->verdict = res.verdict;
     splash_check_result_free(&res);
     if (st)

@@ -604,3 +604,8 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
     send_frame(c, SPLASH_FRAME_SUBMIT, p->id, body);
     return p;
 }
+
+void splash_engine_client_release(struct splash_engine_client *c)
+{
+    send_frame(c, SPLASH_FRAME_RELEASE, 0, NULL);
+}

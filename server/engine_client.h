@@ -47,6 +47,9 @@ int splash_engine_client_restarts(struct splash_engine_client *c);
 /* The exit status serve should end with once the engine stopped for good (69). */
 int splash_engine_client_exit_status(struct splash_engine_client *c);
 
+/* Asks the engine to release its weights' memory (restored on the next request). */
+void splash_engine_client_release(struct splash_engine_client *c);
+
 /* Submits a request; NULL with code/message filled (engine_recovering, engine_failed,
  * request_quarantined) when it cannot be taken. */
 struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json_t *body,

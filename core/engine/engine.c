@@ -4,6 +4,7 @@
 #include "core/engine/engine.h"
 
 #include <errno.h>
+#include <sys/mman.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "core/engine/protocol.h"
 #include "core/host_impl.h"
+#include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
 #include "kernels/sampling.h"
@@ -185,6 +187,18 @@ static void send_status(struct engine *e, uint64_t id)
     json_decref(b);
 }
 
+/* Drops the mapped weights' pages; the next step faults them back from the files. */
+static void release_weights(struct engine *e)
+{
+    const struct splash_meta *m = e->lm->meta;
+    size_t released = 0;
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (m->parts[i]->map && madvise(m->parts[i]->map, m->parts[i]->map_size, MADV_DONTNEED) == 0)
+            released += m->parts[i]->map_size;
+    splash_log(SPLASH_LOG_INFO, NULL, "Memory released · %.1f MiB of mapped weights",
+               (double)released / (1024.0 * 1024.0));
+}
+
 /* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */
 static int read_frames(struct engine *e, int block)
 {
@@ -211,6 +225,9 @@ static int read_frames(struct engine *e, int block)
             break;
         case SPLASH_FRAME_STATUS_REQ:
             send_status(e, f.id);
+            break;
+        case SPLASH_FRAME_RELEASE:
+            release_weights(e);
             break;
         case SPLASH_FRAME_SHUTDOWN:
             e->stopping = 1;

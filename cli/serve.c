@@ -1,0 +1,238 @@
+/* `splash serve` (the HTTP front and supervisor) and `splash engine` (the
+ * engine process it spawns). */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "core/engine/engine.h"
+#include "core/meta.h"
+#include "core/tokenizer/tokenizer.h"
+#include "server/api.h"
+#include "server/app.h"
+#include "server/chat/jinja.h"
+#include "server/console.h"
+#include "server/engine_client.h"
+#include "server/http.h"
+#include "server/options.h"
+#include "splash/family.h"
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The chat template and special tokens the front renders prompts with, from
+ * the GGUF's own metadata. */
+static int load_chat_side(struct splash_app *app, const char *model_path, char *msg, size_t size)
+{
+    struct splash_err err;
+    if (splash_tokenizer_load(model_path, &app->tok, &err) != SPLASH_OK) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    /* stop tokens of the Qwen chat format, where the vocabulary has them */
+    const char *stops[] = {"<|im_end|>", "<|endoftext|>"};
+    for (size_t i = 0; i < 2; i++) {
+        int32_t id = splash_tokenizer_find_special(app->tok, stops[i]);
+        if (id >= 0)
+            app->stop_ids[app->n_stop_ids++] = id;
+    }
+    int32_t eos = splash_tokenizer_eos(app->tok);
+    int have = 0;
+    for (int i = 0; i < app->n_stop_ids; i++)
+        have |= app->stop_ids[i] == eos;
+    if (eos >= 0 && !have)
+        app->stop_ids[app->n_stop_ids++] = eos;
+    return 0;
+}
+
+static char model_file[PATH_MAX];
+
+static const char *resolve_model_path(const struct splash_serve_opts *o, char *msg, size_t size)
+{
+    if (o->model_dir) {
+        struct stat sb;
+        if (stat(o->model_dir, &sb) != 0) {
+            snprintf(msg, size, "--model-dir: %s: %s", o->model_dir, strerror(errno));
+            return NULL;
+        }
+        return o->model_dir;
+    }
+    snprintf(msg, size, "--model: downloading from the Hub is not available in this build; "
+                        "pass --model-dir with a local GGUF");
+    return NULL;
+}
+
+static volatile sig_atomic_t got_signal;
+
+int splash_cmd_serve(int argc, char **argv)
+{
+    struct splash_serve_opts o;
+    char msg[1024];
+    int rc = splash_serve_opts_parse(&o, argc, argv, msg, sizeof msg);
+    if (rc == 1)
+        return 0;
+    if (rc < 0) {
+        fprintf(stderr, "Error · %s\n", msg);
+        return 2;
+    }
+    /* signals are taken by sigwait below; every thread inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    splash_console_start();
+    static struct splash_app app;
+    memset(&app, 0, sizeof app);
+    pthread_mutex_init(&app.lock, NULL);
+    app.opts = &o;
+    app.started_at = (double)time(NULL);
+    app.last_activity = mono_now();
+    app.model_name = o.model ? o.model : "splash/demo";
+    const char *path = resolve_model_path(&o, msg, sizeof msg);
+    if (!path) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
+        splash_console_stop(1000);
+        return 1;
+    }
+    snprintf(model_file, sizeof model_file, "%s", path);
+    if (load_chat_side(&app, path, msg, sizeof msg)) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
+        splash_console_stop(1000);
+        return 1;
+    }
+    if (o.n_allowed_origins && !o.api_key)
+        for (int i = 0; i < o.n_allowed_origins; i++)
+            if (!strcmp(o.allowed_origins[i], "*"))
+                splash_console_line(SPLASH_CONSOLE_ERR,
+                                    "Warning · --allowed-origin '*' without --api-key lets every "
+                                    "page open in a browser use this server");
+    static const char *ignored[] = {"--disable-ane: there is no Neural Engine here; prefill runs on the CPU",
+                                    "--allow-idle-sleep: nothing to keep awake on this platform"};
+    if (o.disable_ane)
+        splash_console_line(SPLASH_CONSOLE_OUT, "Note · %s", ignored[0]);
+    if (o.allow_idle_sleep)
+        splash_console_line(SPLASH_CONSOLE_OUT, "Note · %s", ignored[1]);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · cannot find the splash executable");
+        return 1;
+    }
+    exe[n] = 0;
+    struct splash_engine_spawn spawn = {.exe = exe, .model_path = model_file, .threads = o.threads,
+                                        .kv_format = o.kv_format, .state_format = o.state_format,
+                                        .max_context = (int64_t)o.max_context,
+                                        .decode_share = o.decode_share};
+    splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
+                        app.demo ? " (demonstration model with random weights)" : "");
+    app.engine = splash_engine_client_start(&spawn);
+    if (!app.engine) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · cannot start the engine");
+        return 1;
+    }
+    /* wait for the engine while still answering signals */
+    for (;;) {
+        int retry;
+        enum splash_engine_state s = splash_engine_client_state(app.engine, NULL, 0, &retry);
+        if (s == SPLASH_ENGINE_READY)
+            break;
+        if (s == SPLASH_ENGINE_FAILED || s == SPLASH_ENGINE_STOPPED) {
+            splash_engine_client_stop(app.engine, 1);
+            splash_console_stop(1000);
+            return 1;
+        }
+        struct timespec ts = {0, 100000000L};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            splash_engine_client_stop(app.engine, 1);
+            splash_console_stop(1000);
+            return sig == SIGINT ? 130 : 143;
+        }
+    }
+    json_t *info = splash_engine_client_info(app.engine);
+    struct splash_http *http = splash_http_start(&o, splash_app_routes, splash_app_n_routes, &app,
+                                                 msg, sizeof msg);
+    if (!http) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
+        splash_engine_client_stop(app.engine, 0);
+        splash_console_stop(1000);
+        return 1;
+    }
+    splash_console_line(SPLASH_CONSOLE_OUT, "Ready · %s (%s%s%s) · context %lld tokens",
+                        app.model_name, json_string_value(json_object_get(info, "architecture")),
+                        *json_string_value(json_object_get(info, "size")) ? ", " : "",
+                        json_string_value(json_object_get(info, "size")),
+                        (long long)json_integer_value(json_object_get(info, "n_ctx")));
+    splash_console_line(SPLASH_CONSOLE_OUT, "Serving · http://%s:%d%s", o.host, o.port,
+                        o.no_webui ? "" : " (chat page at /)");
+    int status = 0;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            splash_console_line(SPLASH_CONSOLE_OUT, "Stopping · %s", sig == SIGINT ? "Ctrl+C" : "SIGTERM");
+            break;
+        }
+        if (splash_engine_client_state(app.engine, NULL, 0, NULL) == SPLASH_ENGINE_FAILED) {
+            status = splash_engine_client_exit_status(app.engine);
+            break;
+        }
+        /* --idle-release: free the weights' memory after the idle time */
+        pthread_mutex_lock(&app.lock);
+        int idle = o.idle_release > 0 && !app.admitted && !app.released &&
+                   mono_now() - app.last_activity > o.idle_release;
+        if (idle)
+            app.released = 1;
+        pthread_mutex_unlock(&app.lock);
+        if (idle)
+            splash_engine_client_release(app.engine);
+    }
+    splash_http_stop(http);
+    /* a second Ctrl+C while the engine stops stops it at once */
+    struct timespec zero = {0, 0};
+    int now = sigtimedwait(&set, NULL, &zero) == SIGINT;
+    splash_engine_client_stop(app.engine, now);
+    splash_console_stop(1000);
+    return status;
+}
+
+int splash_cmd_engine(int argc, char **argv)
+{
+    struct splash_engine_opts e = {.fd = -1, .decode_share = 0.5};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--fd"))
+            e.fd = (int)strtol(v, NULL, 10);
+        else if (!strcmp(k, "--model-dir"))
+            e.model_path = v;
+        else if (!strcmp(k, "--threads"))
+            e.n_threads = (int)strtol(v, NULL, 10);
+        else if (!strcmp(k, "--kv-format"))
+            e.kv_format = !strcmp(v, "bf16") ? SPLASH_KV_BF16 : SPLASH_KV_INT8;
+        else if (!strcmp(k, "--state-format"))
+            e.state_format = !strcmp(v, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
+        else if (!strcmp(k, "--max-context"))
+            e.max_context = strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--decode-share"))
+            e.decode_share = strtod(v, NULL);
+    }
+    if (e.fd < 0 || !e.model_path) {
+        fprintf(stderr, "splash engine: internal subcommand of splash serve\n");
+        return 2;
+    }
+    /* the front stops us with SIGTERM: end the loop like a SHUTDOWN */
+    signal(SIGPIPE, SIG_IGN);
+    return splash_engine_main(&e);
+}

@@ -1,0 +1,41 @@
+/* API handlers and the helpers they share. */
+#ifndef SPLASH_SERVER_API_H
+#define SPLASH_SERVER_API_H
+
+#include <jansson.h>
+
+#include "server/app.h"
+#include "server/http.h"
+
+/* Parses the body as a JSON object; NULL with a 400 naming the problem. */
+json_t *splash_api_parse_body(const struct splash_http_request *req, struct splash_http_reply *reply);
+/* The body's "model" names the served model (or is absent); else a 404 reply and 0. */
+int splash_api_check_model(struct splash_app *app, const json_t *body,
+                           struct splash_http_reply *reply);
+/* A fresh response id: prefix + 24 hex digits. */
+void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, size_t size);
+
+void splash_api_completions(void *app, const struct splash_http_request *req,
+                            struct splash_http_reply *reply);
+void splash_api_info_health(void *app, const struct splash_http_request *req,
+                            struct splash_http_reply *reply);
+void splash_api_info_ready(void *app, const struct splash_http_request *req,
+                           struct splash_http_reply *reply);
+void splash_api_info_status(void *app, const struct splash_http_request *req,
+                            struct splash_http_reply *reply);
+void splash_api_info_metrics(void *app, const struct splash_http_request *req,
+                             struct splash_http_reply *reply);
+void splash_api_models(void *app, const struct splash_http_request *req,
+                       struct splash_http_reply *reply);
+void splash_api_model(void *app, const struct splash_http_request *req,
+                      struct splash_http_reply *reply);
+void splash_api_tokenize(void *app, const struct splash_http_request *req,
+                         struct splash_http_reply *reply);
+void splash_api_detokenize(void *app, const struct splash_http_request *req,
+                           struct splash_http_reply *reply);
+void splash_api_memory_release(void *app, const struct splash_http_request *req,
+                               struct splash_http_reply *reply);
+void splash_api_webui(void *app, const struct splash_http_request *req,
+                      struct splash_http_reply *reply);
+
+#endif

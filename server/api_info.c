@@ -1,0 +1,164 @@
+/* Health, readiness, status, metrics, the model list and memory release. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/api.h"
+#include "server/console.h"
+
+static const char *state_name(enum splash_engine_state s)
+{
+    switch (s) {
+    case SPLASH_ENGINE_STARTING: return "starting";
+    case SPLASH_ENGINE_READY: return "ready";
+    case SPLASH_ENGINE_RECOVERING: return "recovering";
+    case SPLASH_ENGINE_FAILED: return "failed";
+    default: return "stopped";
+    }
+}
+
+void splash_api_info_health(void *appv, const struct splash_http_request *req,
+                            struct splash_http_reply *reply)
+{
+    reply->json = json_pack("{s:s}", "status", "ok");
+}
+
+void splash_api_info_ready(void *appv, const struct splash_http_request *req,
+                           struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    int retry = 0;
+    char why[256];
+    enum splash_engine_state s = splash_engine_client_state(app->engine, why, sizeof why, &retry);
+    if (s == SPLASH_ENGINE_READY) {
+        reply->json = json_pack("{s:s}", "status", "ready");
+        return;
+    }
+    splash_reply_error(reply, 503, "overloaded_error",
+                       s == SPLASH_ENGINE_FAILED ? "engine_failed" : "engine_recovering",
+                       why[0] ? why : "the engine is starting");
+    reply->retry_after = s == SPLASH_ENGINE_FAILED ? 0 : retry;
+    if (!reply->retry_after)
+        reply->retry_after = 1; /* every 503 carries Retry-After */
+}
+
+static int64_t model_context(struct splash_app *app)
+{
+    json_t *info = splash_engine_client_info(app->engine);
+    return info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
+}
+
+static json_t *model_object(struct splash_app *app, const char *id)
+{
+    int64_t ctx = model_context(app);
+    json_t *aliases = json_array();
+    for (int i = 0; i < app->opts->n_served_names; i++)
+        json_array_append_new(aliases, json_string(app->opts->served_names[i]));
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:o, s:b}", "id", id, "object", "model",
+                          "created", (json_int_t)app->started_at, "owned_by", "splash",
+                          "max_model_len", (json_int_t)ctx, "context_length", (json_int_t)ctx,
+                          "aliases", aliases, "demo", app->demo);
+    json_object_set_new(o, "input_modalities", json_pack("[s]", "text"));
+    return o;
+}
+
+void splash_api_models(void *appv, const struct splash_http_request *req,
+                       struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    json_t *data = json_array();
+    json_array_append_new(data, model_object(app, app->model_name));
+    for (int i = 0; i < app->opts->n_served_names; i++)
+        json_array_append_new(data, model_object(app, app->opts->served_names[i]));
+    reply->json = json_pack("{s:s, s:o}", "object", "list", "data", data);
+}
+
+void splash_api_model(void *appv, const struct splash_http_request *req,
+                      struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    const char *id = req->path + strlen("/v1/models/");
+    if (!splash_app_model_known(app, id)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "model %.200s is not served here", id);
+        splash_reply_error(reply, 404, "invalid_request_error", "model_not_found", msg);
+        return;
+    }
+    reply->json = model_object(app, id);
+}
+
+void splash_api_info_status(void *appv, const struct splash_http_request *req,
+                            struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    char why[256];
+    int retry = 0;
+    enum splash_engine_state s = splash_engine_client_state(app->engine, why, sizeof why, &retry);
+    json_t *info = splash_engine_client_info(app->engine);
+    pthread_mutex_lock(&app->lock);
+    int admitted = app->admitted;
+    uint64_t total = app->requests_total, gen = app->tokens_generated;
+    pthread_mutex_unlock(&app->lock);
+    reply->json = json_pack(
+        "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
+        "model", app->model_name, "plan", info, "engine", "state", state_name(s), "last_failure",
+        why[0] ? why : NULL, "restarts", splash_engine_client_restarts(app->engine), "capabilities",
+        "max_context_tokens", (json_int_t)model_context(app), "vision", 0, "queue", "admitted",
+        admitted, "size", app->opts->queue_size, "console", "dropped_lines",
+        (json_int_t)splash_console_dropped(), "requests", "total", (json_int_t)total,
+        "tokens_generated", (json_int_t)gen);
+}
+
+void splash_api_info_metrics(void *appv, const struct splash_http_request *req,
+                             struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    pthread_mutex_lock(&app->lock);
+    int admitted = app->admitted;
+    uint64_t total = app->requests_total, gen = app->tokens_generated,
+             prompt = app->prompt_tokens_total, rejected = app->rejected_503;
+    pthread_mutex_unlock(&app->lock);
+    char *text = NULL;
+    int n = asprintf(&text,
+                     "# HELP splash_requests_total Requests admitted.\n"
+                     "# TYPE splash_requests_total counter\n"
+                     "splash_requests_total %llu\n"
+                     "# HELP splash_requests_rejected_total Requests refused with 503.\n"
+                     "# TYPE splash_requests_rejected_total counter\n"
+                     "splash_requests_rejected_total %llu\n"
+                     "# HELP splash_requests_active Requests running or waiting.\n"
+                     "# TYPE splash_requests_active gauge\n"
+                     "splash_requests_active %d\n"
+                     "# HELP splash_prompt_tokens_total Prompt tokens submitted.\n"
+                     "# TYPE splash_prompt_tokens_total counter\n"
+                     "splash_prompt_tokens_total %llu\n"
+                     "# HELP splash_generated_tokens_total Tokens generated.\n"
+                     "# TYPE splash_generated_tokens_total counter\n"
+                     "splash_generated_tokens_total %llu\n"
+                     "# HELP splash_engine_restarts_total Engine restarts.\n"
+                     "# TYPE splash_engine_restarts_total counter\n"
+                     "splash_engine_restarts_total %d\n"
+                     "# HELP splash_console_dropped_lines_total Console lines dropped.\n"
+                     "# TYPE splash_console_dropped_lines_total counter\n"
+                     "splash_console_dropped_lines_total %llu\n",
+                     (unsigned long long)total, (unsigned long long)rejected, admitted,
+                     (unsigned long long)prompt, (unsigned long long)gen,
+                     splash_engine_client_restarts(app->engine),
+                     (unsigned long long)splash_console_dropped());
+    if (n < 0) {
+        splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");
+        return;
+    }
+    reply->text = text;
+    reply->text_len = (size_t)n;
+    reply->content_type = "text/plain; version=0.0.4";
+}
+
+void splash_api_memory_release(void *appv, const struct splash_http_request *req,
+                               struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    splash_engine_client_release(app->engine);
+    reply->json = json_pack("{s:s}", "status", "released");
+}

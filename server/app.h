@@ -1,0 +1,51 @@
+/* The server's state shared by the API handlers: options, the engine client,
+ * the tokenizer and chat template the front renders prompts with, model names
+ * and counters. */
+#ifndef SPLASH_SERVER_APP_H
+#define SPLASH_SERVER_APP_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "server/engine_client.h"
+#include "server/http.h"
+#include "server/options.h"
+
+struct splash_tokenizer;
+struct splash_jinja_template;
+
+struct splash_app {
+    const struct splash_serve_opts *opts;
+    struct splash_engine_client *engine;
+    struct splash_tokenizer *tok;
+    struct splash_jinja_template *chat_template;
+    char *template_text;
+    const char *model_name;          /* --model */
+    char bos_text[64], eos_text[64];
+    int32_t stop_ids[8];             /* tokens that end a generation */
+    int n_stop_ids;
+    int demo;                        /* random-weight demonstration model */
+    double started_at;
+    double last_activity;            /* monotonic seconds of the last admitted request */
+    int released;                    /* the weights' memory was released while idle */
+    pthread_mutex_t lock;
+    int admitted;                    /* requests running or waiting */
+    uint64_t requests_total, tokens_generated, prompt_tokens_total, rejected_503;
+    uint64_t request_seq;
+};
+
+/* Does `name` name the served model (--model or a --served-model-name)? */
+int splash_app_model_known(const struct splash_app *app, const char *name);
+/* The name responses report (--announce-served-name picks the first alias). */
+const char *splash_app_model_reported(const struct splash_app *app);
+
+/* Admission under --queue-size: 0 and a 503 reply filled when full. */
+int splash_app_admit(struct splash_app *app, struct splash_http_reply *reply);
+void splash_app_release(struct splash_app *app);
+
+/* The routes the server answers. */
+extern const struct splash_route splash_app_routes[];
+extern const size_t splash_app_n_routes;
+
+#endif

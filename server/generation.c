@@ -1,0 +1,195 @@
+/* Generation plumbing shared by every API adapter. */
+#include "server/generation.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/console.h"
+
+static int number_in(const json_t *body, const char *key, double lo, double hi, json_t *dst,
+                     const char *dst_key, char *msg, size_t msg_size)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi ||
+        !isfinite(json_number_value(v))) {
+        snprintf(msg, msg_size, "%s must be a number from %g to %g", key, lo, hi);
+        return -1;
+    }
+    json_object_set_new(dst, dst_key, json_real(json_number_value(v)));
+    return 0;
+}
+
+int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size)
+{
+    json_t *sampling = json_object();
+    json_object_set_new(submit, "sampling", sampling);
+    /* OpenAI's default temperature is 1 */
+    json_object_set_new(sampling, "temperature", json_real(1.0));
+    if (number_in(body, "temperature", 0, 2, sampling, "temperature", msg, msg_size) ||
+        number_in(body, "top_p", 0, 1, sampling, "top_p", msg, msg_size) ||
+        number_in(body, "min_p", 0, 1, sampling, "min_p", msg, msg_size) ||
+        number_in(body, "presence_penalty", -2, 2, sampling, "presence_penalty", msg, msg_size) ||
+        number_in(body, "frequency_penalty", -2, 2, sampling, "frequency_penalty", msg, msg_size) ||
+        number_in(body, "repetition_penalty", 0.01, 10, sampling, "repetition_penalty", msg, msg_size))
+        return -1;
+    json_t *v;
+    if ((v = json_object_get(body, "top_k")) && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            snprintf(msg, msg_size, "top_k must be a non-negative integer");
+            return -1;
+        }
+        json_object_set(sampling, "top_k", v);
+    }
+    if ((v = json_object_get(body, "seed")) && !json_is_null(v)) {
+        if (!json_is_integer(v)) {
+            snprintf(msg, msg_size, "seed must be an integer");
+            return -1;
+        }
+        json_object_set(sampling, "seed", v);
+    }
+    json_t *mt = json_object_get(body, "max_completion_tokens");
+    if (!mt || json_is_null(mt))
+        mt = json_object_get(body, "max_tokens");
+    if (mt && !json_is_null(mt)) {
+        if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
+            snprintf(msg, msg_size, "%s must be a positive integer",
+                     json_object_get(body, "max_completion_tokens") ? "max_completion_tokens"
+                                                                     : "max_tokens");
+            return -1;
+        }
+        json_object_set(submit, "max_tokens", mt);
+    }
+    if ((v = json_object_get(body, "logprobs")) && !json_is_null(v)) {
+        if (json_is_boolean(v)) {
+            json_object_set(submit, "logprobs", v);
+        } else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 20) {
+            /* legacy completions: logprobs is the number of alternatives */
+            json_object_set_new(submit, "logprobs", json_true());
+            json_object_set(submit, "top_logprobs", v);
+        } else {
+            snprintf(msg, msg_size, "logprobs must be a boolean (or 0-20 for completions)");
+            return -1;
+        }
+    }
+    if ((v = json_object_get(body, "top_logprobs")) && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 20) {
+            snprintf(msg, msg_size, "top_logprobs must be an integer from 0 to 20");
+            return -1;
+        }
+        json_object_set(submit, "top_logprobs", v);
+    }
+    return 0;
+}
+
+int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
+                     size_t n_prompt, json_t *submit, struct splash_http_reply *reply)
+{
+    memset(g, 0, sizeof *g);
+    g->app = app;
+    g->prompt_tokens = (int64_t)n_prompt;
+    json_t *ids = json_array();
+    for (size_t i = 0; i < n_prompt; i++)
+        json_array_append_new(ids, json_integer(prompt[i]));
+    json_object_set_new(submit, "prompt", ids);
+    json_t *stops = json_array();
+    for (int i = 0; i < app->n_stop_ids; i++)
+        json_array_append_new(stops, json_integer(app->stop_ids[i]));
+    json_object_set_new(submit, "stop_ids", stops);
+    g->want_logprobs = json_is_true(json_object_get(submit, "logprobs"));
+    g->top_logprobs = (int)json_integer_value(json_object_get(submit, "top_logprobs"));
+    if (g->want_logprobs)
+        g->logprobs = json_array();
+    const char *code = NULL;
+    char message[512];
+    int retry_after = 0;
+    g->pending = splash_engine_submit(app->engine, submit, &code, message, sizeof message,
+                                      &retry_after);
+    if (!g->pending) {
+        int status = !strcmp(code, "engine_recovering") ? 503
+                     : !strcmp(code, "request_quarantined") ? 400
+                                                             : 500;
+        splash_reply_error(reply, status, status == 503 ? "overloaded_error" : "server_error", code,
+                           message);
+        reply->retry_after = status == 503 ? retry_after : 0;
+        if (g->logprobs)
+            json_decref(g->logprobs);
+        g->logprobs = NULL;
+        return -1;
+    }
+    splash_detok_stream_init(&g->detok, app->tok, 0);
+    return 0;
+}
+
+static void append_logprob(struct splash_gen *g, int32_t id, double lp, json_t *top)
+{
+    size_t len;
+    const char *piece = splash_tokenizer_piece(g->app->tok, id, 0, &len);
+    json_t *bytes = json_array();
+    for (size_t i = 0; piece && i < len; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    json_t *alts = json_array();
+    for (size_t i = 0; json_is_array(top) && i < json_array_size(top); i++) {
+        json_t *pair = json_array_get(top, i);
+        int32_t tid = (int32_t)json_integer_value(json_array_get(pair, 0));
+        size_t tl;
+        const char *tp = splash_tokenizer_piece(g->app->tok, tid, 0, &tl);
+        json_array_append_new(alts, json_pack("{s:s%, s:f}", "token", tp ? tp : "", tp ? tl : 0,
+                                              "logprob", json_number_value(json_array_get(pair, 1))));
+    }
+    json_array_append_new(g->logprobs, json_pack("{s:s%, s:f, s:o, s:o}", "token", piece ? piece : "",
+                                                 piece ? len : 0, "logprob", lp, "bytes", bytes,
+                                                 "top_logprobs", alts));
+}
+
+int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms)
+{
+    if (g->done)
+        return 0;
+    struct splash_event ev;
+    if (!splash_pending_next(g->pending, &ev, timeout_ms))
+        return 1;
+    if (ev.kind == SPLASH_EV_TOKENS) {
+        json_t *t = json_object_get(ev.body, "t");
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            int32_t id = (int32_t)json_integer_value(json_array_get(t, i));
+            struct splash_err err;
+            splash_detok_stream_push(&g->detok, id, out, &err);
+            g->completion_tokens++;
+            if (g->logprobs)
+                append_logprob(g, id, json_number_value(json_array_get(json_object_get(ev.body, "lp"), i)),
+                               json_array_get(json_object_get(ev.body, "top"), i));
+        }
+    } else if (ev.kind == SPLASH_EV_DONE) {
+        g->done = 1;
+        snprintf(g->finish_reason, sizeof g->finish_reason, "%s",
+                 json_string_value(json_object_get(ev.body, "finish_reason"))
+                     ? json_string_value(json_object_get(ev.body, "finish_reason"))
+                     : "stop");
+        g->cached_tokens = json_integer_value(json_object_get(ev.body, "cached_tokens"));
+    } else {
+        g->done = 1;
+        const char *code = json_string_value(json_object_get(ev.body, "code"));
+        const char *message = json_string_value(json_object_get(ev.body, "message"));
+        snprintf(g->error_code, sizeof g->error_code, "%s", code ? code : "engine_failed");
+        snprintf(g->error_message, sizeof g->error_message, "%s", message ? message : "");
+    }
+    json_decref(ev.body);
+    return g->done ? 0 : 1;
+}
+
+void splash_gen_end(struct splash_gen *g)
+{
+    if (g->pending)
+        splash_pending_release(g->pending);
+    g->pending = NULL;
+    if (g->logprobs)
+        json_decref(g->logprobs);
+    g->logprobs = NULL;
+    pthread_mutex_lock(&g->app->lock);
+    g->app->tokens_generated += (uint64_t)g->completion_tokens;
+    g->app->prompt_tokens_total += (uint64_t)g->prompt_tokens;
+    pthread_mutex_unlock(&g->app->lock);
+}

@@ -1,0 +1,38 @@
+/* One generation as the API adapters see it: submit prompt tokens to the engine,
+ * then pull decoded text as it arrives. */
+#ifndef SPLASH_SERVER_GENERATION_H
+#define SPLASH_SERVER_GENERATION_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "core/tokenizer/tokenizer.h"
+#include "server/app.h"
+
+struct splash_gen {
+    struct splash_app *app;
+    struct splash_pending *pending;
+    struct splash_detok_stream detok;
+    int done;
+    char finish_reason[24];   /* "stop", "length", "cancelled" */
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
+    char error_code[48];
+    char error_message[512];
+    json_t *logprobs;         /* per token [{token, logprob, bytes, top_logprobs}] when asked */
+    int want_logprobs, top_logprobs;
+};
+
+/* Generation parameters read from a request body (OpenAI names). Fills msg and
+ * returns -1 naming the field on a bad value. */
+int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size);
+
+/* Submits; on refusal fills reply (503 with Retry-After, 500, 400) and returns -1. */
+int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
+                     size_t n_prompt, json_t *submit, struct splash_http_reply *reply);
+/* Waits up to timeout_ms for the engine; appends decoded text to out. Returns 1
+ * while the generation runs, 0 once it has ended (done or error). */
+int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms);
+/* Cancels if still running and frees. */
+void splash_gen_end(struct splash_gen *g);
+
+#endif

@@ -1,0 +1,400 @@
+/* HTTP front. Thread-per-connection: a streaming response's producer may block
+ * on its request's events without holding up other connections. */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/console.h"
+
+struct splash_http {
+    struct MHD_Daemon *daemon;
+    const struct splash_serve_opts *opts;
+    const struct splash_route *routes;
+    size_t n_routes;
+    void *app;
+    pthread_mutex_t lock;
+    char refused_origins[32][128]; /* printed once each */
+    int n_refused_origins;
+};
+
+struct conn_ctx {
+    char *body;
+    size_t len, cap;
+    int too_large;
+};
+
+const char *splash_http_header(const struct splash_http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+void splash_reply_error(struct splash_http_reply *reply, int status, const char *type,
+                        const char *code, const char *message)
+{
+    reply->status = status;
+    reply->json = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", message, "type", type,
+                            "code", code, "param");
+}
+
+void splash_reply_error_anthropic(struct splash_http_reply *reply, int status, const char *type,
+                                  const char *message)
+{
+    reply->status = status;
+    reply->json = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type,
+                            "message", message);
+}
+
+/* ---- security checks (server.md "Network and authentication") -------------- */
+
+/* The Host header names this server: loopback names, the bind address, or an
+ * --allowed-host (a port suffix is ignored). */
+static int host_allowed(const struct splash_http *h, const char *host)
+{
+    if (!host)
+        return 1; /* HTTP/1.0 clients send none */
+    char name[256];
+    snprintf(name, sizeof name, "%s", host);
+    if (name[0] == '[') {
+        char *end = strchr(name, ']');
+        if (end)
+            end[1] = 0;
+    } else {
+        char *colon = strrchr(name, ':');
+        if (colon)
+            *colon = 0;
+    }
+    if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1") || !strcmp(name, "[::1]"))
+        return 1;
+    if (!strcmp(name, h->opts->host) && strcmp(h->opts->host, "0.0.0.0"))
+        return 1;
+    /* any literal IPv4 address when bound to all interfaces (LAN clients connect by IP) */
+    struct in_addr a;
+    if (!strcmp(h->opts->host, "0.0.0.0") && inet_pton(AF_INET, name, &a) == 1)
+        return 1;
+    for (int i = 0; i < h->opts->n_allowed_hosts; i++)
+        if (!strcasecmp(name, h->opts->allowed_hosts[i]))
+            return 1;
+    return 0;
+}
+
+static int origin_allowed(const struct splash_http *h, const char *origin)
+{
+    for (int i = 0; i < h->opts->n_allowed_origins; i++)
+        if (!strcmp(h->opts->allowed_origins[i], "*") || !strcmp(h->opts->allowed_origins[i], origin))
+            return 1;
+    return 0;
+}
+
+/* A browser page of this server's own origin may call it. */
+static int same_origin(const char *origin, const char *host)
+{
+    if (!host)
+        return 0;
+    const char *sep = strstr(origin, "://");
+    return sep && !strcasecmp(sep + 3, host);
+}
+
+static void note_refused_origin(struct splash_http *h, const char *origin)
+{
+    if (!strcmp(origin, "null"))
+        return;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->n_refused_origins; i++)
+        if (!strcmp(h->refused_origins[i], origin)) {
+            pthread_mutex_unlock(&h->lock);
+            return;
+        }
+    if (h->n_refused_origins < 32)
+        snprintf(h->refused_origins[h->n_refused_origins++], 128, "%s", origin);
+    pthread_mutex_unlock(&h->lock);
+    splash_console_line(SPLASH_CONSOLE_ERR,
+                        "Warning · refused a request from origin %s; serve --allowed-origin %s "
+                        "would accept it",
+                        origin, origin);
+}
+
+static int key_ok(const struct splash_http *h, struct MHD_Connection *c)
+{
+    const char *key = h->opts->api_key;
+    if (!key)
+        return 1;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    int bearer_ok = 0, have_bearer = 0;
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) {
+        have_bearer = 1;
+        bearer_ok = !strcmp(auth + 7, key);
+    }
+    if (have_bearer && xkey)
+        return bearer_ok && !strcmp(xkey, key);
+    if (have_bearer)
+        return bearer_ok;
+    return xkey && !strcmp(xkey, key);
+}
+
+/* ---- responses ------------------------------------------------------------------ */
+
+struct stream_box {
+    struct splash_http_reply reply;
+};
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream_box *b = cls;
+    for (;;) {
+        ssize_t n = b->reply.produce(b->reply.stream_ctx, buf, max);
+        if (n < 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (n > 0)
+            return n;
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct stream_box *b = cls;
+    if (b->reply.done)
+        b->reply.done(b->reply.stream_ctx);
+    free(b);
+}
+
+static void add_common_headers(struct splash_http *h, struct MHD_Response *r, const char *origin,
+                               int retry_after)
+{
+    if (origin && origin_allowed(h, origin)) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate");
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    if (retry_after > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", retry_after);
+        MHD_add_response_header(r, "Retry-After", v);
+    }
+}
+
+static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *c,
+                                  struct splash_http_reply *reply, const char *origin)
+{
+    struct MHD_Response *r;
+    if (reply->produce) {
+        struct stream_box *b = malloc(sizeof *b);
+        if (!b)
+            return MHD_NO;
+        b->reply = *reply;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, b, stream_free);
+        MHD_add_response_header(r, "Content-Type",
+                                reply->content_type ? reply->content_type : "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    } else if (reply->json) {
+        char *text = json_dumps(reply->json, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(reply->json);
+        if (!text)
+            return MHD_NO;
+        r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    } else {
+        r = MHD_create_response_from_buffer(reply->text_len, reply->text ? reply->text : (char *)"",
+                                            reply->text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (reply->content_type)
+            MHD_add_response_header(r, "Content-Type", reply->content_type);
+    }
+    if (!r)
+        return MHD_NO;
+    add_common_headers(h, r, origin, reply->retry_after);
+    if (reply->status == 401)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection *c, int status,
+                                    const char *type, const char *code, const char *message,
+                                    const char *origin)
+{
+    struct splash_http_reply reply = {0};
+    splash_reply_error(&reply, status, type, code, message);
+    return send_reply(h, c, &reply, origin);
+}
+
+static const struct splash_route *find_route(const struct splash_http *h, const char *method,
+                                             const char *path, int *path_known)
+{
+    *path_known = 0;
+    for (size_t i = 0; i < h->n_routes; i++) {
+        const struct splash_route *r = &h->routes[i];
+        size_t n = strlen(r->path);
+        int match = r->path[n - 1] == '*' ? !strncmp(path, r->path, n - 1) : !strcmp(path, r->path);
+        if (!match)
+            continue;
+        *path_known = 1;
+        if (!strcmp(r->method, method))
+            return r;
+    }
+    return NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct splash_http *h = cls;
+    struct conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        *con_cls = ctx;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* accumulate the body, refusing past --max-request-size */
+        if (!ctx->too_large) {
+            if (ctx->len + *upload_size > h->opts->max_request_size) {
+                ctx->too_large = 1;
+                free(ctx->body);
+                ctx->body = NULL;
+                ctx->len = ctx->cap = 0;
+            } else {
+                if (ctx->len + *upload_size + 1 > ctx->cap) {
+                    size_t cap = ctx->cap ? ctx->cap : 4096;
+                    while (cap < ctx->len + *upload_size + 1)
+                        cap *= 2;
+                    char *grown = realloc(ctx->body, cap);
+                    if (!grown)
+                        return MHD_NO;
+                    ctx->body = grown;
+                    ctx->cap = cap;
+                }
+                memcpy(ctx->body + ctx->len, upload, *upload_size);
+                ctx->len += *upload_size;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!host_allowed(h, host)) {
+        char msg[700];
+        char name[128];
+        snprintf(name, sizeof name, "%s", host);
+        char *colon = strrchr(name, ':');
+        if (colon && name[0] != '[')
+            *colon = 0;
+        snprintf(msg, sizeof msg,
+                 "this server does not answer to the host name %s; serve --allowed-host %s accepts it",
+                 name, name);
+        return simple_error(h, c, 403, "forbidden", "host_not_allowed", msg, NULL);
+    }
+    if (origin && !origin_allowed(h, origin) && !same_origin(origin, host)) {
+        note_refused_origin(h, origin);
+        char msg[700];
+        snprintf(msg, sizeof msg, "origin %.300s is not allowed; serve --allowed-origin %.300s admits it",
+                 origin, origin);
+        return simple_error(h, c, 403, "forbidden", "origin_not_allowed", msg, NULL);
+    }
+    if (!strcmp(method, "OPTIONS")) {
+        struct splash_http_reply reply = {.status = 204};
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+        add_common_headers(h, r, origin, 0);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, x-api-key, anthropic-version, "
+                                "anthropic-beta, openai-organization, openai-project");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply.status, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    int path_known;
+    const struct splash_route *route = find_route(h, method, url, &path_known);
+    if (!route) {
+        if (path_known)
+            return simple_error(h, c, 405, "invalid_request_error", "method_not_allowed",
+                                "this path does not take that method", origin);
+        char msg[300];
+        snprintf(msg, sizeof msg, "no route %s %.200s", method, url);
+        return simple_error(h, c, 404, "invalid_request_error", "not_found", msg, origin);
+    }
+    if (!route->public_route && !key_ok(h, c))
+        return simple_error(h, c, 401, "authentication_error", "invalid_api_key",
+                            "a valid API key is required (Authorization: Bearer KEY or x-api-key)",
+                            origin);
+    if (ctx->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than --max-request-size (%llu bytes)",
+                 (unsigned long long)h->opts->max_request_size);
+        return simple_error(h, c, 413, "invalid_request_error", "request_too_large", msg, origin);
+    }
+    struct splash_http_request req = {.method = method, .path = url,
+                                      .body = ctx->body ? ctx->body : "", .body_len = ctx->len,
+                                      .connection = c};
+    if (ctx->body)
+        ctx->body[ctx->len] = 0;
+    struct splash_http_reply reply = {.status = 200};
+    route->fn(h->app, &req, &reply);
+    return send_reply(h, c, &reply, origin);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct conn_ctx *ctx = *con_cls;
+    if (ctx) {
+        free(ctx->body);
+        free(ctx);
+        *con_cls = NULL;
+    }
+}
+
+struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
+                                      const struct splash_route *routes, size_t n_routes,
+                                      void *app, char *msg, size_t msg_size)
+{
+    struct splash_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(msg, msg_size, "out of memory");
+        return NULL;
+    }
+    h->opts = opts;
+    h->routes = routes;
+    h->n_routes = n_routes;
+    h->app = app;
+    pthread_mutex_init(&h->lock, NULL);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opts->port)};
+    if (inet_pton(AF_INET, opts->host, &addr.sin_addr) != 1) {
+        snprintf(msg, msg_size, "--host: %s is not an IPv4 address", opts->host);
+        free(h);
+        return NULL;
+    }
+    h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                     MHD_USE_POLL,
+                                 (uint16_t)opts->port, NULL, NULL, on_request, h,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(msg, msg_size, "cannot listen on %s:%d (is another server using the port?)",
+                 opts->host, opts->port);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void splash_http_stop(struct splash_http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}
