@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Runs every test binary from the repository root and prints one summary line.
+# Runs every test binary (and, for a directory argument, its node:test suite)
+# from the repository root, then prints one summary line.
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0 failed_names=()
 for t in "$@"; do
-    echo "=== $(basename "$t")"
-    if "$t"; then
+    name=$(basename "$t")
+    echo "=== $name"
+    if [ -d "$t" ]; then
+        if [ ! -d "$t/node_modules" ]; then
+            echo "$name: node_modules missing: run 'npm ci' in $t (.ci/run does)"
+            failed=$((failed + 1))
+            failed_names+=("$name")
+            continue
+        fi
+        cmd=(node --test --test-concurrency=1 "$t"/)
+    else
+        cmd=("$t")
+    fi
+    if "${cmd[@]}"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
-        failed_names+=("$(basename "$t")")
+        failed_names+=("$name")
     fi
 done
 if [ "$failed" -gt 0 ]; then

@@ -1,0 +1,58 @@
+// Engine failures: a clean error mid-stream, 503 engine_recovering while it restarts, then service.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import OpenAI from "openai";
+import { startServer, rawRequest } from "./harness.mjs";
+
+function enginePid(serverPid) {
+  const out = execFileSync("pgrep", ["-P", String(serverPid), "-f", "splash engine"], { encoding: "utf8" });
+  return Number(out.trim().split("\n")[0]);
+}
+
+async function waitReady(port) {
+  for (let i = 0; i < 100; i++) {
+    const r = await rawRequest(port, { path: "/ready" });
+    if (r.status === 200) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error("not ready");
+}
+
+test("kill -9 of the engine mid-stream: clean error, 503 while recovering, then success", async () => {
+  const server = await startServer();
+  try {
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 });
+    const stream = await client.completions.create({ model: "test/stories", prompt: "Once upon a time",
+                                                     max_tokens: 3000, stream: true });
+    const it = stream[Symbol.asyncIterator]();
+    await it.next();
+    process.kill(enginePid(server.proc.pid), "SIGKILL");
+    // the stream ends with an error event, not a hang
+    await assert.rejects(async () => { for (;;) { const r = await it.next(); if (r.done) break; } },
+                         /engine/);
+    await waitReady(server.port);
+    // a second failure within 60 s of the start backs off 5 s: requests get 503 meanwhile
+    process.kill(enginePid(server.proc.pid), "SIGKILL");
+    let saw503 = false;
+    for (let i = 0; i < 40 && !saw503; i++) {
+      const r = await rawRequest(server.port, { method: "POST", path: "/v1/completions",
+                                                body: '{"prompt":"Hi","max_tokens":2}' });
+      if (r.status === 503) {
+        saw503 = true;
+        assert.match(r.body, /engine_recovering/);
+        assert.ok(Number(r.headers["retry-after"]) >= 1);
+      } else {
+        await new Promise((res) => setTimeout(res, 50));
+      }
+    }
+    assert.ok(saw503, "a request during the restart got 503 engine_recovering");
+    await waitReady(server.port);
+    const ok = await client.completions.create({ model: "test/stories", prompt: "Hi", max_tokens: 3 });
+    assert.equal(ok.usage.completion_tokens, 3);
+    const status = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(status.engine.restarts, 2);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
