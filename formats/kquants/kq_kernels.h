@@ -1,0 +1,68 @@
+/* Kernel entry points of the kquants plugin: <weight>_dot_<act>_<isa> computes
+ * one dot product, <weight>_mul_<act>_<isa> fills an (n_act x n_w) block (see
+ * struct splash_kernel_row). The _ref kernels are the scalar references. */
+#ifndef SPLASH_KQUANTS_KERNELS_H
+#define SPLASH_KQUANTS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KQ_DECL_DOT(fn) void fn(int64_t n, float *s, const void *w_row, const void *act_row)
+#define KQ_DECL_MUL(fn)                                                                            \
+    void fn(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,              \
+            size_t act_stride, int64_t n_act, float *out, size_t out_stride)
+
+/* scalar references */
+KQ_DECL_DOT(q4_0_dot_q8_0_ref);
+KQ_DECL_DOT(q4_1_dot_q8_1_ref);
+KQ_DECL_DOT(q5_0_dot_q8_0_ref);
+KQ_DECL_DOT(q5_1_dot_q8_1_ref);
+KQ_DECL_DOT(q8_0_dot_q8_0_ref);
+KQ_DECL_DOT(q2k_dot_q8k_ref);
+KQ_DECL_DOT(q3k_dot_q8k_ref);
+KQ_DECL_DOT(q4k_dot_q8k_ref);
+KQ_DECL_DOT(q5k_dot_q8k_ref);
+KQ_DECL_DOT(q6k_dot_q8k_ref);
+
+#if defined(__x86_64__)
+/* AVX2 + FMA */
+KQ_DECL_DOT(q4_0_dot_q8_0_avx2);
+KQ_DECL_DOT(q4_1_dot_q8_1_avx2);
+KQ_DECL_DOT(q5_0_dot_q8_0_avx2);
+KQ_DECL_DOT(q5_1_dot_q8_1_avx2);
+KQ_DECL_DOT(q8_0_dot_q8_0_avx2);
+KQ_DECL_DOT(q2k_dot_q8k_avx2);
+KQ_DECL_DOT(q3k_dot_q8k_avx2);
+KQ_DECL_DOT(q4k_dot_q8k_avx2);
+KQ_DECL_DOT(q5k_dot_q8k_avx2);
+KQ_DECL_DOT(q6k_dot_q8k_avx2);
+KQ_DECL_MUL(q4_0_mul_q8_0_avx2);
+KQ_DECL_MUL(q4_1_mul_q8_1_avx2);
+KQ_DECL_MUL(q5_0_mul_q8_0_avx2);
+KQ_DECL_MUL(q5_1_mul_q8_1_avx2);
+KQ_DECL_MUL(q8_0_mul_q8_0_avx2);
+KQ_DECL_MUL(q2k_mul_q8k_avx2);
+KQ_DECL_MUL(q3k_mul_q8k_avx2);
+KQ_DECL_MUL(q4k_mul_q8k_avx2);
+KQ_DECL_MUL(q5k_mul_q8k_avx2);
+KQ_DECL_MUL(q6k_mul_q8k_avx2);
+
+/* AVX-512 with VNNI */
+KQ_DECL_DOT(q4_0_dot_q8_0_avx512);
+KQ_DECL_DOT(q8_0_dot_q8_0_avx512);
+KQ_DECL_DOT(q4k_dot_q8k_avx512);
+KQ_DECL_DOT(q5k_dot_q8k_avx512);
+KQ_DECL_DOT(q6k_dot_q8k_avx512);
+KQ_DECL_MUL(q4_0_mul_q8_0_avx512);
+KQ_DECL_MUL(q8_0_mul_q8_0_avx512);
+KQ_DECL_MUL(q4k_mul_q8k_avx512);
+KQ_DECL_MUL(q5k_mul_q8k_avx512);
+KQ_DECL_MUL(q6k_mul_q8k_avx512);
+#endif
+
+#define KQ_CPU_AVX2_ROW (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA)
+#define KQ_CPU_AVX512_ROW                                                                          \
+    (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW |                 \
+     SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI)
+
+#endif

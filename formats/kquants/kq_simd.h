@@ -1,0 +1,51 @@
+/* Pieces shared by the SIMD files: the register-blocked mul_rows driver and
+ * fp16 scalars through F16C. Included only from *_avx2.c / *_avx512.c. */
+#ifndef SPLASH_KQUANTS_SIMD_H
+#define SPLASH_KQUANTS_SIMD_H
+
+#include <immintrin.h>
+
+#include "formats/kquants/kq_common.h"
+
+#define KQ_MAX_NR 8 /* activation rows one pass over a weight row serves */
+
+#define KQ_INLINE static inline __attribute__((always_inline))
+
+static inline float kq_h2f_fast(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+/* A kernel `name(n, w_row, act, act_stride, nr, out, out_stride)` computes nr
+ * dot products of one weight row with nr activation rows. These wrappers make
+ * the vec_dot (nr = 1) and a mul_rows that hands it up to KQ_MAX_NR activation
+ * rows per pass, each nr a compile-time constant so accumulators stay in
+ * registers. */
+#define KQ_DEFINE_DOT_AND_MUL(dot_fn, mul_fn, kernel)                                              \
+    void dot_fn(int64_t n, float *s, const void *w_row, const void *act_row)                       \
+    {                                                                                              \
+        kernel(n, w_row, act_row, 0, 1, s, 0);                                                     \
+    }                                                                                              \
+    void mul_fn(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,          \
+                size_t act_stride, int64_t n_act, float *out, size_t out_stride)                  \
+    {                                                                                              \
+        for (int64_t i = 0; i < n_w; i++) {                                                        \
+            const void *wr = (const char *)w + i * w_stride;                                       \
+            for (int64_t j = 0; j < n_act; j += KQ_MAX_NR) {                                       \
+                const char *a = (const char *)act + j * act_stride;                                \
+                float *o = out + j * out_stride + i;                                               \
+                switch (n_act - j >= KQ_MAX_NR ? KQ_MAX_NR : (int)(n_act - j)) {                   \
+                case 1: kernel(n, wr, a, act_stride, 1, o, out_stride); break;                     \
+                case 2: kernel(n, wr, a, act_stride, 2, o, out_stride); break;                     \
+                case 3: kernel(n, wr, a, act_stride, 3, o, out_stride); break;                     \
+                case 4: kernel(n, wr, a, act_stride, 4, o, out_stride); break;                     \
+                case 5: kernel(n, wr, a, act_stride, 5, o, out_stride); break;                     \
+                case 6: kernel(n, wr, a, act_stride, 6, o, out_stride); break;                     \
+                case 7: kernel(n, wr, a, act_stride, 7, o, out_stride); break;                     \
+                default: kernel(n, wr, a, act_stride, 8, o, out_stride); break;                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+#endif

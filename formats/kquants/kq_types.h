@@ -1,0 +1,21 @@
+/* The format descriptors this plugin defines (one per file) and the kernels
+ * the descriptors' rows point at. */
+#ifndef SPLASH_KQUANTS_TYPES_H
+#define SPLASH_KQUANTS_TYPES_H
+
+#include "splash/format.h"
+
+extern const struct splash_format_type kq_q4_0_type;
+extern const struct splash_format_type kq_q4_1_type;
+extern const struct splash_format_type kq_q5_0_type;
+extern const struct splash_format_type kq_q5_1_type;
+extern const struct splash_format_type kq_q8_0_type;
+extern const struct splash_format_type kq_q8_1_type;
+extern const struct splash_format_type kq_q2_k_type;
+extern const struct splash_format_type kq_q3_k_type;
+extern const struct splash_format_type kq_q4_k_type;
+extern const struct splash_format_type kq_q5_k_type;
+extern const struct splash_format_type kq_q6_k_type;
+extern const struct splash_format_type kq_q8_k_type;
+
+#endif
