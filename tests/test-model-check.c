@@ -1,0 +1,271 @@
+/* model-check on the reference GGUFs and on copies with a tensor removed,
+ * retyped or reshaped, and on a mostly-unquantized file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "core/gguf.h"
+#include "core/gguf_write.h"
+#include "core/model_check.h"
+#include "core/registry.h"
+#include "tests/support/testdata.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+static struct splash_registry *reg;
+
+static int setup(void **state)
+{
+    reg = splash_registry_global();
+    if (splash_registry_n_records(reg) == 0)
+        splash_registry_add_builtins(reg, splash_builtin_plugins);
+    return 0;
+}
+
+/* A modification applied while copying a GGUF. */
+struct edit {
+    const char *drop_suffix;   /* drop tensors whose name ends so */
+    const char *retype_suffix; /* give tensors ending so this type id */
+    int32_t new_type;
+    const char *reshape;       /* give this tensor a wrong shape */
+    int all_f16;               /* rewrite every quantized matrix as F16 */
+    const char *arch;          /* another general.architecture */
+};
+
+static void copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv *kv)
+{
+    struct splash_err err;
+    if (kv->type == GGUF_STRING) {
+        splash_gguf_writer_set_str(w, kv->key, kv->v.str, &err);
+    } else if (kv->type == GGUF_ARRAY) {
+        splash_gguf_writer_set_array(w, kv->key, kv->arr_type, kv->arr, (size_t)kv->n, &err);
+    } else {
+        /* scalars: write back in their own width */
+        union { uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; float f32; double f64; } v;
+        switch (kv->type) {
+        case GGUF_U8: case GGUF_I8: case GGUF_BOOL: v.u8 = (uint8_t)kv->v.u64; break;
+        case GGUF_U16: case GGUF_I16: v.u16 = (uint16_t)kv->v.u64; break;
+        case GGUF_U32: case GGUF_I32: v.u32 = (uint32_t)kv->v.u64; break;
+        case GGUF_F32: v.f32 = (float)kv->v.f64; break;
+        case GGUF_F64: v.f64 = kv->v.f64; break;
+        default: v.u64 = kv->v.u64; break;
+        }
+        splash_gguf_writer_set_scalar(w, kv->key, kv->type, &v, &err);
+    }
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Copies testdata model `name` into a temp file with `e` applied; returns the path. */
+static char *edited_copy(const char *name, const struct edit *e)
+{
+    char src[512], rel[256];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    test_testdata_path(src, sizeof src, rel);
+    struct splash_gguf *g;
+    struct splash_err err;
+    if (splash_gguf_open(src, 0, &g, &err) != SPLASH_OK)
+        fail_msg("%s", err.msg);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    for (size_t i = 0; i < g->n_kv; i++)
+        copy_kv(w, &g->kv[i]);
+    if (e->arch)
+        splash_gguf_writer_set_str(w, "general.architecture", e->arch, &err);
+    void **scratch = calloc(g->n_tensors, sizeof *scratch);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const struct splash_tensor_info *t = &g->tensors[i].info;
+        if (e->drop_suffix && ends_with(t->name, e->drop_suffix))
+            continue;
+        int32_t type = t->dtype;
+        const void *data = t->data;
+        uint64_t n_bytes = t->n_bytes;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        uint64_t n_elems = (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]);
+        if (e->retype_suffix && ends_with(t->name, e->retype_suffix)) {
+            uint32_t be, bb;
+            splash_gguf_type_info(e->new_type, NULL, &be, &bb);
+            type = e->new_type;
+            n_bytes = n_elems / be * bb;
+            data = scratch[i] = calloc(1, n_bytes);
+        } else if (e->all_f16 && t->n_dims >= 2 && t->dtype != 0) {
+            type = 1;
+            n_bytes = n_elems * 2;
+            data = scratch[i] = calloc(1, n_bytes);
+        }
+        if (e->reshape && !strcmp(t->name, e->reshape)) {
+            ne[1] = ne[1] / 2;
+            n_bytes /= 2;
+        }
+        if (splash_gguf_writer_add_tensor(w, t->name, type, t->n_dims, ne, data, n_bytes, &err))
+            fail_msg("%s", err.msg);
+    }
+    char *out = strdup("/tmp/splash-model-check-XXXXXX.gguf");
+    int fd = mkstemps(out, 5);
+    close(fd);
+    if (splash_gguf_writer_write_file(w, out, &err))
+        fail_msg("%s", err.msg);
+    splash_gguf_writer_destroy(w);
+    for (size_t i = 0; i < g->n_tensors; i++)
+        free(scratch[i]);
+    free(scratch);
+    splash_gguf_close(g);
+    return out;
+}
+
+static enum splash_status check(const char *path, struct splash_check_result *res)
+{
+    struct splash_err err = {{0}};
+    return splash_model_check(reg, path, res, &err);
+}
+
+static void test_model_check_passes_reference_models(void **state)
+{
+    const char *models[] = {"qwen35-tiny-Q4_K_M.gguf", "qwen35-tiny-Q8_0.gguf", "qwen35-tiny-IQ2_XXS.gguf",
+                            "qwen35-tiny-MXFP4.gguf", "qwen35-tiny-Q1_0.gguf", "qwen35-stories-Q8_0.gguf"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char path[512], rel[256];
+        snprintf(rel, sizeof rel, "models/%s", models[i]);
+        struct splash_check_result res;
+        enum splash_status st = check(test_testdata_path(path, sizeof path, rel), &res);
+        if (st != SPLASH_OK)
+            fail_msg("%s: %s", models[i], res.problems ? res.problems : "?");
+        assert_string_equal(res.family, "qwen_hybrid");
+        assert_non_null(strstr(res.verdict.architecture, "qwen35"));
+        splash_check_result_free(&res);
+    }
+}
+
+static void test_model_check_names_missing_tensor_and_layers(void **state)
+{
+    struct edit e = {.drop_suffix = "ssm_a"};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    /* GDN layers are 0-2 and 4-6 (3 and 7 attend) */
+    assert_string_equal(res.problems, "missing tensors: ssm_a in 6 layers (0-2, 4-6)");
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+}
+
+static void test_model_check_names_unsupported_type(void **state)
+{
+    struct edit e = {.retype_suffix = "ffn_gate.weight", .new_type = 9 /* Q8_1 */};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    assert_string_equal(res.problems, "unsupported tensor types: ffn_gate.weight (Q8_1) in 8 layers (0-7)");
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+}
+
+static void test_model_check_names_wrong_shape(void **state)
+{
+    struct edit e = {.reshape = "blk.0.ffn_up.weight"};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    assert_string_equal(res.problems,
+                        "tensors of the wrong shape: ffn_up.weight (256x256, expected 256x512) in 1 layer (0)");
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+}
+
+static void test_model_check_refuses_mostly_f16(void **state)
+{
+    struct edit e = {.all_f16 = 1};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    assert_non_null(strstr(res.problems, "of its values are unquantized"));
+    assert_non_null(strstr(res.problems, "choose a quantized variant"));
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+    /* the reference BF16 file is refused the same way */
+    char bf16[512];
+    assert_int_not_equal(check(test_testdata_path(bf16, sizeof bf16, "models/qwen35-tiny-BF16.gguf"), &res),
+                         SPLASH_OK);
+    assert_non_null(strstr(res.problems, "100% of its values are unquantized"));
+    splash_check_result_free(&res);
+}
+
+static void test_model_check_refuses_unknown_architecture(void **state)
+{
+    struct splash_check_result res;
+    assert_int_equal(check("/nonexistent.gguf", &res), SPLASH_ERR_NOT_FOUND);
+    splash_check_result_free(&res);
+    struct edit e = {.arch = "mamba9"};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    assert_non_null(strstr(res.problems, "architecture mamba9 is not one Splash serves"));
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+}
+
+/* The command installers run: a one-line verdict, --json, and exit codes. */
+static void test_model_check_cli(void **state)
+{
+    const char *build = getenv("SPLASH_BUILD");
+    char cmd[1024], out[8192], model[512];
+    test_testdata_path(model, sizeof model, "models/qwen35-tiny-Q4_K_M.gguf");
+    snprintf(cmd, sizeof cmd, "%s/splash model-check %s 2>&1", build ? build : "build", model);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    assert_int_equal(pclose(p), 0);
+    assert_string_equal(out, "qwen35-tiny-Q4_K_M.gguf: Qwen hybrid (qwen35), another size of it "
+                             "(hidden 256, 8 layers (2 attention), vocab 2048) · ok\n");
+    snprintf(cmd, sizeof cmd, "%s/splash model-check --json %s", build ? build : "build", model);
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    assert_int_equal(pclose(p), 0);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    assert_non_null(j);
+    assert_true(json_is_true(json_object_get(j, "ok")));
+    assert_string_equal(json_string_value(json_object_get(j, "plugin")), "qwen_hybrid");
+    json_decref(j);
+    test_testdata_path(model, sizeof model, "models/qwen35-tiny-BF16.gguf");
+    snprintf(cmd, sizeof cmd, "%s/splash model-check --json %s", build ? build : "build", model);
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    assert_int_equal(WEXITSTATUS(pclose(p)), 1);
+    j = json_loads(out, 0, &jerr);
+    assert_non_null(j);
+    assert_true(json_is_false(json_object_get(j, "ok")));
+    assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "quantized variant"));
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_check_passes_reference_models),
+        cmocka_unit_test(test_model_check_names_missing_tensor_and_layers),
+        cmocka_unit_test(test_model_check_names_unsupported_type),
+        cmocka_unit_test(test_model_check_names_wrong_shape),
+        cmocka_unit_test(test_model_check_refuses_mostly_f16),
+        cmocka_unit_test(test_model_check_refuses_unknown_architecture),
+        cmocka_unit_test(test_model_check_cli),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
