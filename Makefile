@@ -197,6 +197,11 @@ install: all
 	install -m 755 $(FORMAT_SOS) $(FAMILY_SOS) $(DESTDIR)$(PREFIX)/lib/splash/
 	install -m 644 include/splash/*.h $(DESTDIR)$(PREFIX)/include/splash/
 	install -m 644 $(BUILD)/splash-plugin.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 packaging/completions/splash.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/splash
+	install -m 644 packaging/completions/_splash $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_splash
+	install -m 644 packaging/completions/splash.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/splash.fish
 
 clean:
 	rm -rf $(BUILD)
