@@ -181,7 +181,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined 
               -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
               -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
               -DSPLASH_PLUGIN_INSTALL_DIR='""' $(ISA_avx512)
-FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS)
+FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS) $(BUILD)/gen/webui_html.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(LIBS)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/tokenize.h"
 
 struct command {
     const char *name;
@@ -15,6 +16,8 @@ static const struct command commands[] = {
     {"model-check", splash_cmd_model_check, 1, "check a model's metadata before downloading weights"},
     {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
     {"serve", splash_cmd_serve, 1, "serve a model over the OpenAI and Anthropic APIs"},
+    {"tokenize", splash_cmd_tokenize, 0, "print the token ids of a text"},
+    {"detokenize", splash_cmd_detokenize, 0, "print the text of token ids"},
     {"engine", splash_cmd_engine, 1, "(internal) the engine process splash serve runs"},
 };
 
