@@ -134,6 +134,7 @@ int splash_cmd_serve(int argc, char **argv)
     struct splash_engine_spawn spawn = {.exe = exe, .model_path = model_file, .threads = o.threads,
                                         .kv_format = o.kv_format, .state_format = o.state_format,
                                         .max_context = (int64_t)o.max_context,
+                                        .max_memory = o.max_memory,
                                         .decode_share = o.decode_share};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration model with random weights)" : "");
@@ -175,6 +176,18 @@ int splash_cmd_serve(int argc, char **argv)
                         *json_string_value(json_object_get(info, "size")) ? ", " : "",
                         json_string_value(json_object_get(info, "size")),
                         (long long)json_integer_value(json_object_get(info, "n_ctx")));
+    json_t *plan = json_object_get(info, "plan");
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    splash_console_line(SPLASH_CONSOLE_OUT,
+                        "Memory · %.2f GiB usable (%s) · weights %.2f GiB · KV %.2f GiB for %lld "
+                        "tokens · state %.2f GiB for %d lanes",
+                        (double)json_integer_value(json_object_get(plan, "usable_bytes")) / gib,
+                        json_string_value(json_object_get(plan, "bound")),
+                        (double)json_integer_value(json_object_get(plan, "weights_bytes")) / gib,
+                        (double)json_integer_value(json_object_get(plan, "kv_bytes")) / gib,
+                        (long long)json_integer_value(json_object_get(plan, "kv_capacity_tokens")),
+                        (double)json_integer_value(json_object_get(plan, "state_bytes")) / gib,
+                        (int)json_integer_value(json_object_get(plan, "lanes")));
     splash_console_line(SPLASH_CONSOLE_OUT, "Serving · http://%s:%d%s", o.host, o.port,
                         o.no_webui ? "" : " (chat page at /)");
     int status = 0;
@@ -225,6 +238,8 @@ int splash_cmd_engine(int argc, char **argv)
             e.state_format = !strcmp(v, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
         else if (!strcmp(k, "--max-context"))
             e.max_context = strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--max-memory"))
+            e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))
             e.decode_share = strtod(v, NULL);
     }

@@ -253,7 +253,8 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         snprintf(why, why_size, "pipe: %s", strerror(errno));
         return -1;
     }
-    char threads[16], kv[8], state[8], ctx[24], share[32];
+    char threads[16], kv[8], state[8], ctx[24], share[32], mem[24];
+    snprintf(mem, sizeof mem, "%llu", (unsigned long long)c->spawn.max_memory);
     snprintf(threads, sizeof threads, "%d", c->spawn.threads);
     snprintf(kv, sizeof kv, "%s", c->spawn.kv_format ? "bf16" : "int8");
     snprintf(state, sizeof state, "%s", c->spawn.state_format ? "bf16" : "fp32");
@@ -269,7 +270,7 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         dup2(errpipe[1], 2);
         char *argv[] = {"splash", "engine", "--fd", "3", "--model-dir", (char *)c->spawn.model_path,
                         "--threads", threads, "--kv-format", kv, "--state-format", state,
-                        "--max-context", ctx, "--decode-share", share, NULL};
+                        "--max-context", ctx, "--decode-share", share, "--max-memory", mem, NULL};
         execv(c->spawn.exe, argv);
         fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
         _exit(126);

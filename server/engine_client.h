@@ -19,6 +19,7 @@ struct splash_engine_spawn {
     const char *model_path;
     int threads, kv_format, state_format;
     int64_t max_context;
+    uint64_t max_memory;
     double decode_share;
 };
 

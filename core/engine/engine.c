@@ -12,6 +12,7 @@
 
 #include "core/engine/protocol.h"
 #include "core/host_impl.h"
+#include "core/memory_plan.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
@@ -361,7 +362,16 @@ int splash_engine_main(const struct splash_engine_opts *opts)
         send_error(&e, 0, "model_refused", err.msg);
         return 1;
     }
-    e.n_ctx = opts->max_context > 0 ? opts->max_context : e.lm->info.n_ctx_train;
+    struct splash_memory_budget budget;
+    struct splash_memory_plan plan;
+    if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK ||
+        splash_memory_plan_make(&budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan,
+                                &err) != SPLASH_OK) {
+        send_error(&e, 0, "capacity_exhausted", err.msg);
+        splash_model_unload(e.lm);
+        return 1;
+    }
+    e.n_ctx = plan.context;
     size_t n_vocab = (size_t)e.lm->info.n_vocab;
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
@@ -377,6 +387,15 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                               (json_int_t)e.n_ctx, "n_ctx_train",
                               (json_int_t)e.lm->info.n_ctx_train, "weight_bytes",
                               (json_int_t)e.lm->info.weight_bytes);
+    json_object_set_new(ready, "plan",
+                        json_pack("{s:I, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:s}", "context",
+                                  (json_int_t)plan.context, "kv_capacity_tokens",
+                                  (json_int_t)plan.kv_capacity, "lanes", plan.lanes, "yarn_factor",
+                                  plan.yarn_factor, "weights_bytes", (json_int_t)plan.weights,
+                                  "kv_bytes", (json_int_t)plan.kv_bytes, "state_bytes",
+                                  (json_int_t)plan.state_bytes, "total_bytes",
+                                  (json_int_t)plan.total, "usable_bytes", (json_int_t)budget.usable,
+                                  "bound", budget.bound));
     splash_frame_write(o.fd, SPLASH_FRAME_READY, 0, ready, &err);
     json_decref(ready);
     int status = 0;

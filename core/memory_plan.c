@@ -1,0 +1,145 @@
+/* Memory budget from MemAvailable and the cgroup limit, and the context plan. */
+#include "core/memory_plan.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static int read_u64_file(const char *path, uint64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[64];
+    int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    if (!strncmp(buf, "max", 3)) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    char *end;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int read_meminfo(const char *path, uint64_t *available)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            *available = (uint64_t)kb * 1024;
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+enum splash_status splash_memory_budget_read(uint64_t max_memory, const char *meminfo_path,
+                                             const char *cgroup_dir,
+                                             struct splash_memory_budget *b,
+                                             struct splash_err *err)
+{
+    memset(b, 0, sizeof *b);
+    b->max_memory = max_memory;
+    if (read_meminfo(meminfo_path ? meminfo_path : "/proc/meminfo", &b->mem_available))
+        return splash_err_set(err, SPLASH_ERR_IO, "%s: no MemAvailable line",
+                              meminfo_path ? meminfo_path : "/proc/meminfo");
+    b->cgroup_room = UINT64_MAX;
+    char path[512];
+    const char *dir = cgroup_dir ? cgroup_dir : "/sys/fs/cgroup";
+    uint64_t limit, usage;
+    snprintf(path, sizeof path, "%s/memory.max", dir);
+    if (read_u64_file(path, &limit) == 0 && limit != UINT64_MAX) {
+        snprintf(path, sizeof path, "%s/memory.current", dir);
+        if (read_u64_file(path, &usage) != 0)
+            usage = 0;
+        b->cgroup_room = limit > usage ? limit - usage : 0;
+    } else {
+        /* cgroup v1 */
+        snprintf(path, sizeof path, "%s/memory/memory.limit_in_bytes", dir);
+        if (read_u64_file(path, &limit) == 0 && limit < (1ull << 60)) {
+            snprintf(path, sizeof path, "%s/memory/memory.usage_in_bytes", dir);
+            if (read_u64_file(path, &usage) != 0)
+                usage = 0;
+            b->cgroup_room = limit > usage ? limit - usage : 0;
+        }
+    }
+    uint64_t room = b->mem_available;
+    b->bound = "MemAvailable";
+    if (b->cgroup_room < room) {
+        room = b->cgroup_room;
+        b->bound = "cgroup memory.max";
+    }
+    b->usable = room > SPLASH_MEMORY_MARGIN ? room - SPLASH_MEMORY_MARGIN : 0;
+    if (max_memory && max_memory < b->usable) {
+        b->usable = max_memory;
+        b->bound = "--max-memory";
+    }
+    return SPLASH_OK;
+}
+
+enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,
+                                           const struct splash_model_info *info,
+                                           int64_t requested, int64_t model_limit, int32_t lanes,
+                                           struct splash_memory_plan *plan,
+                                           struct splash_err *err)
+{
+    memset(plan, 0, sizeof *plan);
+    int64_t native = info->n_ctx_train;
+    if (!model_limit)
+        model_limit = native * 4;
+    int64_t context = requested > 0 ? requested : native;
+    if (context > model_limit)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "--max-context: %" PRId64 " tokens is past this model's limit of %" PRId64,
+                              context, model_limit);
+    plan->yarn_factor = context > native ? (double)context / (double)native : 1.0;
+    plan->lanes = lanes;
+    plan->weights = info->weight_bytes;
+    plan->state_bytes = info->state_bytes_per_seq * (uint64_t)lanes;
+    uint64_t fixed = plan->weights + plan->state_bytes;
+    if (fixed > b->usable)
+        return splash_err_set(err, SPLASH_ERR_NOMEM,
+                              "the weights (%.2f GiB) and %d lanes of recurrent state (%.2f GiB) need "
+                              "more than the %.2f GiB available (%s)",
+                              (double)plan->weights / GIB, lanes, (double)plan->state_bytes / GIB,
+                              (double)b->usable / GIB, b->bound);
+    uint64_t kv_room = b->usable - fixed;
+    int64_t capacity = info->kv_bytes_per_token ? (int64_t)(kv_room / info->kv_bytes_per_token)
+                                                : INT64_MAX / 2;
+    if (capacity < context) {
+        if (requested > 0)
+            return splash_err_set(err, SPLASH_ERR_NOMEM,
+                                  "--max-context: %" PRId64 " tokens need %.2f GiB of KV cache, %.2f "
+                                  "GiB is available (%s)",
+                                  context, (double)context * (double)info->kv_bytes_per_token / GIB,
+                                  (double)kv_room / GIB, b->bound);
+        context = capacity; /* auto: as much of the native window as fits */
+        if (context < 256)
+            return splash_err_set(err, SPLASH_ERR_NOMEM,
+                                  "only %" PRId64 " tokens of KV cache fit in %.2f GiB (%s)", context,
+                                  (double)kv_room / GIB, b->bound);
+    }
+    /* lanes share one pool: at most every lane at full context */
+    int64_t pool = context * (int64_t)lanes;
+    plan->kv_capacity = pool < capacity ? pool : capacity;
+    plan->context = context;
+    plan->kv_bytes = (uint64_t)plan->kv_capacity * info->kv_bytes_per_token;
+    plan->total = fixed + plan->kv_bytes;
+    return SPLASH_OK;
+}

@@ -1,0 +1,109 @@
+/* Memory budget (MemAvailable, cgroup limit, --max-memory) and the context plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/memory_plan.h"
+
+#define GIB (1ull << 30)
+
+static char dir[64];
+
+static void write_file(const char *name, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof dir, "/tmp/splash-mem-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    write_file("meminfo", "MemTotal:       25000000 kB\nMemFree:  100 kB\nMemAvailable:   20971520 kB\n");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+static void test_budget_takes_the_tighter_bound(void **state)
+{
+    char meminfo[128];
+    snprintf(meminfo, sizeof meminfo, "%s/meminfo", dir);
+    struct splash_memory_budget b;
+    struct splash_err err;
+    /* no cgroup files: MemAvailable (20 GiB) less the 1 GiB margin */
+    assert_int_equal(splash_memory_budget_read(0, meminfo, dir, &b, &err), SPLASH_OK);
+    assert_true(b.usable == 19 * GIB);
+    assert_string_equal(b.bound, "MemAvailable");
+    /* a cgroup limit of 8 GiB with 2 GiB used leaves 6, less the margin */
+    write_file("memory.max", "8589934592\n");
+    write_file("memory.current", "2147483648\n");
+    assert_int_equal(splash_memory_budget_read(0, meminfo, dir, &b, &err), SPLASH_OK);
+    assert_true(b.usable == 5 * GIB);
+    assert_string_equal(b.bound, "cgroup memory.max");
+    /* --max-memory only lowers */
+    assert_int_equal(splash_memory_budget_read(2 * GIB, meminfo, dir, &b, &err), SPLASH_OK);
+    assert_true(b.usable == 2 * GIB);
+    assert_string_equal(b.bound, "--max-memory");
+    assert_int_equal(splash_memory_budget_read(100 * GIB, meminfo, dir, &b, &err), SPLASH_OK);
+    assert_true(b.usable == 5 * GIB);
+    write_file("memory.max", "max\n");
+    assert_int_equal(splash_memory_budget_read(0, meminfo, dir, &b, &err), SPLASH_OK);
+    assert_true(b.usable == 19 * GIB);
+}
+
+static void test_plan_context_and_yarn(void **state)
+{
+    struct splash_memory_budget b = {.usable = 4 * GIB, .bound = "MemAvailable"};
+    struct splash_model_info info = {.n_ctx_train = 262144, .weight_bytes = GIB,
+                                     .kv_bytes_per_token = 4096, .state_bytes_per_seq = 16 << 20};
+    struct splash_memory_plan p;
+    struct splash_err err;
+    /* auto: the native window */
+    assert_int_equal(splash_memory_plan_make(&b, &info, 0, 0, 4, &p, &err), SPLASH_OK);
+    assert_int_equal(p.context, 262144);
+    assert_true(p.yarn_factor == 1.0);
+    /* past the native window YaRN scales by context / window */
+    assert_int_equal(splash_memory_plan_make(&b, &info, 524288, 0, 1, &p, &err), SPLASH_OK);
+    assert_true(p.yarn_factor == 2.0);
+    /* past the model's limit: refused naming the flag */
+    assert_int_not_equal(splash_memory_plan_make(&b, &info, 2000000, 1010000, 1, &p, &err), SPLASH_OK);
+    assert_string_equal(err.msg, "--max-context: 2000000 tokens is past this model's limit of 1010000");
+    /* a context whose KV does not fit: refused with what it needs */
+    struct splash_memory_budget small = {.usable = GIB + (64 << 20), .bound = "--max-memory"};
+    assert_int_not_equal(splash_memory_plan_make(&small, &info, 262144, 0, 1, &p, &err), SPLASH_OK);
+    assert_non_null(strstr(err.msg, "--max-context: 262144 tokens need 1.00 GiB of KV cache"));
+    assert_non_null(strstr(err.msg, "(--max-memory)"));
+    /* auto shrinks to what fits */
+    assert_int_equal(splash_memory_plan_make(&small, &info, 0, 0, 1, &p, &err), SPLASH_OK);
+    assert_int_equal(p.context, (int64_t)((48ull << 20) / 4096));
+    /* weights alone too big */
+    struct splash_memory_budget tiny = {.usable = GIB / 2, .bound = "MemAvailable"};
+    assert_int_not_equal(splash_memory_plan_make(&tiny, &info, 0, 0, 1, &p, &err), SPLASH_OK);
+    assert_non_null(strstr(err.msg, "the weights (1.00 GiB)"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_budget_takes_the_tighter_bound),
+        cmocka_unit_test(test_plan_context_and_yarn),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
