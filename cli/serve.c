@@ -16,6 +16,7 @@
 #include "core/tokenizer/tokenizer.h"
 #include "server/api.h"
 #include "server/app.h"
+#include "server/chat_setup.h"
 #include "server/chat/jinja.h"
 #include "server/console.h"
 #include "server/engine_client.h"
@@ -107,7 +108,7 @@ int splash_cmd_serve(int argc, char **argv)
         return 1;
     }
     snprintf(model_file, sizeof model_file, "%s", path);
-    if (load_chat_side(&app, path, msg, sizeof msg)) {
+    if (load_chat_side(&app, path, msg, sizeof msg) || splash_chat_setup(&app, path, msg, sizeof msg)) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
         return 1;

@@ -15,6 +15,8 @@ int splash_api_check_model(struct splash_app *app, const json_t *body,
 /* A fresh response id: prefix + 24 hex digits. */
 void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, size_t size);
 
+void splash_api_chat(void *app, const struct splash_http_request *req,
+                     struct splash_http_reply *reply);
 void splash_api_completions(void *app, const struct splash_http_request *req,
                             struct splash_http_reply *reply);
 void splash_api_info_health(void *app, const struct splash_http_request *req,

@@ -62,6 +62,7 @@ const struct splash_route splash_app_routes[] = {
     {"GET", "/metrics", splash_api_info_metrics, 0},
     {"GET", "/v1/models", splash_api_models, 0},
     {"GET", "/v1/models/*", splash_api_model, 0},
+    {"POST", "/v1/chat/completions", splash_api_chat, 0},
     {"POST", "/v1/completions", splash_api_completions, 0},
     {"POST", "/tokenize", splash_api_tokenize, 0},
     {"POST", "/detokenize", splash_api_detokenize, 0},

@@ -14,13 +14,20 @@
 
 struct splash_tokenizer;
 struct splash_jinja_template;
+struct splash_chat_format;
 
 struct splash_app {
     const struct splash_serve_opts *opts;
     struct splash_engine_client *engine;
     struct splash_tokenizer *tok;
-    struct splash_jinja_template *chat_template;
+    struct splash_jinja_template *chat_template; /* as requests render it (patched if needed) */
     char *template_text;
+    int later_system;                /* enum splash_later_system */
+    json_t *special;                 /* bos_token, eos_token for the template */
+    json_t *reasoning;               /* /v1/models "reasoning" report */
+    int thinks_by_default;           /* 1, 0, or -1 when the model decides */
+    int default_effort;              /* enum splash_effort or -1 */
+    const struct splash_chat_format *format;
     const char *model_name;          /* --model */
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */

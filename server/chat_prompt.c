@@ -1,0 +1,246 @@
+/* Request preparation and prompt rendering. */
+#include "server/chat_prompt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/chat/chat_format.h"
+#include "server/chat/jinja.h"
+#include "server/chat/template_probe.h"
+
+/* content: a string, null, or an array of text parts; images are refused (text-only). */
+static json_t *text_of(const json_t *content, const char *where, char *msg, size_t msg_size)
+{
+    if (!content || json_is_null(content))
+        return json_string("");
+    if (json_is_string(content))
+        return json_incref((json_t *)content);
+    if (!json_is_array(content)) {
+        snprintf(msg, msg_size, "%s.content must be a string or an array of parts", where);
+        return NULL;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < json_array_size(content); i++) {
+        json_t *part = json_array_get(content, i);
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (!type) {
+            snprintf(msg, msg_size, "%s.content[%zu].type is missing", where, i);
+            return NULL;
+        }
+        if (!strcmp(type, "image_url") || !strcmp(type, "input_image") || !strcmp(type, "image") ||
+            !strcmp(type, "file") || !strcmp(type, "input_file")) {
+            snprintf(msg, msg_size, "%s.content[%zu]: image and file input are not supported: this "
+                                    "model serves text only", where, i);
+            return NULL;
+        }
+        json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t)) {
+            snprintf(msg, msg_size, "%s.content[%zu].text must be a string", where, i);
+            return NULL;
+        }
+        total += json_string_length(t);
+    }
+    char *buf = malloc(total + 1);
+    if (!buf)
+        return NULL;
+    size_t off = 0;
+    for (size_t i = 0; i < json_array_size(content); i++) {
+        json_t *t = json_object_get(json_array_get(content, i), "text");
+        memcpy(buf + off, json_string_value(t), json_string_length(t));
+        off += json_string_length(t);
+    }
+    json_t *s = json_stringn(buf, off);
+    free(buf);
+    return s;
+}
+
+static json_t *normalize_calls(const json_t *calls, const char *where, char *msg, size_t msg_size)
+{
+    if (!json_is_array(calls)) {
+        snprintf(msg, msg_size, "%s.tool_calls must be an array", where);
+        return NULL;
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i);
+        json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!name) {
+            snprintf(msg, msg_size, "%s.tool_calls[%zu].function.name must be a string", where, i);
+            json_decref(out);
+            return NULL;
+        }
+        json_t *args = json_object_get(fn, "arguments");
+        json_t *obj;
+        if (json_is_string(args)) {
+            /* templates iterate the arguments: give them the object */
+            obj = json_loads(json_string_value(args), 0, NULL);
+            if (!json_is_object(obj)) {
+                if (obj)
+                    json_decref(obj);
+                obj = json_incref(args);
+            }
+        } else if (json_is_object(args)) {
+            obj = json_incref(args);
+        } else {
+            obj = json_object();
+        }
+        json_t *nc = json_pack("{s:s, s:{s:s, s:o}}", "type", "function", "function", "name", name,
+                               "arguments", obj);
+        json_t *id = json_object_get(c, "id");
+        if (json_is_string(id))
+            json_object_set(nc, "id", id);
+        json_array_append_new(out, nc);
+    }
+    return out;
+}
+
+json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, char *msg,
+                              size_t msg_size)
+{
+    if (!json_is_array(messages) || json_array_size(messages) == 0) {
+        snprintf(msg, msg_size, "messages must be a non-empty array");
+        return NULL;
+    }
+    json_t *out = json_array();
+    json_t *system = NULL; /* the merged leading system text */
+    int leading = 1, saw_later_system = 0;
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        json_t *m = json_array_get(messages, i);
+        char where[48];
+        snprintf(where, sizeof where, "messages[%zu]", i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!json_is_object(m) || !role) {
+            snprintf(msg, msg_size, "%s.role must be a string", where);
+            goto fail;
+        }
+        int is_system = !strcmp(role, "system") || !strcmp(role, "developer");
+        if (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool") && !is_system) {
+            snprintf(msg, msg_size, "%s.role %s is not system, developer, user, assistant or tool",
+                     where, role);
+            goto fail;
+        }
+        json_t *text = text_of(json_object_get(m, "content"), where, msg, msg_size);
+        if (!text)
+            goto fail;
+        if (is_system && leading) {
+            if (!system) {
+                system = text;
+            } else {
+                size_t a = json_string_length(system), b = json_string_length(text);
+                char *joined = malloc(a + b + 3);
+                memcpy(joined, json_string_value(system), a);
+                memcpy(joined + a, "\n\n", 2);
+                memcpy(joined + a + 2, json_string_value(text), b);
+                json_decref(system);
+                system = json_stringn(joined, a + b + 2);
+                free(joined);
+                json_decref(text);
+            }
+            continue;
+        }
+        leading = 0;
+        saw_later_system |= is_system;
+        json_t *nm = json_pack("{s:s, s:o}", "role", is_system ? "system" : role, "content", text);
+        if (!strcmp(role, "assistant")) {
+            json_t *calls = json_object_get(m, "tool_calls");
+            if (calls && !json_is_null(calls)) {
+                json_t *nc = normalize_calls(calls, where, msg, msg_size);
+                if (!nc) {
+                    json_decref(nm);
+                    goto fail;
+                }
+                json_object_set_new(nm, "tool_calls", nc);
+            }
+            json_t *rc = json_object_get(m, "reasoning_content");
+            if (json_is_string(rc))
+                json_object_set(nm, "reasoning_content", rc);
+        }
+        if (!strcmp(role, "tool")) {
+            json_t *id = json_object_get(m, "tool_call_id");
+            if (json_is_string(id))
+                json_object_set(nm, "tool_call_id", id);
+            json_t *name = json_object_get(m, "name");
+            if (json_is_string(name))
+                json_object_set(nm, "name", name);
+        }
+        json_array_append_new(out, nm);
+    }
+    if (saw_later_system && app->later_system == SPLASH_LATER_SYSTEM_UNSUPPORTED) {
+        snprintf(msg, msg_size, "messages: this model's chat template cannot render a system "
+                                "message after the conversation starts");
+        goto fail;
+    }
+    if (system) {
+        json_array_insert_new(out, 0, json_pack("{s:s, s:o}", "role", "system", "content", system));
+        system = NULL;
+    }
+    return out;
+fail:
+    if (system)
+        json_decref(system);
+    json_decref(out);
+    return NULL;
+}
+
+/* Does the rendered prompt end inside an open think block? */
+static int opens_think(const struct splash_chat_format *f, const char *text, size_t len)
+{
+    const char *open = f->think_open;
+    size_t n = strlen(open);
+    /* trailing whitespace after <think> is the template's */
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+        len--;
+    return len >= n && !memcmp(text + len - n, open, n);
+}
+
+int splash_chat_render(struct splash_app *app, const json_t *messages, const json_t *tools,
+                       int effort, const json_t *kwargs, struct splash_prompt *out, char *msg,
+                       size_t msg_size)
+{
+    memset(out, 0, sizeof *out);
+    json_t *vars = json_object();
+    json_object_update(vars, app->special);
+    if (json_is_object(kwargs)) {
+        /* chat_template_kwargs outrank the effort but cannot set what the server passes */
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)kwargs, key, v)
+        {
+            if (strcmp(key, "messages") && strcmp(key, "tools") && strcmp(key, "add_generation_prompt") &&
+                strcmp(key, "bos_token") && strcmp(key, "eos_token"))
+                json_object_set(vars, key, v);
+        }
+    }
+    if (effort < 0)
+        effort = app->default_effort;
+    if (effort >= 0) {
+        if (!json_object_get(vars, "enable_thinking"))
+            json_object_set_new(vars, "enable_thinking", json_boolean(effort != SPLASH_EFFORT_NONE));
+        if (!json_object_get(vars, "reasoning_effort") && effort != SPLASH_EFFORT_NONE)
+            json_object_set_new(vars, "reasoning_effort",
+                                json_string(splash_effort_name((enum splash_effort)effort)));
+    }
+    json_object_set(vars, "messages", (json_t *)messages);
+    if (tools && json_array_size(tools))
+        json_object_set(vars, "tools", (json_t *)tools);
+    json_object_set_new(vars, "add_generation_prompt", json_true());
+    struct splash_jinja_error jerr;
+    enum splash_status st =
+        splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);
+    json_decref(vars);
+    if (st != SPLASH_OK) {
+        snprintf(msg, msg_size, "the chat template refused the request: %s", jerr.msg);
+        return 400;
+    }
+    out->thinks = !app->format->model_opens_think && opens_think(app->format, out->text, out->len);
+    out->effort = effort;
+    return 0;
+}
+
+void splash_prompt_free(struct splash_prompt *p)
+{
+    free(p->text);
+    p->text = NULL;
+}

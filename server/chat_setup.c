@@ -1,0 +1,112 @@
+/* Startup probes of the chat template (models.md "Tokenizer and chat templates"). */
+#include "server/chat_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/meta.h"
+#include "core/tokenizer/tokenizer.h"
+#include "server/chat/chat_format.h"
+#include "server/chat/jinja.h"
+#include "server/chat/template_probe.h"
+#include "server/console.h"
+
+static int tokenize_cb(void *user, const char *text, size_t len, int32_t *ids, size_t max)
+{
+    struct splash_token_buf buf = {0};
+    struct splash_err err;
+    if (splash_tokenizer_encode(user, text, len, SPLASH_TOKENIZE_PARSE_SPECIAL, &buf, &err))
+        return -1;
+    size_t n = buf.n < max ? buf.n : max;
+    memcpy(ids, buf.ids, n * sizeof *ids);
+    int count = (int)buf.n;
+    splash_token_buf_free(&buf);
+    return count;
+}
+
+static json_t *special_tokens(const struct splash_tokenizer *tok)
+{
+    json_t *s = json_object();
+    size_t len;
+    int32_t bos = splash_tokenizer_bos(tok), eos = splash_tokenizer_eos(tok);
+    const char *p;
+    if (bos >= 0 && (p = splash_tokenizer_piece(tok, bos, SPLASH_DETOK_SPECIAL, &len)))
+        json_object_set_new(s, "bos_token", json_stringn(p, len));
+    if (eos >= 0 && (p = splash_tokenizer_piece(tok, eos, SPLASH_DETOK_SPECIAL, &len)))
+        json_object_set_new(s, "eos_token", json_stringn(p, len));
+    return s;
+}
+
+int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+{
+    struct splash_meta *m;
+    struct splash_err err;
+    if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    const char *text = NULL;
+    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &text, &err) != SPLASH_OK) {
+        snprintf(msg, size, "%s: the model has no chat template (tokenizer.chat_template)", path);
+        splash_meta_close(m);
+        return -1;
+    }
+    app->template_text = strdup(text);
+    splash_meta_close(m);
+    /* the chat format: FLINT where the vocabulary has its assistant tag, else QWEN */
+    app->format = splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0
+                      ? &splash_chat_format_flint
+                      : &splash_chat_format_qwen;
+    struct splash_chat_format_ids ids;
+    if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    app->n_stop_ids = 0;
+    for (int i = 0; app->format->stops[i] && app->n_stop_ids < 8; i++)
+        if (ids.stops[i] >= 0)
+            app->stop_ids[app->n_stop_ids++] = ids.stops[i];
+    app->special = special_tokens(app->tok);
+    struct splash_later_system_probe probe;
+    if (splash_template_probe_later_system(app->template_text, strlen(app->template_text),
+                                           app->special, &app->chat_template, &probe,
+                                           &err) != SPLASH_OK) {
+        snprintf(msg, size, "chat template: %s", err.msg);
+        return -1;
+    }
+    app->later_system = (int)probe.outcome;
+    char line[512];
+    splash_later_system_describe(&probe, "default", line, sizeof line);
+    splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
+    struct splash_effort_report report;
+    if (splash_template_probe_efforts(app->chat_template, app->special,
+                                      app->format->model_opens_think, &report,
+                                      &err) == SPLASH_OK) {
+        app->thinks_by_default = report.thinks;
+        app->default_effort = report.default_effort;
+        int override = -1;
+        enum splash_effort e;
+        if (app->opts->default_reasoning_effort &&
+            splash_effort_parse(app->opts->default_reasoning_effort, &e))
+            override = (int)e;
+        app->reasoning = splash_effort_report_json(&report, override);
+        if (override >= 0)
+            app->default_effort = override;
+    } else {
+        app->thinks_by_default = -1;
+        app->default_effort = -1;
+        app->reasoning = json_pack("{s:n, s:[], s:n}", "thinks", "efforts", "default");
+    }
+    return 0;
+}
+
+void splash_chat_teardown(struct splash_app *app)
+{
+    splash_jinja_free(app->chat_template);
+    free(app->template_text);
+    if (app->special)
+        json_decref(app->special);
+    if (app->reasoning)
+        json_decref(app->reasoning);
+}
