@@ -15,6 +15,11 @@ int splash_api_check_model(struct splash_app *app, const json_t *body,
 /* A fresh response id: prefix + 24 hex digits. */
 void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, size_t size);
 
+/* Adds the thinking budget (server.md "Thinking token budget") to an engine submit
+ * whose prompt opened a think block; budget < 0 sets no cap. */
+void splash_api_think_submit(struct splash_app *app, json_t *submit, int64_t budget,
+                             int64_t prompt_tokens);
+
 void splash_api_chat(void *app, const struct splash_http_request *req,
                      struct splash_http_reply *reply);
 void splash_api_completions(void *app, const struct splash_http_request *req,

@@ -12,6 +12,7 @@
 #include "server/chat_prompt.h"
 #include "server/generation.h"
 #include "server/sse.h"
+#include "server/think_budget.h"
 
 struct chat {
     struct splash_app *app;
@@ -278,6 +279,13 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         goto out;
     }
+    int64_t budget;
+    if (splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg, sizeof msg)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
+        goto out;
+    }
+    if (prompt.thinks)
+        splash_api_think_submit(app, submit, budget, (int64_t)ids.n);
     c = calloc(1, sizeof *c);
     if (!c)
         goto out;

@@ -28,6 +28,9 @@ struct splash_app {
     int thinks_by_default;           /* 1, 0, or -1 when the model decides */
     int default_effort;              /* enum splash_effort or -1 */
     const struct splash_chat_format *format;
+    int32_t think_end[64];           /* the thinking end's tokens (budget runs out) */
+    int n_think_end;
+    int32_t think_close_id, call_open_id;
     const char *model_name;          /* --model */
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */

@@ -11,6 +11,7 @@
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"
 #include "server/console.h"
+#include "server/think_budget.h"
 
 static int tokenize_cb(void *user, const char *text, size_t len, int32_t *ids, size_t max)
 {
@@ -68,6 +69,19 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         if (ids.stops[i] >= 0)
             app->stop_ids[app->n_stop_ids++] = ids.stops[i];
     app->special = special_tokens(app->tok);
+    /* the thinking end: --thinking-end-text, else the close the template writes after a
+     * reasoning (a line break then </think> for Qwen's, </think> alone for Flint's) */
+    char default_end[32];
+    snprintf(default_end, sizeof default_end, "%s%s", app->format->model_opens_think ? "" : "\n",
+             app->format->think_close);
+    const char *end_text = app->opts->thinking_end_text ? app->opts->thinking_end_text : default_end;
+    int n_end = splash_think_end_tokens(app->tok, end_text, app->format->think_close, app->think_end,
+                                        64, msg, size);
+    if (n_end < 0)
+        return -1;
+    app->n_think_end = n_end;
+    app->think_close_id = splash_tokenizer_find_special(app->tok, app->format->think_close);
+    app->call_open_id = splash_tokenizer_find_special(app->tok, app->format->call_open);
     struct splash_later_system_probe probe;
     if (splash_template_probe_later_system(app->template_text, strlen(app->template_text),
                                            app->special, &app->chat_template, &probe,

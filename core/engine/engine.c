@@ -31,6 +31,12 @@ struct request {
     int n_stop;
     int logprobs, top_logprobs;
     int32_t last;       /* the token the next decode step feeds */
+    /* thinking budget (server.md "Thinking token budget") */
+    int in_thinking, counting;
+    int64_t think_budget, think_count;  /* budget < 0: no cap */
+    int32_t think_close, call_open;
+    int32_t think_end[64];
+    int n_think_end, forced_next;       /* forced_next < n_think_end: forcing the end */
     int32_t pos;        /* tokens in the sequence */
     enum req_state state;
     struct request *next;
@@ -151,6 +157,24 @@ static void submit(struct engine *e, uint64_t id, json_t *body)
         else
             sp.seed = (uint64_t)time(NULL) ^ id * 0x9e3779b97f4a7c15ull;
     }
+    r->think_budget = -1;
+    r->forced_next = 0;
+    json_t *think = json_object_get(body, "think");
+    if (json_is_object(think)) {
+        r->in_thinking = 1;
+        r->counting = 1;
+        json_t *b = json_object_get(think, "budget");
+        r->think_budget = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
+        r->think_close = (int32_t)json_integer_value(json_object_get(think, "close"));
+        json_t *co = json_object_get(think, "call_open");
+        r->call_open = json_is_integer(co) ? (int32_t)json_integer_value(co) : -1;
+        json_t *end = json_object_get(think, "end");
+        for (size_t i = 0; json_is_array(end) && i < json_array_size(end) && r->n_think_end < 64; i++)
+            r->think_end[r->n_think_end++] = (int32_t)json_integer_value(json_array_get(end, i));
+        r->forced_next = r->n_think_end; /* nothing forced yet */
+        if (r->think_budget == 0 && r->n_think_end)
+            r->forced_next = 0;
+    }
     r->logprobs = json_is_true(json_object_get(body, "logprobs"));
     r->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
     if (r->top_logprobs > 20)
@@ -253,8 +277,27 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
     struct splash_token_logprob top[20];
     float lp = 0;
     int n_top = r->top_logprobs;
-    int32_t t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
-                                      n_top ? top : NULL, n_top);
+    int32_t t;
+    if (r->forced_next < r->n_think_end) {
+        /* the budget ran out: the thinking end is selected, not sampled */
+        t = r->think_end[r->forced_next++];
+        splash_sampler_accept(&r->sampler, t);
+        n_top = 0;
+    } else {
+        t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
+                                  n_top ? top : NULL, n_top);
+    }
+    if (r->in_thinking) {
+        if (t == r->think_close) {
+            r->in_thinking = 0;
+            r->forced_next = r->n_think_end;
+        } else if (t == r->call_open) {
+            r->counting = 0; /* a call's opening ends the count; the end never lands inside it */
+        } else if (r->counting && r->forced_next >= r->n_think_end && r->think_budget >= 0 &&
+                   ++r->think_count >= r->think_budget) {
+            r->forced_next = 0;
+        }
+    }
     if (is_stop(r, t)) {
         finish(e, r, "stop");
         return;
