@@ -304,7 +304,14 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
         c = NULL;
         goto out;
     }
-    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, reply)) {
+    char reasoning[96];
+    enum splash_effort used = prompt.effort >= 0 ? (enum splash_effort)prompt.effort : SPLASH_EFFORT_COUNT;
+    snprintf(reasoning, sizeof reasoning, "effort %s%s%s · thinking %s",
+             effort >= 0 ? splash_effort_name((enum splash_effort)effort) : "absent",
+             effort < 0 ? " → " : "",
+             effort < 0 ? (used < SPLASH_EFFORT_COUNT ? splash_effort_name(used) : "template") : "",
+             prompt.thinks ? "on" : "off");
+    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, reasoning, reply)) {
         splash_app_release(app);
         chat_free(c);
         c = NULL;

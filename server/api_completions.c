@@ -172,7 +172,7 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
     }
     if (!splash_app_admit(app, reply))
         goto out_submit;
-    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, reply)) {
+    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, NULL, reply)) {
         splash_app_release(app);
         goto out_submit;
     }

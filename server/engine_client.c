@@ -610,3 +610,8 @@ void splash_engine_client_release(struct splash_engine_client *c)
 {
     send_frame(c, SPLASH_FRAME_RELEASE, 0, NULL);
 }
+
+uint64_t splash_pending_id(const struct splash_pending *p)
+{
+    return p->id;
+}

@@ -59,6 +59,8 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
 /* Waits for the next event; 0 on timeout (timeout_ms >= 0), 1 with ev filled. */
 int splash_pending_next(struct splash_pending *p, struct splash_event *ev, int timeout_ms);
 void splash_pending_cancel(struct splash_pending *p);
+/* The request number the console's Started/Done lines use. */
+uint64_t splash_pending_id(const struct splash_pending *p);
 /* Frees the pending request (cancelling it if still running). */
 void splash_pending_release(struct splash_pending *p);
 

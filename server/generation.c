@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/console.h"
 
@@ -84,8 +85,31 @@ int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_
     return 0;
 }
 
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 12345 -> "12,345" */
+static const char *grouped(int64_t v, char *buf, size_t size)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%lld", (long long)v);
+    size_t n = strlen(raw), o = 0;
+    for (size_t i = 0; i < n && o + 2 < size; i++) {
+        if (i && (n - i) % 3 == 0 && raw[0] != '-')
+            buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
-                     size_t n_prompt, json_t *submit, struct splash_http_reply *reply)
+                     size_t n_prompt, json_t *submit, const char *reasoning,
+                     struct splash_http_reply *reply)
 {
     memset(g, 0, sizeof *g);
     g->app = app;
@@ -120,6 +144,12 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         return -1;
     }
     splash_detok_stream_init(&g->detok, app->tok, 0);
+    g->request = splash_pending_id(g->pending);
+    g->started = mono_now();
+    char input[32];
+    splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached 0%s%s",
+                        (unsigned long long)g->request, grouped((int64_t)n_prompt, input, sizeof input),
+                        reasoning ? " · " : "", reasoning ? reasoning : "");
     return 0;
 }
 
@@ -153,6 +183,8 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         return 1;
     if (ev.kind == SPLASH_EV_TOKENS) {
         json_t *t = json_object_get(ev.body, "t");
+        if (!g->first_token && json_array_size(t))
+            g->first_token = mono_now();
         for (size_t i = 0; i < json_array_size(t); i++) {
             int32_t id = (int32_t)json_integer_value(json_array_get(t, i));
             struct splash_err err;
@@ -182,6 +214,26 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
 
 void splash_gen_end(struct splash_gen *g)
 {
+    if (g->pending && g->request) {
+        double t = mono_now() - g->started;
+        double gen_s = g->first_token ? mono_now() - g->first_token : 0;
+        char out[32];
+        if (g->error_code[0])
+            splash_console_line(SPLASH_CONSOLE_ERR, "Error · request %llu · %s: %s",
+                                (unsigned long long)g->request, g->error_code, g->error_message);
+        else if (!g->done || !strcmp(g->finish_reason, "cancelled"))
+            splash_console_line(SPLASH_CONSOLE_OUT, "Cancelled · request %llu · output %s · %.1f s",
+                                (unsigned long long)g->request,
+                                grouped(g->completion_tokens, out, sizeof out), t);
+        else
+            splash_console_line(SPLASH_CONSOLE_OUT,
+                                "Done · request %llu · output %s · %s · %.1f s · %.1f tokens/s",
+                                (unsigned long long)g->request,
+                                grouped(g->completion_tokens, out, sizeof out), g->finish_reason, t,
+                                gen_s > 0 && g->completion_tokens > 1
+                                    ? (double)(g->completion_tokens - 1) / gen_s
+                                    : 0.0);
+    }
     if (g->pending)
         splash_pending_release(g->pending);
     g->pending = NULL;

@@ -20,15 +20,22 @@ struct splash_gen {
     char error_message[512];
     json_t *logprobs;         /* per token [{token, logprob, bytes, top_logprobs}] when asked */
     int want_logprobs, top_logprobs;
+    uint64_t request;         /* the console's request number */
+    double started;           /* monotonic seconds at submit */
+    double first_token;       /* monotonic seconds of the first token, 0 before */
+    int cancelled;            /* released before it ended */
 };
 
 /* Generation parameters read from a request body (OpenAI names). Fills msg and
  * returns -1 naming the field on a bad value. */
 int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size);
 
-/* Submits; on refusal fills reply (503 with Retry-After, 500, 400) and returns -1. */
+/* Submits; on refusal fills reply (503 with Retry-After, 500, 400) and returns -1.
+ * reasoning (may be NULL) describes the effort for the console's Started line:
+ * "effort absent → low · thinking on". */
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
-                     size_t n_prompt, json_t *submit, struct splash_http_reply *reply);
+                     size_t n_prompt, json_t *submit, const char *reasoning,
+                     struct splash_http_reply *reply);
 /* Waits up to timeout_ms for the engine; appends decoded text to out. Returns 1
  * while the generation runs, 0 once it has ended (done or error). */
 int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms);
