@@ -25,6 +25,7 @@ struct splash_app {
     int later_system;                /* enum splash_later_system */
     json_t *special;                 /* bos_token, eos_token for the template */
     json_t *reasoning;               /* /v1/models "reasoning" report */
+    void *effort_report;             /* struct splash_effort_report, or NULL when unprobed */
     int thinks_by_default;           /* 1, 0, or -1 when the model decides */
     int default_effort;              /* enum splash_effort or -1 */
     const struct splash_chat_format *format;

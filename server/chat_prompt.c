@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/chat/chat_format.h"
+#include "server/chat/chat_request.h"
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"
 
@@ -104,7 +105,6 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
         return NULL;
     }
     json_t *out = json_array();
-    json_t *system = NULL; /* the merged leading system text */
     int leading = 1, saw_later_system = 0;
     for (size_t i = 0; i < json_array_size(messages); i++) {
         json_t *m = json_array_get(messages, i);
@@ -124,25 +124,9 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
         json_t *text = text_of(json_object_get(m, "content"), where, msg, msg_size);
         if (!text)
             goto fail;
-        if (is_system && leading) {
-            if (!system) {
-                system = text;
-            } else {
-                size_t a = json_string_length(system), b = json_string_length(text);
-                char *joined = malloc(a + b + 3);
-                memcpy(joined, json_string_value(system), a);
-                memcpy(joined + a, "\n\n", 2);
-                memcpy(joined + a + 2, json_string_value(text), b);
-                json_decref(system);
-                system = json_stringn(joined, a + b + 2);
-                free(joined);
-                json_decref(text);
-            }
-            continue;
-        }
-        leading = 0;
-        saw_later_system |= is_system;
-        json_t *nm = json_pack("{s:s, s:o}", "role", is_system ? "system" : role, "content", text);
+        leading &= is_system;
+        saw_later_system |= is_system && !leading;
+        json_t *nm = json_pack("{s:s, s:o}", "role", role, "content", text);
         if (!strcmp(role, "assistant")) {
             json_t *calls = json_object_get(m, "tool_calls");
             if (calls && !json_is_null(calls)) {
@@ -172,14 +156,10 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
                                 "message after the conversation starts");
         goto fail;
     }
-    if (system) {
-        json_array_insert_new(out, 0, json_pack("{s:s, s:o}", "role", "system", "content", system));
-        system = NULL;
-    }
-    return out;
+    json_t *merged = splash_chat_merge_leading_system(out);
+    json_decref(out);
+    return merged;
 fail:
-    if (system)
-        json_decref(system);
     json_decref(out);
     return NULL;
 }
@@ -200,32 +180,23 @@ int splash_chat_render(struct splash_app *app, const json_t *messages, const jso
                        size_t msg_size)
 {
     memset(out, 0, sizeof *out);
-    json_t *vars = json_object();
-    json_object_update(vars, app->special);
-    if (json_is_object(kwargs)) {
-        /* chat_template_kwargs outrank the effort but cannot set what the server passes */
-        const char *key;
-        json_t *v;
-        json_object_foreach((json_t *)kwargs, key, v)
-        {
-            if (strcmp(key, "messages") && strcmp(key, "tools") && strcmp(key, "add_generation_prompt") &&
-                strcmp(key, "bos_token") && strcmp(key, "eos_token"))
-                json_object_set(vars, key, v);
-        }
-    }
     if (effort < 0)
         effort = app->default_effort;
-    if (effort >= 0) {
-        if (!json_object_get(vars, "enable_thinking"))
-            json_object_set_new(vars, "enable_thinking", json_boolean(effort != SPLASH_EFFORT_NONE));
-        if (!json_object_get(vars, "reasoning_effort") && effort != SPLASH_EFFORT_NONE)
-            json_object_set_new(vars, "reasoning_effort",
-                                json_string(splash_effort_name((enum splash_effort)effort)));
+    struct splash_chat_vars_opts vo = {
+        .messages = messages,
+        .tools = tools && json_array_size(tools) ? tools : NULL,
+        .add_generation_prompt = true,
+        .effort = effort,
+        .kwargs = kwargs,
+        .special = app->special,
+        .report = app->effort_report,
+    };
+    json_t *vars;
+    struct splash_err err;
+    if (splash_chat_template_vars(&vo, &vars, &err) != SPLASH_OK) {
+        snprintf(msg, msg_size, "%s", err.msg);
+        return 400;
     }
-    json_object_set(vars, "messages", (json_t *)messages);
-    if (tools && json_array_size(tools))
-        json_object_set(vars, "tools", (json_t *)tools);
-    json_object_set_new(vars, "add_generation_prompt", json_true());
     struct splash_jinja_error jerr;
     enum splash_status st =
         splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);

@@ -105,6 +105,9 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
             splash_effort_parse(app->opts->default_reasoning_effort, &e))
             override = (int)e;
         app->reasoning = splash_effort_report_json(&report, override);
+        app->effort_report = malloc(sizeof report);
+        if (app->effort_report)
+            memcpy(app->effort_report, &report, sizeof report);
         if (override >= 0)
             app->default_effort = override;
     } else {
@@ -123,4 +126,5 @@ void splash_chat_teardown(struct splash_app *app)
         json_decref(app->special);
     if (app->reasoning)
         json_decref(app->reasoning);
+    free(app->effort_report);
 }
