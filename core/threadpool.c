@@ -16,7 +16,7 @@
 #define cpu_relax() ((void)0)
 #endif
 
-#define SPIN_ITERATIONS 200000
+#define SPIN_ITERATIONS 20000
 
 struct splash_pool {
     int n_threads;
