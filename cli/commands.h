@@ -8,6 +8,7 @@ struct splash_registry;
 int splash_cmd_plugins(int argc, char **argv);
 int splash_cmd_model_check(int argc, char **argv);
 int splash_cmd_serve(int argc, char **argv);
+int splash_cmd_template(int argc, char **argv);
 int splash_cmd_engine(int argc, char **argv);
 
 /* Loads plugins into the global registry: --plugin-dir values first, then the

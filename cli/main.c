@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/model_cmds.h"
 #include "cli/tokenize.h"
 
 struct command {
@@ -16,9 +17,13 @@ static const struct command commands[] = {
     {"model-check", splash_cmd_model_check, 1, "check a model's metadata before downloading weights"},
     {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
     {"serve", splash_cmd_serve, 1, "serve a model over the OpenAI and Anthropic APIs"},
+    {"template", splash_cmd_template, 0, "render a request with a chat template"},
     {"tokenize", splash_cmd_tokenize, 0, "print the token ids of a text"},
     {"detokenize", splash_cmd_detokenize, 0, "print the text of token ids"},
     {"engine", splash_cmd_engine, 1, "(internal) the engine process splash serve runs"},
+    {"make-model", splash_cmd_make_model, 1, "write a random-weight model for tests and benchmarks"},
+    {"run", splash_cmd_run, 1, "generate text from a prompt, with prompt and generation speed"},
+    {"bench", splash_cmd_bench, 1, "time prefill and decode like llama-bench"},
 };
 
 static void usage(FILE *out)

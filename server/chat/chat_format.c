@@ -43,6 +43,24 @@ const struct splash_chat_format *splash_chat_format_find(const char *name)
     return NULL;
 }
 
+bool splash_chat_prompt_opens_think(const struct splash_chat_format *f, const char *prompt,
+                                    size_t len)
+{
+    if (f->model_opens_think)
+        return false;
+    size_t ol = strlen(f->think_open), cl = strlen(f->think_close);
+    const char *last = NULL;
+    for (const char *p = prompt; p && (size_t)(p - prompt) + ol <= len;) {
+        p = memmem(p, len - (size_t)(p - prompt), f->think_open, ol);
+        if (p)
+            last = p++;
+    }
+    if (!last)
+        return false;
+    const char *after = last + ol;
+    return !memmem(after, len - (size_t)(after - prompt), f->think_close, cl);
+}
+
 static enum splash_status one_token(const struct splash_chat_format *f,
                                     splash_chat_tokenize_fn tokenize, void *user,
                                     const char *text, int32_t *id, struct splash_err *err)

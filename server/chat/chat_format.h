@@ -38,6 +38,11 @@ extern const struct splash_chat_format splash_chat_format_flint;
 /* By name ("qwen", "flint"); NULL when unknown. */
 const struct splash_chat_format *splash_chat_format_find(const char *name);
 
+/* Does generation start inside a think block: the prompt's last think_open is not closed?
+ * (QWEN's prompt opens one where the request thinks; FLINT's never does.) */
+bool splash_chat_prompt_opens_think(const struct splash_chat_format *f, const char *prompt,
+                                    size_t len);
+
 /* The tokenizer, as the format check sees it: encodes text with special tokens parsed into
  * ids (at most max), returns the count, or -1 on failure. */
 typedef int (*splash_chat_tokenize_fn)(void *user, const char *text, size_t len, int32_t *ids,

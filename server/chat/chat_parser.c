@@ -235,7 +235,7 @@ static char *convert_value(const json_t *schema, const char *s, size_t n)
     return out;
 }
 
-/* ---- calls ------------------------------------------------------------------------------------ */
+/* ---- calls -----------------------------------------------------------------------------------*/
 
 static void open_call(struct splash_chat_parser *p, splash_chat_delta_fn fn, void *user,
                       const char *name, size_t len)

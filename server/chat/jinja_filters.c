@@ -810,7 +810,7 @@ struct jj_value jj_call_filter(struct jj_ctx *c, const char *name, struct jj_val
     jj_fail(c, SPLASH_JINJA_RUNTIME, "No filter named '%s'.", name);
 }
 
-/* ---- tests -------------------------------------------------------------------------------------- */
+/* ---- tests ------------------------------------------------------------------------------- */
 
 static bool t_cmp(struct jj_ctx *c, struct jj_value v, struct jj_args *a, int op)
 {

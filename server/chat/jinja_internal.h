@@ -317,8 +317,14 @@ void jj_step(struct jj_ctx *c);                 /* counts a loop iteration */
 /* ---- values (jinja_value.c) ---------------------------------------------------------------- */
 
 static inline struct jj_value jj_none(void) { return (struct jj_value){.kind = JJ_NONE}; }
-static inline struct jj_value jj_bool(bool b) { return (struct jj_value){.kind = JJ_BOOL, .u.b = b}; }
-static inline struct jj_value jj_int(int64_t i) { return (struct jj_value){.kind = JJ_INT, .u.i = i}; }
+static inline struct jj_value jj_bool(bool b)
+{
+    return (struct jj_value){.kind = JJ_BOOL, .u.b = b};
+}
+static inline struct jj_value jj_int(int64_t i)
+{
+    return (struct jj_value){.kind = JJ_INT, .u.i = i};
+}
 static inline struct jj_value jj_float(double f)
 {
     return (struct jj_value){.kind = JJ_FLOAT, .u.f = f};
@@ -424,7 +430,8 @@ struct jj_value *jj_arg(struct jj_args *a, size_t i, const char *name);
 bool jj_utf8_space(const char *p, size_t n, size_t *len);
 /* Python str.strip/lstrip/rstrip with chars or whitespace (chars NULL). */
 struct jj_str jj_strip(struct jj_str s, const struct jj_str *chars, bool left, bool right);
-struct jj_value jj_str_case(struct jj_ctx *c, struct jj_str s, int mode); /* 0 lower 1 upper 2 title 3 capitalize */
+/* mode: 0 lower, 1 upper, 2 Jinja's title filter, 3 capitalize, 4 Python's str.title */
+struct jj_value jj_str_case(struct jj_ctx *c, struct jj_str s, int mode);
 size_t jj_utf8_count(struct jj_str s);
 
 #endif

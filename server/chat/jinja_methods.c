@@ -87,7 +87,7 @@ static struct jj_value unsafe(struct jj_ctx *c, struct jj_value obj, const char 
     return jj_undefined_hint(c, jj_arena_strndup(&c->arena, hint, strlen(hint)));
 }
 
-/* ---- attribute access ------------------------------------------------------------------------- */
+/* ---- attribute access ------------------------------------------------------------------------*/
 
 static struct jj_value loop_attr(struct jj_ctx *c, struct jj_value v, const char *name, size_t n)
 {
@@ -195,7 +195,7 @@ struct jj_value jj_getitem(struct jj_ctx *c, struct jj_value obj, struct jj_valu
     return jj_undefined_attr(c, obj, key);
 }
 
-/* ---- str methods ------------------------------------------------------------------------------ */
+/* ---- str methods -----------------------------------------------------------------------------*/
 
 static struct jj_str want_str(struct jj_ctx *c, struct jj_value *v, const char *what)
 {

@@ -13,7 +13,7 @@ enum flow { FLOW_NORMAL, FLOW_BREAK, FLOW_CONTINUE };
 static struct jj_value eval(struct jj_ctx *c, struct jj_scope *s, const struct jj_node *n);
 static enum flow exec_body(struct jj_ctx *c, struct jj_scope *s, const struct jj_nodes *body);
 
-/* ---- scopes ----------------------------------------------------------------------------------- */
+/* ---- scopes ----------------------------------------------------------------------------------*/
 
 static struct jj_scope *scope_new(struct jj_ctx *c, struct jj_scope *parent)
 {
@@ -67,7 +67,7 @@ static struct jj_value lookup(struct jj_ctx *c, struct jj_scope *s, const char *
     return jj_undefined_name(c, name);
 }
 
-/* ---- arithmetic ------------------------------------------------------------------------------- */
+/* ---- arithmetic ------------------------------------------------------------------------------*/
 
 static const char *op_symbol(int op)
 {
@@ -395,7 +395,7 @@ static struct jj_value slice(struct jj_ctx *c, struct jj_scope *s, struct jj_val
     return jj_buf_to_str(c, &b);
 }
 
-/* ---- calls ------------------------------------------------------------------------------------- */
+/* ---- calls ------------------------------------------------------------------------------------*/
 
 static void eval_args(struct jj_ctx *c, struct jj_scope *s, const struct jj_node *n,
                       struct jj_args *a)
@@ -534,7 +534,7 @@ struct jj_value jj_call_value(struct jj_ctx *c, struct jj_value callee, struct j
     return jj_none();
 }
 
-/* ---- expressions ------------------------------------------------------------------------------ */
+/* ---- expressions -----------------------------------------------------------------------------*/
 
 static struct jj_value eval_filter(struct jj_ctx *c, struct jj_scope *s, const struct jj_node *n,
                                    struct jj_value operand)
@@ -644,7 +644,7 @@ static struct jj_value eval(struct jj_ctx *c, struct jj_scope *s, const struct j
     }
 }
 
-/* ---- statements ------------------------------------------------------------------------------- */
+/* ---- statements ------------------------------------------------------------------------------*/
 
 static void assign(struct jj_ctx *c, struct jj_scope *s, const struct jj_nodes *targets,
                    struct jj_value v)

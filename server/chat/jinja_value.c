@@ -49,7 +49,7 @@ void jj_step(struct jj_ctx *c)
                 " loop iterations and calls", c->limits.max_steps);
 }
 
-/* ---- buffers ----------------------------------------------------------------------------------- */
+/* ---- buffers ----------------------------------------------------------------------------------*/
 
 /* Buffers grow in the render's arena, so an error unwinding past one leaks nothing. */
 void jj_buf_put(struct jj_ctx *c, struct jj_buf *b, const char *p, size_t n)
@@ -87,7 +87,7 @@ struct jj_value jj_buf_to_str(struct jj_ctx *c, struct jj_buf *b)
     return v;
 }
 
-/* ---- undefined --------------------------------------------------------------------------------- */
+/* ---- undefined --------------------------------------------------------------------------------*/
 
 struct jj_value jj_undefined_name(struct jj_ctx *c, const char *name)
 {
@@ -154,7 +154,7 @@ void jj_undefined_message(const struct jj_value *v, char *buf, size_t size)
     }
 }
 
-/* ---- containers ------------------------------------------------------------------------------- */
+/* ---- containers ------------------------------------------------------------------------------*/
 
 struct jj_list *jj_list_new(struct jj_ctx *c, size_t cap)
 {

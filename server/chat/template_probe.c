@@ -474,7 +474,7 @@ enum splash_status splash_template_probe_later_system(const char *src, size_t le
         snprintf(failed, sizeof failed, "%s", check);
         splash_jinja_free(patched);
     }
-    snprintf(out->reason, sizeof out->reason, "the template %.80s; the patch failed a probe: %.100s",
-             why, failed);
+    snprintf(out->reason, sizeof out->reason,
+             "the template %.80s; the patch failed a probe: %.100s", why, failed);
     return SPLASH_OK;
 }
