@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "core/demo_model.h"
 #include "core/engine/engine.h"
 #include "core/meta.h"
 #include "core/tokenizer/tokenizer.h"
@@ -60,6 +61,14 @@ static char model_file[PATH_MAX];
 
 static const char *resolve_model_path(const struct splash_serve_opts *o, char *msg, size_t size)
 {
+    if (o->demo && !o->model_dir) {
+        struct splash_err err;
+        if (splash_demo_model_path(model_file, sizeof model_file, &err) != SPLASH_OK) {
+            snprintf(msg, size, "--demo: %s", err.msg);
+            return NULL;
+        }
+        return model_file;
+    }
     if (o->model_dir) {
         struct stat sb;
         if (stat(o->model_dir, &sb) != 0) {
@@ -101,13 +110,19 @@ int splash_cmd_serve(int argc, char **argv)
     app.started_at = (double)time(NULL);
     app.last_activity = mono_now();
     app.model_name = o.model ? o.model : "splash/demo";
+    app.demo = o.demo && !o.model_dir;
+    if (app.demo)
+        splash_console_line(SPLASH_CONSOLE_OUT,
+                            "Demo · serving a small demonstration model with random weights: its "
+                            "text is meaningless (pass --model-dir for a real model)");
     const char *path = resolve_model_path(&o, msg, sizeof msg);
     if (!path) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
         return 1;
     }
-    snprintf(model_file, sizeof model_file, "%s", path);
+    if (path != model_file)
+        snprintf(model_file, sizeof model_file, "%s", path);
     if (load_chat_side(&app, path, msg, sizeof msg) || splash_chat_setup(&app, path, msg, sizeof msg)) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "server/console.h"
+#include <utf8proc.h>
 
 static int number_in(const json_t *body, const char *key, double lo, double hi, json_t *dst,
                      const char *dst_key, char *msg, size_t msg_size)
@@ -174,8 +175,61 @@ static void append_logprob(struct splash_gen *g, int32_t id, double lp, json_t *
                                                  "top_logprobs", alts));
 }
 
+/* Replaces invalid UTF-8 in out[from..] with U+FFFD: a model may emit byte tokens that
+ * never form a character, and every API returns text as JSON strings. */
+static void sanitize_utf8(struct splash_tok_bytes *out, size_t from)
+{
+    size_t n = out->len - from;
+    if (!n)
+        return;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)out->data + from;
+    int valid = 1;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) {
+            valid = 0;
+            break;
+        }
+        i += (size_t)k;
+    }
+    if (valid)
+        return;
+    char *clean = malloc(n * 3 + 1);
+    if (!clean)
+        return;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(clean + o, p + i, (size_t)k);
+            o += (size_t)k;
+            i += (size_t)k;
+        }
+    }
+    if (from + o + 1 > out->cap) {
+        char *grown = realloc(out->data, from + o + 1);
+        if (!grown) {
+            free(clean);
+            return;
+        }
+        out->data = grown;
+        out->cap = from + o + 1;
+    }
+    memcpy(out->data + from, clean, o);
+    out->len = from + o;
+    out->data[out->len] = 0;
+    free(clean);
+}
+
 int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms)
 {
+    size_t from = out->len;
     if (g->done)
         return 0;
     struct splash_event ev;
@@ -209,6 +263,7 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         snprintf(g->error_message, sizeof g->error_message, "%s", message ? message : "");
     }
     json_decref(ev.body);
+    sanitize_utf8(out, from);
     return g->done ? 0 : 1;
 }
 

@@ -340,6 +340,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->body[ctx->len] = 0;
     struct splash_http_reply reply = {.status = 200};
     route->fn(h->app, &req, &reply);
+    if (!reply.json && !reply.text && !reply.produce && reply.status == 200)
+        splash_reply_error(&reply, 500, "server_error", "internal_error",
+                           "the response could not be encoded");
     return send_reply(h, c, &reply, origin);
 }
 
