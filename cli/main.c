@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/logits.h"
 #include "cli/model_cmds.h"
 #include "cli/tokenize.h"
 
@@ -17,6 +18,7 @@ static const struct command commands[] = {
     {"model-check", splash_cmd_model_check, 1, "check a model's metadata before downloading weights"},
     {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
     {"serve", splash_cmd_serve, 1, "serve a model over the OpenAI and Anthropic APIs"},
+    {"logits", splash_cmd_logits, 1, "teacher-forced logits of a token sequence"},
     {"template", splash_cmd_template, 0, "render a request with a chat template"},
     {"tokenize", splash_cmd_tokenize, 0, "print the token ids of a text"},
     {"detokenize", splash_cmd_detokenize, 0, "print the text of token ids"},

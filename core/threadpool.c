@@ -56,7 +56,9 @@ static void *worker_main(void *arg)
     struct splash_pool *p = wa->pool;
     int index = wa->index;
     free(wa);
-    unsigned seen = atomic_load(&p->generation);
+    /* the generation at creation (0), not at thread start: a task issued before this
+     * thread first ran is still waiting for it */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&

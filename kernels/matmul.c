@@ -7,6 +7,7 @@
 #include "core/host_impl.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
+#include "kernels/hybrid.h"
 #include "kernels/kernels_impl.h"
 
 struct splash_weight {
@@ -143,7 +144,11 @@ static void matmul(struct splash_pool *pool, const struct splash_weight *w, cons
     const void *act = prepare_act(pool, w, x, n);
     struct mm_task m = {.w = w, .wdata = w->t.data, .act = act, .n_act = n, .y = y,
                         .y_stride = (size_t)w->n_out};
-    splash_pool_parallel_for(pool, w->n_out, 16, mm_rows, &m);
+    /* chunks of at least ~64k multiply-adds, so a small product is not split into tasks
+     * that cost more to hand out than to run */
+    int64_t macs = w->n_in * n;
+    int64_t grain = macs >= 4096 ? 16 : 65536 / (macs > 0 ? macs : 1);
+    splash_pool_parallel_for(pool, w->n_out, grain, mm_rows, &m);
 }
 
 static int cmp_by_expert(const void *a, const void *b, void *ctx)
@@ -220,6 +225,15 @@ static const struct splash_kernels kernels = {
     .matmul_experts = matmul_experts,
     .embed_rows = embed_rows,
     .to_float = to_float,
+    .rmsnorm = hybrid_rmsnorm,
+    .l2norm = hybrid_l2norm,
+    .rope = hybrid_rope,
+    .kv_page_bytes = hybrid_kv_page_bytes,
+    .kv_store = hybrid_kv_store,
+    .attention = hybrid_attention,
+    .gdn_conv = hybrid_gdn_conv,
+    .gdn_recurrent = hybrid_gdn_recurrent,
+    .gdn_chunked = hybrid_gdn_chunked,
 };
 
 const struct splash_kernels *splash_kernels_get(void)

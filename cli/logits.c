@@ -1,0 +1,268 @@
+/* `splash logits`: one prefill (or one token at a time with --decode) over the
+ * given tokens, every position's logits written as float32 rows. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/logits.h"
+#include "core/host_impl.h"
+#include "core/meta.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "splash/family.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: splash logits --model-dir PATH --tokens \"ID ID ...\" --out FILE [--decode]\n"
+            "                     [--kv-format int8|bf16] [--state-format fp32|bf16] "
+            "[--threads N]\n");
+}
+
+/* PATH is a GGUF file, or a directory holding one GGUF target (projectors aside). */
+static int resolve_gguf(const char *path, char *out, size_t size)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "splash logits: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(out, size, "%s", path);
+        return 0;
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        fprintf(stderr, "splash logits: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".gguf") || !strncmp(e->d_name, "mmproj", 6))
+            continue;
+        /* a split target: its first part names it */
+        const char *of = strstr(e->d_name, "-of-");
+        if (of && (of - e->d_name < 6 || strncmp(of - 6, "-00001", 6)))
+            continue;
+        if (found++ == 0)
+            snprintf(out, size, "%s/%s", path, e->d_name);
+    }
+    closedir(d);
+    if (found != 1) {
+        fprintf(stderr, "splash logits: %s: %s GGUF target\n", path,
+                found ? "more than one" : "no");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_tokens(const char *s, int32_t **out, int32_t *n_out)
+{
+    size_t cap = 64, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids)
+        return -1;
+    for (;;) {
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "splash logits: --tokens: bad id at \"%.16s\"\n", s);
+            free(ids);
+            return -1;
+        }
+        if (n == cap) {
+            int32_t *grown = realloc(ids, 2 * cap * sizeof *ids);
+            if (!grown) {
+                free(ids);
+                return -1;
+            }
+            ids = grown;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        s = end;
+    }
+    *out = ids;
+    *n_out = (int32_t)n;
+    return 0;
+}
+
+/* The family that claims m with the highest score (NULL if none). */
+static const struct splash_family_plugin *
+pick_family(struct splash_registry *r, const struct splash_meta *m, struct splash_err *err)
+{
+    const struct splash_family_plugin *best = NULL;
+    int32_t best_score = 0;
+    for (size_t i = 0; i < splash_registry_n_families(r); i++) {
+        const struct splash_family_plugin *f = splash_registry_family(r, i);
+        struct splash_family_verdict v;
+        if (!f->check_config)
+            continue;
+        if (f->check_config(splash_host_get(), m, &v, err) != SPLASH_OK)
+            return NULL;
+        if (v.score > best_score) {
+            best = f;
+            best_score = v.score;
+        }
+    }
+    if (!best)
+        splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "no family serves this model");
+    return best;
+}
+
+int splash_cmd_logits(int argc, char **argv)
+{
+    const char *model_dir = NULL, *tokens_arg = NULL, *out_path = NULL;
+    int decode = 0, threads = 0;
+    struct splash_model_opts opts = {.kv_format = SPLASH_KV_INT8, .state_format = SPLASH_STATE_F32};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--decode")) {
+            decode = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!val) {
+            usage(stderr);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--model-dir"))
+            model_dir = val;
+        else if (!strcmp(a, "--tokens"))
+            tokens_arg = val;
+        else if (!strcmp(a, "--out"))
+            out_path = val;
+        else if (!strcmp(a, "--kv-format") && (!strcmp(val, "int8") || !strcmp(val, "bf16")))
+            opts.kv_format = !strcmp(val, "bf16") ? SPLASH_KV_BF16 : SPLASH_KV_INT8;
+        else if (!strcmp(a, "--state-format") && (!strcmp(val, "fp32") || !strcmp(val, "bf16")))
+            opts.state_format = !strcmp(val, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
+        else if (!strcmp(a, "--threads")) {
+            char *end;
+            long t = strtol(val, &end, 10);
+            if (*end || t < 0 || t > 1024) {
+                fprintf(stderr, "splash logits: --threads: %s\n", val);
+                return 2;
+            }
+            threads = (int)t;
+        } else {
+            fprintf(stderr, "splash logits: unknown option or value: %s %s\n", a, val);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_dir || !tokens_arg || !out_path) {
+        usage(stderr);
+        return 2;
+    }
+
+    int rc = 1;
+    char path[PATH_MAX];
+    int32_t *ids = NULL, n_ids = 0;
+    if (resolve_gguf(model_dir, path, sizeof path) || parse_tokens(tokens_arg, &ids, &n_ids))
+        return 1;
+    if (n_ids == 0) {
+        fprintf(stderr, "splash logits: --tokens: no ids\n");
+        free(ids);
+        return 2;
+    }
+    struct splash_err err = {{0}};
+    struct splash_registry *reg = splash_registry_global();
+    splash_registry_load_default(reg, NULL, 0);
+    struct splash_meta *m = NULL;
+    if (splash_meta_open_gguf(path, 0, &m, &err)) {
+        fprintf(stderr, "splash logits: %s\n", err.msg);
+        goto out_ids;
+    }
+    splash_meta_bind_formats(m, reg);
+    const struct splash_family_plugin *fam = pick_family(reg, m, &err);
+    if (!fam) {
+        fprintf(stderr, "splash logits: %s: %s\n", path, err.msg);
+        goto out_meta;
+    }
+    opts.pool = splash_pool_create(threads);
+    void *model = NULL, *seq = NULL;
+    if (fam->model_create(splash_host_get(), m, &opts, &model, &err)) {
+        fprintf(stderr, "splash logits: %s\n", err.msg);
+        goto out_pool;
+    }
+    struct splash_model_info info;
+    fam->model_info(model, &info);
+    if (fam->seq_create(model, &seq, &err)) {
+        fprintf(stderr, "splash logits: %s\n", err.msg);
+        goto out_model;
+    }
+    float *logits = malloc((size_t)n_ids * (size_t)info.n_vocab * sizeof *logits);
+    if (!logits) {
+        fprintf(stderr, "splash logits: out of memory for %d x %lld logits\n", n_ids,
+                (long long)info.n_vocab);
+        goto out_seq;
+    }
+    if (decode) {
+        for (int32_t i = 0; i < n_ids; i++) {
+            struct splash_lane lane = {.seq = seq,
+                                       .tokens = ids + i,
+                                       .n_tokens = 1,
+                                       .pos0 = i,
+                                       .logits = logits + (size_t)i * (size_t)info.n_vocab,
+                                       .logits_all = 1};
+            if (fam->forward(model, &lane, 1, &err)) {
+                fprintf(stderr, "splash logits: token %d: %s\n", i, err.msg);
+                goto out_logits;
+            }
+        }
+    } else {
+        struct splash_lane lane = {.seq = seq,
+                                   .tokens = ids,
+                                   .n_tokens = n_ids,
+                                   .pos0 = 0,
+                                   .logits = logits,
+                                   .logits_all = 1};
+        if (fam->forward(model, &lane, 1, &err)) {
+            fprintf(stderr, "splash logits: %s\n", err.msg);
+            goto out_logits;
+        }
+    }
+    FILE *f = fopen(out_path, "wb");
+    if (!f) {
+        fprintf(stderr, "splash logits: %s: %s\n", out_path, strerror(errno));
+        goto out_logits;
+    }
+    size_t total = (size_t)n_ids * (size_t)info.n_vocab;
+    /* float32 little-endian: this engine runs on little-endian hosts only */
+    int wrote = fwrite(logits, sizeof *logits, total, f) == total;
+    if (fclose(f) != 0 || !wrote) {
+        fprintf(stderr, "splash logits: %s: write failed\n", out_path);
+        goto out_logits;
+    }
+    printf("%d %lld\n", n_ids, (long long)info.n_vocab);
+    rc = 0;
+out_logits:
+    free(logits);
+out_seq:
+    fam->seq_destroy(model, seq);
+out_model:
+    fam->model_destroy(model);
+out_pool:
+    splash_pool_destroy(opts.pool);
+out_meta:
+    splash_meta_close(m);
+out_ids:
+    free(ids);
+    return rc;
+}

@@ -1,0 +1,143 @@
+/* The hybrid trunk shared by the Qwen hybrid families: Gated DeltaNet layers
+ * interleaved with gated full attention, their per-sequence caches, and the
+ * forward pass over lanes. Compiled into every family plugin; the dense family
+ * (qwen_hybrid) uses it whole, a MoE family supplies its own FFN through
+ * struct hybrid_ffn_ops and reuses the rest. Names are prefixed hybrid_ because
+ * the static plugin archive links every plugin together. */
+#ifndef SPLASH_FAMILIES_HYBRID_H
+#define SPLASH_FAMILIES_HYBRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "splash/family.h"
+#include "splash/host.h"
+#include "splash/kernels.h"
+
+#define HYBRID_MAX_LAYERS 256
+#define HYBRID_MAX_ROPE_PAIRS 512
+
+/* Sizes and layer layout, from GGUF metadata or config.json. */
+struct hybrid_config {
+    char arch[32];  /* GGUF key prefix: "qwen35" */
+    int32_t source; /* enum splash_meta_source */
+    int64_t n_embd, n_layers, n_ff, n_vocab, n_ctx_train;
+    int32_t n_head, n_head_kv, head_dim; /* attention (key_length == value_length) */
+    int32_t n_rot;                       /* rotary dims (leading dims of each head) */
+    int32_t rope_sections[4];            /* IMROPE sections (t, h, w, e); all 0: plain NeoX */
+    double rope_base;
+    float rms_eps;
+    int32_t conv_kernel;                    /* GDN causal conv width */
+    int32_t n_k_heads, n_v_heads, d_k, d_v; /* GDN heads and head dims */
+    int64_t conv_dim;                       /* 2 * n_k_heads * d_k + n_v_heads * d_v */
+    int32_t gdn_grouped;   /* value heads in HF's grouped order (not GGUF's tiled) */
+    int32_t norm_plus_one; /* zero-centred norms stored as w (HF): use 1 + w */
+    int32_t tied;          /* no output.weight: the head is token_embd */
+    int32_t n_attn;        /* attention layers */
+    uint8_t is_attn[HYBRID_MAX_LAYERS];
+};
+
+/* Reads and checks the trunk's sizes. `arch` is the GGUF architecture (key prefix).
+ * Errors name the key at fault. */
+enum splash_status hybrid_config_read(const struct splash_host *host, const struct splash_meta *m,
+                                      const char *arch, struct hybrid_config *cfg,
+                                      struct splash_err *err);
+/* "hidden 1024, 24 layers (6 attention), vocab 248320" */
+void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t size);
+
+struct hybrid_model;
+
+/* The FFN of each layer: the dense SwiGLU by default; a MoE family replaces it. */
+struct hybrid_ffn_ops {
+    /* Emits layer il's FFN tensors. */
+    void (*declare)(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
+                    void *ctx);
+    /* Builds layer il's FFN state (stored in *layer_ffn); model->host etc. are set. */
+    enum splash_status (*create)(struct hybrid_model *model, int32_t il, void **layer_ffn,
+                                 struct splash_err *err);
+    void (*destroy)(struct hybrid_model *model, void *layer_ffn);
+    /* out (n, n_embd) = FFN(x) for x (n, n_embd), the post-attention-normed rows. */
+    void (*forward)(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
+                    float *out, float *scratch);
+    /* floats of scratch forward needs per row */
+    int64_t (*scratch_per_row)(const struct hybrid_config *cfg);
+};
+
+extern const struct hybrid_ffn_ops hybrid_ffn_dense;
+
+/* Emits every tensor the trunk reads (and the FFN's through ffn). */
+enum splash_status hybrid_declare_tensors(const struct splash_host *host,
+                                          const struct splash_meta *m, const char *arch,
+                                          const struct hybrid_ffn_ops *ffn,
+                                          splash_decl_emit_fn emit, void *ctx,
+                                          struct splash_err *err);
+
+struct hybrid_layer {
+    int32_t is_attn;
+    int32_t slot;                 /* index among layers of its kind (cache slot) */
+    float *attn_norm, *post_norm; /* n_embd */
+    /* Gated DeltaNet */
+    struct splash_weight *qkv, *z, *alpha, *beta, *ssm_out;
+    float *conv_w;          /* conv_dim x conv_kernel */
+    float *dt_bias, *ssm_a; /* n_v_heads; ssm_a = -exp(A_log) */
+    float *ssm_norm;        /* d_v */
+    /* gated attention */
+    struct splash_weight *wq, *wk, *wv, *wo;
+    float *q_norm, *k_norm; /* head_dim */
+    void *ffn;              /* the FFN ops' per-layer state */
+};
+
+struct hybrid_model {
+    const struct splash_host *host;
+    const struct splash_kernels *k;
+    const struct splash_meta *meta;
+    struct hybrid_config cfg;
+    struct splash_model_opts opts;
+    const struct hybrid_ffn_ops *ffn;
+    const struct splash_tensor_info *tok_embd;
+    struct splash_weight *output; /* the LM head (token_embd when tied) */
+    float *output_norm;
+    struct hybrid_layer *layers;
+    int32_t n_gdn;
+    int64_t max_context;
+    int32_t page_tokens;
+    size_t kv_page_bytes;
+    size_t gdn_state_bytes;                 /* one GDN layer's delta-rule state */
+    size_t conv_state_bytes;                /* one GDN layer's conv state (float32) */
+    float rope_freq[HYBRID_MAX_ROPE_PAIRS]; /* base^(-2i / n_rot) */
+    uint8_t rope_on[HYBRID_MAX_ROPE_PAIRS]; /* 0: the pair's section reads position 0 */
+    uint64_t weight_bytes;
+};
+
+/* A sequence's caches. KV: per attention layer, a table of pages
+ * (struct splash_kv_pages); GDN: one contiguous block per layer for the
+ * delta-rule state and one for the conv state, so a snapshot is a copy. */
+struct hybrid_seq {
+    int64_t n_tokens;
+    int64_t n_pages, cap_pages;
+    void **pages;      /* n_attn x cap_pages: layer a's page p at [a * cap + p] */
+    void *gdn_state;   /* n_gdn x gdn_state_bytes */
+    float *conv_state; /* n_gdn x conv_state_bytes */
+};
+
+enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
+                                       const char *arch, const struct hybrid_ffn_ops *ffn,
+                                       const struct splash_model_opts *opts,
+                                       struct hybrid_model **out, struct splash_err *err);
+void hybrid_model_destroy(struct hybrid_model *model);
+void hybrid_model_info(const struct hybrid_model *model, struct splash_model_info *info);
+
+enum splash_status hybrid_seq_create(struct hybrid_model *model, struct hybrid_seq **out,
+                                     struct splash_err *err);
+void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq);
+enum splash_status hybrid_seq_truncate(struct hybrid_model *model, struct hybrid_seq *seq,
+                                       int32_t n_keep, struct splash_err *err);
+
+enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
+                                  int32_t n_lanes, struct splash_err *err);
+
+/* Element-wise helpers split over the pool. */
+void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,
+                     void *ctx);
+
+#endif

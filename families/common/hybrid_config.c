@@ -1,0 +1,358 @@
+/* The hybrid trunk's sizes from GGUF metadata or config.json, and its tensors. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+
+/* ---- key reading ---------------------------------------------------------- */
+
+struct reader {
+    const struct splash_host *host;
+    const struct splash_meta *m;
+    const struct splash_meta_api *api;
+    const char *arch;
+    int gguf;
+    char key[128];
+};
+
+/* The key as this source spells it: "qwen35.<gguf>" or, for config.json,
+ * "text_config.<cfg>" when the config nests its text model, else "<cfg>". */
+static const char *key_of(struct reader *r, const char *gguf, const char *cfg)
+{
+    if (r->gguf)
+        snprintf(r->key, sizeof r->key, "%s.%s", r->arch, gguf);
+    else if (r->api->has(r->m, "text_config"))
+        snprintf(r->key, sizeof r->key, "text_config.%s", cfg);
+    else
+        snprintf(r->key, sizeof r->key, "%s", cfg);
+    return r->key;
+}
+
+static enum splash_status get_i64(struct reader *r, const char *gguf, const char *cfg, int64_t *out,
+                                  struct splash_err *err)
+{
+    return r->api->get_i64(r->m, key_of(r, gguf, cfg), out, err);
+}
+
+static enum splash_status get_i32(struct reader *r, const char *gguf, const char *cfg, int32_t *out,
+                                  struct splash_err *err)
+{
+    int64_t v;
+    enum splash_status st = get_i64(r, gguf, cfg, &v, err);
+    if (st)
+        return st;
+    if (v < 0 || v > INT32_MAX)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %lld is out of range",
+                              r->api->path(r->m), r->key, (long long)v);
+    *out = (int32_t)v;
+    return SPLASH_OK;
+}
+
+/* ---- config ------------------------------------------------------------------ */
+
+static enum splash_status read_layer_types(struct reader *r, struct hybrid_config *cfg,
+                                           struct splash_err *err)
+{
+    const struct splash_meta_api *api = r->api;
+    int64_t interval = 0;
+    if (r->gguf) {
+        if (api->has(r->m, key_of(r, "full_attention_interval", ""))) {
+            enum splash_status st = get_i64(r, "full_attention_interval", "", &interval, err);
+            if (st)
+                return st;
+        } else {
+            /* no interval: the tensor directory is the per-layer list */
+            char name[96];
+            for (int64_t il = 0; il < cfg->n_layers; il++) {
+                snprintf(name, sizeof name, "blk.%lld.attn_q.weight", (long long)il);
+                cfg->is_attn[il] = api->tensor_find(r->m, name) != NULL;
+            }
+            return SPLASH_OK;
+        }
+    } else {
+        const char *key = key_of(r, "", "layer_types");
+        size_t n;
+        if (api->has(r->m, key) && api->arr_len(r->m, key, &n, err) == SPLASH_OK) {
+            if ((int64_t)n != cfg->n_layers)
+                return splash_err_set(err, SPLASH_ERR_INVALID,
+                                      "%s: %s: %zu entries for %lld layers", api->path(r->m), key,
+                                      n, (long long)cfg->n_layers);
+            for (size_t i = 0; i < n; i++) {
+                const char *s;
+                enum splash_status st = api->arr_str(r->m, key, i, &s, err);
+                if (st)
+                    return st;
+                if (!strcmp(s, "full_attention"))
+                    cfg->is_attn[i] = 1;
+                else if (!strcmp(s, "linear_attention"))
+                    cfg->is_attn[i] = 0;
+                else
+                    return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s[%zu]: \"%s\"",
+                                          api->path(r->m), key, i, s);
+            }
+            return SPLASH_OK;
+        }
+        enum splash_status st = get_i64(r, "", "full_attention_interval", &interval, err);
+        if (st)
+            return st;
+    }
+    if (interval < 1)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %lld", api->path(r->m), r->key,
+                              (long long)interval);
+    for (int64_t il = 0; il < cfg->n_layers; il++)
+        cfg->is_attn[il] = (il + 1) % interval == 0;
+    return SPLASH_OK;
+}
+
+static enum splash_status read_rope(struct reader *r, struct hybrid_config *cfg,
+                                    struct splash_err *err)
+{
+    const struct splash_meta_api *api = r->api;
+    enum splash_status st;
+    memset(cfg->rope_sections, 0, sizeof cfg->rope_sections);
+    if (r->gguf) {
+        if ((st = get_i32(r, "rope.dimension_count", "", &cfg->n_rot, err)))
+            return st;
+        if ((st = api->get_f64(r->m, key_of(r, "rope.freq_base", ""), &cfg->rope_base, err)))
+            return st;
+        const char *key = key_of(r, "rope.dimension_sections", "");
+        size_t n = 0;
+        if (api->has(r->m, key) && (st = api->arr_len(r->m, key, &n, err)))
+            return st;
+        for (size_t i = 0; i < n && i < 4; i++) {
+            int64_t v;
+            if ((st = api->arr_i64(r->m, key, i, &v, err)))
+                return st;
+            cfg->rope_sections[i] = (int32_t)v;
+        }
+        return SPLASH_OK;
+    }
+    /* config.json: rope_parameters (transformers 5) or the flat keys */
+    double factor = 1.0;
+    char sub[160];
+    const char *base = key_of(r, "", "rope_parameters");
+    int nested = api->has(r->m, base);
+    snprintf(sub, sizeof sub, "%s.rope_theta", base);
+    if (!nested || api->get_f64(r->m, sub, &cfg->rope_base, NULL))
+        if ((st = api->get_f64(r->m, key_of(r, "", "rope_theta"), &cfg->rope_base, err)))
+            return st;
+    base = key_of(r, "", "rope_parameters");
+    snprintf(sub, sizeof sub, "%s.partial_rotary_factor", base);
+    if (!nested || api->get_f64(r->m, sub, &factor, NULL))
+        if (api->has(r->m, key_of(r, "", "partial_rotary_factor")))
+            if ((st = api->get_f64(r->m, r->key, &factor, err)))
+                return st;
+    cfg->n_rot = (int32_t)lround(cfg->head_dim * factor);
+    base = key_of(r, "", "rope_parameters");
+    snprintf(sub, sizeof sub, "%s.mrope_section", base);
+    size_t n = 0;
+    if (nested && api->has(r->m, sub) && (st = api->arr_len(r->m, sub, &n, err)))
+        return st;
+    for (size_t i = 0; i < n && i < 3; i++) {
+        int64_t v;
+        if ((st = api->arr_i64(r->m, sub, i, &v, err)))
+            return st;
+        cfg->rope_sections[i] = (int32_t)v;
+    }
+    return SPLASH_OK;
+}
+
+enum splash_status hybrid_config_read(const struct splash_host *host, const struct splash_meta *m,
+                                      const char *arch, struct hybrid_config *cfg,
+                                      struct splash_err *err)
+{
+    const struct splash_meta_api *api = host->meta;
+    struct reader r = {
+        .host = host, .m = m, .api = api, .arch = arch, .gguf = api->source(m) == SPLASH_META_GGUF};
+    enum splash_status st;
+    const char *path = api->path(m);
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
+    cfg->source = api->source(m);
+    cfg->gdn_grouped = !r.gguf;
+    cfg->norm_plus_one = !r.gguf;
+
+    if ((st = get_i64(&r, "embedding_length", "hidden_size", &cfg->n_embd, err)) ||
+        (st = get_i64(&r, "block_count", "num_hidden_layers", &cfg->n_layers, err)) ||
+        (st = get_i64(&r, "feed_forward_length", "intermediate_size", &cfg->n_ff, err)) ||
+        (st = get_i64(&r, "context_length", "max_position_embeddings", &cfg->n_ctx_train, err)) ||
+        (st = get_i32(&r, "attention.head_count", "num_attention_heads", &cfg->n_head, err)) ||
+        (st =
+             get_i32(&r, "attention.head_count_kv", "num_key_value_heads", &cfg->n_head_kv, err)) ||
+        (st = get_i32(&r, "attention.key_length", "head_dim", &cfg->head_dim, err)) ||
+        (st = get_i32(&r, "ssm.conv_kernel", "linear_conv_kernel_dim", &cfg->conv_kernel, err)) ||
+        (st = get_i32(&r, "ssm.state_size", "linear_key_head_dim", &cfg->d_k, err)) ||
+        (st = get_i32(&r, "ssm.group_count", "linear_num_key_heads", &cfg->n_k_heads, err)) ||
+        (st = get_i32(&r, "ssm.time_step_rank", "linear_num_value_heads", &cfg->n_v_heads, err)))
+        return st;
+    double eps;
+    if ((st = api->get_f64(m, key_of(&r, "attention.layer_norm_rms_epsilon", "rms_norm_eps"), &eps,
+                           err)))
+        return st;
+    cfg->rms_eps = (float)eps;
+    if (r.gguf) {
+        int32_t v_len, inner;
+        if ((st = get_i32(&r, "attention.value_length", "", &v_len, err)) ||
+            (st = get_i32(&r, "ssm.inner_size", "", &inner, err)))
+            return st;
+        if (v_len != cfg->head_dim)
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "%s: %s.attention.value_length: %d, key_length is %d", path, arch,
+                                  v_len, cfg->head_dim);
+        if (cfg->n_v_heads <= 0 || inner % cfg->n_v_heads)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "%s: %s.ssm.inner_size: %d is not a multiple of %d value heads",
+                                  path, arch, inner, cfg->n_v_heads);
+        cfg->d_v = inner / cfg->n_v_heads;
+        const struct splash_tensor_info *te = api->tensor_find(m, "token_embd.weight");
+        if (!te)
+            return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: token_embd.weight is missing",
+                                  path);
+        cfg->n_vocab = te->ne[1];
+        cfg->tied = api->tensor_find(m, "output.weight") == NULL;
+    } else {
+        if ((st = get_i32(&r, "", "linear_value_head_dim", &cfg->d_v, err)) ||
+            (st = get_i64(&r, "", "vocab_size", &cfg->n_vocab, err)))
+            return st;
+        int tie = 0;
+        if (api->get_bool(m, key_of(&r, "", "tie_word_embeddings"), &tie, NULL) &&
+            api->get_bool(m, "tie_word_embeddings", &tie, NULL))
+            tie = 0;
+        cfg->tied = tie;
+    }
+    if ((st = read_rope(&r, cfg, err)))
+        return st;
+
+    /* what the kernels can run */
+    if (cfg->n_layers < 1 || cfg->n_layers > HYBRID_MAX_LAYERS)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %lld layers (1 to %d served)", path,
+                              (long long)cfg->n_layers, HYBRID_MAX_LAYERS);
+    if (cfg->n_embd < 1 || cfg->n_ff < 1 || cfg->n_vocab < 1 || cfg->n_ctx_train < 1)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: empty model dimensions", path);
+    if (cfg->n_head < 1 || cfg->n_head_kv < 1 || cfg->n_head % cfg->n_head_kv ||
+        cfg->n_head / cfg->n_head_kv > 64)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %d query heads over %d KV heads",
+                              path, cfg->n_head, cfg->n_head_kv);
+    if (cfg->head_dim < 2 || cfg->head_dim % 2 || cfg->n_rot < 0 || cfg->n_rot > cfg->head_dim ||
+        cfg->n_rot % 2 || cfg->n_rot / 2 > HYBRID_MAX_ROPE_PAIRS)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: head_dim %d with %d rotary dims",
+                              path, cfg->head_dim, cfg->n_rot);
+    if (cfg->n_k_heads < 1 || cfg->n_v_heads < 1 || cfg->n_v_heads % cfg->n_k_heads)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %d GDN value heads over %d key heads", path, cfg->n_v_heads,
+                              cfg->n_k_heads);
+    if (cfg->d_k < 1 || cfg->d_k > 1024 || cfg->d_v < 1)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: GDN head dims %d / %d", path,
+                              cfg->d_k, cfg->d_v);
+    if (cfg->conv_kernel < 1 || cfg->conv_kernel > 16)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: GDN conv kernel %d", path,
+                              cfg->conv_kernel);
+    if (!(cfg->rms_eps > 0.0f) || !(cfg->rope_base > 0.0))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: RMS epsilon %g, RoPE base %g", path,
+                              (double)cfg->rms_eps, cfg->rope_base);
+    int32_t sect = 0;
+    for (int i = 0; i < 4; i++) {
+        if (cfg->rope_sections[i] < 0)
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: negative RoPE section", path);
+        sect += cfg->rope_sections[i];
+    }
+    if (sect > cfg->n_rot / 2)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: RoPE sections cover %d pairs of %d rotary dims", path, sect,
+                              cfg->n_rot);
+    cfg->conv_dim = 2 * (int64_t)cfg->n_k_heads * cfg->d_k + (int64_t)cfg->n_v_heads * cfg->d_v;
+    if ((st = read_layer_types(&r, cfg, err)))
+        return st;
+    cfg->n_attn = 0;
+    for (int64_t il = 0; il < cfg->n_layers; il++)
+        cfg->n_attn += cfg->is_attn[il];
+    return SPLASH_OK;
+}
+
+void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t size)
+{
+    snprintf(buf, size, "hidden %lld, %lld layers (%d attention), vocab %lld",
+             (long long)cfg->n_embd, (long long)cfg->n_layers, cfg->n_attn,
+             (long long)cfg->n_vocab);
+}
+
+/* ---- tensors ------------------------------------------------------------------ */
+
+static void decl(splash_decl_emit_fn emit, void *ctx, int32_t layer, const char *name,
+                 uint32_t role, uint32_t flags, int64_t ne0, int64_t ne1)
+{
+    struct splash_tensor_decl d = {.layer = layer,
+                                   .n_dims = ne1 > 1 ? 2 : 1,
+                                   .ne = {ne0, ne1, 1, 1},
+                                   .role = role,
+                                   .flags = flags};
+    if (layer >= 0)
+        snprintf(d.name, sizeof d.name, "blk.%d.%s", layer, name);
+    else
+        snprintf(d.name, sizeof d.name, "%s", name);
+    emit(ctx, &d);
+}
+
+static void dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
+                          void *ctx)
+{
+    decl(emit, ctx, il, "ffn_gate.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
+    decl(emit, ctx, il, "ffn_up.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
+    decl(emit, ctx, il, "ffn_down.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_ff, cfg->n_embd);
+}
+
+enum splash_status hybrid_declare_tensors(const struct splash_host *host,
+                                          const struct splash_meta *m, const char *arch,
+                                          const struct hybrid_ffn_ops *ffn,
+                                          splash_decl_emit_fn emit, void *ctx,
+                                          struct splash_err *err)
+{
+    struct hybrid_config cfg;
+    enum splash_status st = hybrid_config_read(host, m, arch, &cfg, err);
+    if (st)
+        return st;
+    if (!ffn)
+        ffn = &hybrid_ffn_dense;
+    int64_t e = cfg.n_embd, inner = (int64_t)cfg.n_v_heads * cfg.d_v;
+    int64_t q_dim = (int64_t)cfg.n_head * cfg.head_dim,
+            kv_dim = (int64_t)cfg.n_head_kv * cfg.head_dim;
+    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ROLE_EMBED, 0, e, cfg.n_vocab);
+    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
+    decl(emit, ctx, -1, "output.weight", SPLASH_ROLE_LINEAR, cfg.tied ? SPLASH_DECL_OPTIONAL : 0, e,
+         cfg.n_vocab);
+    for (int32_t il = 0; il < (int32_t)cfg.n_layers; il++) {
+        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
+        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
+        if (cfg.is_attn[il]) {
+            decl(emit, ctx, il, "attn_q.weight", SPLASH_ROLE_LINEAR, 0, e, 2 * q_dim);
+            decl(emit, ctx, il, "attn_k.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
+            decl(emit, ctx, il, "attn_v.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
+            decl(emit, ctx, il, "attn_output.weight", SPLASH_ROLE_LINEAR, 0, q_dim, e);
+            decl(emit, ctx, il, "attn_q_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
+            decl(emit, ctx, il, "attn_k_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
+        } else {
+            decl(emit, ctx, il, "attn_qkv.weight", SPLASH_ROLE_LINEAR, 0, e, cfg.conv_dim);
+            decl(emit, ctx, il, "attn_gate.weight", SPLASH_ROLE_LINEAR, 0, e, inner);
+            decl(emit, ctx, il, "ssm_alpha.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
+            decl(emit, ctx, il, "ssm_beta.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
+            decl(emit, ctx, il, "ssm_conv1d.weight", SPLASH_ROLE_GDN_F32, 0, cfg.conv_kernel,
+                 cfg.conv_dim);
+            decl(emit, ctx, il, "ssm_dt.bias", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
+            decl(emit, ctx, il, "ssm_a", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
+            decl(emit, ctx, il, "ssm_norm.weight", SPLASH_ROLE_NORM, 0, cfg.d_v, 1);
+            decl(emit, ctx, il, "ssm_out.weight", SPLASH_ROLE_LINEAR, 0, inner, e);
+        }
+        ffn->declare(&cfg, il, emit, ctx);
+    }
+    return SPLASH_OK;
+}
+
+/* The dense FFN's declare lives here beside the trunk's; its forward in hybrid_model.c. */
+void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
+                              void *ctx);
+void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
+                              void *ctx)
+{
+    dense_declare(cfg, il, emit, ctx);
+}

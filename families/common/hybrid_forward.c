@@ -1,0 +1,479 @@
+/* The hybrid trunk's forward pass over lanes: every projection runs once over
+ * the rows of all lanes; the token mixers (conv + delta rule, attention over the
+ * KV pages) run per lane on its own caches. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+
+#define HYBRID_UBATCH 512   /* rows per step; longer inputs are split per lane */
+#define HYBRID_CHUNK_MIN 16 /* a lane of at least this many tokens runs the chunked delta rule */
+
+struct step {
+    struct hybrid_model *model;
+    const struct splash_lane *lanes;
+    int32_t n_lanes;
+    int64_t n;     /* rows */
+    int64_t *row0; /* first row of each lane */
+    float *cs;     /* (n, n_rot / 2, 2) rotary cosines and sines */
+    /* activations */
+    float *x, *xn, *mix; /* (n, n_embd) */
+    float *scratch;      /* mixer and FFN scratch */
+};
+
+/* ---- element-wise helpers ------------------------------------------------------- */
+
+struct gate_task {
+    float *x;
+    const float *g;
+    int64_t width, x_stride, g_stride;
+};
+
+static void sigmoid_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct gate_task *t = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        float *x = t->x + r * t->x_stride;
+        const float *g = t->g + r * t->g_stride;
+        for (int64_t i = 0; i < t->width; i++)
+            x[i] *= 1.0f / (1.0f + expf(-g[i]));
+    }
+}
+
+static void silu_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct gate_task *t = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        float *x = t->x + r * t->x_stride;
+        const float *g = t->g + r * t->g_stride;
+        for (int64_t i = 0; i < t->width; i++)
+            x[i] *= g[i] / (1.0f + expf(-g[i]));
+    }
+}
+
+static int64_t grain_rows(int64_t width)
+{
+    int64_t g = 8192 / (width > 0 ? width : 1);
+    return g < 1 ? 1 : g;
+}
+
+struct add_task {
+    float *x;
+    const float *y;
+};
+
+static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct add_task *t = ctx;
+    for (int64_t i = begin; i < end; i++)
+        t->x[i] += t->y[i];
+}
+
+static void add_into(struct hybrid_model *model, float *x, const float *y, int64_t n)
+{
+    struct add_task t = {.x = x, .y = y};
+    hybrid_parallel(model, n, 8192, add_range, &t);
+}
+
+/* ---- Gated DeltaNet layer --------------------------------------------------------- */
+
+struct decay_task {
+    const struct hybrid_layer *L;
+    float *a, *b; /* in: alpha, beta projections; out: log decay g, beta */
+    int32_t nv;
+};
+
+static void decay_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct decay_task *t = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        int32_t h = (int32_t)(i % t->nv);
+        float x = t->a[i] + t->L->dt_bias[h];
+        float softplus = x > 20.0f ? x : log1pf(expf(x));
+        t->a[i] = t->L->ssm_a[h] * softplus;
+        t->b[i] = 1.0f / (1.0f + expf(-t->b[i]));
+    }
+}
+
+static void gdn_layer(struct step *s, const struct hybrid_layer *L)
+{
+    struct hybrid_model *model = s->model;
+    const struct splash_kernels *k = model->k;
+    const struct hybrid_config *c = &model->cfg;
+    struct splash_pool *pool = model->opts.pool;
+    int64_t n = s->n, cd = c->conv_dim, inner = (int64_t)c->n_v_heads * c->d_v;
+    int32_t nv = c->n_v_heads, nk = c->n_k_heads, dk = c->d_k, dv = c->d_v;
+
+    float *qkv = s->scratch;    /* (n, conv_dim)  */
+    float *conv = qkv + n * cd; /* (n, conv_dim)  */
+    float *z = conv + n * cd;   /* (n, inner)     */
+    float *o = z + n * inner;   /* (n, inner)     */
+    float *ga = o + n * inner;  /* (n, nv)        */
+    float *be = ga + n * nv;    /* (n, nv)        */
+
+    /* q, k, v, z, beta, alpha projections */
+    k->matmul(pool, L->qkv, s->xn, n, qkv);
+    k->matmul(pool, L->z, s->xn, n, z);
+    k->matmul(pool, L->alpha, s->xn, n, ga);
+    k->matmul(pool, L->beta, s->xn, n, be);
+    /* causal conv + SiLU, per lane on its rolling state */
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        struct hybrid_seq *seq = s->lanes[l].seq;
+        float *state =
+            (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes);
+        int64_t r0 = s->row0[l];
+        k->gdn_conv(pool, qkv + r0 * cd, cd, s->lanes[l].n_tokens, cd, L->conv_w, c->conv_kernel,
+                    state, conv + r0 * cd);
+    }
+    /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
+    struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
+    hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
+    /* L2-normalised q (scaled by 1/sqrt(d_k)) and k */
+    for (int32_t m = 0; m < nk; m++) {
+        k->l2norm(pool, conv + (int64_t)m * dk, cd, n, dk, c->rms_eps, 1.0f / sqrtf((float)dk));
+        k->l2norm(pool, conv + (int64_t)(nk + m) * dk, cd, n, dk, c->rms_eps, 1.0f);
+    }
+    /* the delta rule, per lane on its state */
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        struct hybrid_seq *seq = s->lanes[l].seq;
+        int64_t r0 = s->row0[l];
+        struct splash_gdn_args a = {.n_tokens = s->lanes[l].n_tokens,
+                                    .n_k_heads = nk,
+                                    .n_v_heads = nv,
+                                    .d_k = dk,
+                                    .d_v = dv,
+                                    .grouped = c->gdn_grouped,
+                                    .chunk = 64,
+                                    .q = conv + r0 * cd,
+                                    .k = conv + r0 * cd + (int64_t)nk * dk,
+                                    .qk_stride = cd,
+                                    .v = conv + r0 * cd + 2 * (int64_t)nk * dk,
+                                    .v_stride = cd,
+                                    .g = ga + r0 * nv,
+                                    .beta = be + r0 * nv,
+                                    .state = (char *)seq->gdn_state +
+                                             (size_t)L->slot * model->gdn_state_bytes,
+                                    .state_bf16 = model->opts.state_format == SPLASH_STATE_BF16,
+                                    .out = o + r0 * inner,
+                                    .out_stride = inner};
+        if (a.n_tokens >= HYBRID_CHUNK_MIN)
+            k->gdn_chunked(pool, &a);
+        else
+            k->gdn_recurrent(pool, &a);
+    }
+    /* gated RMSNorm: norm(o) * silu(z) */
+    k->rmsnorm(pool, o, dv, L->ssm_norm, o, dv, n * nv, dv, c->rms_eps);
+    struct gate_task gt = {.x = o, .g = z, .width = inner, .x_stride = inner, .g_stride = inner};
+    hybrid_parallel(model, n, grain_rows(inner), silu_gate_range, &gt);
+    /* output projection */
+    k->matmul(pool, L->ssm_out, o, n, s->mix);
+}
+
+static int64_t gdn_scratch_per_row(const struct hybrid_config *c)
+{
+    return 2 * c->conv_dim + 2 * (int64_t)c->n_v_heads * c->d_v + 2 * c->n_v_heads;
+}
+
+/* ---- gated attention layer ----------------------------------------------------------- */
+
+struct split_task {
+    const float *qg;
+    float *q;
+    int32_t n_head, hd;
+};
+
+static void split_q_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct split_task *t = ctx;
+    for (int64_t r = begin; r < end; r++)
+        for (int32_t h = 0; h < t->n_head; h++)
+            memcpy(t->q + (r * t->n_head + h) * t->hd, t->qg + (r * t->n_head + h) * 2 * t->hd,
+                   (size_t)t->hd * sizeof(float));
+}
+
+static enum splash_status reserve_pages(struct hybrid_model *model, struct hybrid_seq *seq,
+                                        int64_t n_tokens, struct splash_err *err)
+{
+    int64_t need = (n_tokens + model->page_tokens - 1) / model->page_tokens;
+    int32_t n_attn = model->cfg.n_attn;
+    if (need <= seq->n_pages || n_attn == 0)
+        return SPLASH_OK;
+    if (need > seq->cap_pages) {
+        int64_t cap = seq->cap_pages ? seq->cap_pages : 16;
+        while (cap < need)
+            cap *= 2;
+        void **pages = calloc((size_t)n_attn * (size_t)cap, sizeof *pages);
+        if (!pages)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the KV page table");
+        for (int32_t a = 0; a < n_attn; a++)
+            for (int64_t p = 0; p < seq->n_pages; p++)
+                pages[(size_t)a * cap + p] = seq->pages[(size_t)a * seq->cap_pages + p];
+        free(seq->pages);
+        seq->pages = pages;
+        seq->cap_pages = cap;
+    }
+    for (int64_t p = seq->n_pages; p < need; p++) {
+        for (int32_t a = 0; a < n_attn; a++) {
+            void *page = model->host->alloc_aligned(64, model->kv_page_bytes);
+            if (!page)
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            seq->pages[(size_t)a * seq->cap_pages + p] = page;
+        }
+        seq->n_pages = p + 1;
+    }
+    return SPLASH_OK;
+}
+
+static void attn_layer(struct step *s, const struct hybrid_layer *L)
+{
+    struct hybrid_model *model = s->model;
+    const struct splash_kernels *k = model->k;
+    const struct hybrid_config *c = &model->cfg;
+    struct splash_pool *pool = model->opts.pool;
+    int64_t n = s->n;
+    int32_t H = c->n_head, KV = c->n_head_kv, hd = c->head_dim;
+    int64_t qd = (int64_t)H * hd, kvd = (int64_t)KV * hd;
+
+    float *qg = s->scratch;      /* (n, 2 * qd): per head, query then gate */
+    float *kk = qg + n * 2 * qd; /* (n, kvd) */
+    float *vv = kk + n * kvd;    /* (n, kvd) */
+    float *q = vv + n * kvd;     /* (n, qd)  */
+    float *att = q + n * qd;     /* (n, qd)  */
+
+    /* projections */
+    k->matmul(pool, L->wq, s->xn, n, qg);
+    k->matmul(pool, L->wk, s->xn, n, kk);
+    k->matmul(pool, L->wv, s->xn, n, vv);
+    /* q and k RMSNorm per head */
+    k->rmsnorm(pool, qg, 2 * hd, L->q_norm, qg, 2 * hd, n * H, hd, c->rms_eps);
+    k->rmsnorm(pool, kk, hd, L->k_norm, kk, hd, n * KV, hd, c->rms_eps);
+    /* rotary on the leading n_rot dims */
+    if (c->n_rot > 0) {
+        k->rope(pool, qg, 2 * qd, 2 * hd, n, H, c->n_rot / 2, s->cs);
+        k->rope(pool, kk, kvd, hd, n, KV, c->n_rot / 2, s->cs);
+    }
+    struct split_task sp = {.qg = qg, .q = q, .n_head = H, .hd = hd};
+    hybrid_parallel(model, n, grain_rows(qd), split_q_range, &sp);
+    /* KV pages and causal attention, per lane */
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        struct hybrid_seq *seq = s->lanes[l].seq;
+        int64_t r0 = s->row0[l];
+        struct splash_kv_pages kv = {.format = model->opts.kv_format,
+                                     .page_tokens = model->page_tokens,
+                                     .n_kv_heads = KV,
+                                     .head_dim = hd,
+                                     .pages = seq->pages + (size_t)L->slot * seq->cap_pages,
+                                     .n_pages = seq->n_pages};
+        k->kv_store(pool, &kv, s->lanes[l].pos0, s->lanes[l].n_tokens, kk + r0 * kvd, kvd,
+                    vv + r0 * kvd, kvd);
+        k->attention(pool, &kv, q + r0 * qd, qd, s->lanes[l].n_tokens, H, s->lanes[l].pos0,
+                     1.0f / sqrtf((float)hd), att + r0 * qd, qd);
+    }
+    /* output gate: att * sigmoid(gate), gate head h at qg + h * 2 hd + hd */
+    for (int32_t h = 0; h < H; h++) {
+        struct gate_task gt = {.x = att + (int64_t)h * hd,
+                               .g = qg + (int64_t)h * 2 * hd + hd,
+                               .width = hd,
+                               .x_stride = qd,
+                               .g_stride = 2 * qd};
+        hybrid_parallel(model, n, grain_rows(hd), sigmoid_gate_range, &gt);
+    }
+    /* output projection */
+    k->matmul(pool, L->wo, att, n, s->mix);
+}
+
+static int64_t attn_scratch_per_row(const struct hybrid_config *c)
+{
+    int64_t qd = (int64_t)c->n_head * c->head_dim, kvd = (int64_t)c->n_head_kv * c->head_dim;
+    return 4 * qd + 2 * kvd;
+}
+
+/* ---- one step over <= HYBRID_UBATCH rows ------------------------------------------------- */
+
+static void rope_cs(struct step *s)
+{
+    struct hybrid_model *model = s->model;
+    int32_t pairs = model->cfg.n_rot / 2;
+    for (int32_t l = 0; l < s->n_lanes; l++)
+        for (int32_t i = 0; i < s->lanes[l].n_tokens; i++) {
+            double pos = (double)s->lanes[l].pos0 + i;
+            float *cs = s->cs + (s->row0[l] + i) * pairs * 2;
+            for (int32_t p = 0; p < pairs; p++) {
+                double th = model->rope_on[p] ? pos * model->rope_freq[p] : 0.0;
+                cs[2 * p] = (float)cos(th);
+                cs[2 * p + 1] = (float)sin(th);
+            }
+        }
+}
+
+static enum splash_status logits_out(struct step *s, struct splash_err *err)
+{
+    struct hybrid_model *model = s->model;
+    const struct splash_kernels *k = model->k;
+    const struct hybrid_config *c = &model->cfg;
+    int64_t E = c->n_embd, V = c->n_vocab;
+    /* the rows whose logits are asked for, in lane order */
+    int64_t m = 0;
+    for (int32_t l = 0; l < s->n_lanes; l++)
+        if (s->lanes[l].logits)
+            m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
+    if (!m)
+        return SPLASH_OK;
+    float *xs = s->xn; /* (m, E), m <= n */
+    int64_t r = 0;
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        const struct splash_lane *ln = &s->lanes[l];
+        if (!ln->logits)
+            continue;
+        int64_t first = ln->logits_all ? 0 : ln->n_tokens - 1;
+        for (int64_t i = first; i < ln->n_tokens; i++, r++)
+            memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
+    }
+    k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
+    int one_lane = 0;
+    for (int32_t l = 0; l < s->n_lanes; l++)
+        one_lane += s->lanes[l].logits != NULL;
+    if (one_lane == 1) {
+        /* straight into the lane's buffer */
+        for (int32_t l = 0; l < s->n_lanes; l++)
+            if (s->lanes[l].logits)
+                k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
+        return SPLASH_OK;
+    }
+    float *tmp = malloc((size_t)m * (size_t)V * sizeof *tmp);
+    if (!tmp)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
+                              (long long)m);
+    k->matmul(model->opts.pool, model->output, xs, m, tmp);
+    r = 0;
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        const struct splash_lane *ln = &s->lanes[l];
+        if (!ln->logits)
+            continue;
+        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
+        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
+        r += rows;
+    }
+    free(tmp);
+    return SPLASH_OK;
+}
+
+static enum splash_status forward_step(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, struct splash_err *err)
+{
+    const struct hybrid_config *c = &model->cfg;
+    int64_t E = c->n_embd;
+    int64_t n = 0;
+    for (int32_t l = 0; l < n_lanes; l++)
+        n += lanes[l].n_tokens;
+    if (!n)
+        return SPLASH_OK;
+    /* caches first: nothing is computed unless every lane fits */
+    for (int32_t l = 0; l < n_lanes; l++) {
+        enum splash_status st =
+            reserve_pages(model, lanes[l].seq, (int64_t)lanes[l].pos0 + lanes[l].n_tokens, err);
+        if (st)
+            return st;
+    }
+    int64_t per_row = gdn_scratch_per_row(c);
+    if (attn_scratch_per_row(c) > per_row)
+        per_row = attn_scratch_per_row(c);
+    if (model->ffn->scratch_per_row(c) > per_row)
+        per_row = model->ffn->scratch_per_row(c);
+    int64_t pairs = c->n_rot / 2;
+    size_t floats = (size_t)n * (size_t)(3 * E + per_row + 2 * pairs);
+    float *arena = malloc(floats * sizeof(float));
+    int64_t *row0 = malloc((size_t)n_lanes * sizeof *row0);
+    if (!arena || !row0) {
+        free(arena);
+        free(row0);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
+    }
+    struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n, .row0 = row0};
+    s.x = arena;
+    s.xn = s.x + n * E;
+    s.mix = s.xn + n * E;
+    s.cs = s.mix + n * E;
+    s.scratch = s.cs + n * 2 * pairs;
+    int64_t r = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        row0[l] = r;
+        r += lanes[l].n_tokens;
+    }
+
+    /* token embeddings */
+    for (int32_t l = 0; l < n_lanes; l++)
+        model->k->embed_rows(model->tok_embd, lanes[l].tokens, lanes[l].n_tokens,
+                             s.x + row0[l] * E);
+    rope_cs(&s);
+    for (int64_t il = 0; il < c->n_layers; il++) {
+        const struct hybrid_layer *L = &model->layers[il];
+        /* pre-norm, token mixer, residual */
+        model->k->rmsnorm(model->opts.pool, s.x, E, L->attn_norm, s.xn, E, n, E, c->rms_eps);
+        if (L->is_attn)
+            attn_layer(&s, L);
+        else
+            gdn_layer(&s, L);
+        add_into(model, s.x, s.mix, n * E);
+        /* post-attention norm, FFN, residual */
+        model->k->rmsnorm(model->opts.pool, s.x, E, L->post_norm, s.xn, E, n, E, c->rms_eps);
+        model->ffn->forward(model, L->ffn, s.xn, n, s.mix, s.scratch);
+        add_into(model, s.x, s.mix, n * E);
+    }
+    enum splash_status st = logits_out(&s, err);
+    if (!st)
+        for (int32_t l = 0; l < n_lanes; l++)
+            ((struct hybrid_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+    free(arena);
+    free(row0);
+    return st;
+}
+
+enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
+                                  int32_t n_lanes, struct splash_err *err)
+{
+    int64_t n = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        const struct hybrid_seq *seq = ln->seq;
+        if (!seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
+            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
+        if (ln->pos0 != seq->n_tokens)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: position %d, the sequence holds %lld tokens", l,
+                                  ln->pos0, (long long)seq->n_tokens);
+        if ((int64_t)ln->pos0 + ln->n_tokens > model->max_context)
+            return splash_err_set(
+                err, SPLASH_ERR_NOMEM, "lane %d: %lld tokens exceed the context of %lld", l,
+                (long long)ln->pos0 + ln->n_tokens, (long long)model->max_context);
+        for (int32_t i = 0; i < ln->n_tokens; i++)
+            if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
+                return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
+                                      ln->tokens[i]);
+        n += ln->n_tokens;
+    }
+    if (n <= HYBRID_UBATCH)
+        return forward_step(model, lanes, n_lanes, err);
+    /* too many rows for one step: each lane in pieces of HYBRID_UBATCH tokens */
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        for (int32_t off = 0; off < ln->n_tokens; off += HYBRID_UBATCH) {
+            int32_t len = ln->n_tokens - off < HYBRID_UBATCH ? ln->n_tokens - off : HYBRID_UBATCH;
+            int last = off + len == ln->n_tokens;
+            struct splash_lane sub = {.seq = ln->seq,
+                                      .tokens = ln->tokens + off,
+                                      .n_tokens = len,
+                                      .pos0 = ln->pos0 + off,
+                                      .logits_all = ln->logits_all};
+            if (ln->logits && ln->logits_all)
+                sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
+            else if (ln->logits && last)
+                sub.logits = ln->logits;
+            enum splash_status st = forward_step(model, &sub, 1, err);
+            if (st)
+                return st;
+        }
+    }
+    return SPLASH_OK;
+}

@@ -1,0 +1,395 @@
+/* Building the hybrid trunk over mapped tensors, its per-sequence caches, and
+ * the dense SwiGLU FFN. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+#include "splash/fp.h"
+
+#define HYBRID_PAGE_TOKENS 64
+
+/* ---- weights ---------------------------------------------------------------- */
+
+static const struct splash_tensor_info *find(struct hybrid_model *model, int32_t il,
+                                             const char *name, struct splash_err *err)
+{
+    char full[96];
+    if (il >= 0)
+        snprintf(full, sizeof full, "blk.%d.%s", il, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    const struct splash_tensor_info *t = model->host->meta->tensor_find(model->meta, full);
+    if (!t)
+        splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: tensor %s is missing",
+                       model->host->meta->path(model->meta), full);
+    else if (!t->data)
+        splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor %s is not mapped",
+                       model->host->meta->path(model->meta), full);
+    return t && t->data ? t : NULL;
+}
+
+static enum splash_status load_weight(struct hybrid_model *model, int32_t il, const char *name,
+                                      struct splash_weight **out, struct splash_err *err)
+{
+    const struct splash_tensor_info *t = find(model, il, name, err);
+    if (!t)
+        return SPLASH_ERR_NOT_FOUND;
+    model->weight_bytes += t->n_bytes;
+    return model->k->weight_create(t, out, err);
+}
+
+/* A small tensor as n floats (norms, conv, decay); `plus_one` adds 1 (HF's zero-centred norms). */
+static enum splash_status load_floats(struct hybrid_model *model, int32_t il, const char *name,
+                                      int64_t n, int plus_one, float **out, struct splash_err *err)
+{
+    const struct splash_tensor_info *t = find(model, il, name, err);
+    if (!t)
+        return SPLASH_ERR_NOT_FOUND;
+    int64_t have = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    if (have != n)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s holds %lld values, expected %lld",
+                              model->host->meta->path(model->meta), t->name, (long long)have,
+                              (long long)n);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", t->name);
+    model->k->to_float(t, v);
+    if (plus_one)
+        for (int64_t i = 0; i < n; i++)
+            v[i] += 1.0f;
+    model->weight_bytes += t->n_bytes;
+    *out = v;
+    return SPLASH_OK;
+}
+
+/* ---- dense FFN ------------------------------------------------------------------ */
+
+struct dense_ffn {
+    struct splash_weight *gate, *up, *down;
+};
+
+void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
+                              void *ctx);
+
+static enum splash_status dense_create(struct hybrid_model *model, int32_t il, void **layer_ffn,
+                                       struct splash_err *err)
+{
+    struct dense_ffn *f = calloc(1, sizeof *f);
+    if (!f)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    enum splash_status st;
+    if ((st = load_weight(model, il, "ffn_gate.weight", &f->gate, err)) ||
+        (st = load_weight(model, il, "ffn_up.weight", &f->up, err)) ||
+        (st = load_weight(model, il, "ffn_down.weight", &f->down, err))) {
+        model->k->weight_destroy(f->gate);
+        model->k->weight_destroy(f->up);
+        free(f);
+        return st;
+    }
+    *layer_ffn = f;
+    return SPLASH_OK;
+}
+
+static void dense_destroy(struct hybrid_model *model, void *layer_ffn)
+{
+    struct dense_ffn *f = layer_ffn;
+    if (!f)
+        return;
+    model->k->weight_destroy(f->gate);
+    model->k->weight_destroy(f->up);
+    model->k->weight_destroy(f->down);
+    free(f);
+}
+
+struct swiglu_task {
+    float *gate;
+    const float *up;
+};
+
+static void swiglu_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct swiglu_task *t = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        float g = t->gate[i];
+        t->gate[i] = g / (1.0f + expf(-g)) * t->up[i];
+    }
+}
+
+static void dense_forward(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
+                          float *out, float *scratch)
+{
+    const struct dense_ffn *f = layer_ffn;
+    int64_t ff = model->cfg.n_ff;
+    float *gate = scratch;        /* (n, n_ff) */
+    float *up = scratch + n * ff; /* (n, n_ff) */
+    model->k->matmul(model->opts.pool, f->gate, x, n, gate);
+    model->k->matmul(model->opts.pool, f->up, x, n, up);
+    struct swiglu_task t = {.gate = gate, .up = up};
+    hybrid_parallel(model, n * ff, 4096, swiglu_range, &t);
+    model->k->matmul(model->opts.pool, f->down, gate, n, out);
+}
+
+static int64_t dense_scratch(const struct hybrid_config *cfg)
+{
+    return 2 * cfg->n_ff;
+}
+
+const struct hybrid_ffn_ops hybrid_ffn_dense = {
+    .declare = hybrid_ffn_dense_declare,
+    .create = dense_create,
+    .destroy = dense_destroy,
+    .forward = dense_forward,
+    .scratch_per_row = dense_scratch,
+};
+
+/* ---- model -------------------------------------------------------------------------- */
+
+void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,
+                     void *ctx)
+{
+    model->host->parallel_for(model->opts.pool, n, grain, fn, ctx);
+}
+
+static enum splash_status load_layer(struct hybrid_model *model, int32_t il, struct splash_err *err)
+{
+    const struct hybrid_config *c = &model->cfg;
+    struct hybrid_layer *L = &model->layers[il];
+    int p1 = c->norm_plus_one;
+    enum splash_status st;
+    L->is_attn = c->is_attn[il];
+    if ((st = load_floats(model, il, "attn_norm.weight", c->n_embd, p1, &L->attn_norm, err)) ||
+        (st = load_floats(model, il, "post_attention_norm.weight", c->n_embd, p1, &L->post_norm,
+                          err)))
+        return st;
+    if (L->is_attn) {
+        if ((st = load_weight(model, il, "attn_q.weight", &L->wq, err)) ||
+            (st = load_weight(model, il, "attn_k.weight", &L->wk, err)) ||
+            (st = load_weight(model, il, "attn_v.weight", &L->wv, err)) ||
+            (st = load_weight(model, il, "attn_output.weight", &L->wo, err)) ||
+            (st = load_floats(model, il, "attn_q_norm.weight", c->head_dim, p1, &L->q_norm, err)) ||
+            (st = load_floats(model, il, "attn_k_norm.weight", c->head_dim, p1, &L->k_norm, err)))
+            return st;
+    } else {
+        if ((st = load_weight(model, il, "attn_qkv.weight", &L->qkv, err)) ||
+            (st = load_weight(model, il, "attn_gate.weight", &L->z, err)) ||
+            (st = load_weight(model, il, "ssm_alpha.weight", &L->alpha, err)) ||
+            (st = load_weight(model, il, "ssm_beta.weight", &L->beta, err)) ||
+            (st = load_weight(model, il, "ssm_out.weight", &L->ssm_out, err)) ||
+            (st = load_floats(model, il, "ssm_conv1d.weight", c->conv_dim * c->conv_kernel, 0,
+                              &L->conv_w, err)) ||
+            (st = load_floats(model, il, "ssm_dt.bias", c->n_v_heads, 0, &L->dt_bias, err)) ||
+            (st = load_floats(model, il, "ssm_a", c->n_v_heads, 0, &L->ssm_a, err)) ||
+            (st = load_floats(model, il, "ssm_norm.weight", c->d_v, 0, &L->ssm_norm, err)))
+            return st;
+        if (c->source == SPLASH_META_CONFIG) /* HF stores A_log */
+            for (int32_t h = 0; h < c->n_v_heads; h++)
+                L->ssm_a[h] = -expf(L->ssm_a[h]);
+    }
+    return model->ffn->create(model, il, &L->ffn, err);
+}
+
+static void rope_tables(struct hybrid_model *model)
+{
+    const struct hybrid_config *c = &model->cfg;
+    int32_t pairs = c->n_rot / 2;
+    const int32_t *sec = c->rope_sections;
+    int32_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int32_t i = 0; i < pairs; i++) {
+        model->rope_freq[i] = (float)pow(c->rope_base, -2.0 * i / c->n_rot);
+        model->rope_on[i] = 1;
+        if (sect_dims > 0) {
+            /* interleaved M-RoPE: pairs cycle t, h, w within 3x each section; the rest
+             * read the fourth position, which is 0 for text tokens */
+            int32_t s = i % sect_dims;
+            int on = (s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) ||
+                     (s % 3 == 2 && s < 3 * sec[2]);
+            model->rope_on[i] = (uint8_t)on;
+        }
+    }
+}
+
+enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
+                                       const char *arch, const struct hybrid_ffn_ops *ffn,
+                                       const struct splash_model_opts *opts,
+                                       struct hybrid_model **out, struct splash_err *err)
+{
+    struct hybrid_model *model = calloc(1, sizeof *model);
+    if (!model)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    model->host = host;
+    model->k = host->kernels;
+    model->meta = m;
+    model->opts = *opts;
+    model->ffn = ffn ? ffn : &hybrid_ffn_dense;
+    enum splash_status st = hybrid_config_read(host, m, arch, &model->cfg, err);
+    if (st)
+        goto out_free;
+    const struct hybrid_config *c = &model->cfg;
+    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "kv format %d", opts->kv_format);
+        goto out_free;
+    }
+    if (opts->state_format != SPLASH_STATE_F32 && opts->state_format != SPLASH_STATE_BF16) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "state format %d", opts->state_format);
+        goto out_free;
+    }
+    model->layers = calloc((size_t)c->n_layers, sizeof *model->layers);
+    if (!model->layers) {
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        goto out_free;
+    }
+    model->tok_embd = find(model, -1, "token_embd.weight", err);
+    if (!model->tok_embd) {
+        st = SPLASH_ERR_NOT_FOUND;
+        goto out_destroy;
+    }
+    model->weight_bytes += model->tok_embd->n_bytes;
+    if ((st = load_floats(model, -1, "output_norm.weight", c->n_embd, c->norm_plus_one,
+                          &model->output_norm, err)))
+        goto out_destroy;
+    if (c->tied)
+        st = model->k->weight_create(model->tok_embd, &model->output, err);
+    else
+        st = load_weight(model, -1, "output.weight", &model->output, err);
+    if (st)
+        goto out_destroy;
+    int32_t n_attn = 0, n_gdn = 0;
+    for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
+        model->layers[il].slot = c->is_attn[il] ? n_attn++ : n_gdn++;
+        if ((st = load_layer(model, il, err)))
+            goto out_destroy;
+    }
+    model->n_gdn = n_gdn;
+    model->max_context = opts->max_context > 0 ? opts->max_context : c->n_ctx_train;
+    model->page_tokens = HYBRID_PAGE_TOKENS;
+    model->kv_page_bytes =
+        model->k->kv_page_bytes(opts->kv_format, model->page_tokens, c->n_head_kv, c->head_dim);
+    model->gdn_state_bytes = (size_t)c->n_v_heads * (size_t)c->d_v * (size_t)c->d_k *
+                             (opts->state_format == SPLASH_STATE_BF16 ? 2 : 4);
+    model->conv_state_bytes = (size_t)(c->conv_kernel - 1) * (size_t)c->conv_dim * sizeof(float);
+    rope_tables(model);
+    *out = model;
+    return SPLASH_OK;
+
+out_destroy:
+    hybrid_model_destroy(model);
+    return st;
+out_free:
+    free(model);
+    return st;
+}
+
+void hybrid_model_destroy(struct hybrid_model *model)
+{
+    if (!model)
+        return;
+    const struct splash_kernels *k = model->k;
+    if (model->layers) {
+        for (int64_t il = 0; il < model->cfg.n_layers; il++) {
+            struct hybrid_layer *L = &model->layers[il];
+            free(L->attn_norm);
+            free(L->post_norm);
+            k->weight_destroy(L->qkv);
+            k->weight_destroy(L->z);
+            k->weight_destroy(L->alpha);
+            k->weight_destroy(L->beta);
+            k->weight_destroy(L->ssm_out);
+            free(L->conv_w);
+            free(L->dt_bias);
+            free(L->ssm_a);
+            free(L->ssm_norm);
+            k->weight_destroy(L->wq);
+            k->weight_destroy(L->wk);
+            k->weight_destroy(L->wv);
+            k->weight_destroy(L->wo);
+            free(L->q_norm);
+            free(L->k_norm);
+            if (L->ffn)
+                model->ffn->destroy(model, L->ffn);
+        }
+        free(model->layers);
+    }
+    k->weight_destroy(model->output);
+    free(model->output_norm);
+    free(model);
+}
+
+void hybrid_model_info(const struct hybrid_model *model, struct splash_model_info *info)
+{
+    const struct hybrid_config *c = &model->cfg;
+    memset(info, 0, sizeof *info);
+    info->n_vocab = c->n_vocab;
+    info->n_embd = c->n_embd;
+    info->n_layers = c->n_layers;
+    info->n_ctx_train = c->n_ctx_train;
+    info->weight_bytes = model->weight_bytes;
+    info->kv_bytes_per_token = (uint64_t)c->n_attn * model->kv_page_bytes / model->page_tokens;
+    info->state_bytes_per_seq =
+        (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+}
+
+/* ---- sequences ------------------------------------------------------------------------ */
+
+enum splash_status hybrid_seq_create(struct hybrid_model *model, struct hybrid_seq **out,
+                                     struct splash_err *err)
+{
+    struct hybrid_seq *seq = calloc(1, sizeof *seq);
+    if (!seq)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    size_t n_gdn = (size_t)model->n_gdn;
+    seq->gdn_state = model->host->alloc_aligned(64, n_gdn * model->gdn_state_bytes + 64);
+    seq->conv_state = model->host->alloc_aligned(64, n_gdn * model->conv_state_bytes + 64);
+    if (!seq->gdn_state || !seq->conv_state) {
+        hybrid_seq_destroy(model, seq);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the GDN state");
+    }
+    memset(seq->gdn_state, 0, n_gdn * model->gdn_state_bytes);
+    memset(seq->conv_state, 0, n_gdn * model->conv_state_bytes);
+    *out = seq;
+    return SPLASH_OK;
+}
+
+static void free_pages(struct hybrid_model *model, struct hybrid_seq *seq, int64_t keep)
+{
+    for (int32_t a = 0; a < model->cfg.n_attn; a++)
+        for (int64_t p = keep; p < seq->n_pages; p++) {
+            model->host->free_aligned(seq->pages[(size_t)a * seq->cap_pages + p]);
+            seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
+        }
+    if (seq->n_pages > keep)
+        seq->n_pages = keep;
+}
+
+void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq)
+{
+    if (!seq)
+        return;
+    if (seq->pages)
+        free_pages(model, seq, 0);
+    free(seq->pages);
+    model->host->free_aligned(seq->gdn_state);
+    model->host->free_aligned(seq->conv_state);
+    free(seq);
+}
+
+enum splash_status hybrid_seq_truncate(struct hybrid_model *model, struct hybrid_seq *seq,
+                                       int32_t n_keep, struct splash_err *err)
+{
+    if (n_keep < 0)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "truncate to %d tokens", n_keep);
+    if (n_keep >= seq->n_tokens)
+        return SPLASH_OK;
+    if (n_keep > 0 && model->n_gdn > 0)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "the GDN state cannot drop tokens %d..%lld (no snapshot)", n_keep,
+                              (long long)seq->n_tokens - 1);
+    free_pages(model, seq, (n_keep + model->page_tokens - 1) / model->page_tokens);
+    if (n_keep == 0) {
+        memset(seq->gdn_state, 0, (size_t)model->n_gdn * model->gdn_state_bytes);
+        memset(seq->conv_state, 0, (size_t)model->n_gdn * model->conv_state_bytes);
+    }
+    seq->n_tokens = n_keep;
+    return SPLASH_OK;
+}

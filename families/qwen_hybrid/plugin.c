@@ -1,0 +1,164 @@
+/* The dense Qwen hybrid family (GGUF qwen35; config model_type qwen3_5 and
+ * qwen3_5_text): Gated DeltaNet layers interleaved with gated full attention,
+ * a SwiGLU FFN in every layer. The trunk is families/common/hybrid*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+#include "splash/family.h"
+#include "splash/plugin.h"
+
+#define QH_ARCH "qwen35"
+
+/* The sizes the family serves by name, each with the DFlash2 draft trained for it.
+ * Any other size of the architecture loads and runs too; model-check reports it
+ * unnamed. The vocabulary is not part of a size (generated models shrink it). */
+struct qh_size {
+    const char *name;
+    const char *draft;
+    int64_t n_embd, n_layers, n_ff;
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t n_k_heads, n_v_heads, d_k, d_v;
+};
+
+static const struct qh_size qh_sizes[] = {
+    {"Qwen3.5-0.8B", "incoai/Qwen3.5-0.8B-DFlash2", 1024, 24, 3584, 8, 2, 256, 16, 16, 128, 128},
+    {"Qwen3.5-2B", "incoai/Qwen3.5-2B-DFlash2", 2048, 24, 6144, 8, 2, 256, 16, 16, 128, 128},
+    {"Qwen3.5-4B", "incoai/Qwen3.5-4B-DFlash2", 2560, 32, 9216, 16, 4, 256, 16, 32, 128, 128},
+    {"Qwen3.5-9B", "incoai/Qwen3.5-9B-DFlash2", 4096, 32, 12288, 16, 4, 256, 16, 32, 128, 128},
+    /* Qwen3.8-27B (spec) shares the shape of Qwen3.5-27B; its fine-tunes are it */
+    {"Qwen3.8-27B", "incoai/Qwen3.8-27B-DFlash2", 5120, 64, 17408, 24, 4, 256, 16, 48, 128, 128},
+};
+
+static const struct qh_size *qh_size_of(const struct hybrid_config *c)
+{
+    for (size_t i = 0; i < sizeof qh_sizes / sizeof qh_sizes[0]; i++) {
+        const struct qh_size *s = &qh_sizes[i];
+        if (s->n_embd == c->n_embd && s->n_layers == c->n_layers && s->n_ff == c->n_ff &&
+            s->n_head == c->n_head && s->n_head_kv == c->n_head_kv && s->head_dim == c->head_dim &&
+            s->n_k_heads == c->n_k_heads && s->n_v_heads == c->n_v_heads && s->d_k == c->d_k &&
+            s->d_v == c->d_v)
+            return s;
+    }
+    return NULL;
+}
+
+/* Ours unless the metadata names another architecture or model type. */
+static int qh_claims(const struct splash_host *host, const struct splash_meta *m)
+{
+    const struct splash_meta_api *api = host->meta;
+    const char *s = NULL;
+    if (api->source(m) == SPLASH_META_GGUF)
+        return api->get_str(m, "general.architecture", &s, NULL) == SPLASH_OK &&
+               !strcmp(s, QH_ARCH);
+    if (api->has(m, "text_config.model_type") &&
+        api->get_str(m, "text_config.model_type", &s, NULL) == SPLASH_OK)
+        return !strcmp(s, "qwen3_5_text");
+    return api->get_str(m, "model_type", &s, NULL) == SPLASH_OK &&
+           (!strcmp(s, "qwen3_5") || !strcmp(s, "qwen3_5_text"));
+}
+
+static enum splash_status qh_check_config(const struct splash_host *host,
+                                          const struct splash_meta *m,
+                                          struct splash_family_verdict *v, struct splash_err *err)
+{
+    memset(v, 0, sizeof *v);
+    if (!qh_claims(host, m))
+        return SPLASH_OK;
+    struct hybrid_config cfg;
+    enum splash_status st = hybrid_config_read(host, m, QH_ARCH, &cfg, err);
+    if (st)
+        return st;
+    v->score = 100;
+    snprintf(v->architecture, sizeof v->architecture, "Qwen hybrid (%s)", QH_ARCH);
+    const struct qh_size *size = qh_size_of(&cfg);
+    if (size) {
+        snprintf(v->size_name, sizeof v->size_name, "%s", size->name);
+        snprintf(v->draft_repo, sizeof v->draft_repo, "%s", size->draft);
+    }
+    hybrid_config_summary(&cfg, v->summary, sizeof v->summary);
+    return SPLASH_OK;
+}
+
+static enum splash_status qh_declare_tensors(const struct splash_host *host,
+                                             const struct splash_meta *m, splash_decl_emit_fn emit,
+                                             void *ctx, struct splash_err *err)
+{
+    return hybrid_declare_tensors(host, m, QH_ARCH, &hybrid_ffn_dense, emit, ctx, err);
+}
+
+static enum splash_status qh_model_create(const struct splash_host *host,
+                                          const struct splash_meta *m,
+                                          const struct splash_model_opts *opts, void **model,
+                                          struct splash_err *err)
+{
+    struct hybrid_model *hm;
+    enum splash_status st =
+        hybrid_model_create(host, m, QH_ARCH, &hybrid_ffn_dense, opts, &hm, err);
+    if (st)
+        return st;
+    *model = hm;
+    return SPLASH_OK;
+}
+
+static void qh_model_destroy(void *model)
+{
+    hybrid_model_destroy(model);
+}
+
+static void qh_model_info(const void *model, struct splash_model_info *info)
+{
+    hybrid_model_info(model, info);
+}
+
+static enum splash_status qh_seq_create(void *model, void **seq, struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_create(model, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
+}
+
+static void qh_seq_destroy(void *model, void *seq)
+{
+    hybrid_seq_destroy(model, seq);
+}
+
+static enum splash_status qh_seq_truncate(void *model, void *seq, int32_t n_keep,
+                                          struct splash_err *err)
+{
+    return hybrid_seq_truncate(model, seq, n_keep, err);
+}
+
+static enum splash_status qh_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
+                                     struct splash_err *err)
+{
+    return hybrid_forward(model, lanes, n_lanes, err);
+}
+
+static const char *const qh_gguf_architectures[] = {QH_ARCH, NULL};
+static const char *const qh_model_types[] = {"qwen3_5", "qwen3_5_text", NULL};
+
+static const struct splash_family_plugin qh_plugin = {
+    .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "qwen_hybrid", "0.1.0",
+                                        struct splash_family_plugin),
+    .gguf_architectures = qh_gguf_architectures,
+    .model_types = qh_model_types,
+    .check_config = qh_check_config,
+    .declare_tensors = qh_declare_tensors,
+    .model_create = qh_model_create,
+    .model_destroy = qh_model_destroy,
+    .model_info = qh_model_info,
+    .seq_create = qh_seq_create,
+    .seq_destroy = qh_seq_destroy,
+    .seq_truncate = qh_seq_truncate,
+    .forward = qh_forward,
+};
+
+static const struct splash_plugin_header *qh_entry(const struct splash_host *host)
+{
+    return &qh_plugin.header;
+}
+
+SPLASH_PLUGIN_DEFINE(family_qwen_hybrid, qh_entry)

@@ -1,0 +1,90 @@
+/* The hybrid trunk's kernels (norms, rotary, KV pages, attention, Gated DeltaNet)
+ * behind struct splash_kernels, and the vector primitives they are written in.
+ *
+ * Each primitive has a scalar reference (hybrid_ref.c) and SIMD versions in
+ * hybrid_avx2.c / hybrid_avx512.c; hybrid_vec_get() picks the first table the CPU
+ * supports, after SPLASH_FORCE_ISA. Tests compare every table with the reference. */
+#ifndef SPLASH_KERNELS_HYBRID_H
+#define SPLASH_KERNELS_HYBRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "splash/kernels.h"
+
+struct hybrid_vec {
+    const char *isa;       /* "avx512", "avx2", "scalar" */
+    uint64_t cpu_requires; /* SPLASH_CPU_* bits */
+    /* sum a[i] * b[i] */
+    float (*dot)(int64_t n, const float *a, const float *b);
+    /* y[i] += alpha * x[i] */
+    void (*axpy)(int64_t n, float alpha, const float *x, float *y);
+    /* y[i] = alpha * y[i] */
+    void (*scale)(int64_t n, float alpha, float *y);
+    /* sum x[i]^2 */
+    float (*sumsq)(int64_t n, const float *x);
+    /* y[i] = x[i] * s * w[i] (w NULL: 1) */
+    void (*scale_mul)(int64_t n, const float *x, float s, const float *w, float *y);
+    /* sum a[i] * bf16 b[i] */
+    float (*dot_bf16)(int64_t n, const float *a, const uint16_t *b);
+    /* sum a[i] * b[i] for int8 b */
+    float (*dot_i8)(int64_t n, const float *a, const int8_t *b);
+    /* y[i] += alpha * bf16 x[i] */
+    void (*axpy_bf16)(int64_t n, float alpha, const uint16_t *x, float *y);
+    /* y[i] += alpha * int8 x[i] */
+    void (*axpy_i8)(int64_t n, float alpha, const int8_t *x, float *y);
+    /* One state row of the delta rule: s = a * s; u = beta * (vj - s.k); s += u * k;
+     * returns s.q. */
+    float (*gdn_row)(int64_t n, float *s, float a, const float *k, const float *q, float vj,
+                     float beta);
+    /* c[i * ldc + j] (accumulate ? += : =) dot(a + i * lda, b + j * ldb) over k elements,
+     * for i < m, j < n: the small products of the chunked delta rule. */
+    void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float *c, int64_t ldc, int accumulate);
+};
+
+extern const struct hybrid_vec hybrid_vec_ref;
+#if defined(__x86_64__)
+extern const struct hybrid_vec hybrid_vec_avx2;
+extern const struct hybrid_vec hybrid_vec_avx512;
+#endif
+
+/* The tables this build has, best first, ending in the reference (NULL-terminated). */
+extern const struct hybrid_vec *const hybrid_vec_tables[];
+/* The first table the CPU supports (cached after the first call). */
+const struct hybrid_vec *hybrid_vec_get(void);
+
+/* Kernel members of struct splash_kernels (see splash/kernels.h for contracts). */
+void hybrid_rmsnorm(struct splash_pool *pool, const float *x, int64_t x_stride, const float *w,
+                    float *y, int64_t y_stride, int64_t n, int64_t d, float eps);
+void hybrid_l2norm(struct splash_pool *pool, float *x, int64_t stride, int64_t n, int64_t d,
+                   float eps, float scale);
+void hybrid_rope(struct splash_pool *pool, float *x, int64_t row_stride, int64_t head_stride,
+                 int64_t n, int32_t n_heads, int32_t n_pairs, const float *cs);
+size_t hybrid_kv_page_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads,
+                            int32_t head_dim);
+void hybrid_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv, int64_t pos0,
+                     int64_t n, const float *k, int64_t k_stride, const float *v, int64_t v_stride);
+void hybrid_attention(struct splash_pool *pool, const struct splash_kv_pages *kv, const float *q,
+                      int64_t q_stride, int64_t n_q, int32_t n_head, int64_t pos0, float scale,
+                      float *out, int64_t out_stride);
+void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
+                     int64_t channels, const float *w, int32_t kw, float *state, float *out);
+void hybrid_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args *a);
+void hybrid_gdn_chunked(struct splash_pool *pool, const struct splash_gdn_args *a);
+
+/* The same kernels on an explicit primitive table (tests compare ISAs through these). */
+void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                           const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
+                           int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
+                           int64_t out_stride);
+void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                               const struct splash_gdn_args *a);
+void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                             const struct splash_gdn_args *a);
+
+/* Reads one KV row back as floats (tests and debugging): which 0 = K, 1 = V. */
+void hybrid_kv_read_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t head,
+                        float *out);
+
+#endif

@@ -1,0 +1,239 @@
+/* KV pages and causal grouped-query attention over them.
+ *
+ * A page holds page_tokens positions of every KV head of one layer:
+ *   K rows  [n_kv_heads][page_tokens][head_dim]  int8 or bf16
+ *   V rows  [n_kv_heads][page_tokens][head_dim]
+ *   (INT8)  K scales [n_kv_heads][page_tokens], V scales likewise, float32
+ * so one head's rows of a page are contiguous for the attention loop, and a
+ * page is a self-contained block that can be copied, shared or written out. */
+#include <math.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "kernels/hybrid.h"
+#include "splash/family.h"
+#include "splash/fp.h"
+
+static size_t elem_bytes(int32_t format)
+{
+    return format == SPLASH_KV_BF16 ? 2 : 1;
+}
+
+static size_t data_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads, int32_t head_dim)
+{
+    size_t b = 2 * (size_t)n_kv_heads * (size_t)page_tokens * (size_t)head_dim * elem_bytes(format);
+    return (b + 63) & ~(size_t)63;
+}
+
+size_t hybrid_kv_page_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads,
+                            int32_t head_dim)
+{
+    size_t b = data_bytes(format, page_tokens, n_kv_heads, head_dim);
+    if (format == SPLASH_KV_INT8)
+        b += 2 * (size_t)n_kv_heads * (size_t)page_tokens * sizeof(float);
+    return (b + 63) & ~(size_t)63;
+}
+
+/* Row `which` (0 K, 1 V) of head h at position pos: its bytes and (INT8) its scale. */
+static void *kv_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t h,
+                    float **scale)
+{
+    char *page = kv->pages[pos / kv->page_tokens];
+    int64_t t = pos % kv->page_tokens;
+    size_t block = ((size_t)which * (size_t)kv->n_kv_heads + (size_t)h) * (size_t)kv->page_tokens;
+    if (scale)
+        *scale = kv->format == SPLASH_KV_INT8
+                     ? (float *)(page + data_bytes(kv->format, kv->page_tokens, kv->n_kv_heads,
+                                                   kv->head_dim)) +
+                           block + (size_t)t
+                     : NULL;
+    return page + (block + (size_t)t) * (size_t)kv->head_dim * elem_bytes(kv->format);
+}
+
+static void store_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t h,
+                      const float *x)
+{
+    float *scale;
+    void *row = kv_row(kv, which, pos, h, &scale);
+    if (kv->format == SPLASH_KV_BF16) {
+        uint16_t *b = row;
+        for (int32_t i = 0; i < kv->head_dim; i++)
+            b[i] = splash_fp32_to_bf16(x[i]);
+        return;
+    }
+    float amax = 0.0f;
+    for (int32_t i = 0; i < kv->head_dim; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    int8_t *q = row;
+    for (int32_t i = 0; i < kv->head_dim; i++)
+        q[i] = (int8_t)lrintf(x[i] * id);
+    *scale = d;
+}
+
+void hybrid_kv_read_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t head,
+                        float *out)
+{
+    float *scale;
+    const void *row = kv_row(kv, which, pos, head, &scale);
+    for (int32_t i = 0; i < kv->head_dim; i++)
+        out[i] = kv->format == SPLASH_KV_BF16 ? splash_bf16_to_fp32(((const uint16_t *)row)[i])
+                                              : *scale * (float)((const int8_t *)row)[i];
+}
+
+struct store_task {
+    const struct splash_kv_pages *kv;
+    int64_t pos0;
+    const float *k, *v;
+    int64_t k_stride, v_stride;
+};
+
+static void store_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct store_task *t = ctx;
+    int32_t nh = t->kv->n_kv_heads, hd = t->kv->head_dim;
+    for (int64_t it = begin; it < end; it++) {
+        int64_t i = it / nh;
+        int32_t h = (int32_t)(it % nh);
+        store_row(t->kv, 0, t->pos0 + i, h, t->k + i * t->k_stride + (int64_t)h * hd);
+        store_row(t->kv, 1, t->pos0 + i, h, t->v + i * t->v_stride + (int64_t)h * hd);
+    }
+}
+
+void hybrid_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv, int64_t pos0,
+                     int64_t n, const float *k, int64_t k_stride, const float *v, int64_t v_stride)
+{
+    struct store_task t = {
+        .kv = kv, .pos0 = pos0, .k = k, .v = v, .k_stride = k_stride, .v_stride = v_stride};
+    int64_t grain = 4096 / (kv->head_dim > 0 ? kv->head_dim : 1);
+    splash_pool_parallel_for(pool, n * kv->n_kv_heads, grain < 1 ? 1 : grain, store_rows, &t);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+#define ATTN_SCRATCH 4096 /* floats of block scores per item, on the stack */
+#define ATTN_MAX_GROUP 64
+
+struct attn_task {
+    const struct hybrid_vec *vec;
+    const struct splash_kv_pages *kv;
+    const float *q;
+    int64_t q_stride;
+    int32_t n_head, group;
+    int64_t pos0;
+    float scale;
+    float *out;
+    int64_t out_stride;
+};
+
+/* One query row and one KV head: the `group` query heads that read it, with an
+ * online softmax over blocks of KV rows (no allocation, any context length). */
+static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
+{
+    const struct splash_kv_pages *kv = t->kv;
+    const struct hybrid_vec *vec = t->vec;
+    int32_t hd = kv->head_dim, group = t->group;
+    int64_t n_kv = t->pos0 + i + 1;
+    const float *q0 = t->q + i * t->q_stride + (int64_t)g * group * hd;
+    float *o0 = t->out + i * t->out_stride + (int64_t)g * group * hd;
+    float scores[ATTN_SCRATCH];
+    float mx[ATTN_MAX_GROUP], sum[ATTN_MAX_GROUP];
+    int64_t block = ATTN_SCRATCH / group;
+
+    for (int32_t m = 0; m < group; m++) {
+        mx[m] = -INFINITY;
+        sum[m] = 0.0f;
+        memset(o0 + (int64_t)m * hd, 0, (size_t)hd * sizeof(float));
+    }
+    for (int64_t p0 = 0; p0 < n_kv;) {
+        /* a block of rows inside one page */
+        int64_t in_page = kv->page_tokens - p0 % kv->page_tokens;
+        int64_t nb = n_kv - p0;
+        if (nb > in_page)
+            nb = in_page;
+        if (nb > block)
+            nb = block;
+        float *ks, *vs;
+        const void *krow = kv_row(kv, 0, p0, g, &ks);
+        const void *vrow = kv_row(kv, 1, p0, g, &vs);
+        for (int64_t j = 0; j < nb; j++) {
+            for (int32_t m = 0; m < group; m++) {
+                const float *q = q0 + (int64_t)m * hd;
+                float s;
+                if (kv->format == SPLASH_KV_BF16)
+                    s = vec->dot_bf16(hd, q, (const uint16_t *)krow + j * hd);
+                else
+                    s = vec->dot_i8(hd, q, (const int8_t *)krow + j * hd) * ks[j];
+                scores[(int64_t)m * nb + j] = s * t->scale;
+            }
+        }
+        for (int32_t m = 0; m < group; m++) {
+            float *s = scores + (int64_t)m * nb;
+            float *o = o0 + (int64_t)m * hd;
+            float bmax = mx[m];
+            for (int64_t j = 0; j < nb; j++)
+                bmax = fmaxf(bmax, s[j]);
+            if (bmax > mx[m]) {
+                float r = expf(mx[m] - bmax); /* 0 on the first block */
+                sum[m] *= r;
+                vec->scale(hd, r, o);
+                mx[m] = bmax;
+            }
+            for (int64_t j = 0; j < nb; j++) {
+                float p = expf(s[j] - mx[m]);
+                sum[m] += p;
+                if (kv->format == SPLASH_KV_BF16)
+                    vec->axpy_bf16(hd, p, (const uint16_t *)vrow + j * hd, o);
+                else
+                    vec->axpy_i8(hd, p * vs[j], (const int8_t *)vrow + j * hd, o);
+            }
+        }
+        p0 += nb;
+    }
+    for (int32_t m = 0; m < group; m++)
+        vec->scale(hd, 1.0f / sum[m], o0 + (int64_t)m * hd);
+}
+
+static void attn_items(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct attn_task *t = ctx;
+    int32_t n_kv_heads = t->kv->n_kv_heads;
+    for (int64_t it = begin; it < end; it++)
+        attn_item(t, it / n_kv_heads, (int32_t)(it % n_kv_heads));
+}
+
+void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                           const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
+                           int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
+                           int64_t out_stride)
+{
+    if (n_q <= 0)
+        return;
+    int32_t group = n_head / kv->n_kv_heads;
+    if (group < 1 || group > ATTN_MAX_GROUP)
+        return; /* the family checks n_head / n_kv_heads at load */
+    struct attn_task t = {.vec = vec,
+                          .kv = kv,
+                          .q = q,
+                          .q_stride = q_stride,
+                          .n_head = n_head,
+                          .group = group,
+                          .pos0 = pos0,
+                          .scale = scale,
+                          .out = out,
+                          .out_stride = out_stride};
+    /* later query rows see more keys: items of the same row are adjacent, and the
+     * pool's small dynamic chunks balance the causal triangle */
+    /* items of at least ~64k multiply-adds: short decode steps stay on this thread */
+    int64_t work = 2 * (int64_t)group * kv->head_dim * (pos0 + 1);
+    int64_t grain = work >= 65536 ? 1 : 65536 / (work > 0 ? work : 1);
+    splash_pool_parallel_for(pool, n_q * kv->n_kv_heads, grain, attn_items, &t);
+}
+
+void hybrid_attention(struct splash_pool *pool, const struct splash_kv_pages *kv, const float *q,
+                      int64_t q_stride, int64_t n_q, int32_t n_head, int64_t pos0, float scale,
+                      float *out, int64_t out_stride)
+{
+    hybrid_attention_with(hybrid_vec_get(), pool, kv, q, q_stride, n_q, n_head, pos0, scale, out,
+                          out_stride);
+}

@@ -1,0 +1,491 @@
+/* The hybrid trunk's kernels (kernels/hybrid_*.c): every SIMD primitive table
+ * against the scalar reference, and each kernel against a plain double-precision
+ * implementation of its contract written here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/host_impl.h"
+#include "core/threadpool.h"
+#include "kernels/hybrid.h"
+#include "splash/family.h"
+#include "splash/fp.h"
+
+static struct splash_pool *pool;
+
+static int setup(void **state)
+{
+    pool = splash_pool_create(2);
+    return pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    splash_pool_destroy(pool);
+    return 0;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+static float *rand_vec(int64_t n, float scale)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = frand() * scale;
+    return v;
+}
+
+static int supported(const struct hybrid_vec *v)
+{
+    return (v->cpu_requires & splash_cpu_features()) == v->cpu_requires;
+}
+
+/* |a - b| <= tol * (1 + |b|) or fail naming the element. */
+static void close_or_fail(const char *what, const float *a, const float *b, int64_t n, double tol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= tol * (1.0 + fabs((double)b[i]))))
+            fail_msg("%s: element %lld: %.8g, expected %.8g", what, (long long)i, a[i], b[i]);
+    }
+}
+
+/* ---- primitives ------------------------------------------------------------------ */
+
+static void test_hybrid_vec_tables_match_reference(void **state)
+{
+    const struct hybrid_vec *ref = &hybrid_vec_ref;
+    const int64_t lens[] = {1, 7, 16, 33, 64, 100, 128, 257};
+    int checked = 0;
+    for (size_t t = 0; hybrid_vec_tables[t]; t++) {
+        const struct hybrid_vec *v = hybrid_vec_tables[t];
+        if (v == ref || !supported(v))
+            continue;
+        checked++;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int64_t n = lens[li];
+            char what[64];
+            float *a = rand_vec(n, 1), *b = rand_vec(n, 1), *w = rand_vec(n, 1);
+            uint16_t *bb = malloc((size_t)n * 2);
+            int8_t *bi = malloc((size_t)n);
+            for (int64_t i = 0; i < n; i++) {
+                bb[i] = splash_fp32_to_bf16(b[i]);
+                bi[i] = (int8_t)lrintf(b[i] * 127);
+            }
+            float r1, r2;
+#define SCALAR(name, expr_v, expr_r)                                                               \
+    do {                                                                                           \
+        r1 = (expr_v);                                                                             \
+        r2 = (expr_r);                                                                             \
+        snprintf(what, sizeof what, "%s %s n=%lld", v->isa, name, (long long)n);                   \
+        close_or_fail(what, &r1, &r2, 1, 1e-5 * sqrt((double)n));                                  \
+    } while (0)
+            SCALAR("dot", v->dot(n, a, b), ref->dot(n, a, b));
+            SCALAR("sumsq", v->sumsq(n, a), ref->sumsq(n, a));
+            SCALAR("dot_bf16", v->dot_bf16(n, a, bb), ref->dot_bf16(n, a, bb));
+            SCALAR("dot_i8", v->dot_i8(n, a, bi), ref->dot_i8(n, a, bi));
+            float *y1 = rand_vec(n, 1), *y2 = malloc((size_t)n * sizeof *y2);
+#define VECTOR(name, call_v, call_r)                                                               \
+    do {                                                                                           \
+        memcpy(y2, y1, (size_t)n * sizeof *y2);                                                    \
+        float *y = y1;                                                                             \
+        call_v;                                                                                    \
+        y = y2;                                                                                    \
+        call_r;                                                                                    \
+        snprintf(what, sizeof what, "%s %s n=%lld", v->isa, name, (long long)n);                   \
+        close_or_fail(what, y1, y2, n, 1e-6);                                                      \
+        memcpy(y1, y2, (size_t)n * sizeof *y2);                                                    \
+    } while (0)
+            VECTOR("axpy", v->axpy(n, 0.7f, a, y), ref->axpy(n, 0.7f, a, y));
+            VECTOR("scale", v->scale(n, -1.3f, y), ref->scale(n, -1.3f, y));
+            VECTOR("scale_mul", v->scale_mul(n, a, 0.9f, w, y), ref->scale_mul(n, a, 0.9f, w, y));
+            VECTOR("scale_mul/1", v->scale_mul(n, a, 0.9f, NULL, y),
+                   ref->scale_mul(n, a, 0.9f, NULL, y));
+            VECTOR("axpy_bf16", v->axpy_bf16(n, 0.3f, bb, y), ref->axpy_bf16(n, 0.3f, bb, y));
+            VECTOR("axpy_i8", v->axpy_i8(n, 0.01f, bi, y), ref->axpy_i8(n, 0.01f, bi, y));
+            /* one delta-rule row: the row and the returned output */
+            float o1 = 0, o2 = 0;
+            VECTOR("gdn_row", o1 = v->gdn_row(n, y, 0.9f, a, w, 0.5f, 0.7f),
+                   o2 = ref->gdn_row(n, y, 0.9f, a, w, 0.5f, 0.7f));
+            SCALAR("gdn_row out", o1, o2);
+            /* gemm_nt: 5 x 3 outputs over n */
+            float *c1 = rand_vec(15, 1), *c2 = malloc(15 * sizeof *c2);
+            float *ma = rand_vec(5 * n, 1), *mb = rand_vec(3 * n, 1);
+            memcpy(c2, c1, 15 * sizeof *c2);
+            v->gemm_nt(5, 3, n, ma, n, mb, n, c1, 3, 1);
+            ref->gemm_nt(5, 3, n, ma, n, mb, n, c2, 3, 1);
+            snprintf(what, sizeof what, "%s gemm_nt n=%lld", v->isa, (long long)n);
+            close_or_fail(what, c1, c2, 15, 1e-5 * sqrt((double)n));
+            free(c1), free(c2), free(ma), free(mb);
+            free(a), free(b), free(w), free(bb), free(bi), free(y1), free(y2);
+        }
+    }
+    printf("  %d SIMD table(s) checked against the scalar reference\n", checked);
+}
+
+/* ---- norms and rotary ------------------------------------------------------------------ */
+
+static void test_hybrid_rmsnorm_l2norm_rope(void **state)
+{
+    const int64_t n = 37, d = 96;
+    float *x = rand_vec(n * d, 3), *w = rand_vec(d, 1), *y = malloc((size_t)(n * d) * 4);
+    float *expect = malloc((size_t)(n * d) * 4);
+    for (int64_t r = 0; r < n; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++)
+            ss += (double)x[r * d + i] * x[r * d + i];
+        double s = 1.0 / sqrt(ss / d + 1e-6);
+        for (int64_t i = 0; i < d; i++)
+            expect[r * d + i] = (float)(x[r * d + i] * s * w[i]);
+    }
+    hybrid_rmsnorm(pool, x, d, w, y, d, n, d, 1e-6f);
+    close_or_fail("rmsnorm", y, expect, n * d, 1e-6);
+    /* l2norm with a scale */
+    memcpy(y, x, (size_t)(n * d) * 4);
+    hybrid_l2norm(pool, y, d, n, d, 1e-6f, 0.5f);
+    for (int64_t r = 0; r < n; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++)
+            ss += (double)x[r * d + i] * x[r * d + i];
+        for (int64_t i = 0; i < d; i++)
+            expect[r * d + i] = (float)(x[r * d + i] * 0.5 / sqrt(ss));
+    }
+    close_or_fail("l2norm", y, expect, n * d, 1e-6);
+    /* rope: 2 heads of 48 in rows of 96, 8 pairs rotated, the rest untouched */
+    float *cs = malloc((size_t)n * 8 * 2 * 4);
+    for (int64_t r = 0; r < n; r++)
+        for (int p = 0; p < 8; p++) {
+            double th = r * pow(1e4, -2.0 * p / 16);
+            cs[(r * 8 + p) * 2] = (float)cos(th);
+            cs[(r * 8 + p) * 2 + 1] = (float)sin(th);
+        }
+    memcpy(y, x, (size_t)(n * d) * 4);
+    hybrid_rope(pool, y, d, 48, n, 2, 8, cs);
+    memcpy(expect, x, (size_t)(n * d) * 4);
+    for (int64_t r = 0; r < n; r++)
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 8; p++) {
+                const float *src = x + r * d + h * 48;
+                double c = cs[(r * 8 + p) * 2], s = cs[(r * 8 + p) * 2 + 1];
+                expect[r * d + h * 48 + p] = (float)(src[p] * c - src[p + 8] * s);
+                expect[r * d + h * 48 + p + 8] = (float)(src[p] * s + src[p + 8] * c);
+            }
+    close_or_fail("rope", y, expect, n * d, 1e-6);
+    free(x), free(w), free(y), free(expect), free(cs);
+}
+
+/* ---- KV pages and attention ----------------------------------------------------------- */
+
+struct kv_fixture {
+    struct splash_kv_pages kv;
+    void *pages[8];
+};
+
+static void kv_init(struct kv_fixture *f, int32_t format, int32_t page_tokens, int32_t n_kv,
+                    int32_t hd, int64_t n_tokens)
+{
+    memset(f, 0, sizeof *f);
+    f->kv.format = format;
+    f->kv.page_tokens = page_tokens;
+    f->kv.n_kv_heads = n_kv;
+    f->kv.head_dim = hd;
+    f->kv.n_pages = (n_tokens + page_tokens - 1) / page_tokens;
+    assert_true(f->kv.n_pages <= 8);
+    size_t bytes = hybrid_kv_page_bytes(format, page_tokens, n_kv, hd);
+    for (int64_t p = 0; p < f->kv.n_pages; p++)
+        assert_non_null(f->pages[p] = malloc(bytes));
+    f->kv.pages = f->pages;
+}
+
+static void kv_free(struct kv_fixture *f)
+{
+    for (int64_t p = 0; p < f->kv.n_pages; p++)
+        free(f->pages[p]);
+}
+
+static void test_hybrid_kv_store_roundtrip(void **state)
+{
+    const int32_t n_kv = 2, hd = 64;
+    const int64_t n = 45;
+    float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 2);
+    float row[64];
+    for (int format = 0; format < 2; format++) {
+        struct kv_fixture f;
+        kv_init(&f, format, 16, n_kv, hd, n);
+        /* in two calls, across page boundaries */
+        hybrid_kv_store(pool, &f.kv, 0, 20, k, n_kv * hd, v, n_kv * hd);
+        hybrid_kv_store(pool, &f.kv, 20, n - 20, k + 20 * n_kv * hd, n_kv * hd, v + 20 * n_kv * hd,
+                        n_kv * hd);
+        for (int64_t t = 0; t < n; t++)
+            for (int32_t h = 0; h < n_kv; h++)
+                for (int which = 0; which < 2; which++) {
+                    const float *src = (which ? v : k) + (t * n_kv + h) * hd;
+                    hybrid_kv_read_row(&f.kv, which, t, h, row);
+                    float amax = 0;
+                    for (int i = 0; i < hd; i++)
+                        amax = fmaxf(amax, fabsf(src[i]));
+                    for (int i = 0; i < hd; i++) {
+                        /* bf16: half an ulp of 8 bits; int8: half a step of amax / 127 */
+                        double tol =
+                            format == SPLASH_KV_BF16 ? fabs(src[i]) / 256.0 : amax / 127.0 * 0.5001;
+                        if (fabs(row[i] - src[i]) > tol)
+                            fail_msg("kv format %d token %lld head %d %c[%d]: %g vs %g", format,
+                                     (long long)t, h, which ? 'V' : 'K', i, row[i], src[i]);
+                    }
+                }
+        kv_free(&f);
+    }
+    free(k), free(v);
+}
+
+/* attention over the KV rows as stored (read back), in double */
+static void attention_naive(const struct splash_kv_pages *kv, const float *q, int64_t n_q,
+                            int32_t n_head, int64_t pos0, float scale, float *out)
+{
+    int32_t hd = kv->head_dim, group = n_head / kv->n_kv_heads;
+    float *krow = malloc((size_t)hd * 4), *vrow = malloc((size_t)hd * 4);
+    double *s = malloc((size_t)(pos0 + n_q) * sizeof *s), *acc = malloc((size_t)hd * sizeof *acc);
+    for (int64_t i = 0; i < n_q; i++)
+        for (int32_t h = 0; h < n_head; h++) {
+            int64_t n_kv = pos0 + i + 1;
+            const float *qh = q + (i * n_head + h) * hd;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < n_kv; j++) {
+                hybrid_kv_read_row(kv, 0, j, h / group, krow);
+                double d = 0;
+                for (int t = 0; t < hd; t++)
+                    d += (double)qh[t] * krow[t];
+                s[j] = d * scale;
+                mx = fmax(mx, s[j]);
+            }
+            memset(acc, 0, (size_t)hd * sizeof *acc);
+            for (int64_t j = 0; j < n_kv; j++) {
+                double p = exp(s[j] - mx);
+                sum += p;
+                hybrid_kv_read_row(kv, 1, j, h / group, vrow);
+                for (int t = 0; t < hd; t++)
+                    acc[t] += p * vrow[t];
+            }
+            for (int t = 0; t < hd; t++)
+                out[(i * n_head + h) * hd + t] = (float)(acc[t] / sum);
+        }
+    free(krow), free(vrow), free(s), free(acc);
+}
+
+static void test_hybrid_attention_matches_naive(void **state)
+{
+    const int32_t n_kv = 2, n_head = 6, hd = 64;
+    const int64_t pos0 = 37, n_q = 11, n = pos0 + n_q;
+    float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
+    float *q = rand_vec(n_q * n_head * hd, 1);
+    float *out = malloc((size_t)(n_q * n_head * hd) * 4),
+          *expect = malloc((size_t)(n_q * n_head * hd) * 4);
+    for (int format = 0; format < 2; format++) {
+        struct kv_fixture f;
+        kv_init(&f, format, 16, n_kv, hd, n);
+        hybrid_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+        attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
+        for (size_t t = 0; hybrid_vec_tables[t]; t++) {
+            if (!supported(hybrid_vec_tables[t]))
+                continue;
+            hybrid_attention_with(hybrid_vec_tables[t], pool, &f.kv, q, n_head * hd, n_q, n_head,
+                                  pos0, 0.125f, out, n_head * hd);
+            char what[64];
+            snprintf(what, sizeof what, "attention %s kv %d", hybrid_vec_tables[t]->isa, format);
+            close_or_fail(what, out, expect, n_q * n_head * hd, 2e-5);
+        }
+        kv_free(&f);
+    }
+    free(k), free(v), free(q), free(out), free(expect);
+}
+
+/* ---- Gated DeltaNet ---------------------------------------------------------------------- */
+
+static void test_hybrid_gdn_conv_matches_naive(void **state)
+{
+    const int64_t ch = 40, n = 9;
+    const int32_t kw = 4;
+    float *x = rand_vec(n * ch, 1), *w = rand_vec(ch * kw, 1), *st0 = rand_vec((kw - 1) * ch, 1);
+    float *st = malloc((size_t)((kw - 1) * ch) * 4), *out = malloc((size_t)(n * ch) * 4);
+    float *expect = malloc((size_t)(n * ch) * 4);
+    memcpy(st, st0, (size_t)((kw - 1) * ch) * 4);
+    /* in two calls (5 + 4 tokens): the rolling state carries over */
+    hybrid_gdn_conv(pool, x, ch, 5, ch, w, kw, st, out);
+    hybrid_gdn_conv(pool, x + 5 * ch, ch, n - 5, ch, w, kw, st, out + 5 * ch);
+    for (int64_t c = 0; c < ch; c++)
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int j = 0; j < kw; j++) {
+                int64_t src = i + j - (kw - 1);
+                double xv = src < 0 ? st0[(src + kw - 1) * ch + c] : x[src * ch + c];
+                s += w[c * kw + j] * xv;
+            }
+            expect[i * ch + c] = (float)(s / (1 + exp(-s)));
+        }
+    close_or_fail("gdn_conv", out, expect, n * ch, 1e-5);
+    for (int j = 0; j < kw - 1; j++)
+        close_or_fail("gdn_conv state", st + j * ch, x + (n - (kw - 1) + j) * ch, ch, 0);
+    free(x), free(w), free(st0), free(st), free(out), free(expect);
+}
+
+struct gdn_case {
+    int32_t n_tokens, n_k, n_v, dk, dv, grouped;
+};
+
+/* The recurrence exactly as the contract states it, in double. */
+static void gdn_naive(const struct gdn_case *c, const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, double *S, float *out)
+{
+    int64_t qk = (int64_t)c->n_k * c->dk, vs = (int64_t)c->n_v * c->dv;
+    for (int32_t t = 0; t < c->n_tokens; t++)
+        for (int32_t h = 0; h < c->n_v; h++) {
+            int32_t m = c->grouped ? h / (c->n_v / c->n_k) : h % c->n_k;
+            const float *kt = k + t * qk + m * c->dk, *qt = q + t * qk + m * c->dk;
+            double *Sh = S + (size_t)h * c->dv * c->dk;
+            double a = exp(g[t * c->n_v + h]), b = beta[t * c->n_v + h];
+            for (int32_t j = 0; j < c->dv; j++) {
+                double *row = Sh + (size_t)j * c->dk, sk = 0, o = 0;
+                for (int32_t i = 0; i < c->dk; i++) {
+                    row[i] *= a;
+                    sk += row[i] * kt[i];
+                }
+                double u = b * (v[t * vs + h * c->dv + j] - sk);
+                for (int32_t i = 0; i < c->dk; i++) {
+                    row[i] += u * kt[i];
+                    o += row[i] * qt[i];
+                }
+                out[t * vs + h * c->dv + j] = (float)o;
+            }
+        }
+}
+
+static void l2rows(float *x, int64_t rows, int32_t d, float scale)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int32_t i = 0; i < d; i++)
+            ss += (double)x[r * d + i] * x[r * d + i];
+        for (int32_t i = 0; i < d; i++)
+            x[r * d + i] = (float)(x[r * d + i] * scale / sqrt(ss));
+    }
+}
+
+static void gdn_case_run(const struct gdn_case *c, int state_bf16)
+{
+    int64_t qk = (int64_t)c->n_k * c->dk, vs = (int64_t)c->n_v * c->dv;
+    size_t se = (size_t)c->n_v * c->dv * c->dk;
+    float *q = rand_vec(c->n_tokens * qk, 1), *k = rand_vec(c->n_tokens * qk, 1);
+    float *v = rand_vec(c->n_tokens * vs, 1);
+    float *g = rand_vec(c->n_tokens * c->n_v, 1), *beta = rand_vec(c->n_tokens * c->n_v, 1);
+    l2rows(q, (int64_t)c->n_tokens * c->n_k, c->dk, 1.0f / sqrtf((float)c->dk));
+    l2rows(k, (int64_t)c->n_tokens * c->n_k, c->dk, 1.0f);
+    for (int64_t i = 0; i < (int64_t)c->n_tokens * c->n_v; i++) {
+        g[i] = -2.0f * fabsf(g[i]);      /* decays in (e^-2, 1] */
+        beta[i] = 0.5f + 0.5f * beta[i]; /* in [0, 1) */
+    }
+    /* a nonzero state entering, as after earlier tokens */
+    float *s0 = rand_vec((int64_t)se, 0.5f);
+    double *S = malloc(se * sizeof *S);
+    for (size_t i = 0; i < se; i++) {
+        if (state_bf16)
+            s0[i] = splash_bf16_to_fp32(splash_fp32_to_bf16(s0[i]));
+        S[i] = s0[i];
+    }
+    float *expect = malloc((size_t)(c->n_tokens * vs) * 4),
+          *out = malloc((size_t)(c->n_tokens * vs) * 4);
+    gdn_naive(c, q, k, v, g, beta, S, expect);
+    void *state = malloc(se * 4);
+    for (size_t t = 0; hybrid_vec_tables[t]; t++) {
+        const struct hybrid_vec *vec = hybrid_vec_tables[t];
+        if (!supported(vec))
+            continue;
+        for (int chunked = 0; chunked < 2; chunked++) {
+            for (size_t i = 0; i < se; i++) {
+                if (state_bf16)
+                    ((uint16_t *)state)[i] = splash_fp32_to_bf16(s0[i]);
+                else
+                    ((float *)state)[i] = s0[i];
+            }
+            struct splash_gdn_args a = {.n_tokens = c->n_tokens,
+                                        .n_k_heads = c->n_k,
+                                        .n_v_heads = c->n_v,
+                                        .d_k = c->dk,
+                                        .d_v = c->dv,
+                                        .grouped = c->grouped,
+                                        .chunk = 16,
+                                        .q = q,
+                                        .k = k,
+                                        .qk_stride = qk,
+                                        .v = v,
+                                        .v_stride = vs,
+                                        .g = g,
+                                        .beta = beta,
+                                        .state = state,
+                                        .state_bf16 = state_bf16,
+                                        .out = out,
+                                        .out_stride = vs};
+            if (chunked)
+                hybrid_gdn_chunked_with(vec, pool, &a);
+            else
+                hybrid_gdn_recurrent_with(vec, pool, &a);
+            char what[128];
+            snprintf(what, sizeof what, "gdn %s %s n=%d k%d v%d %s%s", vec->isa,
+                     chunked ? "chunked" : "recurrent", c->n_tokens, c->n_k, c->n_v,
+                     c->grouped ? "grouped" : "tiled", state_bf16 ? " bf16" : "");
+            close_or_fail(what, out, expect, c->n_tokens * vs, 2e-4);
+            /* the state leaving */
+            float *sf = malloc(se * 4), *sx = malloc(se * 4);
+            for (size_t i = 0; i < se; i++) {
+                sf[i] =
+                    state_bf16 ? splash_bf16_to_fp32(((uint16_t *)state)[i]) : ((float *)state)[i];
+                sx[i] = (float)S[i];
+            }
+            strncat(what, " state", sizeof what - strlen(what) - 1);
+            close_or_fail(what, sf, sx, (int64_t)se, state_bf16 ? 8e-3 : 2e-4);
+            free(sf), free(sx);
+        }
+    }
+    free(q), free(k), free(v), free(g), free(beta), free(s0), free(S), free(expect), free(out);
+    free(state);
+}
+
+static void test_hybrid_gdn_matches_naive(void **state)
+{
+    const struct gdn_case cases[] = {
+        {1, 2, 4, 64, 64, 0},  {5, 2, 4, 64, 64, 0},  {16, 2, 4, 64, 64, 1}, {37, 2, 4, 64, 64, 0},
+        {37, 2, 4, 64, 64, 1}, {50, 1, 3, 24, 40, 0}, {70, 4, 4, 32, 32, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            gdn_case_run(&cases[i], bf16);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hybrid_vec_tables_match_reference),
+        cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
+        cmocka_unit_test(test_hybrid_kv_store_roundtrip),
+        cmocka_unit_test(test_hybrid_attention_matches_naive),
+        cmocka_unit_test(test_hybrid_gdn_conv_matches_naive),
+        cmocka_unit_test(test_hybrid_gdn_matches_naive),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
