@@ -17,6 +17,9 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 
 OPT      ?= -O2
+# `make V=1` prints whole command lines
+Q        := $(if $(V),,@)
+say       = $(if $(V),,@printf '  %-6s %s\n' $1 $2;)
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(BUILD)/gen \
@@ -74,22 +77,22 @@ plugins: $(FORMAT_SOS) $(FAMILY_SOS)
 # ---- objects -------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
 # Plugin objects: only the entry symbol is visible.
 $(BUILD)/pobj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(call isa_flags,$<) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
 # The same plugin sources for static linking (unit tests).
 $(BUILD)/bobj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DSPLASH_PLUGIN_BUILTIN -fvisibility=hidden $(call isa_flags,$<) \
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -DSPLASH_PLUGIN_BUILTIN -fvisibility=hidden $(call isa_flags,$<) \
 	    -MMD -MP -c $< -o $@
 
 # ---- core library, server archive, binary -------------------------------
 $(LIBSPLASH): $(call obj,$(CORE_SRCS))
-	$(CC) -shared -o $@ $^ $(LIBS)
+	$(call say,LD,$@)$(CC) -shared -o $@ $^ $(LIBS)
 
 # The chat page, embedded in the binary (no outside assets).
 $(BUILD)/gen/webui_html.c: server/webui/index.html
@@ -107,21 +110,21 @@ $(WEBUI_OBJ): $(BUILD)/gen/webui_html.c
 
 $(LIBSERVER): $(call obj,$(SERVER_SRCS)) $(WEBUI_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(LIBSERVER) $(LIBSPLASH)
-	$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(LIBSERVER) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
+	$(call say,LD,$@)$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(LIBSERVER) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
 
 # ---- plugins -------------------------------------------------------------
 define format_rule
 $(PLUGIN_DIR)/libsplash-format-$(1).$(SO): $(call pobj,$(call srcs_in,formats/$(1)))
 	@mkdir -p $$(dir $$@)
-	$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
+	$$(call say,LD,$$@)$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
 endef
 define family_rule
 $(PLUGIN_DIR)/libsplash-family-$(1).$(SO): $(call pobj,$(call srcs_in,families/$(1)) $(FAMILY_COMMON_SRCS))
 	@mkdir -p $$(dir $$@)
-	$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
+	$$(call say,LD,$$@)$$(CC) -shared -fvisibility=hidden -o $$@ $$^ -lm -lpthread
 endef
 $(foreach f,$(FORMATS),$(eval $(call format_rule,$(f))))
 $(foreach f,$(FAMILIES),$(eval $(call family_rule,$(f))))
@@ -141,7 +144,7 @@ $(BUILD)/gen/builtin_plugins.c: Makefile $(wildcard formats/*) $(wildcard famili
 	   echo '    0,'; echo '};'; } > $@
 
 $(LIBBUILTIN): $(call bobj,$(BUILTIN_SRCS)) $(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o: $(BUILD)/gen/builtin_plugins.c
 	@mkdir -p $(dir $@)
@@ -160,7 +163,7 @@ $(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c
 
 $(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
 	    -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive -L$(BUILD) -lsplash \
 	    $(RPATH_SUB) $(LIBS) -lcmocka
 
@@ -196,7 +199,8 @@ install: all
 	install -m 755 $(LIBSPLASH) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(FORMAT_SOS) $(FAMILY_SOS) $(DESTDIR)$(PREFIX)/lib/splash/
 	install -m 644 include/splash/*.h $(DESTDIR)$(PREFIX)/include/splash/
-	install -m 644 $(BUILD)/splash-plugin.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nplugindir=$${prefix}/lib/splash\n\nName: splash-plugin\nDescription: Headers for Splash family and format plugins\nVersion: %s\nCflags: -I$${includedir} -fPIC -fvisibility=hidden\nLibs: -shared\n' \
+	    '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/splash-plugin.pc
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	install -m 644 packaging/completions/splash.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/splash

@@ -42,6 +42,14 @@ void splash_api_detokenize(void *app, const struct splash_http_request *req,
                            struct splash_http_reply *reply);
 void splash_api_memory_release(void *app, const struct splash_http_request *req,
                                struct splash_http_reply *reply);
+void splash_api_messages(void *app, const struct splash_http_request *req,
+                         struct splash_http_reply *reply);
+void splash_api_messages_count_tokens(void *app, const struct splash_http_request *req,
+                                      struct splash_http_reply *reply);
+void splash_api_responses(void *app, const struct splash_http_request *req,
+                          struct splash_http_reply *reply);
+void splash_api_apply_template(void *app, const struct splash_http_request *req,
+                               struct splash_http_reply *reply);
 void splash_api_webui(void *app, const struct splash_http_request *req,
                       struct splash_http_reply *reply);
 

@@ -5,26 +5,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/tokenizer/tokenizer.h"
 #include "server/api.h"
-#include "server/chat/chat_parser.h"
-#include "server/chat/template_probe.h"
-#include "server/chat_prompt.h"
-#include "server/generation.h"
+#include "server/api_prompt.h"
+#include "server/api_run.h"
 #include "server/sse.h"
 #include "server/think_budget.h"
 
 struct chat {
     struct splash_app *app;
-    struct splash_gen gen;
-    struct splash_chat_parser *parser;
+    struct splash_api_run run;
     struct splash_sse sse;
-    struct splash_chat_result result; /* accumulated (non-streamed replies, finish reason) */
     char id[48];
     int64_t created;
     int include_usage, stream, sent_role, finished;
-    int in_reasoning;
-    int64_t reasoning_tokens;
     char call_ids[16][40];
 };
 
@@ -55,19 +48,19 @@ static void call_id(struct chat *c, int index, char *out, size_t size)
     }
 }
 
-/* Parser deltas become SSE chunks (streaming) and the accumulated result. */
-static void on_delta(void *user, const struct splash_chat_delta *d)
+static void send_role(struct chat *c)
 {
-    struct chat *c = user;
-    splash_chat_result_add(&c->result, d);
-    if (d->kind != SPLASH_DELTA_REASONING)
-        c->in_reasoning = 0;
-    if (!c->stream)
-        return;
     if (!c->sent_role) {
         emit_delta(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL);
         c->sent_role = 1;
     }
+}
+
+/* Streaming: each certain delta becomes a chunk. */
+static void on_delta(void *user, const struct splash_chat_delta *d)
+{
+    struct chat *c = user;
+    send_role(c);
     switch (d->kind) {
     case SPLASH_DELTA_REASONING:
         emit_delta(c, json_pack("{s:s%}", "reasoning_content", d->text, d->len), NULL);
@@ -94,37 +87,26 @@ static void on_delta(void *user, const struct splash_chat_delta *d)
 
 static const char *finish_reason(struct chat *c)
 {
-    if (c->result.n_calls)
+    if (c->run.result.n_calls)
         return "tool_calls";
-    return c->gen.finish_reason[0] && strcmp(c->gen.finish_reason, "cancelled") ? c->gen.finish_reason
-                                                                                : "stop";
+    return splash_api_run_hit_limit(&c->run) ? "length" : "stop";
 }
 
 static json_t *usage_json(struct chat *c)
 {
-    const struct splash_gen *g = &c->gen;
+    const struct splash_gen *g = &c->run.gen;
     return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:I}}", "prompt_tokens",
                      (json_int_t)g->prompt_tokens, "completion_tokens",
                      (json_int_t)g->completion_tokens, "total_tokens",
                      (json_int_t)(g->prompt_tokens + g->completion_tokens), "prompt_tokens_details",
                      "cached_tokens", (json_int_t)g->cached_tokens, "completion_tokens_details",
-                     "reasoning_tokens", (json_int_t)c->reasoning_tokens);
+                     "reasoning_tokens", (json_int_t)c->run.reasoning_tokens);
 }
 
-/* Pulls one engine event through the parser; 0 once the generation ended. */
-static int pump(struct chat *c, int timeout_ms)
+static json_t *error_json(const struct splash_gen *g)
 {
-    struct splash_tok_bytes text = {0};
-    int64_t before = c->gen.completion_tokens;
-    int running = splash_gen_next(&c->gen, &text, timeout_ms);
-    if (text.len)
-        splash_chat_parser_feed(c->parser, text.data, text.len, on_delta, c);
-    if (c->in_reasoning)
-        c->reasoning_tokens += c->gen.completion_tokens - before;
-    splash_tok_bytes_free(&text);
-    if (!running)
-        splash_chat_parser_finish(c->parser, on_delta, c);
-    return running;
+    return json_pack("{s:{s:s, s:s, s:s}}", "error", "message", g->error_message, "type",
+                     "server_error", "code", g->error_code);
 }
 
 static ssize_t produce(void *ctx, char *buf, size_t max)
@@ -135,16 +117,11 @@ static ssize_t produce(void *ctx, char *buf, size_t max)
         return (ssize_t)n;
     if (c->finished)
         return -1;
-    if (!pump(c, 100)) {
-        if (c->gen.error_code[0]) {
-            splash_sse_event(&c->sse, NULL,
-                             json_pack("{s:{s:s, s:s, s:s}}", "error", "message", c->gen.error_message,
-                                       "type", "server_error", "code", c->gen.error_code));
+    if (!splash_api_run_pump(&c->run, 100)) {
+        if (c->run.gen.error_code[0]) {
+            splash_sse_event(&c->sse, NULL, error_json(&c->run.gen));
         } else {
-            if (!c->sent_role) {
-                emit_delta(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL);
-                c->sent_role = 1;
-            }
+            send_role(c);
             emit_delta(c, json_object(), finish_reason(c));
             if (c->include_usage) {
                 json_t *u = chunk_base(c);
@@ -159,26 +136,17 @@ static ssize_t produce(void *ctx, char *buf, size_t max)
     return 0;
 }
 
-static void chat_free(struct chat *c)
+static void chat_free(void *ctx)
 {
-    if (c->parser)
-        splash_chat_parser_destroy(c->parser);
-    splash_chat_result_free(&c->result);
+    struct chat *c = ctx;
+    splash_api_run_free(&c->run);
     splash_sse_free(&c->sse);
     free(c);
 }
 
-static void done(void *ctx)
-{
-    struct chat *c = ctx;
-    splash_gen_end(&c->gen);
-    splash_app_release(c->app);
-    chat_free(c);
-}
-
 static json_t *message_json(struct chat *c)
 {
-    struct splash_chat_result *r = &c->result;
+    const struct splash_chat_result *r = &c->run.result;
     json_t *m = json_pack("{s:s, s:s%}", "role", "assistant", "content", r->content ? r->content : "",
                           r->content_len);
     if (r->reasoning_len)
@@ -188,9 +156,10 @@ static json_t *message_json(struct chat *c)
         for (size_t i = 0; i < r->n_calls; i++) {
             char id[40];
             call_id(c, (int)i, id, sizeof id);
+            const char *args = r->calls[i].args ? r->calls[i].args : "{}";
             json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s%}}", "id", id, "type",
                                                    "function", "function", "name", r->calls[i].name,
-                                                   "arguments", r->calls[i].args ? r->calls[i].args : "{}",
+                                                   "arguments", args,
                                                    r->calls[i].args ? r->calls[i].args_len : 2));
         }
         json_object_set_new(m, "tool_calls", calls);
@@ -200,23 +169,16 @@ static json_t *message_json(struct chat *c)
     return m;
 }
 
-/* tools: an array of {type: function, function: {name, parameters}}; NULL when absent. */
-static int check_tools(const json_t *tools, char *msg, size_t size)
+/* OpenAI's stop: a string or an array of strings. */
+static json_t *stops_of(const json_t *stop, char *msg, size_t size)
 {
-    if (!tools || json_is_null(tools))
-        return 0;
-    if (!json_is_array(tools)) {
-        snprintf(msg, size, "tools must be an array");
-        return -1;
-    }
-    for (size_t i = 0; i < json_array_size(tools); i++) {
-        json_t *t = json_array_get(tools, i);
-        if (!json_is_string(json_object_get(json_object_get(t, "function"), "name"))) {
-            snprintf(msg, size, "tools[%zu].function.name must be a string", i);
-            return -1;
-        }
-    }
-    return 0;
+    if (!stop || json_is_null(stop))
+        return json_array();
+    if (json_is_string(stop))
+        return json_pack("[O]", stop);
+    if (splash_api_check_stops(stop, "stop", msg, size))
+        return NULL;
+    return json_incref((json_t *)stop);
 }
 
 void splash_api_chat(void *appv, const struct splash_http_request *req, struct splash_http_reply *reply)
@@ -226,66 +188,44 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;
-    json_t *messages = NULL, *submit = NULL;
-    struct splash_prompt prompt = {0};
-    struct splash_token_buf ids = {0};
+    json_t *messages = NULL, *submit = NULL, *stops = NULL;
+    struct splash_api_prompt prompt = {0};
     struct chat *c = NULL;
     if (!splash_api_check_model(app, body, reply))
         goto out;
     json_t *tools = json_object_get(body, "tools");
-    if (check_tools(tools, msg, sizeof msg)) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_tools", msg);
+    int effort = -1;
+    json_t *kwargs = json_object_get(body, "chat_template_kwargs");
+    if (splash_api_check_tools(tools, "tools", msg, sizeof msg) ||
+        splash_api_effort(json_object_get(body, "reasoning_effort"), "reasoning_effort", &effort, msg,
+                          sizeof msg) ||
+        splash_api_check_kwargs(kwargs, msg, sizeof msg) ||
+        !(stops = stops_of(json_object_get(body, "stop"), msg, sizeof msg))) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         goto out;
     }
     json_t *choice = json_object_get(body, "tool_choice");
     if (json_is_string(choice) && !strcmp(json_string_value(choice), "none"))
         tools = NULL;
-    int effort = -1;
-    json_t *re = json_object_get(body, "reasoning_effort");
-    if (re && !json_is_null(re)) {
-        enum splash_effort e;
-        if (!json_is_string(re) || !splash_effort_parse(json_string_value(re), &e)) {
-            splash_reply_error(reply, 400, "invalid_request_error", "invalid_reasoning_effort",
-                               "reasoning_effort must be none, minimal, low, medium, high, xhigh or max");
-            goto out;
-        }
-        effort = (int)e;
-    }
-    json_t *kwargs = json_object_get(body, "chat_template_kwargs");
-    if (kwargs && !json_is_null(kwargs) && !json_is_object(kwargs)) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter",
-                           "chat_template_kwargs must be an object");
-        goto out;
-    }
     messages = splash_chat_normalize(app, json_object_get(body, "messages"), msg, sizeof msg);
     if (!messages) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", msg);
         goto out;
     }
-    int status = splash_chat_render(app, messages, tools, effort, kwargs, &prompt, msg, sizeof msg);
+    int status = splash_api_prompt_make(app, messages, tools, effort, kwargs, &prompt, msg, sizeof msg);
     if (status) {
         splash_reply_error(reply, status, "invalid_request_error", "template_error", msg);
         goto out;
     }
-    struct splash_err err;
-    if (splash_tokenizer_encode(app->tok, prompt.text, prompt.len, SPLASH_TOKENIZE_PARSE_SPECIAL,
-                                &ids, &err) != SPLASH_OK) {
-        snprintf(msg, sizeof msg, "messages: %s", err.msg);
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", msg);
-        goto out;
-    }
     submit = json_object();
-    if (splash_gen_params(body, submit, msg, sizeof msg)) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
-        goto out;
-    }
     int64_t budget;
-    if (splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg, sizeof msg)) {
+    if (splash_gen_params(body, submit, msg, sizeof msg) ||
+        splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg, sizeof msg)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         goto out;
     }
-    if (prompt.thinks)
-        splash_api_think_submit(app, submit, budget, (int64_t)ids.n);
+    if (prompt.prompt.thinks)
+        splash_api_think_submit(app, submit, budget, (int64_t)prompt.ids.n);
     c = calloc(1, sizeof *c);
     if (!c)
         goto out;
@@ -294,55 +234,42 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     c->stream = json_is_true(json_object_get(body, "stream"));
     c->include_usage =
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
-    c->in_reasoning = prompt.thinks;
     splash_api_new_id(app, "chatcmpl-", c->id, sizeof c->id);
-    struct splash_chat_parser_opts po = {.format = app->format, .starts_in_reasoning = prompt.thinks,
-                                         .tools = tools};
-    c->parser = splash_chat_parser_create(&po);
-    if (!c->parser || !splash_app_admit(app, reply)) {
-        chat_free(c);
-        c = NULL;
+    if (splash_api_run_init(&c->run, app, &prompt, tools, stops, c->stream ? on_delta : NULL, c)) {
+        splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");
         goto out;
     }
     char reasoning[96];
-    enum splash_effort used = prompt.effort >= 0 ? (enum splash_effort)prompt.effort : SPLASH_EFFORT_COUNT;
-    snprintf(reasoning, sizeof reasoning, "effort %s%s%s · thinking %s",
-             effort >= 0 ? splash_effort_name((enum splash_effort)effort) : "absent",
-             effort < 0 ? " → " : "",
-             effort < 0 ? (used < SPLASH_EFFORT_COUNT ? splash_effort_name(used) : "template") : "",
-             prompt.thinks ? "on" : "off");
-    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, reasoning, reply)) {
-        splash_app_release(app);
-        chat_free(c);
-        c = NULL;
+    splash_api_reasoning_line(effort, &prompt, reasoning, sizeof reasoning);
+    if (splash_api_run_start(&c->run, &prompt, submit, reasoning, reply))
         goto out;
-    }
     if (c->stream) {
         reply->produce = produce;
-        reply->done = done;
+        reply->done = chat_free;
         reply->stream_ctx = c;
         c = NULL;
         goto out;
     }
-    while (pump(c, -1))
+    while (splash_api_run_pump(&c->run, -1))
         ;
-    if (c->gen.error_code[0]) {
-        splash_reply_error(reply, 500, "server_error", c->gen.error_code, c->gen.error_message);
+    if (c->run.gen.error_code[0]) {
+        splash_reply_error(reply, 500, "server_error", c->run.gen.error_code, c->run.gen.error_message);
     } else {
         json_t *ch = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", message_json(c),
                                "logprobs", "finish_reason", finish_reason(c));
-        if (c->gen.logprobs)
-            json_object_set_new(ch, "logprobs", json_pack("{s:O}", "content", c->gen.logprobs));
+        if (c->run.gen.logprobs)
+            json_object_set_new(ch, "logprobs", json_pack("{s:O}", "content", c->run.gen.logprobs));
         reply->json = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o], s:o}", "id", c->id, "object",
                                 "chat.completion", "created", (json_int_t)c->created, "model",
                                 splash_app_model_reported(app), "system_fingerprint", "splash",
                                 "choices", ch, "usage", usage_json(c));
     }
-    done(c);
-    c = NULL;
 out:
-    splash_token_buf_free(&ids);
-    splash_prompt_free(&prompt);
+    if (c)
+        chat_free(c);
+    splash_api_prompt_free(&prompt);
+    if (stops)
+        json_decref(stops);
     if (messages)
         json_decref(messages);
     if (submit)

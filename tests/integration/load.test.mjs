@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import http from "node:http";
 import { execFileSync } from "node:child_process";
 import { startServer } from "./harness.mjs";
 
@@ -22,27 +23,36 @@ function enginePid(serverPid) {
   return Number(execFileSync("pgrep", ["-P", String(serverPid), "-f", "splash engine"], { encoding: "utf8" }).trim());
 }
 
-async function oneStream(url, counters) {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ messages: [{ role: "user", content: "Tell me a story." }], max_tokens: 24,
-                           stream: true, reasoning_effort: "none" }),
+// One streamed chat request on its own connection (closed after the reply), so the
+// server's descriptor count returns to its baseline once the clients stop.
+function oneStream(port, counters) {
+  return new Promise((resolve) => {
+    const body = JSON.stringify({ messages: [{ role: "user", content: "Tell me a story." }], max_tokens: 24,
+                                  stream: true, reasoning_effort: "none" });
+    const req = http.request({ host: "127.0.0.1", port, path: "/v1/chat/completions", method: "POST", agent: false,
+                               headers: { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body),
+                                          Connection: "close" } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => { text += d; });
+      res.on("end", async () => {
+        if (res.statusCode === 503) {
+          counters.rejected++;
+          if (!(Number(res.headers["retry-after"]) >= 1)) counters.errors.push("503 without Retry-After");
+          await new Promise((r) => setTimeout(r, 50));
+        } else if (res.statusCode !== 200) {
+          counters.errors.push(`status ${res.statusCode}: ${text}`);
+        } else if (!text.trimEnd().endsWith("data: [DONE]")) {
+          counters.errors.push("stream did not end with [DONE]");
+        } else {
+          counters.completed++;
+        }
+        resolve();
+      });
+    });
+    req.on("error", (e) => { counters.errors.push(String(e)); resolve(); });
+    req.end(body);
   });
-  if (res.status === 503) {
-    counters.rejected++;
-    if (!(Number(res.headers.get("retry-after")) >= 1)) counters.errors.push("503 without Retry-After");
-    await res.text();
-    await new Promise((r) => setTimeout(r, 50));
-    return;
-  }
-  if (res.status !== 200) {
-    counters.errors.push(`status ${res.status}: ${await res.text()}`);
-    return;
-  }
-  const text = await res.text();
-  if (!text.trimEnd().endsWith("data: [DONE]")) counters.errors.push("stream did not end with [DONE]");
-  else counters.completed++;
 }
 
 test(`${CLIENTS} concurrent streaming clients for ${SECONDS} s`, { timeout: (SECONDS + 60) * 1000 }, async () => {
@@ -51,13 +61,13 @@ test(`${CLIENTS} concurrent streaming clients for ${SECONDS} s`, { timeout: (SEC
     const engine = enginePid(server.proc.pid);
     // warm up, then measure the baseline
     const warm = { completed: 0, rejected: 0, errors: [] };
-    await oneStream(server.url, warm);
+    await oneStream(server.port, warm);
     const fd0 = fdCount(server.proc.pid);
     const rss0 = rssKiB(server.proc.pid);
     const counters = { completed: 0, rejected: 0, errors: [] };
     const deadline = Date.now() + SECONDS * 1000;
     await Promise.all(Array.from({ length: CLIENTS }, async () => {
-      while (Date.now() < deadline) await oneStream(server.url, counters);
+      while (Date.now() < deadline) await oneStream(server.port, counters);
     }));
     assert.deepEqual(counters.errors.slice(0, 5), []);
     assert.ok(counters.completed >= CLIENTS / 2, `completed ${counters.completed}`);

@@ -1,0 +1,829 @@
+/* POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages), streamed or not:
+ * requests become chat messages for the template, the output parser's deltas become content
+ * blocks (thinking, text, tool_use), errors take Anthropic's shape. */
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/api.h"
+#include "server/api_prompt.h"
+#include "server/api_run.h"
+#include "server/chat/chat_request.h"
+#include "server/chat/template_probe.h"
+#include "server/sse.h"
+#include "server/think_budget.h"
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static const char *anthropic_type(int status)
+{
+    switch (status) {
+    case 400:
+        return "invalid_request_error";
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 503:
+        return "overloaded_error";
+    default:
+        return "api_error";
+    }
+}
+
+/* Helpers shared with the OpenAI adapters fill errors in OpenAI's shape: rewrap them. */
+static void anthropic_shape(struct splash_http_reply *reply)
+{
+    json_t *err = json_object_get(reply->json, "error");
+    if (reply->status < 400 || !json_is_object(err) || json_object_get(reply->json, "type"))
+        return;
+    char message[1024];
+    const char *m = json_string_value(json_object_get(err, "message"));
+    snprintf(message, sizeof message, "%s", m ? m : "error");
+    json_decref(reply->json);
+    reply->json = NULL;
+    splash_reply_error_anthropic(reply, reply->status, anthropic_type(reply->status), message);
+}
+
+static void bad_request(struct splash_http_reply *reply, const char *msg)
+{
+    splash_reply_error_anthropic(reply, 400, "invalid_request_error", msg);
+}
+
+/* ---- request conversion ------------------------------------------------------------------- */
+
+/* The text of a tool_result's content: a string or text blocks. */
+static json_t *tool_result_text(const json_t *content, const char *where, char *msg, size_t size)
+{
+    if (!content || json_is_null(content))
+        return json_string("");
+    if (json_is_string(content))
+        return json_incref((json_t *)content);
+    if (!json_is_array(content)) {
+        snprintf(msg, size, "%s.content must be a string or an array of text blocks", where);
+        return NULL;
+    }
+    json_t *parts = json_array();
+    for (size_t k = 0; k < json_array_size(content); k++) {
+        json_t *b = json_array_get(content, k);
+        const char *type = json_string_value(json_object_get(b, "type"));
+        json_t *text = json_object_get(b, "text");
+        if (type && (!strcmp(type, "image") || !strcmp(type, "document"))) {
+            snprintf(msg, size,
+                     "%s.content[%zu]: %s input is not supported: this model serves "
+                     "text only",
+                     where, k, type);
+            json_decref(parts);
+            return NULL;
+        }
+        if (!type || strcmp(type, "text") || !json_is_string(text)) {
+            snprintf(msg, size, "%s.content[%zu] must be a text block with a string text", where,
+                     k);
+            json_decref(parts);
+            return NULL;
+        }
+        json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", text));
+    }
+    return parts;
+}
+
+static void flush_user(json_t *out, json_t **parts)
+{
+    if (*parts && json_array_size(*parts))
+        json_array_append_new(out, json_pack("{s:s, s:O}", "role", "user", "content", *parts));
+    if (*parts)
+        json_decref(*parts);
+    *parts = NULL;
+}
+
+/* A user turn: its text blocks, and each tool_result as a tool message where it occurs. */
+static int convert_user(json_t *out, const json_t *content, const json_t *call_names,
+                        const char *where, char *msg, size_t size)
+{
+    json_t *parts = NULL;
+    for (size_t j = 0; j < json_array_size(content); j++) {
+        json_t *b = json_array_get(content, j);
+        const char *type = json_string_value(json_object_get(b, "type"));
+        char at[96];
+        snprintf(at, sizeof at, "%s.content[%zu]", where, j);
+        if (!json_is_object(b) || !type) {
+            snprintf(msg, size, "%s.type must be a string", at);
+            goto fail;
+        }
+        if (!strcmp(type, "text")) {
+            json_t *text = json_object_get(b, "text");
+            if (!json_is_string(text)) {
+                snprintf(msg, size, "%s.text must be a string", at);
+                goto fail;
+            }
+            if (!parts)
+                parts = json_array();
+            json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", text));
+        } else if (!strcmp(type, "tool_result")) {
+            json_t *id = json_object_get(b, "tool_use_id");
+            if (!json_is_string(id)) {
+                snprintf(msg, size, "%s.tool_use_id must be a string", at);
+                goto fail;
+            }
+            json_t *text = tool_result_text(json_object_get(b, "content"), at, msg, size);
+            if (!text)
+                goto fail;
+            flush_user(out, &parts);
+            json_t *tm =
+                json_pack("{s:s, s:o, s:O}", "role", "tool", "content", text, "tool_call_id", id);
+            json_t *name = json_object_get(call_names, json_string_value(id));
+            if (name)
+                json_object_set(tm, "name", name);
+            json_array_append_new(out, tm);
+        } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
+            snprintf(msg, size, "%s: %s input is not supported: this model serves text only", at,
+                     type);
+            goto fail;
+        } else {
+            snprintf(msg, size, "%s.type %s is not text, tool_result, image or document", at, type);
+            goto fail;
+        }
+    }
+    flush_user(out, &parts);
+    return 0;
+fail:
+    if (parts)
+        json_decref(parts);
+    return -1;
+}
+
+/* An assistant turn as one message, its text before its calls (models.md). */
+static json_t *convert_assistant(const json_t *content, json_t *call_names, const char *where,
+                                 char *msg, size_t size)
+{
+    json_t *items = json_array();
+    char *reasoning = NULL;
+    size_t reasoning_len = 0;
+    json_t *m = NULL;
+    for (size_t j = 0; j < json_array_size(content); j++) {
+        json_t *b = json_array_get(content, j);
+        const char *type = json_string_value(json_object_get(b, "type"));
+        char at[96];
+        snprintf(at, sizeof at, "%s.content[%zu]", where, j);
+        if (!json_is_object(b) || !type) {
+            snprintf(msg, size, "%s.type must be a string", at);
+            goto out;
+        }
+        if (!strcmp(type, "text")) {
+            json_t *text = json_object_get(b, "text");
+            if (!json_is_string(text)) {
+                snprintf(msg, size, "%s.text must be a string", at);
+                goto out;
+            }
+            json_array_append_new(items, json_pack("{s:s, s:O}", "type", "text", "text", text));
+        } else if (!strcmp(type, "tool_use")) {
+            json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name");
+            json_t *input = json_object_get(b, "input");
+            if (!json_is_string(id) || !json_is_string(name)) {
+                snprintf(msg, size, "%s: a tool_use block needs a string id and name", at);
+                goto out;
+            }
+            if (input && !json_is_null(input) && !json_is_object(input)) {
+                snprintf(msg, size, "%s.input must be an object", at);
+                goto out;
+            }
+            json_array_append_new(
+                items,
+                json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_call", "id", id, "name", name,
+                          "arguments", json_is_object(input) ? json_incref(input) : json_object()));
+            json_object_set(call_names, json_string_value(id), name);
+        } else if (!strcmp(type, "thinking")) {
+            json_t *t = json_object_get(b, "thinking");
+            if (!json_is_string(t)) {
+                snprintf(msg, size, "%s.thinking must be a string", at);
+                goto out;
+            }
+            size_t n = json_string_length(t);
+            char *grown = realloc(reasoning, reasoning_len + n + 1);
+            if (!grown)
+                goto out;
+            reasoning = grown;
+            memcpy(reasoning + reasoning_len, json_string_value(t), n);
+            reasoning_len += n;
+            reasoning[reasoning_len] = 0;
+        } else if (!strcmp(type, "redacted_thinking")) {
+            continue; /* encrypted elsewhere: nothing this template can render */
+        } else {
+            snprintf(msg, size, "%s.type %s is not text, tool_use, thinking or redacted_thinking",
+                     at, type);
+            goto out;
+        }
+    }
+    m = splash_chat_replay_assistant(items, reasoning);
+out:
+    free(reasoning);
+    json_decref(items);
+    return m;
+}
+
+/* system and messages as OpenAI chat messages. */
+static json_t *convert_messages(const json_t *body, char *msg, size_t size)
+{
+    json_t *out = json_array();
+    json_t *call_names = json_object(); /* tool_use id -> tool name */
+    json_t *system = json_object_get(body, "system");
+    if (json_is_string(system)) {
+        json_array_append_new(out, json_pack("{s:s, s:O}", "role", "system", "content", system));
+    } else if (json_is_array(system)) {
+        /* each block a system message: request preparation joins them by a blank line */
+        for (size_t i = 0; i < json_array_size(system); i++) {
+            json_t *b = json_array_get(system, i);
+            json_t *text = json_object_get(b, "text");
+            const char *type = json_string_value(json_object_get(b, "type"));
+            if (!type || strcmp(type, "text") || !json_is_string(text)) {
+                snprintf(msg, size, "system[%zu] must be a text block with a string text", i);
+                goto fail;
+            }
+            json_array_append_new(out, json_pack("{s:s, s:O}", "role", "system", "content", text));
+        }
+    } else if (system && !json_is_null(system)) {
+        snprintf(msg, size, "system must be a string or an array of text blocks");
+        goto fail;
+    }
+    json_t *messages = json_object_get(body, "messages");
+    if (!json_is_array(messages) || !json_array_size(messages)) {
+        snprintf(msg, size, "messages must be a non-empty array");
+        goto fail;
+    }
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        char where[48];
+        snprintf(where, sizeof where, "messages[%zu]", i);
+        if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant"))) {
+            snprintf(msg, size, "%s.role must be user or assistant", where);
+            goto fail;
+        }
+        json_t *content = json_object_get(m, "content");
+        if (json_is_string(content)) {
+            json_array_append_new(out, json_pack("{s:s, s:O}", "role", role, "content", content));
+            continue;
+        }
+        if (!json_is_array(content)) {
+            snprintf(msg, size, "%s.content must be a string or an array of content blocks", where);
+            goto fail;
+        }
+        if (!json_array_size(content)) {
+            snprintf(msg, size, "%s.content must not be empty", where);
+            goto fail;
+        }
+        if (!strcmp(role, "user")) {
+            if (convert_user(out, content, call_names, where, msg, size))
+                goto fail;
+        } else {
+            json_t *am = convert_assistant(content, call_names, where, msg, size);
+            if (!am)
+                goto fail;
+            json_array_append_new(out, am);
+        }
+    }
+    json_decref(call_names);
+    return out;
+fail:
+    json_decref(call_names);
+    json_decref(out);
+    return NULL;
+}
+
+/* Anthropic tools as OpenAI function tools, for the template and the parser. */
+static json_t *convert_tools(const json_t *tools, char *msg, size_t size)
+{
+    json_t *out = json_array();
+    if (!tools || json_is_null(tools))
+        return out;
+    if (!json_is_array(tools)) {
+        snprintf(msg, size, "tools must be an array");
+        goto fail;
+    }
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *t = json_array_get(tools, i);
+        const char *type = json_string_value(json_object_get(t, "type"));
+        json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
+        json_t *schema = json_object_get(t, "input_schema");
+        if (!json_is_object(t)) {
+            snprintf(msg, size, "tools[%zu] must be an object", i);
+            goto fail;
+        }
+        if (type && strcmp(type, "custom")) {
+            snprintf(msg, size,
+                     "tools[%zu].type %s: only custom tools (name, description, "
+                     "input_schema) are supported",
+                     i, type);
+            goto fail;
+        }
+        if (!json_is_string(name) || !json_string_length(name)) {
+            snprintf(msg, size, "tools[%zu].name must be a non-empty string", i);
+            goto fail;
+        }
+        if (desc && !json_is_null(desc) && !json_is_string(desc)) {
+            snprintf(msg, size, "tools[%zu].description must be a string", i);
+            goto fail;
+        }
+        if (!json_is_object(schema)) {
+            snprintf(msg, size, "tools[%zu].input_schema must be an object", i);
+            goto fail;
+        }
+        /* the template prints the tool as JSON: name, description, parameters, as OpenAI's */
+        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_string(desc))
+            json_object_set(fn, "description", desc);
+        json_object_set(fn, "parameters", schema);
+        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* ---- request preparation ------------------------------------------------------------------ */
+
+struct prep {
+    json_t *messages; /* normalised chat messages */
+    json_t *tools;    /* OpenAI shape; NULL: none */
+    json_t *kwargs;   /* the template's chat_template_kwargs; NULL: none */
+    int effort;
+    int64_t budget; /* thinking token budget, -1 = no cap */
+    int thinking;   /* the request asked for thinking */
+    struct splash_api_prompt p;
+};
+
+static void prep_free(struct prep *r)
+{
+    if (r->messages)
+        json_decref(r->messages);
+    if (r->tools)
+        json_decref(r->tools);
+    if (r->kwargs)
+        json_decref(r->kwargs);
+    splash_api_prompt_free(&r->p);
+}
+
+/* thinking: absent, {type: enabled, budget_tokens}, {type: adaptive} or {type: disabled}. */
+static int read_thinking(struct splash_app *app, const json_t *body, struct prep *r,
+                         int64_t max_tokens, char *msg, size_t size)
+{
+    json_t *th = json_object_get(body, "thinking");
+    r->budget = -1;
+    if (!th || json_is_null(th))
+        return 0;
+    const char *type = json_string_value(json_object_get(th, "type"));
+    if (!json_is_object(th) || !type) {
+        snprintf(msg, size,
+                 "thinking must be an object with a type (enabled, adaptive or "
+                 "disabled)");
+        return -1;
+    }
+    if (!strcmp(type, "disabled"))
+        return 0;
+    if (!strcmp(type, "adaptive")) {
+        r->thinking = 1;
+        r->budget = app->opts->thinking_token_budget;
+        return 0;
+    }
+    if (strcmp(type, "enabled")) {
+        snprintf(msg, size, "thinking.type %s is not enabled, adaptive or disabled", type);
+        return -1;
+    }
+    json_t *bt = json_object_get(th, "budget_tokens");
+    if (!json_is_integer(bt) || json_integer_value(bt) < 1024) {
+        snprintf(msg, size, "thinking.budget_tokens must be an integer of at least 1024");
+        return -1;
+    }
+    r->thinking = 1;
+    /* a budget at or above max_tokens (interleaved thinking) sets no cap */
+    r->budget =
+        max_tokens > 0 && json_integer_value(bt) >= max_tokens ? -1 : json_integer_value(bt);
+    return 0;
+}
+
+/* Everything up to the prompt's token ids. Returns 0, or fills reply (Anthropic shape). */
+static int prepare(struct splash_app *app, const json_t *body, int64_t max_tokens, struct prep *r,
+                   struct splash_http_reply *reply)
+{
+    char msg[1024];
+    memset(r, 0, sizeof *r);
+    r->effort = SPLASH_EFFORT_NONE; /* Anthropic thinking is off unless asked for */
+    if (!splash_api_check_model(app, body, reply))
+        return -1;
+    if (read_thinking(app, body, r, max_tokens, msg, sizeof msg))
+        goto bad;
+    json_t *kwargs = json_object_get(body, "chat_template_kwargs");
+    if (splash_api_check_kwargs(kwargs, msg, sizeof msg))
+        goto bad;
+    if (json_is_object(kwargs))
+        r->kwargs = json_copy(kwargs);
+    if (r->thinking) {
+        /* on at the default effort, unless chat_template_kwargs say otherwise */
+        r->effort = -1;
+        json_t *et = json_object_get(r->kwargs, "enable_thinking");
+        if (!et || json_is_null(et)) {
+            if (!r->kwargs)
+                r->kwargs = json_object();
+            json_object_set_new(r->kwargs, "enable_thinking", json_true());
+        }
+    }
+    r->tools = convert_tools(json_object_get(body, "tools"), msg, sizeof msg);
+    if (!r->tools)
+        goto bad;
+    json_t *choice = json_object_get(body, "tool_choice");
+    if (choice && !json_is_null(choice)) {
+        const char *type = json_string_value(json_object_get(choice, "type"));
+        if (!type || (strcmp(type, "auto") && strcmp(type, "any") && strcmp(type, "tool") &&
+                      strcmp(type, "none"))) {
+            snprintf(msg, sizeof msg, "tool_choice.type must be auto, any, tool or none");
+            goto bad;
+        }
+        if (!strcmp(type, "tool") && !json_is_string(json_object_get(choice, "name"))) {
+            snprintf(msg, sizeof msg, "tool_choice.name must be a string for type tool");
+            goto bad;
+        }
+        if (!strcmp(type, "none")) {
+            json_decref(r->tools);
+            r->tools = json_array();
+        }
+    }
+    if (!json_array_size(r->tools)) {
+        json_decref(r->tools);
+        r->tools = NULL;
+    }
+    json_t *converted = convert_messages(body, msg, sizeof msg);
+    if (!converted)
+        goto bad;
+    r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
+    json_decref(converted);
+    if (!r->messages)
+        goto bad;
+    int status = splash_api_prompt_make(app, r->messages, r->tools, r->effort, r->kwargs, &r->p,
+                                        msg, sizeof msg);
+    if (status) {
+        splash_reply_error_anthropic(reply, status, anthropic_type(status), msg);
+        return -1;
+    }
+    return 0;
+bad:
+    bad_request(reply, msg);
+    return -1;
+}
+
+/* ---- the reply ------------------------------------------------------------------------------ */
+
+enum block { B_NONE, B_THINKING, B_TEXT, B_TOOL };
+
+struct msg {
+    struct splash_app *app;
+    struct splash_api_run run;
+    struct splash_sse sse;
+    char id[48];
+    int finished;
+    enum block open;
+    int index;          /* of the open block; blocks counted from 0 */
+    size_t think_start; /* where the open thinking block starts in run.result.reasoning */
+};
+
+/* A thinking block's signature: the SHA-256 of its text, which a client sends back unchanged. */
+static json_t *signature(const char *text, size_t len)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    if (!EVP_Digest(text ? text : "", len, md, &n, EVP_sha256(), NULL))
+        return json_string("");
+    for (unsigned int i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex[2 * n] = 0;
+    return json_string(hex);
+}
+
+static const char *stop_reason(const struct msg *m)
+{
+    if (m->run.stop_matched)
+        return "stop_sequence";
+    if (splash_api_run_hit_limit(&m->run))
+        return "max_tokens";
+    if (m->run.result.n_calls)
+        return "tool_use";
+    return "end_turn";
+}
+
+static json_t *usage_json(const struct msg *m)
+{
+    const struct splash_gen *g = &m->run.gen;
+    return json_pack("{s:I, s:I, s:i, s:I}", "input_tokens",
+                     (json_int_t)(g->prompt_tokens - g->cached_tokens), "output_tokens",
+                     (json_int_t)g->completion_tokens, "cache_creation_input_tokens", 0,
+                     "cache_read_input_tokens", (json_int_t)g->cached_tokens);
+}
+
+static json_t *tool_input(const char *args, size_t len)
+{
+    json_t *v = args ? json_loadb(args, len, 0, NULL) : NULL;
+    if (json_is_object(v))
+        return v;
+    if (v)
+        json_decref(v);
+    return json_object();
+}
+
+static json_t *message_json(struct msg *m)
+{
+    const struct splash_chat_result *r = &m->run.result;
+    json_t *content = json_array();
+    if (r->reasoning_len)
+        json_array_append_new(content, json_pack("{s:s, s:s%, s:o}", "type", "thinking", "thinking",
+                                                 r->reasoning, r->reasoning_len, "signature",
+                                                 signature(r->reasoning, r->reasoning_len)));
+    if (r->content_len)
+        json_array_append_new(
+            content, json_pack("{s:s, s:s%}", "type", "text", "text", r->content, r->content_len));
+    for (size_t i = 0; i < r->n_calls; i++) {
+        char id[48];
+        splash_api_new_id(m->app, "toolu_", id, sizeof id);
+        json_array_append_new(content,
+                              json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", id,
+                                        "name", r->calls[i].name, "input",
+                                        tool_input(r->calls[i].args, r->calls[i].args_len)));
+    }
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o}", "id", m->id, "type", "message",
+                     "role", "assistant", "model", splash_app_model_reported(m->app), "content",
+                     content, "stop_reason", stop_reason(m), "stop_sequence",
+                     m->run.stop_matched ? json_string(m->run.stop_matched) : json_null(), "usage",
+                     usage_json(m));
+}
+
+/* ---- streaming ----------------------------------------------------------------------------- */
+
+static void close_block(struct msg *m)
+{
+    if (m->open == B_NONE)
+        return;
+    if (m->open == B_THINKING) {
+        const struct splash_chat_result *r = &m->run.result;
+        json_t *sig = signature(r->reasoning ? r->reasoning + m->think_start : "",
+                                r->reasoning_len - m->think_start);
+        splash_sse_event(&m->sse, "content_block_delta",
+                         json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta",
+                                   "index", m->index, "delta", "type", "signature_delta",
+                                   "signature", sig));
+    }
+    splash_sse_event(&m->sse, "content_block_stop",
+                     json_pack("{s:s, s:i}", "type", "content_block_stop", "index", m->index));
+    m->open = B_NONE;
+    m->index++;
+}
+
+static void open_block(struct msg *m, enum block kind, json_t *block)
+{
+    close_block(m);
+    m->open = kind;
+    splash_sse_event(&m->sse, "content_block_start",
+                     json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", m->index,
+                               "content_block", block));
+}
+
+static void block_delta(struct msg *m, json_t *delta)
+{
+    splash_sse_event(&m->sse, "content_block_delta",
+                     json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", m->index,
+                               "delta", delta));
+}
+
+static void on_delta(void *user, const struct splash_chat_delta *d)
+{
+    struct msg *m = user;
+    switch (d->kind) {
+    case SPLASH_DELTA_REASONING:
+        if (m->open != B_THINKING) {
+            open_block(
+                m, B_THINKING,
+                json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", ""));
+            m->think_start = m->run.result.reasoning_len - d->len;
+        }
+        block_delta(
+            m, json_pack("{s:s, s:s%}", "type", "thinking_delta", "thinking", d->text, d->len));
+        break;
+    case SPLASH_DELTA_CONTENT:
+        if (m->open != B_TEXT)
+            open_block(m, B_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""));
+        block_delta(m, json_pack("{s:s, s:s%}", "type", "text_delta", "text", d->text, d->len));
+        break;
+    case SPLASH_DELTA_CALL_NAME: {
+        char id[48];
+        splash_api_new_id(m->app, "toolu_", id, sizeof id);
+        open_block(m, B_TOOL,
+                   json_pack("{s:s, s:s, s:s%, s:{}}", "type", "tool_use", "id", id, "name",
+                             d->text, d->len, "input"));
+        break;
+    }
+    case SPLASH_DELTA_CALL_ARGS:
+        if (m->open == B_TOOL)
+            block_delta(m, json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json",
+                                     d->text, d->len));
+        break;
+    }
+}
+
+static ssize_t produce(void *ctx, char *buf, size_t max)
+{
+    struct msg *m = ctx;
+    size_t n = splash_sse_take(&m->sse, buf, max);
+    if (n)
+        return (ssize_t)n;
+    if (m->finished)
+        return -1;
+    if (splash_api_run_pump(&m->run, 100))
+        return 0;
+    const struct splash_gen *g = &m->run.gen;
+    if (g->error_code[0]) {
+        char message[600];
+        snprintf(message, sizeof message, "%s: %s", g->error_code, g->error_message);
+        splash_sse_event(&m->sse, "error",
+                         json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+                                   !strcmp(g->error_code, "engine_recovering") ? "overloaded_error"
+                                                                               : "api_error",
+                                   "message", message));
+    } else {
+        close_block(m);
+        splash_sse_event(
+            &m->sse, "message_delta",
+            json_pack("{s:s, s:{s:s, s:o}, s:o}", "type", "message_delta", "delta", "stop_reason",
+                      stop_reason(m), "stop_sequence",
+                      m->run.stop_matched ? json_string(m->run.stop_matched) : json_null(), "usage",
+                      usage_json(m)));
+        splash_sse_event(&m->sse, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+    }
+    m->finished = 1;
+    return 0;
+}
+
+static void msg_free(struct msg *m)
+{
+    splash_api_run_free(&m->run);
+    splash_sse_free(&m->sse);
+    free(m);
+}
+
+static void done(void *ctx)
+{
+    msg_free(ctx);
+}
+
+/* ---- handlers -------------------------------------------------------------------------------- */
+
+/* The sampling fields Anthropic defines, checked in its ranges, as the engine's parameters. */
+static int read_sampling(const json_t *body, json_t *submit, char *msg, size_t size)
+{
+    json_t *params = json_object();
+    static const char *const keys[] = {"temperature", "top_p", "top_k", "max_tokens"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(body, keys[i]);
+        if (v)
+            json_object_set(params, keys[i], v);
+    }
+    json_t *t = json_object_get(params, "temperature");
+    int rc = 0;
+    if (t && !json_is_null(t) &&
+        (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 1)) {
+        snprintf(msg, size, "temperature must be a number from 0 to 1");
+        rc = -1;
+    } else {
+        rc = splash_gen_params(params, submit, msg, size);
+    }
+    json_decref(params);
+    return rc;
+}
+
+void splash_api_messages(void *appv, const struct splash_http_request *req,
+                         struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    char msg[1024];
+    json_t *body = splash_api_parse_body(req, reply);
+    if (!body) {
+        anthropic_shape(reply);
+        return;
+    }
+    struct prep r;
+    memset(&r, 0, sizeof r);
+    json_t *submit = NULL;
+    struct msg *m = NULL;
+    json_t *mt = json_object_get(body, "max_tokens");
+    if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
+        bad_request(reply, "max_tokens: a positive integer is required");
+        goto out;
+    }
+    json_t *stream = json_object_get(body, "stream");
+    if (stream && !json_is_null(stream) && !json_is_boolean(stream)) {
+        bad_request(reply, "stream must be a boolean");
+        goto out;
+    }
+    json_t *stops = json_object_get(body, "stop_sequences");
+    if (splash_api_check_stops(stops, "stop_sequences", msg, sizeof msg)) {
+        bad_request(reply, msg);
+        goto out;
+    }
+    json_t *meta = json_object_get(body, "metadata");
+    if (meta && !json_is_null(meta) && !json_is_object(meta)) {
+        bad_request(reply, "metadata must be an object");
+        goto out;
+    }
+    submit = json_object();
+    if (read_sampling(body, submit, msg, sizeof msg)) {
+        bad_request(reply, msg);
+        goto out;
+    }
+    if (prepare(app, body, json_integer_value(mt), &r, reply))
+        goto out;
+    if (r.p.prompt.thinks)
+        splash_api_think_submit(app, submit, r.budget, (int64_t)r.p.ids.n);
+    m = calloc(1, sizeof *m);
+    if (!m) {
+        splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
+        goto out;
+    }
+    m->app = app;
+    splash_api_new_id(app, "msg_", m->id, sizeof m->id);
+    int streaming = json_is_true(stream);
+    if (splash_api_run_init(&m->run, app, &r.p, r.tools, stops, streaming ? on_delta : NULL, m)) {
+        splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
+        goto out;
+    }
+    char reasoning[96];
+    splash_api_reasoning_line(r.effort, &r.p, reasoning, sizeof reasoning);
+    if (splash_api_run_start(&m->run, &r.p, submit, reasoning, reply))
+        goto out;
+    if (streaming) {
+        json_t *message = json_pack(
+            "{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:I, s:i, s:i, s:i}}", "id", m->id, "type",
+            "message", "role", "assistant", "model", splash_app_model_reported(app), "content",
+            "stop_reason", "stop_sequence", "usage", "input_tokens", (json_int_t)r.p.ids.n,
+            "output_tokens", 0, "cache_creation_input_tokens", 0, "cache_read_input_tokens", 0);
+        splash_sse_event(&m->sse, "message_start",
+                         json_pack("{s:s, s:o}", "type", "message_start", "message", message));
+        splash_sse_event(&m->sse, "ping", json_pack("{s:s}", "type", "ping"));
+        reply->produce = produce;
+        reply->done = done;
+        reply->stream_ctx = m;
+        m = NULL;
+        goto out;
+    }
+    while (splash_api_run_pump(&m->run, -1))
+        ;
+    if (m->run.gen.error_code[0]) {
+        snprintf(msg, sizeof msg, "%s: %s", m->run.gen.error_code, m->run.gen.error_message);
+        splash_reply_error_anthropic(reply, 500, "api_error", msg);
+    } else {
+        reply->json = message_json(m);
+    }
+out:
+    if (m)
+        msg_free(m);
+    if (submit)
+        json_decref(submit);
+    prep_free(&r);
+    json_decref(body);
+    anthropic_shape(reply);
+}
+
+int splash_api_messages_prompt(struct splash_app *app, const json_t *body,
+                               struct splash_api_prompt *out, struct splash_http_reply *reply)
+{
+    struct prep r;
+    json_t *mt = json_object_get(body, "max_tokens");
+    int rc = prepare(app, body, json_is_integer(mt) ? json_integer_value(mt) : 0, &r, reply);
+    if (!rc) {
+        *out = r.p;
+        memset(&r.p, 0, sizeof r.p);
+    }
+    prep_free(&r);
+    return rc;
+}
+
+void splash_api_messages_count_tokens(void *appv, const struct splash_http_request *req,
+                                      struct splash_http_reply *reply)
+{
+    struct splash_app *app = appv;
+    json_t *body = splash_api_parse_body(req, reply);
+    if (!body) {
+        anthropic_shape(reply);
+        return;
+    }
+    struct prep r;
+    if (!prepare(app, body, 0, &r, reply))
+        reply->json = json_pack("{s:I}", "input_tokens", (json_int_t)r.p.ids.n);
+    prep_free(&r);
+    json_decref(body);
+    anthropic_shape(reply);
+}
