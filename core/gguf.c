@@ -205,6 +205,44 @@ static enum splash_status read_tensor(struct cursor *c, struct splash_gguf_tenso
     return SPLASH_OK;
 }
 
+/* Duplicate names in O(n log n): a hostile header may hold a million keys. */
+static const char dup_nomem_marker[] = "";
+#define DUP_NOMEM dup_nomem_marker
+
+static const char *key_at(const struct splash_gguf *g, size_t i)
+{
+    return g->kv[i].key;
+}
+
+static const char *tensor_name_at(const struct splash_gguf *g, size_t i)
+{
+    return g->tensors[i].info.name;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static const char *first_duplicate(size_t n, const char *(*name_at)(const struct splash_gguf *, size_t),
+                                   const struct splash_gguf *g)
+{
+    if (n < 2)
+        return NULL;
+    const char **names = malloc(n * sizeof *names);
+    if (!names)
+        return DUP_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        names[i] = name_at(g, i);
+    qsort(names, n, sizeof *names, cmp_names);
+    const char *dup = NULL;
+    for (size_t i = 1; i < n && !dup; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            dup = names[i];
+    free(names);
+    return dup;
+}
+
 static int key_is(const struct splash_gguf_kv *kv, const char *key)
 {
     return kv->key && !strcmp(kv->key, key);
@@ -266,11 +304,12 @@ static enum splash_status parse(struct splash_gguf *g, const uint8_t *buf, uint6
         if ((st = read_tensor(&c, &g->tensors[i], (size_t)i)))
             return st;
     }
-    for (size_t i = 0; i < g->n_kv; i++)
-        for (size_t j = i + 1; j < g->n_kv; j++)
-            if (!strcmp(g->kv[i].key, g->kv[j].key))
-                return splash_err_set(err, SPLASH_ERR_INVALID, "%s: duplicate metadata key %s",
-                                      base_name(g->path), g->kv[i].key);
+    const char *dup = first_duplicate(g->n_kv, key_at, g);
+    if (dup == DUP_NOMEM)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", base_name(g->path));
+    if (dup)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: duplicate metadata key %s",
+                              base_name(g->path), dup);
     g->data_offset = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
     for (size_t i = 0; i < g->n_tensors; i++) {
         struct splash_gguf_tensor *t = &g->tensors[i];
@@ -290,11 +329,12 @@ static enum splash_status parse(struct splash_gguf *g, const uint8_t *buf, uint6
         }
     }
     /* duplicate tensor names would make look-ups ambiguous */
-    for (size_t i = 0; i + 1 < g->n_tensors && g->n_tensors < 65536; i++)
-        for (size_t j = i + 1; j < g->n_tensors; j++)
-            if (!strcmp(g->tensors[i].info.name, g->tensors[j].info.name))
-                return splash_err_set(err, SPLASH_ERR_INVALID, "%s: duplicate tensor %s",
-                                      base_name(g->path), g->tensors[i].info.name);
+    dup = first_duplicate(g->n_tensors, tensor_name_at, g);
+    if (dup == DUP_NOMEM)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", base_name(g->path));
+    if (dup)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: duplicate tensor %s",
+                              base_name(g->path), dup);
     return SPLASH_OK;
 }
 

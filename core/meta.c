@@ -132,23 +132,35 @@ static struct splash_meta *meta_new(int source, const char *path)
     return m;
 }
 
+static int is_int(uint32_t t);
+
 static enum splash_status check_split_keys(struct splash_meta *m, int n_parts,
                                            struct splash_err *err)
 {
     const struct splash_gguf *first = m->parts[0];
     const struct splash_gguf_kv *count = splash_gguf_find_kv(first, "split.count");
     const struct splash_gguf_kv *tcount = splash_gguf_find_kv(first, "split.tensors.count");
-    if (!count || count->type == GGUF_STRING || count->type == GGUF_ARRAY)
+    if (!count)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: split.count is missing",
                               base_name(first->path));
+    if (!is_int(count->type) || (tcount && !is_int(tcount->type)))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: split.count and split.tensors.count "
+                              "must be integers", base_name(first->path));
+    /* each part says which it is */
+    for (size_t i = 0; i < m->n_parts; i++) {
+        const struct splash_gguf_kv *no = splash_gguf_find_kv(m->parts[i], "split.no");
+        if (no && (!is_int(no->type) || no->v.u64 != i))
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: split.no says part %llu, the name "
+                                  "says part %zu", base_name(m->parts[i]->path),
+                                  (unsigned long long)no->v.u64 + 1, i + 1);
+    }
     if ((int64_t)count->v.u64 != n_parts)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: split.count is %llu, the name says %d parts",
                               base_name(first->path), (unsigned long long)count->v.u64, n_parts);
     size_t total = 0;
     for (size_t i = 0; i < m->n_parts; i++)
         total += m->parts[i]->n_tensors;
-    if (tcount && tcount->type != GGUF_STRING && tcount->type != GGUF_ARRAY &&
-        tcount->v.u64 != total)
+    if (tcount && tcount->v.u64 != total)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "%s: split.tensors.count is %llu, the parts hold %zu tensors",
                               base_name(first->path), (unsigned long long)tcount->v.u64, total);

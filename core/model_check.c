@@ -8,9 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/checkpoint_rules.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/registry.h"
+#include "core/target.h"
 
 static const char *base_name(const char *path)
 {
@@ -312,20 +314,6 @@ static void check_decl(void *ctx, const struct splash_tensor_decl *d)
     }
 }
 
-/* models.md gguf.require_quantized: BF16/F16/F32 values must not outnumber quantized ones. */
-static void count_values(const struct splash_meta *m, struct splash_check_result *res)
-{
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        const struct splash_tensor_info *t = m->tensors[i];
-        uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-        if (t->type_name && is_float_name(t->type_name))
-            res->float_values += n;
-        else
-            res->quantized_values += n;
-    }
-    res->n_tensors = m->n_tensors;
-}
-
 enum splash_status splash_model_check_meta(const struct splash_registry *r,
                                            const struct splash_meta *m, unsigned flags,
                                            const struct splash_family_plugin **family,
@@ -334,19 +322,11 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
 {
     snprintf(res->file, sizeof res->file, "%s", base_name(m->path));
     enum splash_status st;
-    if (m->source == SPLASH_META_GGUF) {
-        count_values(m, res);
-        if ((flags & SPLASH_CHECK_REQUIRE_QUANTIZED) && res->float_values > res->quantized_values) {
-            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                "%s: %.0f%% of its values are unquantized (BF16, F16 or F32); "
-                                "Splash serves quantized GGUFs: choose a quantized variant "
-                                "(such as Q4_K_M or Q8_0)",
-                                base_name(m->path),
-                                100.0 * (double)res->float_values /
-                                    (double)(res->float_values + res->quantized_values));
-            res->problems = strdup(err->msg);
-            return st;
-        }
+    res->n_tensors = m->n_tensors;
+    if (m->source == SPLASH_META_GGUF && (flags & SPLASH_CHECK_REQUIRE_QUANTIZED) &&
+        (st = splash_gguf_require_quantized(m, err)) != SPLASH_OK) {
+        res->problems = strdup(err->msg);
+        return st;
     }
     const struct splash_family_plugin *f;
     if ((st = splash_family_select(r, m, &f, &res->verdict, err))) {
@@ -377,62 +357,58 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
     return SPLASH_OK;
 }
 
-/* The file to check inside a directory: config.json, else the first GGUF target. */
-static int pick_in_dir(const char *dir, char *out, size_t size)
-{
-    char path[PATH_MAX];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (stat(path, &sb) == 0) {
-        snprintf(out, size, "%s", path);
-        return 1;
-    }
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    char best[NAME_MAX + 1] = "";
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".gguf") || strstr(e->d_name, "mmproj"))
-            continue;
-        if (!best[0] || strcmp(e->d_name, best) < 0)
-            snprintf(best, sizeof best, "%s", e->d_name);
-    }
-    closedir(d);
-    if (!best[0])
-        return 0;
-    snprintf(out, size, "%s/%s", dir, best);
-    return 1;
-}
-
 enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
                                       struct splash_check_result *res, struct splash_err *err)
 {
     memset(res, 0, sizeof *res);
-    char target[PATH_MAX];
     struct stat sb;
     if (stat(path, &sb) != 0)
         return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no such file or directory", path);
+    snprintf(res->file, sizeof res->file, "%s", base_name(path));
+    enum splash_status st;
+    char config[PATH_MAX + 16] = "";
+    const char *gguf = NULL;
+    struct splash_target target;
+    size_t n = strlen(path);
     if (S_ISDIR(sb.st_mode)) {
-        if (!pick_in_dir(path, target, sizeof target))
-            return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
-                                  "%s: holds neither a config.json nor a .gguf file", path);
+        /* the legacy package format: refused, naming the MLX model to serve instead */
+        char mlx[256];
+        if (splash_checkpoint_is_package(path, mlx, sizeof mlx)) {
+            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                "%s is a Splash package, a format Splash no longer loads: serve the "
+                                "MLX model %s instead",
+                                base_name(path), mlx);
+            res->problems = strdup(err->msg);
+            return st;
+        }
+        if ((st = splash_target_select(path, NULL, &target, err)) != SPLASH_OK) {
+            res->problems = strdup(err->msg);
+            return st;
+        }
+        if (target.kind == SPLASH_TARGET_SAFETENSORS)
+            snprintf(config, sizeof config, "%s/config.json", target.path);
+        else
+            gguf = target.path;
+    } else if (n > 5 && !strcmp(path + n - 5, ".json")) {
+        snprintf(config, sizeof config, "%s", path);
     } else {
-        snprintf(target, sizeof target, "%s", path);
+        gguf = path;
     }
     struct splash_meta *m = NULL;
-    enum splash_status st;
-    size_t n = strlen(target);
-    if (n > 5 && !strcmp(target + n - 5, ".json"))
-        st = splash_meta_open_config(target, &m, err);
-    else
-        st = splash_meta_open_gguf(target, SPLASH_GGUF_HEADERS_ONLY, &m, err);
+    if (gguf) {
+        st = splash_meta_open_gguf(gguf, SPLASH_GGUF_HEADERS_ONLY, &m, err);
+    } else {
+        /* the quantization rules (and the index's tensor names) before the family */
+        int kind = 0;
+        st = splash_check_checkpoint(S_ISDIR(sb.st_mode) ? target.path : config, &kind, err);
+        if (st == SPLASH_OK)
+            st = splash_meta_open_config(config, &m, err);
+    }
     if (st) {
-        snprintf(res->file, sizeof res->file, "%s", base_name(target));
         res->problems = strdup(err->msg);
         return st;
     }
+    snprintf(res->file, sizeof res->file, "%s", base_name(m->path));
     splash_meta_bind_formats(m, r);
     st = splash_model_check_meta(r, m, SPLASH_CHECK_REQUIRE_QUANTIZED, NULL, res, err);
     splash_meta_close(m);

@@ -16,7 +16,6 @@ struct splash_check_result {
     char family[64];                 /* the plugin that claimed it */
     struct splash_family_verdict verdict;
     size_t n_tensors;
-    uint64_t quantized_values, float_values;
     char *problems;                  /* malloc'ed multi-line reasons when !ok, else NULL */
 };
 
