@@ -14,6 +14,7 @@
 #include "core/demo_model.h"
 #include "core/engine/engine.h"
 #include "core/meta.h"
+#include "core/target.h"
 #include "core/tokenizer/tokenizer.h"
 #include "server/api.h"
 #include "server/app.h"
@@ -70,12 +71,21 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
         return model_file;
     }
     if (o->model_dir) {
-        struct stat sb;
-        if (stat(o->model_dir, &sb) != 0) {
-            snprintf(msg, size, "--model-dir: %s: %s", o->model_dir, strerror(errno));
+        /* a GGUF file, any part of a split GGUF, or a directory of one name's targets */
+        struct splash_target t;
+        struct splash_err err;
+        const char *variant = o->model ? strchr(o->model, ':') : NULL;
+        if (splash_target_select(o->model_dir, variant ? variant + 1 : NULL, &t, &err) != SPLASH_OK) {
+            snprintf(msg, size, "--model-dir: %s", err.msg);
             return NULL;
         }
-        return o->model_dir;
+        if (t.kind == SPLASH_TARGET_SAFETENSORS) {
+            snprintf(msg, size, "--model-dir: %s is a safetensors checkpoint; this build serves GGUF "
+                                "models", o->model_dir);
+            return NULL;
+        }
+        snprintf(model_file, sizeof model_file, "%s", t.path);
+        return model_file;
     }
     snprintf(msg, size, "--model: downloading from the Hub is not available in this build; "
                         "pass --model-dir with a local GGUF");

@@ -10,46 +10,23 @@
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/model_check.h"
+#include "core/target.h"
 #include "core/threadpool.h"
-
-/* A directory's GGUF target: its only .gguf name (split parts count as one). */
-static enum splash_status gguf_in_dir(const char *dir, char *out, size_t size,
-                                      struct splash_err *err)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return splash_err_set(err, SPLASH_ERR_IO, "%s: cannot open directory", dir);
-    struct dirent *e;
-    char best[NAME_MAX + 1] = "";
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".gguf") || strstr(e->d_name, "mmproj"))
-            continue;
-        if (!best[0] || strcmp(e->d_name, best) < 0)
-            snprintf(best, sizeof best, "%s", e->d_name);
-    }
-    closedir(d);
-    if (!best[0])
-        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no .gguf file in this directory", dir);
-    snprintf(out, size, "%s/%s", dir, best);
-    return SPLASH_OK;
-}
 
 enum splash_status splash_model_load(const struct splash_registry *r, const char *path,
                                      const struct splash_model_opts *opts, int n_threads,
                                      struct splash_loaded_model **out, struct splash_err *err)
 {
     char target[PATH_MAX];
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no such file or directory", path);
     enum splash_status st;
-    if (S_ISDIR(sb.st_mode)) {
-        if ((st = gguf_in_dir(path, target, sizeof target, err)))
-            return st;
-    } else {
-        snprintf(target, sizeof target, "%s", path);
-    }
+    struct splash_target t;
+    if ((st = splash_target_select(path, NULL, &t, err)))
+        return st;
+    if (t.kind == SPLASH_TARGET_SAFETENSORS)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: loading safetensors checkpoints is not available yet; serve a GGUF",
+                              path);
+    snprintf(target, sizeof target, "%s", t.path);
     struct splash_loaded_model *lm = calloc(1, sizeof *lm);
     if (!lm)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
