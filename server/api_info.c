@@ -49,17 +49,25 @@ static int64_t model_context(struct splash_app *app)
     return info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
 }
 
+/* server.md "API model aliases": each alias's root is the loaded model, or with
+ * --announce-served-name every other entry's root is the first alias. */
 static json_t *model_object(struct splash_app *app, const char *id)
 {
     int64_t ctx = model_context(app);
     json_t *aliases = json_array();
     for (int i = 0; i < app->opts->n_served_names; i++)
         json_array_append_new(aliases, json_string(app->opts->served_names[i]));
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:o, s:b}", "id", id, "object", "model",
-                          "created", (json_int_t)app->started_at, "owned_by", "splash",
-                          "max_model_len", (json_int_t)ctx, "context_length", (json_int_t)ctx,
-                          "aliases", aliases, "demo", app->demo);
+    const char *root = splash_app_model_reported(app);
+    if (!app->opts->announce_served_name)
+        root = app->model_name;
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:o, s:b}", "id", id, "object",
+                          "model", "created", (json_int_t)app->started_at, "owned_by", "splash",
+                          "root", root, "max_model_len", (json_int_t)ctx, "context_length",
+                          (json_int_t)ctx, "aliases", aliases, "demo", app->demo);
     json_object_set_new(o, "input_modalities", json_pack("[s]", "text"));
+    json_object_set_new(o, "vision", json_false());
+    if (app->reasoning)
+        json_object_set(o, "reasoning", app->reasoning);
     return o;
 }
 
@@ -68,9 +76,19 @@ void splash_api_models(void *appv, const struct splash_http_request *req,
 {
     struct splash_app *app = appv;
     json_t *data = json_array();
-    json_array_append_new(data, model_object(app, app->model_name));
-    for (int i = 0; i < app->opts->n_served_names; i++)
-        json_array_append_new(data, model_object(app, app->opts->served_names[i]));
+    /* the announced alias first, then the model, then the other aliases, each once */
+    const char *first = splash_app_model_reported(app);
+    json_array_append_new(data, model_object(app, first));
+    if (strcmp(first, app->model_name))
+        json_array_append_new(data, model_object(app, app->model_name));
+    for (int i = 0; i < app->opts->n_served_names; i++) {
+        const char *name = app->opts->served_names[i];
+        int seen = !strcmp(name, first) || !strcmp(name, app->model_name);
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(name, app->opts->served_names[j]);
+        if (!seen)
+            json_array_append_new(data, model_object(app, name));
+    }
     reply->json = json_pack("{s:s, s:o}", "object", "list", "data", data);
 }
 

@@ -147,6 +147,8 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     splash_detok_stream_init(&g->detok, app->tok, 0);
     g->request = splash_pending_id(g->pending);
     g->started = mono_now();
+    if (app->opts->request_timeout > 0)
+        g->deadline = g->started + app->opts->request_timeout;
     char input[32];
     splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached 0%s%s",
                         (unsigned long long)g->request, grouped((int64_t)n_prompt, input, sizeof input),
@@ -233,6 +235,20 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
     if (g->done)
         return 0;
     struct splash_event ev;
+    if (g->deadline > 0) {
+        double left = g->deadline - mono_now();
+        if (left <= 0) {
+            /* --request-timeout: the request ends here, in the engine too */
+            splash_pending_cancel(g->pending);
+            g->done = 1;
+            snprintf(g->error_code, sizeof g->error_code, "request_timeout");
+            snprintf(g->error_message, sizeof g->error_message,
+                     "the request ran past --request-timeout (%.0f s)", g->app->opts->request_timeout);
+            return 0;
+        }
+        if (timeout_ms < 0 || left * 1000 < timeout_ms)
+            timeout_ms = (int)(left * 1000) + 1;
+    }
     if (!splash_pending_next(g->pending, &ev, timeout_ms))
         return 1;
     if (ev.kind == SPLASH_EV_TOKENS) {

@@ -24,6 +24,7 @@ struct splash_gen {
     double started;           /* monotonic seconds at submit */
     double first_token;       /* monotonic seconds of the first token, 0 before */
     int cancelled;            /* released before it ended */
+    double deadline;          /* monotonic seconds, 0 = none (--request-timeout) */
 };
 
 /* Generation parameters read from a request body (OpenAI names). Fills msg and

@@ -140,6 +140,27 @@ static int valid_origin(const char *o)
     return sep && sep > o && sep[3];
 }
 
+/* server.md "API model aliases": names that keep discovery URLs unambiguous. */
+static int valid_alias(const char *a)
+{
+    if (!*a)
+        return 0;
+    for (const unsigned char *c = (const unsigned char *)a; *c; c++)
+        if (*c <= ' ' || *c == 0x7f || *c == '\\' || *c == '%' || *c == '?' || *c == '#')
+            return 0;
+    /* path segments: none empty, "." or ".." */
+    const char *seg = a;
+    for (;;) {
+        const char *slash = strchr(seg, '/');
+        size_t n = slash ? (size_t)(slash - seg) : strlen(seg);
+        if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return 0;
+        if (!slash)
+            return 1;
+        seg = slash + 1;
+    }
+}
+
 static int apply(struct splash_serve_opts *o, const char *name, const char *v, char *msg, size_t sz)
 {
     long n;
@@ -220,6 +241,9 @@ static int apply(struct splash_serve_opts *o, const char *name, const char *v, c
     } else if (!strcmp(name, "--persistent-cache")) o->persistent_cache = 1;
     else if (!strcmp(name, "--cache-dir")) o->cache_dir = v;
     else if (!strcmp(name, "--served-model-name")) {
+        if (!valid_alias(v))
+            return fail(msg, sz, "--served-model-name: %s is not a usable name (no whitespace, control "
+                                 "characters, \\, %%, ?, # or empty, . or .. path segments)", v, NULL);
         if (o->n_served_names == SPLASH_MAX_LIST)
             return fail(msg, sz, "--served-model-name: at most 16%s", "", NULL);
         o->served_names[o->n_served_names++] = v;
