@@ -53,7 +53,37 @@ struct engine {
     struct request **lane_req;
     int max_lanes;
     int stopping;
+    /* --decode-share: measured step costs (EMA, seconds) size the prompt chunks */
+    double t_decode_step, t_prefill_token;
+    int prefill_turn; /* decode share 0: steps alternate prefill and decode */
 };
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double ema(double old, double sample)
+{
+    return old > 0 ? 0.8 * old + 0.2 * sample : sample;
+}
+
+/* Prompt tokens this step, while n_decode requests generate: decode time owed per
+ * unit of prefill time is the decode share (server.md "Server options"). */
+static int32_t prefill_chunk(const struct engine *e, int n_decode)
+{
+    int32_t most = 4 * e->opts->prefill_chunk;
+    if (!n_decode || e->opts->decode_share <= 0)
+        return most;
+    if (e->t_decode_step <= 0 || e->t_prefill_token <= 0)
+        return e->opts->prefill_chunk;
+    double tokens = e->t_decode_step / (e->opts->decode_share * e->t_prefill_token);
+    if (tokens < 16)
+        return 16;
+    return tokens > most ? most : (int32_t)tokens;
+}
 
 static void send_error(struct engine *e, uint64_t id, const char *code, const char *message)
 {
@@ -327,9 +357,23 @@ static int step(struct engine *e)
     int n = 0, have_prefill = 0, n_decode = 0;
     struct splash_err err;
     int64_t n_vocab = e->lm->info.n_vocab;
-    for (struct request *r = e->reqs; r; r = r->next)
+    int waiting = 0;
+    for (struct request *r = e->reqs; r; r = r->next) {
         n_decode += r->state == REQ_DECODE;
+        waiting += r->state == REQ_PREFILL;
+    }
+    /* decode share 0 alternates one step of each while both have work */
+    int skip_decode = 0, skip_prefill = 0;
+    if (e->opts->decode_share <= 0 && n_decode && waiting) {
+        e->prefill_turn = !e->prefill_turn;
+        skip_decode = e->prefill_turn;
+        skip_prefill = !e->prefill_turn;
+    }
+    int32_t chunk = prefill_chunk(e, skip_decode ? 0 : n_decode);
+    int n_decode_lanes = 0;
     for (struct request *r = e->reqs; r && n <= e->max_lanes; r = r->next) {
+        if ((r->state == REQ_DECODE && skip_decode) || (r->state == REQ_PREFILL && skip_prefill))
+            continue;
         /* one prompt chunk per step, and a new sequence only while lanes are free */
         if (r->state == REQ_PREFILL && (have_prefill || (!r->seq && e->n_active >= e->max_lanes)))
             continue;
@@ -351,9 +395,8 @@ static int step(struct engine *e)
             l->tokens = &r->last;
             l->n_tokens = 1;
             l->logits = e->logits + (size_t)n * (size_t)n_vocab;
+            n_decode_lanes++;
         } else {
-            /* decode_share: with others decoding, a prompt advances in smaller chunks */
-            int32_t chunk = n_decode ? e->opts->prefill_chunk : 4 * e->opts->prefill_chunk;
             int32_t left = r->n_prompt - r->n_prefilled;
             l->tokens = r->prompt + r->n_prefilled;
             l->n_tokens = left < chunk ? left : chunk;
@@ -364,6 +407,7 @@ static int step(struct engine *e)
     }
     if (!n)
         return 0;
+    double t0 = mono_now();
     if (fam->forward(e->lm->model, e->lanes, n, &err) != SPLASH_OK) {
         for (int i = 0; i < n; i++) {
             send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
@@ -371,6 +415,16 @@ static int step(struct engine *e)
         }
         return -1;
     }
+    double dt = mono_now() - t0;
+    int32_t prefilled = 0;
+    for (int i = 0; i < n; i++)
+        if (e->lane_req[i]->state == REQ_PREFILL)
+            prefilled += e->lanes[i].n_tokens;
+    if (!prefilled)
+        e->t_decode_step = ema(e->t_decode_step, dt);
+    else if (dt - (n_decode_lanes ? e->t_decode_step : 0) > 0)
+        e->t_prefill_token =
+            ema(e->t_prefill_token, (dt - (n_decode_lanes ? e->t_decode_step : 0)) / prefilled);
     for (int i = 0; i < n; i++) {
         struct request *r = e->lane_req[i];
         r->pos += e->lanes[i].n_tokens;
