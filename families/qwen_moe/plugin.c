@@ -1,0 +1,260 @@
+/* The Qwen MoE hybrid family (GGUF qwen35moe; config model_type qwen3_5_moe and
+ * qwen3_5_moe_text): the dense family's trunk (Gated DeltaNet layers interleaved
+ * with gated full attention, families/common/hybrid*.c) with a mixture-of-experts
+ * FFN in every layer (families/common/moe*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+#include "families/common/moe.h"
+#include "splash/family.h"
+#include "splash/plugin.h"
+
+#define QM_ARCH "qwen35moe"
+
+/* ---- the trunk's view of a MoE header ------------------------------------------------ */
+
+/* The trunk reads the dense family's keys. A MoE header differs in two: it may omit
+ * feed_forward_length (llama.cpp's converter writes it only when the config has an
+ * intermediate_size, which Qwen's MoE configs lack), which the trunk reads only to
+ * size the dense FFN this family replaces, so the expert width stands in; and its
+ * block_count counts the multi-token-prediction layers (nextn_predict_layers) the
+ * trunk does not run. The trunk gets a host whose metadata reader answers those two
+ * keys so; every other call goes to the core's reader. Built once at registration
+ * (the core passes every plugin call the same host). */
+static const struct splash_meta_api *qm_base;
+static struct splash_meta_api qm_api;
+static struct splash_host qm_host;
+
+/* The key the header holds in place of `key`, if any ("" when none). */
+static const char *qm_alias(const struct splash_meta *m, const char *key)
+{
+    if (qm_base->has(m, key))
+        return "";
+    if (qm_base->source(m) == SPLASH_META_GGUF)
+        return !strcmp(key, QM_ARCH ".feed_forward_length") ? QM_ARCH ".expert_feed_forward_length"
+                                                            : "";
+    if (!strcmp(key, "intermediate_size"))
+        return "moe_intermediate_size";
+    if (!strcmp(key, "text_config.intermediate_size"))
+        return "text_config.moe_intermediate_size";
+    return "";
+}
+
+static int qm_has(const struct splash_meta *m, const char *key)
+{
+    const char *alias = qm_alias(m, key);
+    return qm_base->has(m, *alias ? alias : key);
+}
+
+static enum splash_status qm_get_i64(const struct splash_meta *m, const char *key, int64_t *out,
+                                     struct splash_err *err)
+{
+    const char *alias = qm_alias(m, key);
+    enum splash_status st = qm_base->get_i64(m, *alias ? alias : key, out, err);
+    if (st || qm_base->source(m) != SPLASH_META_GGUF || strcmp(key, QM_ARCH ".block_count"))
+        return st;
+    int64_t nextn = 0;
+    if (qm_base->has(m, QM_ARCH ".nextn_predict_layers") &&
+        (st = qm_base->get_i64(m, QM_ARCH ".nextn_predict_layers", &nextn, err)))
+        return st;
+    if (nextn < 0 || nextn >= *out)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: " QM_ARCH ".nextn_predict_layers: %lld of %lld blocks",
+                              qm_base->path(m), (long long)nextn, (long long)*out);
+    *out -= nextn;
+    return SPLASH_OK;
+}
+
+static void qm_host_init(const struct splash_host *host)
+{
+    qm_base = host->meta;
+    qm_api = *host->meta;
+    qm_api.has = qm_has;
+    qm_api.get_i64 = qm_get_i64;
+    /* a core's host may be larger (newer) or smaller (older) than this plugin's */
+    memset(&qm_host, 0, sizeof qm_host);
+    memcpy(&qm_host, host, host->size < sizeof qm_host ? host->size : sizeof qm_host);
+    qm_host.meta = &qm_api;
+}
+
+/* ---- sizes ------------------------------------------------------------------------------ */
+
+/* The sizes the family serves by name, each with the DFlash2 draft trained for it. A
+ * GGUF may keep fewer routed experts than its size has and is still that size; any
+ * other size of the architecture loads and runs too, unnamed. The vocabulary is not
+ * part of a size (generated models shrink it). */
+struct qm_size {
+    const char *name;
+    const char *draft;
+    int64_t n_embd, n_layers;
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t n_k_heads, n_v_heads, d_k, d_v;
+    int32_t n_expert, n_used;
+    int64_t n_ff_exp, n_ff_shexp;
+};
+
+static const struct qm_size qm_sizes[] = {
+    /* Qwen3.5-35B-A3B has the same shape; its fine-tunes (Ornith-1.5-35B-A3B) are it */
+    {"Qwen3.6-35B-A3B", "incoai/Qwen3.6-35B-A3B-DFlash2", 2048, 40, 16, 2, 256, 16, 32, 128, 128,
+     256, 8, 512, 512},
+    {"Qwen3.5-122B-A10B", "incoai/Qwen3.5-122B-A10B-DFlash2", 3072, 48, 32, 2, 256, 16, 64, 128,
+     128, 256, 8, 1024, 1024},
+    {"Qwen3.5-397B-A17B", "incoai/Qwen3.5-397B-A17B-DFlash2", 4096, 60, 32, 2, 256, 16, 64, 128,
+     128, 512, 10, 1024, 1024},
+};
+
+/* The size whose every dimension c and e have, but for an expert count of at most
+ * the size's. */
+static const struct qm_size *qm_size_of(const struct hybrid_config *c, const struct moe_config *e)
+{
+    for (size_t i = 0; i < sizeof qm_sizes / sizeof qm_sizes[0]; i++) {
+        const struct qm_size *s = &qm_sizes[i];
+        if (s->n_embd == c->n_embd && s->n_layers == c->n_layers && s->n_head == c->n_head &&
+            s->n_head_kv == c->n_head_kv && s->head_dim == c->head_dim &&
+            s->n_k_heads == c->n_k_heads && s->n_v_heads == c->n_v_heads && s->d_k == c->d_k &&
+            s->d_v == c->d_v && s->n_used == e->n_used && s->n_ff_exp == e->n_ff_exp &&
+            s->n_ff_shexp == e->n_ff_shexp && e->n_expert <= s->n_expert)
+            return s;
+    }
+    return NULL;
+}
+
+/* Ours unless the metadata names another architecture or model type. */
+static int qm_claims(const struct splash_host *host, const struct splash_meta *m)
+{
+    const struct splash_meta_api *api = host->meta;
+    const char *s = NULL;
+    if (api->source(m) == SPLASH_META_GGUF)
+        return api->get_str(m, "general.architecture", &s, NULL) == SPLASH_OK &&
+               !strcmp(s, QM_ARCH);
+    if (api->has(m, "text_config.model_type") &&
+        api->get_str(m, "text_config.model_type", &s, NULL) == SPLASH_OK)
+        return !strcmp(s, "qwen3_5_moe_text");
+    return api->get_str(m, "model_type", &s, NULL) == SPLASH_OK &&
+           (!strcmp(s, "qwen3_5_moe") || !strcmp(s, "qwen3_5_moe_text"));
+}
+
+static enum splash_status qm_check_config(const struct splash_host *host,
+                                          const struct splash_meta *m,
+                                          struct splash_family_verdict *v, struct splash_err *err)
+{
+    memset(v, 0, sizeof *v);
+    if (!qm_claims(host, m))
+        return SPLASH_OK;
+    struct hybrid_config cfg;
+    struct moe_config moe;
+    enum splash_status st;
+    if ((st = hybrid_config_read(&qm_host, m, QM_ARCH, &cfg, err)) ||
+        (st = moe_config_read(&qm_host, m, QM_ARCH, &moe, err)))
+        return st;
+    const struct qm_size *size = qm_size_of(&cfg, &moe);
+    /* an MLX target loads every expert its family has: fewer is a pruned checkpoint
+     * no MLX loader here plans for */
+    if (size && moe.n_expert < size->n_expert && cfg.source == SPLASH_META_CONFIG)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %snum_experts: %d, %s has %d (an MLX target's expert count "
+                              "must be its family's)",
+                              host->meta->path(m),
+                              host->meta->has(m, "text_config") ? "text_config." : "", moe.n_expert,
+                              size->name, size->n_expert);
+    v->score = 100;
+    snprintf(v->architecture, sizeof v->architecture, "Qwen MoE hybrid (%s)", QM_ARCH);
+    if (size) {
+        snprintf(v->size_name, sizeof v->size_name, "%s", size->name);
+        snprintf(v->draft_repo, sizeof v->draft_repo, "%s", size->draft);
+    }
+    hybrid_config_summary(&cfg, v->summary, sizeof v->summary);
+    moe_config_summary(&moe, v->summary, sizeof v->summary);
+    if (size && moe.n_expert < size->n_expert) {
+        size_t used = strlen(v->summary);
+        snprintf(v->summary + used, sizeof v->summary - used, "; the family has %d experts",
+                 size->n_expert);
+    }
+    return SPLASH_OK;
+}
+
+static enum splash_status qm_declare_tensors(const struct splash_host *host,
+                                             const struct splash_meta *m, splash_decl_emit_fn emit,
+                                             void *ctx, struct splash_err *err)
+{
+    return moe_declare_tensors(&qm_host, m, QM_ARCH, emit, ctx, err);
+}
+
+/* ---- the model ---------------------------------------------------------------------------- */
+
+static enum splash_status qm_model_create(const struct splash_host *host,
+                                          const struct splash_meta *m,
+                                          const struct splash_model_opts *opts, void **model,
+                                          struct splash_err *err)
+{
+    struct hybrid_model *hm;
+    enum splash_status st = hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, opts, &hm, err);
+    if (st)
+        return st;
+    *model = hm;
+    return SPLASH_OK;
+}
+
+static void qm_model_destroy(void *model)
+{
+    hybrid_model_destroy(model);
+}
+
+static void qm_model_info(const void *model, struct splash_model_info *info)
+{
+    hybrid_model_info(model, info);
+}
+
+static enum splash_status qm_seq_create(void *model, void **seq, struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_create(model, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
+}
+
+static void qm_seq_destroy(void *model, void *seq)
+{
+    hybrid_seq_destroy(model, seq);
+}
+
+static enum splash_status qm_seq_truncate(void *model, void *seq, int32_t n_keep,
+                                          struct splash_err *err)
+{
+    return hybrid_seq_truncate(model, seq, n_keep, err);
+}
+
+static enum splash_status qm_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
+                                     struct splash_err *err)
+{
+    return hybrid_forward(model, lanes, n_lanes, err);
+}
+
+static const char *const qm_gguf_architectures[] = {QM_ARCH, NULL};
+static const char *const qm_model_types[] = {"qwen3_5_moe", "qwen3_5_moe_text", NULL};
+
+static const struct splash_family_plugin qm_plugin = {
+    .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "qwen_moe", "0.1.0",
+                                        struct splash_family_plugin),
+    .gguf_architectures = qm_gguf_architectures,
+    .model_types = qm_model_types,
+    .check_config = qm_check_config,
+    .declare_tensors = qm_declare_tensors,
+    .model_create = qm_model_create,
+    .model_destroy = qm_model_destroy,
+    .model_info = qm_model_info,
+    .seq_create = qm_seq_create,
+    .seq_destroy = qm_seq_destroy,
+    .seq_truncate = qm_seq_truncate,
+    .forward = qm_forward,
+};
+
+static const struct splash_plugin_header *qm_entry(const struct splash_host *host)
+{
+    qm_host_init(host);
+    return &qm_plugin.header;
+}
+
+SPLASH_PLUGIN_DEFINE(family_qwen_moe, qm_entry)
