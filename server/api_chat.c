@@ -253,7 +253,11 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     while (splash_api_run_pump(&c->run, -1))
         ;
     if (c->run.gen.error_code[0]) {
-        splash_reply_error(reply, 500, "server_error", c->run.gen.error_code, c->run.gen.error_message);
+        int st = splash_gen_error_status(&c->run.gen);
+        splash_reply_error(reply, st, st == 400 ? "invalid_request_error" : "server_error",
+                           c->run.gen.error_code, c->run.gen.error_message);
+        if (st == 503)
+            reply->retry_after = 1;
     } else {
         json_t *ch = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", message_json(c),
                                "logprobs", "finish_reason", finish_reason(c));

@@ -193,7 +193,11 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
     while (splash_gen_next(&c->gen, &all, -1))
         ;
     if (c->gen.error_code[0]) {
-        splash_reply_error(reply, 500, "server_error", c->gen.error_code, c->gen.error_message);
+        int st = splash_gen_error_status(&c->gen);
+        splash_reply_error(reply, st, st == 400 ? "invalid_request_error" : "server_error",
+                           c->gen.error_code, c->gen.error_message);
+        if (st == 503)
+            reply->retry_after = 1;
     } else {
         char *out = NULL, *tail = NULL;
         size_t out_len = 0, tail_len = 0;

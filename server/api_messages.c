@@ -783,7 +783,14 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
         ;
     if (m->run.gen.error_code[0]) {
         snprintf(msg, sizeof msg, "%s: %s", m->run.gen.error_code, m->run.gen.error_message);
-        splash_reply_error_anthropic(reply, 500, "api_error", msg);
+        int status = splash_gen_error_status(&m->run.gen);
+        splash_reply_error_anthropic(reply, status,
+                                     status == 503 ? "overloaded_error"
+                                     : status == 400 ? "invalid_request_error"
+                                                     : "api_error",
+                                     msg);
+        if (status == 503)
+            reply->retry_after = 1;
     } else {
         reply->json = message_json(m);
     }

@@ -849,9 +849,13 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     }
     while (splash_api_run_pump(&r->run, -1))
         ;
-    if (r->run.gen.error_code[0])
-        splash_reply_error(reply, 500, "server_error", r->run.gen.error_code,
-                           r->run.gen.error_message);
+    if (r->run.gen.error_code[0]) {
+        int status = splash_gen_error_status(&r->run.gen);
+        splash_reply_error(reply, status, status == 400 ? "invalid_request_error" : "server_error",
+                           r->run.gen.error_code, r->run.gen.error_message);
+        if (status == 503)
+            reply->retry_after = 1;
+    }
     else
         reply->json = response_json(r, final_status(r), output_json(r));
 out:

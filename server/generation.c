@@ -316,3 +316,14 @@ void splash_gen_end(struct splash_gen *g)
     g->app->prompt_tokens_total += (uint64_t)g->prompt_tokens;
     pthread_mutex_unlock(&g->app->lock);
 }
+
+int splash_gen_error_status(const struct splash_gen *g)
+{
+    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering"))
+        return 503;
+    if (!strcmp(g->error_code, "request_timeout"))
+        return 504;
+    if (!strcmp(g->error_code, "context_length_exceeded") || !strcmp(g->error_code, "invalid_request"))
+        return 400;
+    return 500;
+}

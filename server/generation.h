@@ -40,6 +40,10 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
 /* Waits up to timeout_ms for the engine; appends decoded text to out. Returns 1
  * while the generation runs, 0 once it has ended (done or error). */
 int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms);
+/* The HTTP status for a generation that ended in error: 503 when capacity ran out
+ * or the engine is restarting, 504 past --request-timeout, 500 otherwise. */
+int splash_gen_error_status(const struct splash_gen *g);
+
 /* Cancels if still running and frees. */
 void splash_gen_end(struct splash_gen *g);
 

@@ -379,8 +379,11 @@ static int step(struct engine *e)
             continue;
         if (!r->seq) {
             if (fam->seq_create(e->lm->model, &r->seq, &err) != SPLASH_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "no memory for the caches of lane %d at admission (prompt "
+                         "of %d tokens): %s", n, r->n_prompt, err.msg);
                 r->seq = NULL;
-                send_error(e, r->id, "capacity_exhausted", err.msg);
+                send_error(e, r->id, "capacity_exhausted", msg);
                 request_remove(e, r);
                 return 0;
             }
@@ -408,7 +411,21 @@ static int step(struct engine *e)
     if (!n)
         return 0;
     double t0 = mono_now();
-    if (fam->forward(e->lm->model, e->lanes, n, &err) != SPLASH_OK) {
+    enum splash_status st = fam->forward(e->lm->model, e->lanes, n, &err);
+    if (st == SPLASH_ERR_NOMEM) {
+        /* a cache could not grow: the step's requests end with what failed, the engine goes on */
+        for (int i = 0; i < n; i++) {
+            struct request *r = e->lane_req[i];
+            char msg[512];
+            snprintf(msg, sizeof msg, "lane %d, %s at token %d: %s", i,
+                     r->state == REQ_PREFILL ? "prefill" : "decode", r->pos + e->lanes[i].n_tokens,
+                     err.msg);
+            send_error(e, r->id, "capacity_exhausted", msg);
+            request_remove(e, r);
+        }
+        return 0;
+    }
+    if (st != SPLASH_OK) {
         for (int i = 0; i < n; i++) {
             send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
             request_remove(e, e->lane_req[i]);
