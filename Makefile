@@ -180,14 +180,24 @@ bench: all $(BENCHES)
 	@bench/run-bench.sh $(BENCHES)
 
 # ---- fuzzing (clang, libFuzzer, ASan+UBSan) -------------------------------
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-              -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
-              -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
-              -DSPLASH_PLUGIN_INSTALL_DIR='""' $(ISA_avx512)
+# The library is compiled once with sanitizer coverage; each target links it.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
+               -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
+               -DSPLASH_PLUGIN_INSTALL_DIR='""'
 FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS) $(BUILD)/gen/webui_html.c
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+fobj = $(patsubst %.c,$(BUILD)/fobj/%.o,$1)
+
+$(BUILD)/fobj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(LIBS)
+	$(call say,CLANG,$<)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(call isa_flags,$<) -c $< -o $@
+
+$(BUILD)/libsplash-fuzz.a: $(call fobj,$(FUZZ_LIB_SRCS))
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libsplash-fuzz.a
+	@mkdir -p $(dir $@)
+	$(call say,FUZZ,$@)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libsplash-fuzz.a $(LIBS)
 
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
