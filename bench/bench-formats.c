@@ -1,9 +1,20 @@
 /* Format kernel benchmark: the machine's read bandwidth, then for every
  * registered format type its mat-vec speed (GB/s of weights read, and that as a
- * fraction of read bandwidth) on 1 and 2 threads, and 2-thread mat-mat GFLOP/s
- * with 8 and 512 activation rows.
+ * fraction of read bandwidth on as many threads) on 1 and 2 threads, and 2-thread
+ * mat-mat GFLOP/s with 8 and 512 activation rows.
+ *
+ * Products run the way the engine's matmul runs them (kernels/matmul.c): the
+ * engine's thread pool splits the weight rows into chunks, and each chunk calls the
+ * kernel row's mul_rows once per tile of up to 8 activation rows (a mat-vec is
+ * mul_rows with one activation row). The mat-vec matrix (512 MiB) is larger than
+ * every cache of the machine, so it streams from memory as a model's weights do.
+ *
+ * The machine may be shared: every figure is the best of several passes.
  *
  * usage: bench-formats [TYPE...]   (no arguments: every type of every plugin) */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,15 +24,19 @@
 
 #include "core/host_impl.h"
 #include "core/registry.h"
+#include "core/threadpool.h"
 #include "splash/format.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 #define N_THREADS 2
-#define BW_BYTES (1ull << 30)     /* read-bandwidth buffer */
-#define MAT_BYTES (256ull << 20)  /* mat-vec weights: far larger than any cache */
-#define K_COLS 4096               /* inputs per weight row */
-#define MM_SECONDS 0.25           /* time budget of each mat-mat measurement */
+#define BW_BYTES (1ull << 30)    /* read-bandwidth buffer */
+#define MAT_BYTES (512ull << 20) /* mat-vec weights: twice the largest cache (260 MiB L3) */
+#define K_COLS 4096              /* inputs per weight row */
+#define MV_PASSES 5              /* mat-vec passes per thread count; the best counts */
+#define MM_SECONDS 0.25          /* time budget of each mat-mat measurement */
+#define ACT_TILE 8               /* activation rows per mul_rows call, as in kernels/matmul.c */
+#define MM_ROWS 4096             /* weight rows of the mat-mat measurements */
 
 static double now(void)
 {
@@ -32,26 +47,38 @@ static double now(void)
 
 /* ---- read bandwidth --------------------------------------------------------- */
 
-struct sum_task {
-    const uint64_t *p;
-    size_t n;
-    uint64_t result;
-};
+#if defined(__x86_64__)
+/* Sums of 64-bit words with the widest loads the CPU has and four independent
+ * accumulators, so the loop is bound by the memory system, not by the adds. */
+__attribute__((target("avx512f"))) static uint64_t sum_avx512(const uint64_t *p, size_t n)
+{
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+        a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
+        a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
+        a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
+    }
+    return (uint64_t)_mm512_reduce_add_epi64(
+        _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+}
 
 __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n)
 {
-    /* four independent accumulators so the loop is bound by loads only */
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i + 16 <= n; i += 16) {
-        for (int k = 0; k < 4; k++) {
-            a0 += p[i + k];
-            a1 += p[i + 4 + k];
-            a2 += p[i + 8 + k];
-            a3 += p[i + 12 + k];
-        }
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 12)));
     }
-    return a0 + a1 + a2 + a3;
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes,
+                        _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
+
+#endif
 
 static uint64_t sum_plain(const uint64_t *p, size_t n)
 {
@@ -63,21 +90,34 @@ static uint64_t sum_plain(const uint64_t *p, size_t n)
     return a0 + a1;
 }
 
+struct sum_task {
+    const uint64_t *p;
+    size_t n;
+    uint64_t result;
+};
+
 static void *sum_thread(void *arg)
 {
     struct sum_task *t = arg;
-    t->result = __builtin_cpu_supports("avx2") ? sum_avx2(t->p, t->n) : sum_plain(t->p, t->n);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f"))
+        t->result = sum_avx512(t->p, t->n);
+    else if (__builtin_cpu_supports("avx2"))
+        t->result = sum_avx2(t->p, t->n);
+    else
+#endif
+        t->result = sum_plain(t->p, t->n);
     return NULL;
 }
 
-/* Best of 3 passes over the buffer split between n_threads, in GB/s. */
+/* Best of 5 passes over the buffer split between n_threads, in GB/s. */
 static double read_bandwidth(const uint64_t *buf, size_t n_words, int n_threads)
 {
     double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         pthread_t th[N_THREADS];
         struct sum_task tasks[N_THREADS];
-        size_t per = n_words / (size_t)n_threads;
+        size_t per = n_words / (size_t)n_threads / 32 * 32;
         double t0 = now();
         for (int t = 0; t < n_threads; t++) {
             tasks[t] = (struct sum_task){buf + (size_t)t * per, per, 0};
@@ -98,67 +138,50 @@ static double read_bandwidth(const uint64_t *buf, size_t n_words, int n_threads)
     return best;
 }
 
-/* ---- kernels ------------------------------------------------------------------- */
+/* ---- products, as kernels/matmul.c runs them ---------------------------------- */
 
 struct mm_task {
     const struct splash_kernel_row *row;
     const uint8_t *w;
     size_t w_stride;
-    int64_t w_begin, w_end; /* weight rows of this thread */
     const uint8_t *act;
     size_t act_stride;
     int64_t n_act;
-    float *out;             /* per-thread scratch: n_act x chunk */
-    double deadline;        /* 0: one pass over [w_begin, w_end) */
-    double flops;
+    float *out; /* (n_act, out_stride) */
+    size_t out_stride;
 };
 
-enum { CHUNK = 64 };
-
-static void *mm_thread(void *arg)
+static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
-    struct mm_task *t = arg;
-    int64_t i = t->w_begin;
-    double flops = 0;
-    for (;;) {
-        int64_t n_w = t->w_end - i < CHUNK ? t->w_end - i : CHUNK;
-        splash_format_mul_rows(t->row, K_COLS, t->w + (size_t)i * t->w_stride, t->w_stride, n_w,
-                               t->act, t->act_stride, t->n_act, t->out, CHUNK);
-        flops += 2.0 * (double)n_w * K_COLS * (double)t->n_act;
-        i += n_w;
-        if (i >= t->w_end) {
-            if (!t->deadline)
-                break;
-            i = t->w_begin;
-        }
-        if (t->deadline && now() >= t->deadline)
-            break;
+    (void)thread;
+    const struct mm_task *m = ctx;
+    for (int64_t j = 0; j < m->n_act; j += ACT_TILE) {
+        int64_t nj = m->n_act - j < ACT_TILE ? m->n_act - j : ACT_TILE;
+        splash_format_mul_rows(m->row, K_COLS, m->w + (size_t)begin * m->w_stride, m->w_stride,
+                               end - begin, m->act + (size_t)j * m->act_stride, m->act_stride, nj,
+                               m->out + (size_t)j * m->out_stride + (size_t)begin, m->out_stride);
     }
-    t->flops = flops;
-    return NULL;
 }
 
-/* Runs n_threads over weight rows [0, n_rows); returns seconds (and flops). */
-static double run_mm(const struct splash_kernel_row *row, const uint8_t *w, size_t w_stride,
-                     int64_t n_rows, const uint8_t *act, size_t act_stride, int64_t n_act,
-                     float *scratch, int n_threads, double budget, double *flops)
+/* Products of the first n_rows weight rows with n_act activation rows on the pool,
+ * repeated until `budget` seconds passed (at least once); returns GFLOP/s, and the
+ * seconds of one product in *one. */
+static double run_mm(struct splash_pool *pool, struct mm_task *m, int64_t n_rows, double budget,
+                     double *one)
 {
-    pthread_t th[N_THREADS];
-    struct mm_task tasks[N_THREADS];
-    double t0 = now();
-    for (int t = 0; t < n_threads; t++) {
-        int64_t b = n_rows * t / n_threads, e = n_rows * (t + 1) / n_threads;
-        tasks[t] = (struct mm_task){row,    w,     w_stride, b, e, act, act_stride, n_act,
-                                    scratch + (size_t)t * CHUNK * (size_t)n_act,
-                                    budget ? t0 + budget : 0, 0};
-        pthread_create(&th[t], NULL, mm_thread, &tasks[t]);
-    }
-    *flops = 0;
-    for (int t = 0; t < n_threads; t++) {
-        pthread_join(th[t], NULL);
-        *flops += tasks[t].flops;
-    }
-    return now() - t0;
+    double t0 = now(), t = t0, best = 1e30;
+    int64_t reps = 0;
+    do {
+        double s = now();
+        splash_pool_parallel_for(pool, n_rows, 16, mm_rows, m);
+        t = now();
+        if (t - s < best)
+            best = t - s;
+        reps++;
+    } while (t - t0 < budget);
+    if (one)
+        *one = best;
+    return 2.0 * (double)n_rows * K_COLS * (double)m->n_act / best / 1e9;
 }
 
 /* ---- one format ------------------------------------------------------------ */
@@ -183,8 +206,8 @@ static int wanted(const char *name, int argc, char **argv)
     return 0;
 }
 
-static void bench_type(struct splash_registry *r, const char *plugin,
-                       const struct splash_format_type *f, double bw1, double bw2)
+static void bench_type(struct splash_registry *r, struct splash_pool *pools[], const char *plugin,
+                       const struct splash_format_type *f, const double bw[])
 {
     const struct splash_format_type *a =
         f->act_type ? splash_registry_format_by_name(r, f->act_type) : NULL;
@@ -192,16 +215,18 @@ static void bench_type(struct splash_registry *r, const char *plugin,
     size_t act_bytes = a ? splash_format_row_bytes(a, K_COLS) : 0;
     const struct splash_kernel_row *row = splash_format_pick_row(f, splash_cpu_features());
     if (!row || !a || !a->from_float || !row_bytes || !act_bytes) {
-        printf("%-10s %-9s  (skipped: no kernel row, activation format or %d-wide rows)\n",
-               f->name, plugin, K_COLS);
+        printf("%-10s %-9s  (skipped: no kernel row, activation format or %d-wide rows)\n", f->name,
+               plugin, K_COLS);
         return;
     }
     int64_t n_rows = (int64_t)(MAT_BYTES / row_bytes);
     uint8_t *w = splash_alloc_aligned(64, (size_t)n_rows * row_bytes);
     uint8_t *act = splash_alloc_aligned(64, 512 * act_bytes);
     float *x = malloc(sizeof(float) * K_COLS);
-    float *scratch = malloc(sizeof(float) * CHUNK * 512 * N_THREADS);
-    if (!w || !act || !x || !scratch) {
+    size_t out_floats =
+        (size_t)n_rows > 512 * (size_t)MM_ROWS ? (size_t)n_rows : 512 * (size_t)MM_ROWS;
+    float *out = malloc(sizeof(float) * out_floats);
+    if (!w || !act || !x || !out) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
@@ -222,27 +247,29 @@ static void bench_type(struct splash_registry *r, const char *plugin,
             x[k] = rnd();
         a->from_float(x, act + (size_t)j * act_bytes, K_COLS, NULL);
     }
-    double mv[2] = {0, 0}, flops;
-    for (int nt = 1; nt <= 2; nt++) {
-        for (int rep = 0; rep < 3; rep++) {
-            double dt = run_mm(row, w, row_bytes, n_rows, act, act_bytes, 1, scratch, nt, 0, &flops);
+    struct mm_task m = {row, w, row_bytes, act, act_bytes, 1, out, (size_t)n_rows};
+    double mv[N_THREADS] = {0};
+    for (int nt = 1; nt <= N_THREADS; nt++) {
+        for (int rep = 0; rep < MV_PASSES; rep++) {
+            double dt;
+            run_mm(pools[nt - 1], &m, n_rows, 0, &dt);
             double gbs = (double)n_rows * (double)row_bytes / dt / 1e9;
             if (gbs > mv[nt - 1])
                 mv[nt - 1] = gbs;
         }
     }
-    double dt8 = run_mm(row, w, row_bytes, n_rows, act, act_bytes, 8, scratch, 2, 0, &flops);
-    double gf8 = flops / dt8 / 1e9;
-    /* 512 rows: compute-bound; a time budget over the first 4096 weight rows */
-    int64_t n512 = n_rows < 4096 ? n_rows : 4096;
-    double dt512 =
-        run_mm(row, w, row_bytes, n512, act, act_bytes, 512, scratch, 2, MM_SECONDS, &flops);
-    double gf512 = flops / dt512 / 1e9;
-    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.1f %9.1f\n", f->name, plugin,
-           row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw1, mv[1], 100 * mv[1] / bw2, gf8,
-           gf512);
+    /* mat-mat: compute-bound, over the first MM_ROWS weight rows */
+    int64_t n_mm = n_rows < MM_ROWS ? n_rows : MM_ROWS;
+    m.out_stride = (size_t)n_mm;
+    m.n_act = 8;
+    double gf8 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
+    m.n_act = 512;
+    double gf512 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
+    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.1f %10.1f\n", f->name, plugin,
+           row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw[0], mv[1], 100 * mv[1] / bw[1],
+           gf8, gf512);
     fflush(stdout);
-    free(scratch);
+    free(out);
     free(x);
     splash_free_aligned(act);
     splash_free_aligned(w);
@@ -262,14 +289,24 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < BW_BYTES / 8; i++)
         buf[i] = i;
-    double bw1 = read_bandwidth(buf, BW_BYTES / 8, 1);
-    double bw2 = read_bandwidth(buf, BW_BYTES / 8, 2);
+    double bw[N_THREADS];
+    for (int nt = 1; nt <= N_THREADS; nt++)
+        bw[nt - 1] = read_bandwidth(buf, BW_BYTES / 8, nt);
     splash_free_aligned(buf);
-    printf("read bandwidth (1 GiB sum): 1 thread %.2f GB/s, 2 threads %.2f GB/s\n\n", bw1, bw2);
+    printf("read bandwidth (1 GiB sum, best of 5): 1 thread %.2f GB/s, 2 threads %.2f GB/s\n\n",
+           bw[0], bw[1]);
 
+    struct splash_pool *pools[N_THREADS];
+    for (int nt = 1; nt <= N_THREADS; nt++) {
+        pools[nt - 1] = splash_pool_create(nt);
+        if (!pools[nt - 1]) {
+            fprintf(stderr, "cannot create a %d-thread pool\n", nt);
+            return 1;
+        }
+    }
     struct splash_registry *r = splash_registry_create();
     splash_registry_add_builtins(r, splash_builtin_plugins);
-    printf("%-10s %-9s %-11s %5s %8s %6s %8s %6s %9s %9s\n", "type", "plugin", "isa", "bpw",
+    printf("%-10s %-9s %-11s %5s %8s %6s %8s %6s %9s %10s\n", "type", "plugin", "isa", "bpw",
            "mv1 GB/s", "%bw1", "mv2 GB/s", "%bw2", "mm8 GF/s", "mm512 GF/s");
     for (size_t p = 0; p < splash_registry_n_formats(r); p++) {
         const struct splash_format_plugin *fp = splash_registry_format(r, p);
@@ -277,9 +314,11 @@ int main(int argc, char **argv)
             const struct splash_format_type *f = fp->types[i];
             if (!f || (f->flags & SPLASH_FORMAT_ACTIVATION_ONLY) || !wanted(f->name, argc, argv))
                 continue;
-            bench_type(r, fp->header.name, f, bw1, bw2);
+            bench_type(r, pools, fp->header.name, f, bw);
         }
     }
     splash_registry_destroy(r);
+    for (int nt = 1; nt <= N_THREADS; nt++)
+        splash_pool_destroy(pools[nt - 1]);
     return 0;
 }

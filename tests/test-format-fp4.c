@@ -377,7 +377,9 @@ static void check_simd_rows(const struct splash_format_type *f, int64_t n_blocks
 static void test_fp4_simd_rows_match_scalar(void **state)
 {
     (void)state;
-    check_simd_rows(find("MXFP4"), 35); /* odd: the two-block AVX-512 path's tail */
+    check_simd_rows(find("MXFP4"), 35); /* the AVX-512 tiles' partial groups of 4 and 16 */
+    check_simd_rows(find("MXFP4"), 17);
+    check_simd_rows(find("MXFP4"), 50);
     check_simd_rows(find("MXFP4_MLX"), 4);
     check_simd_rows(find("NVFP4"), 17);
     check_simd_rows(find("NVFP4_G"), 5);

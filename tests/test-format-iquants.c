@@ -431,6 +431,72 @@ static void test_iquants_simd_rows_match_scalar(void **state)
         assert_true(n_checked > 0);
 }
 
+/* Many weight rows: the SIMD rows' mat-vec tiles (16, 8 and 4 weight rows against one
+ * activation row, with a remainder: 31 rows) and mat-mat passes (pairs of weight rows,
+ * odd counts of activation rows) equal the scalar row bit for bit, with strided inputs
+ * and a wider output. */
+static void test_iquants_mul_rows_tiles_match_scalar(void **state)
+{
+    (void)state;
+    enum { N_W = 31, MAX_ACT = 9 };
+    int n_checked = 0;
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct iq_case *c = &iq_cases[i];
+        const struct splash_kernel_row *ref = &c->f->rows[c->f->n_rows - 1];
+        const int64_t n = 2 * KQ_QK_K;
+        size_t rb = splash_format_row_bytes(c->f, n), ab = act_row_bytes(c, n);
+        size_t w_stride = rb + c->f->block_bytes, a_stride = ab + act_block_bytes(c);
+        uint8_t *w = calloc(N_W, w_stride), *act = calloc(MAX_ACT, a_stride);
+        uint8_t *tmp = malloc(rb > ab ? rb : ab);
+        assert_non_null(w);
+        assert_non_null(act);
+        assert_non_null(tmp);
+        for (int r = 0; r < N_W; r++) {
+            random_weights(c->f, tmp, n, 1);
+            memcpy(w + r * w_stride, tmp, rb);
+        }
+        for (int r = 0; r < MAX_ACT; r++) {
+            random_acts(c, tmp, n, 1);
+            memcpy(act + r * a_stride, tmp, ab);
+        }
+        float want[MAX_ACT][N_W];
+        for (int aj = 0; aj < MAX_ACT; aj++)
+            for (int wi = 0; wi < N_W; wi++)
+                ref->vec_dot(n, &want[aj][wi], w + wi * w_stride, act + aj * a_stride);
+        for (uint32_t k = 0; k + 1 < c->f->n_rows; k++) {
+            const struct splash_kernel_row *row = &c->f->rows[k];
+            if (!row_supported(row))
+                continue;
+            n_checked++;
+            const int n_acts[] = {1, 2, 3, 7, 9};
+            for (size_t ai = 0; ai < sizeof n_acts / sizeof n_acts[0]; ai++) {
+                const int n_act = n_acts[ai];
+                const size_t out_stride = N_W + 2;
+                float out[MAX_ACT * (N_W + 2)];
+                for (size_t e = 0; e < sizeof out / sizeof out[0]; e++)
+                    out[e] = -12345.0f;
+                row->mul_rows(n, w, w_stride, N_W, act, a_stride, n_act, out, out_stride);
+                for (int aj = 0; aj < MAX_ACT; aj++) {
+                    for (size_t wi = 0; wi < out_stride; wi++) {
+                        float got = out[aj * out_stride + wi];
+                        float exp = aj < n_act && wi < N_W ? want[aj][wi] : -12345.0f;
+                        if (splash_fp32_to_bits(got) != splash_fp32_to_bits(exp))
+                            fail_msg("%s %s mul_rows(%d rows, %d acts): out[%d][%zu] = %.9g, "
+                                     "want %.9g",
+                                     c->f->name, row->isa, N_W, n_act, aj, wi, got, exp);
+                    }
+                }
+            }
+        }
+        free(tmp);
+        free(act);
+        free(w);
+    }
+    print_message("%d (type, SIMD row) tile combinations checked\n", n_checked);
+    if (splash_cpu_features() & SPLASH_CPU_AVX2)
+        assert_true(n_checked > 0);
+}
+
 /* ---- validation ----------------------------------------------------------- */
 
 static void expect_invalid(const struct splash_format_type *f, const void *data, size_t n_bytes,
@@ -549,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_iquants_vec_dot_matches_reference),
         cmocka_unit_test(test_iquants_from_float_matches_reference),
         cmocka_unit_test(test_iquants_simd_rows_match_scalar),
+        cmocka_unit_test(test_iquants_mul_rows_tiles_match_scalar),
         cmocka_unit_test(test_iquants_validate_rejects_hostile_blocks),
         cmocka_unit_test(test_iquants_tiny_models_use_these_types),
     };

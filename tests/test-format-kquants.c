@@ -271,6 +271,15 @@ static void test_kquants_from_float_matches_reference_blocks(void **state)
 }
 
 /* sum_k |w_k a_k| over dequantized rows: the scale dot tolerances refer to. */
+/* The dot tolerance of a type (kq_cases). */
+static double k_tol(const char *name)
+{
+    for (size_t c = 0; c < N_CASES; c++)
+        if (!strcmp(kq_cases[c].name, name))
+            return kq_cases[c].dot_tol;
+    return 0;
+}
+
 static double abs_dot(const float *w, const float *a, int64_t n)
 {
     double s = 0;
@@ -481,6 +490,106 @@ static void test_kquants_simd_rows_match_scalar(void **state)
     assert_int_equal(total_bad, 0);
 }
 
+/* The mat-vec tiles (several weight rows against one activation row) and the
+ * mat-mat passes of every SIMD row, over 37 weight rows (whole tiles and a
+ * remainder) and lengths whose Q8_0 blocks do not fill the last group of 16 (nor,
+ * for 2080, a pair): mul_rows equals the row's own vec_dot bit for bit, each pair
+ * going through the same operations whatever the tile, and the scalar row within
+ * the dot tolerance. */
+enum { TILE_W = 37, TILE_A = 9 };
+
+static void test_kquants_mul_rows_tiles_match_vec_dot(void **state)
+{
+    (void)state;
+    const char *types[] = {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"};
+    const int64_t lens[] = {256, 1280, 2080, 4096};
+    uint64_t cpu = splash_cpu_features();
+    size_t bad = 0, checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const struct splash_format_type *f = find(types[ti]), *a = find(f->act_type);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t n = lens[li];
+            if (n % f->block_elems)
+                continue;
+            size_t wrb = splash_format_row_bytes(f, n), arb = splash_format_row_bytes(a, n);
+            uint8_t *w = malloc(wrb * TILE_W), *act = malloc(arb * TILE_A);
+            float *x = malloc(sizeof(float) * (size_t)n), *wdeq = malloc(sizeof(float) * (size_t)n);
+            float *adeq = malloc(sizeof(float) * (size_t)n * TILE_A);
+            assert_non_null(w);
+            assert_non_null(act);
+            assert_non_null(x);
+            assert_non_null(wdeq);
+            assert_non_null(adeq);
+            for (int i = 0; i < TILE_W; i++) {
+                random_floats(x, n, i % 3);
+                f->from_float(x, w + i * wrb, n, NULL);
+            }
+            for (int j = 0; j < TILE_A; j++) {
+                random_floats(x, n, j % 2 + 1);
+                a->from_float(x, act + j * arb, n, NULL);
+                a->to_float(act + j * arb, adeq + (size_t)j * n, n);
+            }
+            const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1];
+            for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
+                const struct splash_kernel_row *row = &f->rows[r];
+                if ((row->cpu_requires & cpu) != row->cpu_requires)
+                    continue;
+                checked++;
+                float one[TILE_A][TILE_W], want[TILE_A][TILE_W];
+                double scale[TILE_A][TILE_W];
+                for (int i = 0; i < TILE_W; i++) {
+                    f->to_float(w + i * wrb, wdeq, n);
+                    for (int j = 0; j < TILE_A; j++) {
+                        row->vec_dot(n, &one[j][i], w + i * wrb, act + j * arb);
+                        ref->vec_dot(n, &want[j][i], w + i * wrb, act + j * arb);
+                        scale[j][i] = abs_dot(wdeq, adeq + (size_t)j * n, n);
+                    }
+                }
+                const int n_acts[] = {1, 2, 3, 8, 9};
+                for (size_t ai = 0; ai < sizeof n_acts / sizeof n_acts[0]; ai++) {
+                    const int n_act = n_acts[ai];
+                    float out[TILE_A][TILE_W + 3];
+                    for (int j = 0; j < TILE_A; j++)
+                        for (int i = 0; i < TILE_W + 3; i++)
+                            out[j][i] = -12345.0f;
+                    splash_format_mul_rows(row, n, w, wrb, TILE_W, act, arb, n_act, &out[0][0],
+                                           TILE_W + 3);
+                    for (int j = 0; j < TILE_A; j++) {
+                        for (int i = 0; i < TILE_W + 3; i++) {
+                            int inside = j < n_act && i < TILE_W;
+                            float got = out[j][i];
+                            int ok = inside ? splash_fp32_to_bits(got) ==
+                                                      splash_fp32_to_bits(one[j][i]) &&
+                                                  fabs(got - want[j][i]) <=
+                                                      k_tol(types[ti]) * scale[j][i]
+                                            : got == -12345.0f;
+                            if (!ok) {
+                                if (bad < 16)
+                                    fprintf(stderr,
+                                            "  %s %s n %lld mul_rows(%d acts): out[%d][%d] = %.9g, "
+                                            "vec_dot %.9g, scalar %.9g\n",
+                                            types[ti], row->isa, (long long)n, n_act, j, i, got,
+                                            inside ? one[j][i] : -12345.0f,
+                                            inside ? want[j][i] : -12345.0f);
+                                bad++;
+                            }
+                        }
+                    }
+                }
+            }
+            free(adeq);
+            free(wdeq);
+            free(x);
+            free(act);
+            free(w);
+        }
+    }
+    fprintf(stderr, "  %zu (type, length, SIMD row) tile checks\n", checked);
+    if (cpu & SPLASH_CPU_AVX2)
+        assert_true(checked > 0);
+    assert_int_equal(bad, 0);
+}
+
 /* ---- validate --------------------------------------------------------------- */
 
 /* The byte offset of the first fp16 scale (d) in each type's block. */
@@ -610,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_kquants_from_float_matches_reference_blocks),
         cmocka_unit_test(test_kquants_vec_dot_matches_reference),
         cmocka_unit_test(test_kquants_simd_rows_match_scalar),
+        cmocka_unit_test(test_kquants_mul_rows_tiles_match_vec_dot),
         cmocka_unit_test(test_kquants_validate_refuses_bad_sizes),
         cmocka_unit_test(test_kquants_validate_refuses_nan_and_inf_scales),
         cmocka_unit_test(test_kquants_validate_accepts_reference_blocks),

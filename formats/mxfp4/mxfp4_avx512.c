@@ -1,80 +1,191 @@
-/* AVX-512 VNNI MXFP4 x Q8_0 rows, two blocks per 512-bit vector.
+/* AVX-512 VNNI MXFP4 x Q8_0 rows, four blocks per 512-bit vector.
  *
- * vpdpbusd multiplies unsigned by signed bytes, so the shuffle table holds the
- * magnitudes of the doubled E2M1 values and the code's sign bit negates the
- * activation byte instead (Q8_0 bytes lie in [-127, 127], so negation is exact).
- * Lanes 0..7 carry the even block, 8..15 the odd one; one FMA applies both blocks'
- * scales. One accumulator per activation row whatever the pass size. */
+ * The four blocks' 16 code bytes fill one register; its low nibbles are values 0..15
+ * of each block and its high nibbles values 16..31, so the activations are loaded in
+ * that order instead ([a_b[0..15]] then [a_b[16..31]] for blocks b..b+3), once per
+ * tile and shared by all its weight rows. A byte shuffle maps codes to the doubled
+ * E2M1 values plus 128 (unsigned, for vpdpbusd); the bias's 128 * sum(a) is subtracted
+ * through the accumulator's start value, which depends on the activations only.
+ * Each lane then holds four products of one block: block scales (E8M0 of 16 weight
+ * blocks, gathered, times the gathered fp16 activation scales) are spread over the
+ * lanes by one permute, and one FMA per four blocks accumulates.
+ *
+ * mul_rows gives one activation row four weight rows at a time and more activation
+ * rows one weight row at a time; every (weight, activation) pair goes through the
+ * same operations in every tile, so vec_dot and mul_rows agree bit for bit. */
 #include <immintrin.h>
 
 #include "formats/mxfp4/mxfp4.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#define TILE_NW 4
+#define PREFETCH 1024
 
-/* |doubled E2M1| per code: the OCP MX FP4 magnitudes times two. */
-static const int8_t mxfp4_abs_x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
+/* Doubled E2M1 values plus 128 per code. */
+static const uint8_t mxfp4_x2_biased[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                            128, 127, 126, 125, 124, 122, 120, 116};
 
-INLINE __m512i act_pair(const struct q8_0_block *y, int both)
+/* 2^(e - 128) of the E8M0 bytes in the low byte of each lane (mxfp4_e8m0_half): exact,
+ * 2^-128 and 2^-127 included (subnormal). */
+INLINE __m512 e8m0_half16(__m512i e)
 {
-    __m256i a0 = _mm256_loadu_si256((const __m256i *)y[0].qs);
-    __m256i a1 = both ? _mm256_loadu_si256((const __m256i *)y[1].qs) : _mm256_setzero_si256();
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a0), a1, 1);
+    return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                            _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
 }
 
-INLINE void rows_avx512(int64_t nb, const void *w, const char *act, size_t act_stride, float *out,
-                        size_t out_stride, const int nr)
+/* Scales of up to 16 weight blocks from x (lanes outside m zero). */
+INLINE __m512 w_scales16(const struct mxfp4_block *x, __mmask16 m)
 {
-    const struct mxfp4_block *x = w;
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_abs_x2));
+    const __m512i off =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32((int)sizeof(struct mxfp4_block)));
+    /* each lane reads e and three code bytes of its own block */
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, off, &x->e, 1);
+    const __m512 s = e8m0_half16(_mm512_and_si512(g, _mm512_set1_epi32(0xff)));
+    return _mm512_maskz_mov_ps(m, s);
+}
+
+/* fp16 scales of up to 16 Q8_0 blocks from y (lanes outside m zero). */
+INLINE __m512 a_scales16(const struct q8_0_block *y, __mmask16 m)
+{
+    const __m512i off =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32((int)sizeof(struct q8_0_block)));
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, off, &y->d, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
+/* 16 bytes at p + k * stride for k < nk in 128-bit lane k, zeros above. */
+INLINE __m512i load4x16(const void *p, size_t stride, int nk)
+{
+    const char *c = p;
+    __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)c));
+    if (nk > 1)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + stride)), 1);
+    if (nk > 2)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 2 * stride)), 2);
+    if (nk > 3)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(c + 3 * stride)), 3);
+    return v;
+}
+
+#define W_ROW(wi) ((const struct mxfp4_block *)((const char *)w + (size_t)(wi)*w_stride))
+#define A_ROW(r) ((const struct q8_0_block *)(act + (size_t)(r)*act_stride))
+
+/* Blocks q .. q + nk - 1 of the 16-block group at g. */
+#define QUAD_STEP(q, nk)                                                                           \
+    do {                                                                                           \
+        const __m512i iq = _mm512_add_epi32(quad0, _mm512_set1_epi32(q));                          \
+        __m512i wlo[TILE_NW], whi[TILE_NW];                                                        \
+        MXFP4_UNROLL_ROWS                                                                          \
+        for (int wi = 0; wi < nw; wi++) {                                                          \
+            const struct mxfp4_block *x = W_ROW(wi) + g + (q);                                     \
+            _mm_prefetch((const char *)x + PREFETCH, _MM_HINT_T0);                                 \
+            const __m512i c = load4x16(x->qs, sizeof *x, nk);                                      \
+            wlo[wi] = _mm512_shuffle_epi8(lut, _mm512_and_si512(c, m4));                           \
+            whi[wi] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));     \
+        }                                                                                          \
+        MXFP4_UNROLL_ROWS                                                                          \
+        for (int r = 0; r < nr; r++) {                                                             \
+            const struct q8_0_block *y = A_ROW(r) + g + (q);                                       \
+            const __m512i alo = load4x16(y->qs, sizeof *y, nk);                                    \
+            const __m512i ahi = load4x16(y->qs + 16, sizeof *y, nk);                               \
+            const __m512i negc = _mm512_sub_epi32(                                                 \
+                _mm512_setzero_si512(),                                                            \
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, alo), k80,    \
+                                    ahi));                                                         \
+            MXFP4_UNROLL_ROWS                                                                      \
+            for (int wi = 0; wi < nw; wi++) {                                                      \
+                const __m512i t =                                                                  \
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(negc, wlo[wi], alo), whi[wi], ahi);    \
+                acc[wi][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),                                \
+                                             _mm512_permutexvar_ps(iq, sc[wi][r]), acc[wi][r]);    \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+INLINE void tile_avx512(int64_t nb, const void *w, size_t w_stride, const int nw, const char *act,
+                        size_t act_stride, const int nr, float *out, size_t out_stride)
+{
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_x2_biased));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i sign = _mm512_set1_epi8(0x08);
-    /* 128-bit lanes: codes of block 0 (low nibbles, high nibbles), block 1 likewise */
-    const __m512i spread = _mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0);
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    __m512 acc[MXFP4_MAX_ACT_ROWS];
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    /* lanes 4k..4k+3 take block k's scale */
+    const __m512i quad0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    __m512 acc[TILE_NW][MXFP4_MAX_ACT_ROWS];
     MXFP4_UNROLL_ROWS
-    for (int r = 0; r < nr; r++)
-        acc[r] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i += 2) {
-        const int both = i + 1 < nb;
-        const __m128i q0 = _mm_loadu_si128((const __m128i *)x[i].qs);
-        const __m128i q1 =
-            both ? _mm_loadu_si128((const __m128i *)x[i + 1].qs) : _mm_setzero_si128();
-        const __m512i q = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-        const __m512i codes =
-            _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi64(spread, q), shift), m4);
-        const __m512i wabs = _mm512_shuffle_epi8(lut, codes);
-        const __mmask64 neg = _mm512_test_epi8_mask(codes, sign);
-        const float dw0 = mxfp4_e8m0_half(x[i].e);
-        const float dw1 = both ? mxfp4_e8m0_half(x[i + 1].e) : 0.0f;
+    for (int wi = 0; wi < nw; wi++) {
         MXFP4_UNROLL_ROWS
-        for (int r = 0; r < nr; r++) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)(act + (size_t)r * act_stride) + i;
-            __m512i a = act_pair(y, both);
-            a = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
-            const __m512 p =
-                _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wabs, a));
-            const float d1 = both ? _cvtsh_ss(y[1].d) * dw1 : 0.0f;
-            const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(y[0].d) * dw0),
-                                                _mm256_set1_ps(d1), 1);
-            acc[r] = _mm512_fmadd_ps(d, p, acc[r]);
+        for (int r = 0; r < nr; r++)
+            acc[wi][r] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < nb; g += 16) {
+        const int nblk = nb - g < 16 ? (int)(nb - g) : 16;
+        const __mmask16 m = (__mmask16)((1u << nblk) - 1);
+        __m512 sc[TILE_NW][MXFP4_MAX_ACT_ROWS], da[MXFP4_MAX_ACT_ROWS];
+        MXFP4_UNROLL_ROWS
+        for (int r = 0; r < nr; r++)
+            da[r] = a_scales16(A_ROW(r) + g, m);
+        MXFP4_UNROLL_ROWS
+        for (int wi = 0; wi < nw; wi++) {
+            const __m512 dw = w_scales16(W_ROW(wi) + g, m);
+            MXFP4_UNROLL_ROWS
+            for (int r = 0; r < nr; r++)
+                sc[wi][r] = _mm512_mul_ps(dw, da[r]);
+        }
+        if (nblk == 16) {
+            QUAD_STEP(0, 4);
+            QUAD_STEP(4, 4);
+            QUAD_STEP(8, 4);
+            QUAD_STEP(12, 4);
+        } else {
+            for (int q = 0; q < nblk; q += 4) {
+                const int nk = nblk - q;
+                if (nk >= 4)
+                    QUAD_STEP(q, 4);
+                else if (nk == 3)
+                    QUAD_STEP(q, 3);
+                else if (nk == 2)
+                    QUAD_STEP(q, 2);
+                else
+                    QUAD_STEP(q, 1);
+            }
         }
     }
     MXFP4_UNROLL_ROWS
-    for (int r = 0; r < nr; r++)
-        out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+    for (int wi = 0; wi < nw; wi++) {
+        MXFP4_UNROLL_ROWS
+        for (int r = 0; r < nr; r++)
+            out[(size_t)r * out_stride + (size_t)wi] = _mm512_reduce_add_ps(acc[wi][r]);
+    }
+}
+
+/* One weight row against nr activation rows, for MXFP4_MUL_ROWS_DRIVER. */
+INLINE void tile1_avx512(int64_t nb, const void *w, const char *act, size_t act_stride, float *out,
+                         size_t out_stride, const int nr)
+{
+    tile_avx512(nb, w, 0, 1, act, act_stride, nr, out, out_stride);
 }
 
 void mxfp4_q8_avx512vnni_dot(int64_t n, float *s, const void *w_row, const void *act_row)
 {
-    rows_avx512(n / MXFP4_QK, w_row, act_row, 0, s, 0, 1);
+    tile_avx512(n / MXFP4_QK, w_row, 0, 1, act_row, 0, 1, s, 0);
 }
 
 void mxfp4_q8_avx512vnni_mul_rows(int64_t n, const void *w, size_t w_stride, int64_t n_w,
                                   const void *act, size_t act_stride, int64_t n_act, float *out,
                                   size_t out_stride)
 {
-    MXFP4_MUL_ROWS_DRIVER(rows_avx512, n / MXFP4_QK, w, w_stride, n_w, act, act_stride, n_act,
-                          out, out_stride);
+    const int64_t nb = n / MXFP4_QK;
+    const char *wb = w;
+    if (n_act == 1) {
+        int64_t i = 0;
+        for (; i + TILE_NW <= n_w; i += TILE_NW)
+            tile_avx512(nb, wb + (size_t)i * w_stride, w_stride, TILE_NW, act, 0, 1, out + i, 0);
+        for (; i < n_w; i++)
+            tile_avx512(nb, wb + (size_t)i * w_stride, w_stride, 1, act, 0, 1, out + i, 0);
+        return;
+    }
+    MXFP4_MUL_ROWS_DRIVER(tile1_avx512, nb, w, w_stride, n_w, act, act_stride, n_act, out,
+                          out_stride);
 }
