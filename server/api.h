@@ -20,6 +20,20 @@ void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, si
 void splash_api_think_submit(struct splash_app *app, json_t *submit, int64_t budget,
                              int64_t prompt_tokens);
 
+struct splash_prompt;
+
+/* Adds a request's output constraint (response_format, tool_choice required or named)
+ * to an engine submit, wrapped for how the prompt reasons. spec_of is one of the
+ * splash_grammar_spec_from_* readers. Returns 0, or -1 with msg (a 400). */
+int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
+                              int (*spec_of)(const json_t *body, json_t **spec, char *msg,
+                                             size_t msg_size),
+                              const struct splash_prompt *prompt, json_t *submit, char *msg,
+                              size_t msg_size);
+int splash_api_spec_chat(const json_t *body, json_t **spec, char *msg, size_t msg_size);
+int splash_api_spec_messages(const json_t *body, json_t **spec, char *msg, size_t msg_size);
+int splash_api_spec_responses(const json_t *body, json_t **spec, char *msg, size_t msg_size);
+
 void splash_api_chat(void *app, const struct splash_http_request *req,
                      struct splash_http_reply *reply);
 void splash_api_completions(void *app, const struct splash_http_request *req,

@@ -226,6 +226,11 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     }
     if (prompt.prompt.thinks)
         splash_api_think_submit(app, submit, budget, (int64_t)prompt.ids.n);
+    if (splash_api_grammar_submit(app, body, splash_api_spec_chat, &prompt.prompt, submit, msg,
+                                  sizeof msg)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
+        goto out;
+    }
     c = calloc(1, sizeof *c);
     if (!c)
         goto out;

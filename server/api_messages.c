@@ -748,6 +748,11 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
         goto out;
     if (r.p.prompt.thinks)
         splash_api_think_submit(app, submit, r.budget, (int64_t)r.p.ids.n);
+    if (splash_api_grammar_submit(app, body, splash_api_spec_messages, &r.p.prompt, submit, msg,
+                                  sizeof msg)) {
+        bad_request(reply, msg);
+        goto out;
+    }
     m = calloc(1, sizeof *m);
     if (!m) {
         splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");

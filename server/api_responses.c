@@ -621,8 +621,11 @@ static int refuse_unsupported(const json_t *body, char *msg, size_t size)
         snprintf(msg, size, "text must be an object");
         return -1;
     }
-    if (format && !json_is_null(format) && (!ftype || strcmp(ftype, "text"))) {
-        snprintf(msg, size, "text.format.type %s is not supported: only text is",
+    /* json_object and json_schema formats constrain the output (grammar) */
+    if (format && !json_is_null(format) &&
+        (!ftype || (strcmp(ftype, "text") && strcmp(ftype, "json_object") &&
+                    strcmp(ftype, "json_schema")))) {
+        snprintf(msg, size, "text.format.type %s is not supported: text, json_object or json_schema",
                  ftype ? ftype : "(missing)");
         return -1;
     }
@@ -818,6 +821,11 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     const struct splash_api_prompt *p = &pr.p;
     if (p->prompt.thinks)
         splash_api_think_submit(app, submit, budget, (int64_t)p->ids.n);
+    if (splash_api_grammar_submit(app, body, splash_api_spec_responses, &p->prompt, submit, msg,
+                                  sizeof msg)) {
+        bad_request(reply, "invalid_parameter", msg);
+        goto out;
+    }
     r = calloc(1, sizeof *r);
     if (!r) {
         splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");

@@ -32,6 +32,7 @@ struct splash_app {
     int32_t think_end[64];           /* the thinking end's tokens (budget runs out) */
     int n_think_end;
     int32_t think_close_id, call_open_id;
+    void *grammar_format;            /* struct splash_grammar_format for checking grammars */
     const char *model_name;          /* --model */
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */

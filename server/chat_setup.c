@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grammar/grammar.h"
 #include "core/meta.h"
 #include "core/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
@@ -69,6 +70,17 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         if (ids.stops[i] >= 0)
             app->stop_ids[app->n_stop_ids++] = ids.stops[i];
     app->special = special_tokens(app->tok);
+    /* the tokens a grammar writes tool calls and think tags with */
+    struct splash_grammar_format *gf = calloc(1, sizeof *gf);
+    enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
+                                                ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+    if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
+        snprintf(msg, size, "chat format %s: %s", app->format->name, gf ? err.msg : "out of memory");
+        free(gf);
+        return -1;
+    }
+    app->grammar_format = gf;
     /* the thinking end: --thinking-end-text, else the close the template writes after a
      * reasoning (a line break then </think> for Qwen's, </think> alone for Flint's) */
     char default_end[32];
@@ -127,4 +139,5 @@ void splash_chat_teardown(struct splash_app *app)
     if (app->reasoning)
         json_decref(app->reasoning);
     free(app->effort_report);
+    free(app->grammar_format);
 }

@@ -4,6 +4,8 @@
 #include "core/engine/engine.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -11,11 +13,13 @@
 #include <time.h>
 
 #include "core/engine/protocol.h"
+#include "core/grammar/grammar.h"
 #include "core/host_impl.h"
 #include "core/memory_plan.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
+#include "core/tokenizer/tokenizer.h"
 #include "kernels/sampling.h"
 
 enum req_state { REQ_PREFILL, REQ_DECODE };
@@ -37,6 +41,9 @@ struct request {
     int32_t think_close, call_open;
     int32_t think_end[64];
     int n_think_end, forced_next;       /* forced_next < n_think_end: forcing the end */
+    /* output constraint (response_format, forced tool calls) */
+    struct splash_grammar *grammar;
+    struct splash_grammar_matcher *matcher;
     int32_t pos;        /* tokens in the sequence */
     enum req_state state;
     struct request *next;
@@ -56,6 +63,15 @@ struct engine {
     /* --decode-share: measured step costs (EMA, seconds) size the prompt chunks */
     double t_decode_step, t_prefill_token;
     int prefill_turn; /* decode share 0: steps alternate prefill and decode */
+    /* grammars: built on the first constrained request */
+    struct splash_tokenizer *tok;
+    struct splash_grammar_vocab *gvocab;
+    struct splash_grammar_format gformat;
+    int gformat_calls;  /* -1 until initialised */
+    uint32_t *mask;
+    /* single-byte and special tokens: every completion can be written with them */
+    int32_t *closers;
+    int n_closers;
 };
 
 static double mono_now(void)
@@ -99,6 +115,10 @@ static void request_free(struct engine *e, struct request *r)
         e->lm->family->seq_destroy(e->lm->model, r->seq);
         e->n_active--;
     }
+    if (r->matcher)
+        splash_grammar_matcher_destroy(r->matcher);
+    if (r->grammar)
+        splash_grammar_destroy(r->grammar);
     splash_sampler_free(&r->sampler);
     free(r->prompt);
     free(r);
@@ -122,6 +142,40 @@ static void finish(struct engine *e, struct request *r, const char *reason)
     splash_frame_write(e->opts->fd, SPLASH_FRAME_DONE, r->id, b, &err);
     json_decref(b);
     request_remove(e, r);
+}
+
+/* The tokenizer, vocabulary index and format a constrained request needs, built once. */
+static enum splash_status grammar_setup(struct engine *e, const struct request *r, const char *calls,
+                                       struct splash_err *err)
+{
+    enum splash_status st;
+    if (!e->tok && (st = splash_tokenizer_load_gguf(e->lm->meta->path, &e->tok, err)))
+        return st;
+    if (!e->gvocab) {
+        if ((st = splash_grammar_vocab_create(e->tok, r->stop_ids, (size_t)r->n_stop, &e->gvocab, err)))
+            return st;
+        e->mask = malloc(splash_grammar_mask_words(e->gvocab) * sizeof *e->mask);
+        size_t n_tok = splash_tokenizer_n_tokens(e->tok);
+        e->closers = malloc(n_tok * sizeof *e->closers);
+        if (!e->mask || !e->closers)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the token mask");
+        for (size_t i = 0; i < n_tok; i++) {
+            size_t len;
+            int type = splash_tokenizer_token_type(e->tok, (int32_t)i);
+            const char *piece = splash_tokenizer_piece(e->tok, (int32_t)i, SPLASH_DETOK_SPECIAL, &len);
+            if ((piece && len == 1) || type == SPLASH_TOKEN_CONTROL || type == SPLASH_TOKEN_USER_DEFINED)
+                e->closers[e->n_closers++] = (int32_t)i;
+        }
+    }
+    int want = calls && !strcmp(calls, "glm_args") ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                   : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+    if (e->gformat_calls != want) {
+        if ((st = splash_grammar_format_init(&e->gformat, (enum splash_grammar_call_syntax)want,
+                                             e->tok, err)))
+            return st;
+        e->gformat_calls = want;
+    }
+    return SPLASH_OK;
 }
 
 static void submit(struct engine *e, uint64_t id, json_t *body)
@@ -215,6 +269,17 @@ static void submit(struct engine *e, uint64_t id, json_t *body)
         send_error(e, id, "capacity_exhausted", "out of memory for the sampler");
         return;
     }
+    json_t *spec = json_object_get(body, "grammar");
+    if (json_is_object(spec)) {
+        struct splash_err err;
+        if (grammar_setup(e, r, json_string_value(json_object_get(body, "grammar_calls")), &err) ||
+            splash_grammar_compile_spec(spec, &e->gformat, &r->grammar, &err) ||
+            splash_grammar_matcher_create(r->grammar, e->gvocab, &r->matcher, &err)) {
+            send_error(e, id, "invalid_request", err.msg);
+            request_free(e, r);
+            return;
+        }
+    }
     r->state = REQ_PREFILL;
     struct request **tail = &e->reqs;
     while (*tail)
@@ -302,20 +367,90 @@ static int is_stop(const struct request *r, int32_t t)
     return 0;
 }
 
+/* Near the output limit a constrained reply must still close: once the tokens left
+ * barely cover the bytes that complete the grammar, take the token that leaves the
+ * least to write (trial accept and undo), among the likeliest allowed tokens and
+ * every single-byte and special token, so each step shortens the rest by one at
+ * least; ties go to the likelier token. */
+static int32_t steer_to_close(struct engine *e, struct request *r, const float *logits,
+                              int32_t sampled)
+{
+    size_t need = splash_grammar_matcher_distance(r->matcher);
+    int32_t left = r->max_tokens - r->n_gen;
+    if (need == SIZE_MAX || need == 0 || (size_t)left > need + 16)
+        return sampled;
+    enum { LIKELY = 32 };
+    int32_t likely[LIKELY];
+    int n_likely = 0;
+    int64_t n_vocab = e->lm->info.n_vocab;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        if (logits[i] == -INFINITY)
+            continue;
+        if (n_likely < LIKELY) {
+            likely[n_likely++] = (int32_t)i;
+            continue;
+        }
+        int worst = 0;
+        for (int k = 1; k < n_likely; k++)
+            if (logits[likely[k]] < logits[likely[worst]])
+                worst = k;
+        if (logits[i] > logits[likely[worst]])
+            likely[worst] = (int32_t)i;
+    }
+    int32_t best = sampled;
+    size_t best_need = SIZE_MAX;
+    struct splash_err err;
+    for (int k = 0; k < n_likely + e->n_closers; k++) {
+        int32_t id = k < n_likely ? likely[k] : e->closers[k - n_likely];
+        if (id >= n_vocab || logits[id] == -INFINITY)
+            continue; /* the mask refuses it here */
+        if (splash_grammar_matcher_accept_token(r->matcher, id, &err) != SPLASH_OK)
+            continue;
+        size_t d = splash_grammar_matcher_is_stopped(r->matcher) ? 0
+                                                                 : splash_grammar_matcher_distance(r->matcher);
+        splash_grammar_matcher_rollback(r->matcher, 1);
+        if (d < best_need || (d == best_need && logits[id] > logits[best])) {
+            best = id;
+            best_need = d;
+        }
+    }
+    return best;
+}
+
 static void emit_token(struct engine *e, struct request *r, float *logits)
 {
     struct splash_token_logprob top[20];
     float lp = 0;
     int n_top = r->top_logprobs;
     int32_t t;
-    if (r->forced_next < r->n_think_end) {
+    /* under a grammar, thinking ends only between whole characters */
+    int force = r->forced_next < r->n_think_end &&
+                (!r->matcher || r->forced_next > 0 ||
+                 splash_grammar_matcher_thinking_at_char_boundary(r->matcher));
+    if (force) {
         /* the budget ran out: the thinking end is selected, not sampled */
         t = r->think_end[r->forced_next++];
         splash_sampler_accept(&r->sampler, t);
         n_top = 0;
     } else {
+        if (r->matcher) {
+            splash_grammar_matcher_fill_mask(r->matcher, e->mask);
+            splash_grammar_mask_apply(e->mask, splash_grammar_vocab_n_tokens(e->gvocab), logits,
+                                      (size_t)e->lm->info.n_vocab);
+        }
         t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
                                   n_top ? top : NULL, n_top);
+        if (r->matcher)
+            t = steer_to_close(e, r, logits, t);
+    }
+    if (r->matcher) {
+        struct splash_err err;
+        if (splash_grammar_matcher_accept_token(r->matcher, t, &err) != SPLASH_OK) {
+            /* a masked pick never fails; a forced end the grammar refuses ends the request */
+            send_error(e, r->id, "engine_failed", err.msg);
+            request_remove(e, r);
+            return;
+        }
     }
     if (r->in_thinking) {
         if (t == r->think_close) {
@@ -458,7 +593,7 @@ static int step(struct engine *e)
 
 int splash_engine_main(const struct splash_engine_opts *opts)
 {
-    struct engine e = {.opts = opts};
+    struct engine e = {.opts = opts, .gformat_calls = -1};
     struct splash_engine_opts o = *opts;
     if (!o.max_lanes)
         o.max_lanes = 16;
@@ -526,6 +661,12 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     free(e.logits);
     free(e.lanes);
     free(e.lane_req);
+    free(e.mask);
+    free(e.closers);
+    if (e.gvocab)
+        splash_grammar_vocab_destroy(e.gvocab);
+    if (e.tok)
+        splash_tokenizer_destroy(e.tok);
     splash_model_unload(e.lm);
     return status;
 }

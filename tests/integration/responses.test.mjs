@@ -198,7 +198,7 @@ test("responses: unsupported and bad fields get a 400 naming them", async () => 
     [{ ...ok, previous_response_id: "resp_123" }, /previous_response_id is not supported/],
     [{ ...ok, conversation: "conv_1" }, /conversation is not supported/],
     [{ ...ok, background: true }, /background/],
-    [{ ...ok, text: { format: { type: "json_schema", name: "x", schema: {} } } }, /text\.format\.type json_schema/],
+    [{ ...ok, text: { format: { type: "xml" } } }, /text\.format\.type xml/],
     [{ ...ok, input: 5 }, /input must be/],
     [{ ...ok, input: [] }, /input must be/],
     [{ ...ok, input: [{ type: "message", role: "user", content: [{ type: "input_image", image_url: "x" }] }] },
