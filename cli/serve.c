@@ -92,7 +92,14 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
     return NULL;
 }
 
-static volatile sig_atomic_t got_signal;
+static sigset_t stop_signals;
+
+/* A second Ctrl+C while the engine stops: the engine is killed at once. */
+static int second_interrupt(void)
+{
+    struct timespec zero = {0, 0};
+    return sigtimedwait(&stop_signals, NULL, &zero) == SIGINT;
+}
 
 int splash_cmd_serve(int argc, char **argv)
 {
@@ -111,6 +118,7 @@ int splash_cmd_serve(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    stop_signals = set;
     signal(SIGPIPE, SIG_IGN);
     splash_console_start();
     static struct splash_app app;
@@ -195,14 +203,14 @@ int splash_cmd_serve(int argc, char **argv)
         if (s == SPLASH_ENGINE_READY)
             break;
         if (s == SPLASH_ENGINE_FAILED || s == SPLASH_ENGINE_STOPPED) {
-            splash_engine_client_stop(app.engine, 1);
+            splash_engine_client_stop(app.engine, 1, NULL);
             splash_console_stop(1000);
             return 1;
         }
         struct timespec ts = {0, 100000000L};
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGINT || sig == SIGTERM) {
-            splash_engine_client_stop(app.engine, 1);
+            splash_engine_client_stop(app.engine, 1, NULL);
             splash_console_stop(1000);
             return sig == SIGINT ? 130 : 143;
         }
@@ -212,7 +220,7 @@ int splash_cmd_serve(int argc, char **argv)
                                                  msg, sizeof msg);
     if (!http) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
-        splash_engine_client_stop(app.engine, 0);
+        splash_engine_client_stop(app.engine, 0, NULL);
         splash_console_stop(1000);
         return 1;
     }
@@ -258,10 +266,7 @@ int splash_cmd_serve(int argc, char **argv)
             splash_engine_client_release(app.engine);
     }
     splash_http_stop(http);
-    /* a second Ctrl+C while the engine stops stops it at once */
-    struct timespec zero = {0, 0};
-    int now = sigtimedwait(&set, NULL, &zero) == SIGINT;
-    splash_engine_client_stop(app.engine, now);
+    splash_engine_client_stop(app.engine, 0, second_interrupt);
     splash_console_stop(1000);
     return status;
 }

@@ -497,7 +497,7 @@ enum splash_engine_state splash_engine_client_wait_ready(struct splash_engine_cl
     return s;
 }
 
-void splash_engine_client_stop(struct splash_engine_client *c, int now)
+void splash_engine_client_stop(struct splash_engine_client *c, int now, int (*interrupted)(void))
 {
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
@@ -510,6 +510,10 @@ void splash_engine_client_stop(struct splash_engine_client *c, int now)
         for (int i = 0; !now && i < 150; i++) {
             if (waitpid(pid, NULL, WNOHANG) != 0)
                 break;
+            if (interrupted && interrupted()) {
+                splash_console_line(SPLASH_CONSOLE_OUT, "Stopping · the engine at once");
+                break;
+            }
             usleep(100000);
         }
         kill(pid, SIGKILL);

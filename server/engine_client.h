@@ -34,8 +34,10 @@ struct splash_engine_client;
 struct splash_pending;
 
 struct splash_engine_client *splash_engine_client_start(const struct splash_engine_spawn *spawn);
-/* Graceful stop: SHUTDOWN, SIGTERM, then SIGKILL after 15 s (or at once if `now`). */
-void splash_engine_client_stop(struct splash_engine_client *c, int now);
+/* Graceful stop: SHUTDOWN, SIGTERM, then SIGKILL after 15 s (or at once if `now`).
+ * interrupted (optional) is polled every 100 ms while waiting; when it returns
+ * nonzero (a second Ctrl+C) the engine is killed at once. */
+void splash_engine_client_stop(struct splash_engine_client *c, int now, int (*interrupted)(void));
 /* Blocks until the first start succeeds or fails; returns the state. */
 enum splash_engine_state splash_engine_client_wait_ready(struct splash_engine_client *c);
 
