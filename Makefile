@@ -70,6 +70,8 @@ RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
 .PHONY: all test bench fuzz install clean plugins check-format
+# keep intermediate objects (test support, generated sources) between builds
+.SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
 
 plugins: $(FORMAT_SOS) $(FAMILY_SOS)

@@ -24,44 +24,18 @@
 #include "formats/kquants/q8_blocks.h"
 #include "splash/format.h"
 #include "splash/fp.h"
-
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
-
-static struct splash_registry *registry;
+#include "tests/support/formats.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/rng.h"
 
 static const int all_bits[] = {2, 3, 4, 5, 6, 8};
 static const int all_groups[] = {32, 64, 128};
-
-static int setup(void **state)
-{
-    (void)state;
-    registry = splash_registry_create();
-    if (!registry)
-        return -1;
-    splash_registry_add_builtins(registry, splash_builtin_plugins);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    splash_registry_destroy(registry);
-    return 0;
-}
 
 static const struct splash_format_type *find_af(int bits, int group)
 {
     char name[16];
     snprintf(name, sizeof name, "af%dg%d", bits, group);
-    const struct splash_format_type *f = splash_registry_format_by_name(registry, name);
-    if (!f)
-        fail_msg("format %s is not registered", name);
-    return f;
-}
-
-static int row_runs_here(const struct splash_kernel_row *row)
-{
-    return (row->cpu_requires & splash_cpu_features()) == row->cpu_requires;
+    return test_format_find(name);
 }
 
 /* Deterministic generator (splitmix64), so failures reproduce. */
@@ -69,15 +43,12 @@ static uint64_t rng_state = 0xAFF1E5u;
 
 static uint64_t rng_next(void)
 {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return test_splitmix64(&rng_state);
 }
 
 static float rng_uniform(void) /* [0, 1) */
 {
-    return (float)(rng_next() >> 40) / 16777216.0f;
+    return test_splitmix_uniform(&rng_state);
 }
 
 /* ---- descriptors -------------------------------------------------------- */
@@ -115,7 +86,7 @@ static void test_affine_descriptors_cover_every_mlx_width(void **state)
     }
     /* 4.5 bits per weight for the drafts' af4g64, as MLX's 4-bit checkpoints */
     assert_int_equal(find_af(4, 64)->block_bytes, 36);
-    assert_null(splash_registry_format_by_name(registry, "af7g64"));
+    assert_null(splash_registry_format_by_name(test_formats_registry(), "af7g64"));
 }
 
 /* ---- packing: MLX planes in, values out ----------------------------------- */
@@ -396,7 +367,7 @@ static void test_affine_vec_dot_by_hand(void **state)
     assert_int_equal(sum_a, -16);
     const float want_ramp = -69.5f;
     for (uint32_t r = 0; r < f->n_rows; r++) {
-        if (!row_runs_here(&f->rows[r]))
+        if (!test_row_runs_here(&f->rows[r]))
             continue;
         float s = 0;
         f->rows[r].vec_dot(32, &s, b, &ones);
@@ -472,7 +443,7 @@ static void check_type_rows(int bits, int group, int64_t n)
     const size_t a_bytes = (size_t)n / 32 * sizeof(struct q8_0_block);
     uint8_t *w = malloc(n_w * w_bytes);
     struct q8_0_block *act = malloc(max_act * a_bytes);
-    float ref[9][3], out[9 * 5];
+    float ref[9][3], one[9][3];
     assert_true(w && act);
     for (size_t i = 0; i < n_w * w_bytes; i++)
         w[i] = (uint8_t)rng_next();
@@ -485,23 +456,20 @@ static void check_type_rows(int bits, int group, int64_t n)
         blk[2] = (uint8_t)z;
         blk[3] = (uint8_t)(z >> 8);
     }
-    for (int64_t i = 0; i < max_act * n / 32; i++) {
-        act[i].d = splash_fp32_to_fp16(0.001f + 0.05f * rng_uniform());
-        for (int j = 0; j < 32; j++)
-            act[i].qs[j] = (int8_t)((int)(rng_next() % 255) - 127);
-    }
+    test_random_q8_0(&rng_state, act, max_act * n / 32);
     const struct splash_kernel_row *scalar = &f->rows[f->n_rows - 1];
     for (int64_t j = 0; j < max_act; j++)
         for (int64_t i = 0; i < n_w; i++)
             scalar->vec_dot(n, &ref[j][i], w + i * w_bytes, act + j * (n / 32));
     for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
         const struct splash_kernel_row *row = &f->rows[r];
-        if (!row_runs_here(row))
+        if (!test_row_runs_here(row))
             continue;
         for (int64_t j = 0; j < max_act; j++) {
             for (int64_t i = 0; i < n_w; i++) {
                 float s = NAN;
                 row->vec_dot(n, &s, w + i * w_bytes, act + j * (n / 32));
+                one[j][i] = s;
                 const double t =
                     affine_abs_terms(bits, group, w + i * w_bytes, act + j * (n / 32), n);
                 if (!(fabs(s - ref[j][i]) <= dot_tol(n, t)))
@@ -509,27 +477,9 @@ static void check_type_rows(int bits, int group, int64_t n)
                              (int)n, row->isa, (int)i, (int)j, s, ref[j][i]);
             }
         }
-        for (int64_t na = 1; na <= max_act; na++) {
-            for (size_t k = 0; k < sizeof out / sizeof out[0]; k++)
-                out[k] = -12345.0f;
-            splash_format_mul_rows(row, n, w, w_bytes, n_w, act, a_bytes, na, out, 5);
-            for (int64_t j = 0; j < max_act; j++) {
-                for (int64_t i = 0; i < 5; i++) {
-                    const float got = out[j * 5 + i];
-                    if (j >= na || i >= n_w) {
-                        if (got != -12345.0f)
-                            fail_msg("af%dg%d %s mul_rows(%d rows) wrote out[%d][%d]", bits,
-                                     group, row->isa, (int)na, (int)j, (int)i);
-                        continue;
-                    }
-                    float one = NAN;
-                    row->vec_dot(n, &one, w + i * w_bytes, act + j * (n / 32));
-                    if (got != one)
-                        fail_msg("af%dg%d %s mul_rows(%d rows)[%d][%d] = %.9g, vec_dot %.9g",
-                                 bits, group, row->isa, (int)na, (int)j, (int)i, got, one);
-                }
-            }
-        }
+        const struct test_rows rows = {n, w, w_bytes, n_w, act, a_bytes, max_act};
+        const struct test_mul_rows_rule rule = {.vec_dot = "vec_dot", .out_stride = 5};
+        test_mul_rows_match(f->name, row, &rows, &rule, &one[0][0]);
     }
     free(act);
     free(w);
@@ -597,5 +547,5 @@ int main(void)
         cmocka_unit_test(test_affine_simd_rows_match_scalar),
         cmocka_unit_test(test_affine_scalar_dot_matches_dequantized_dot),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_formats_setup, test_formats_teardown);
 }

@@ -24,84 +24,14 @@
 #include "core/registry.h"
 #include "splash/format.h"
 #include "splash/fp.h"
-#include "tests/support/testdata.h"
-
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
+#include "tests/support/formats.h"
+#include "tests/support/identical.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/quantref.h"
+#include "tests/support/rng.h"
 
 #define REF_ROWS 8
 #define REF_N 1024
-
-static struct splash_registry *registry;
-
-static int setup(void **state)
-{
-    (void)state;
-    registry = splash_registry_create();
-    if (!registry)
-        return -1;
-    splash_registry_add_builtins(registry, splash_builtin_plugins);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    splash_registry_destroy(registry);
-    return 0;
-}
-
-static const struct splash_format_type *find(const char *name)
-{
-    const struct splash_format_type *f = splash_registry_format_by_name(registry, name);
-    if (!f)
-        fail_msg("format %s is not registered", name);
-    return f;
-}
-
-static void *load(const char *rel, size_t want)
-{
-    char path[512];
-    size_t n = 0;
-    void *p = test_read_file(test_testdata_path(path, sizeof path, rel), &n);
-    if (!p)
-        fail_msg("cannot read %s", path);
-    if (n != want)
-        fail_msg("%s: %zu bytes, expected %zu", path, n, want);
-    return p;
-}
-
-/* Bitwise comparison of float arrays, printing the first mismatches. */
-static void assert_floats_identical(const char *what, const float *got, const float *want,
-                                    size_t n)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (splash_fp32_to_bits(got[i]) != splash_fp32_to_bits(want[i])) {
-            if (bad < 5)
-                print_error("%s[%zu]: got %.9g (0x%08x), want %.9g (0x%08x)\n", what, i,
-                            (double)got[i], splash_fp32_to_bits(got[i]), (double)want[i],
-                            splash_fp32_to_bits(want[i]));
-            bad++;
-        }
-    }
-    if (bad)
-        fail_msg("%s: %d of %zu values differ", what, bad, n);
-}
-
-static void assert_bytes_identical(const char *what, const uint8_t *got, const uint8_t *want,
-                                   size_t n)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (got[i] != want[i]) {
-            if (bad < 5)
-                print_error("%s byte %zu: got 0x%02x, want 0x%02x\n", what, i, got[i], want[i]);
-            bad++;
-        }
-    }
-    if (bad)
-        fail_msg("%s: %d of %zu bytes differ", what, bad, n);
-}
 
 /* ---- reference vectors -------------------------------------------------------------- */
 
@@ -111,15 +41,12 @@ static void test_float_to_float_matches_ggml(void **state)
 {
     (void)state;
     for (size_t t = 0; t < 2; t++) {
-        const struct splash_format_type *f = find(half_types[t][0]);
-        char rel[64];
-        snprintf(rel, sizeof rel, "quant/%s.q", half_types[t][1]);
-        uint16_t *q = load(rel, REF_ROWS * REF_N * 2);
-        snprintf(rel, sizeof rel, "quant/%s.deq.f32", half_types[t][1]);
-        float *deq = load(rel, REF_ROWS * REF_N * 4);
+        const struct splash_format_type *f = test_format_find(half_types[t][0]);
+        uint16_t *q = test_quant_load(half_types[t][1], "q", REF_ROWS * REF_N * 2, NULL);
+        float *deq = test_quant_load(half_types[t][1], "deq.f32", REF_ROWS * REF_N * 4, NULL);
         float *out = malloc(REF_ROWS * REF_N * sizeof(float));
         f->to_float(q, out, REF_ROWS * REF_N);
-        assert_floats_identical(f->name, out, deq, REF_ROWS * REF_N);
+        test_assert_floats_identical(f->name, out, deq, REF_ROWS * REF_N);
         free(out);
         free(deq);
         free(q);
@@ -130,15 +57,12 @@ static void test_float_from_float_matches_ggml(void **state)
 {
     (void)state;
     for (size_t t = 0; t < 2; t++) {
-        const struct splash_format_type *f = find(half_types[t][0]);
-        char rel[64];
-        snprintf(rel, sizeof rel, "quant/%s.src.f32", half_types[t][1]);
-        float *src = load(rel, REF_ROWS * REF_N * 4);
-        snprintf(rel, sizeof rel, "quant/%s.q", half_types[t][1]);
-        uint8_t *q = load(rel, REF_ROWS * REF_N * 2);
+        const struct splash_format_type *f = test_format_find(half_types[t][0]);
+        float *src = test_quant_load(half_types[t][1], "src.f32", REF_ROWS * REF_N * 4, NULL);
+        uint8_t *q = test_quant_load(half_types[t][1], "q", REF_ROWS * REF_N * 2, NULL);
         uint8_t *out = malloc(REF_ROWS * REF_N * 2);
         f->from_float(src, out, REF_ROWS * REF_N, NULL);
-        assert_bytes_identical(f->name, out, q, REF_ROWS * REF_N * 2);
+        test_assert_bytes_identical(f->name, out, q, REF_ROWS * REF_N * 2);
         free(out);
         free(q);
         free(src);
@@ -151,30 +75,18 @@ static void test_float_act_conversion_matches_ggml(void **state)
 {
     (void)state;
     for (size_t t = 0; t < 2; t++) {
-        const struct splash_format_type *f = find(half_types[t][0]);
+        const struct splash_format_type *f = test_format_find(half_types[t][0]);
         assert_string_equal(f->act_type, f->name);
-        const struct splash_format_type *act = find(f->act_type);
-        char rel[64];
-        snprintf(rel, sizeof rel, "quant/%s.act.f32", half_types[t][1]);
-        float *a = load(rel, REF_ROWS * REF_N * 4);
-        snprintf(rel, sizeof rel, "quant/%s.actq", half_types[t][1]);
-        uint8_t *aq = load(rel, REF_ROWS * REF_N * 2);
+        const struct splash_format_type *act = test_format_find(f->act_type);
+        float *a = test_quant_load(half_types[t][1], "act.f32", REF_ROWS * REF_N * 4, NULL);
+        uint8_t *aq = test_quant_load(half_types[t][1], "actq", REF_ROWS * REF_N * 2, NULL);
         uint8_t *out = malloc(REF_ROWS * REF_N * 2);
         act->from_float(a, out, REF_ROWS * REF_N, NULL);
-        assert_bytes_identical(f->name, out, aq, REF_ROWS * REF_N * 2);
+        test_assert_bytes_identical(f->name, out, aq, REF_ROWS * REF_N * 2);
         free(out);
         free(aq);
         free(a);
     }
-}
-
-/* sum |w_k a_k| of two float rows, the scale of a dot's rounding error. */
-static double abs_dot(const float *w, const float *a, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t k = 0; k < n; k++)
-        s += fabs((double)w[k] * (double)a[k]);
-    return s;
 }
 
 /* Every product is exact in binary32 (F16 x F16, BF16 x BF16), so two kernels
@@ -190,10 +102,9 @@ static void check_rows_against(const struct splash_format_type *f, const void *w
                                const void *a, size_t a_row, const float *wf, const float *af,
                                const float *ref, double tol, const char *what)
 {
-    uint64_t cpu = splash_cpu_features();
     for (uint32_t r = 0; r < f->n_rows; r++) {
         const struct splash_kernel_row *row = &f->rows[r];
-        if ((row->cpu_requires & cpu) != row->cpu_requires) {
+        if (!test_row_runs_here(row)) {
             print_message("  %s %s: not on this CPU, skipped\n", f->name, row->isa);
             continue;
         }
@@ -202,7 +113,7 @@ static void check_rows_against(const struct splash_format_type *f, const void *w
             for (int j = 0; j < REF_ROWS; j++) {
                 float s = NAN;
                 row->vec_dot(REF_N, &s, (const char *)w + i * w_row, (const char *)a + j * a_row);
-                double scale = abs_dot(wf + i * REF_N, af + j * REF_N, REF_N);
+                double scale = test_abs_dot(wf + i * REF_N, af + j * REF_N, REF_N);
                 double err = fabs((double)s - (double)ref[i * REF_ROWS + j]) / scale;
                 if (err > worst)
                     worst = err;
@@ -220,14 +131,10 @@ static void test_float_dot_matches_ggml(void **state)
 {
     (void)state;
     for (size_t t = 0; t < 2; t++) {
-        const struct splash_format_type *f = find(half_types[t][0]);
-        char rel[64];
-        snprintf(rel, sizeof rel, "quant/%s.q", half_types[t][1]);
-        uint16_t *q = load(rel, REF_ROWS * REF_N * 2);
-        snprintf(rel, sizeof rel, "quant/%s.actq", half_types[t][1]);
-        uint16_t *aq = load(rel, REF_ROWS * REF_N * 2);
-        snprintf(rel, sizeof rel, "quant/%s.dot.f32", half_types[t][1]);
-        float *dot = load(rel, REF_ROWS * REF_ROWS * 4);
+        const struct splash_format_type *f = test_format_find(half_types[t][0]);
+        uint16_t *q = test_quant_load(half_types[t][1], "q", REF_ROWS * REF_N * 2, NULL);
+        uint16_t *aq = test_quant_load(half_types[t][1], "actq", REF_ROWS * REF_N * 2, NULL);
+        float *dot = test_quant_load(half_types[t][1], "dot.f32", REF_ROWS * REF_ROWS * 4, NULL);
         float *wf = malloc(REF_ROWS * REF_N * sizeof(float));
         float *af = malloc(REF_ROWS * REF_N * sizeof(float));
         f->to_float(q, wf, REF_ROWS * REF_N);
@@ -247,11 +154,11 @@ static void test_float_dot_matches_ggml(void **state)
 static void test_float_f32_dot_matches_reference(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("F32");
+    const struct splash_format_type *f = test_format_find("F32");
     assert_string_equal(f->act_type, "F32");
-    uint16_t *q = load("quant/f16.q", REF_ROWS * REF_N * 2);
-    uint16_t *aq = load("quant/f16.actq", REF_ROWS * REF_N * 2);
-    float *ref = load("quant/f16.dotref.f32", REF_ROWS * REF_ROWS * 4);
+    uint16_t *q = test_quant_load("f16", "q", REF_ROWS * REF_N * 2, NULL);
+    uint16_t *aq = test_quant_load("f16", "actq", REF_ROWS * REF_N * 2, NULL);
+    float *ref = test_quant_load("f16", "dotref.f32", REF_ROWS * REF_ROWS * 4, NULL);
     float *wf = malloc(REF_ROWS * REF_N * sizeof(float));
     float *af = malloc(REF_ROWS * REF_N * sizeof(float));
     for (int k = 0; k < REF_ROWS * REF_N; k++) {
@@ -273,10 +180,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static double rng_uniform(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * 0x1p-53;
+    return (double)(test_xorshift64(&rng_state) >> 11) * 0x1p-53;
 }
 
 static float rng_normal(void)
@@ -295,7 +199,7 @@ static float rng_normal(void)
 static void check_simd_rows(const struct splash_format_type *f)
 {
     const int64_t n = RND_N;
-    const struct splash_format_type *act = find(f->act_type);
+    const struct splash_format_type *act = test_format_find(f->act_type);
     const size_t w_row = splash_format_row_bytes(f, n), a_row = splash_format_row_bytes(act, n);
     float *x = malloc((size_t)n * RND_ACT * sizeof(float));
     uint8_t *w = malloc(w_row * RND_W), *a = malloc(a_row * RND_ACT);
@@ -315,47 +219,9 @@ static void check_simd_rows(const struct splash_format_type *f)
         for (int i = 0; i < RND_W; i++)
             ref->vec_dot(n, &want[j][i], w + i * w_row, a + j * a_row);
 
-    uint64_t cpu = splash_cpu_features();
-    for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
-        const struct splash_kernel_row *row = &f->rows[r];
-        if ((row->cpu_requires & cpu) != row->cpu_requires) {
-            print_message("  %s %s: not on this CPU, skipped\n", f->name, row->isa);
-            continue;
-        }
-        float one[RND_ACT][RND_W];
-        for (int j = 0; j < RND_ACT; j++)
-            for (int i = 0; i < RND_W; i++) {
-                row->vec_dot(n, &one[j][i], w + i * w_row, a + j * a_row);
-                double scale = abs_dot(wf + i * n, af + j * n, n);
-                double err = fabs((double)one[j][i] - (double)want[j][i]) / scale;
-                if (!(err <= HALF_DOT_TOL))
-                    fail_msg("%s %s: dot[%d][%d] = %.9g, scalar %.9g (rel %.3g)", f->name,
-                             row->isa, i, j, (double)one[j][i], (double)want[j][i], err);
-            }
-        assert_non_null(row->mul_rows);
-        /* 1..9 activation rows at once, output with a stride wider than n_w */
-        for (int n_act = 1; n_act <= RND_ACT; n_act++) {
-            float out[RND_ACT][RND_W + 3];
-            for (int j = 0; j < RND_ACT; j++)
-                for (int i = 0; i < RND_W + 3; i++)
-                    out[j][i] = -12345.0f;
-            row->mul_rows(n, w, w_row, RND_W, a, a_row, n_act, &out[0][0], RND_W + 3);
-            for (int j = 0; j < RND_ACT; j++)
-                for (int i = 0; i < RND_W + 3; i++) {
-                    if (j < n_act && i < RND_W) {
-                        if (splash_fp32_to_bits(out[j][i]) != splash_fp32_to_bits(one[j][i]))
-                            fail_msg("%s %s mul_rows(%d rows)[%d][%d] = %.9g, vec_dot %.9g",
-                                     f->name, row->isa, n_act, j, i, (double)out[j][i],
-                                     (double)one[j][i]);
-                    } else if (out[j][i] != -12345.0f) {
-                        fail_msg("%s %s mul_rows(%d rows) wrote out[%d][%d]", f->name, row->isa,
-                                 n_act, j, i);
-                    }
-                }
-        }
-        print_message("  %s %s: matches scalar, mul_rows 1..%d rows = vec_dot\n", f->name,
-                      row->isa, RND_ACT);
-    }
+    const struct test_rows rows = {n, w, w_row, RND_W, a, a_row, RND_ACT};
+    /* mul_rows with 1..9 activation rows at once, output with a stride wider than n_w */
+    test_simd_rows_near_scalar(f, &rows, wf, af, &want[0][0], HALF_DOT_TOL, 0);
     free(af);
     free(wf);
     free(a);
@@ -366,9 +232,9 @@ static void check_simd_rows(const struct splash_format_type *f)
 static void test_float_simd_rows_match_scalar(void **state)
 {
     (void)state;
-    check_simd_rows(find("F32"));
-    check_simd_rows(find("F16"));
-    check_simd_rows(find("BF16"));
+    check_simd_rows(test_format_find("F32"));
+    check_simd_rows(test_format_find("F16"));
+    check_simd_rows(test_format_find("BF16"));
 }
 
 /* ---- metadata and validation --------------------------------------------------------------- */
@@ -376,11 +242,12 @@ static void test_float_simd_rows_match_scalar(void **state)
 static void test_float_types_describe_ggml(void **state)
 {
     (void)state;
-    const struct splash_format_type *f32 = find("F32"), *f16 = find("F16"), *bf16 = find("BF16");
+    const struct splash_format_type *f32 = test_format_find("F32"), *f16 = test_format_find("F16"),
+                                    *bf16 = test_format_find("BF16");
     assert_int_equal(f32->gguf_type, 0);
     assert_int_equal(f16->gguf_type, 1);
     assert_int_equal(bf16->gguf_type, 30);
-    assert_ptr_equal(splash_registry_format_by_gguf(registry, 30), bf16);
+    assert_ptr_equal(splash_registry_format_by_gguf(test_formats_registry(), 30), bf16);
     assert_int_equal(f32->block_elems, 1);
     assert_int_equal(f32->block_bytes, 4);
     assert_int_equal(f16->block_bytes, 2);
@@ -406,17 +273,17 @@ static void test_float_validate_rejects_bad_sizes(void **state)
     (void)state;
     struct splash_err err = {{0}};
     uint16_t buf[64] = {0x7c00, 0xffff}; /* any bit pattern is a value */
-    assert_int_equal(find("F16")->validate(buf, 128, 64, &err), SPLASH_OK);
-    assert_int_equal(find("BF16")->validate(buf, 128, 64, &err), SPLASH_OK);
-    assert_int_equal(find("F32")->validate(buf, 128, 32, &err), SPLASH_OK);
+    assert_int_equal(test_format_find("F16")->validate(buf, 128, 64, &err), SPLASH_OK);
+    assert_int_equal(test_format_find("BF16")->validate(buf, 128, 64, &err), SPLASH_OK);
+    assert_int_equal(test_format_find("F32")->validate(buf, 128, 32, &err), SPLASH_OK);
 
-    assert_int_equal(find("F16")->validate(buf, 127, 64, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(test_format_find("F16")->validate(buf, 127, 64, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "F16: 127 bytes for 64 values, expected 128");
-    assert_int_equal(find("BF16")->validate(buf, 128, 65, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(test_format_find("BF16")->validate(buf, 128, 65, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "BF16: 128 bytes for 65 values, expected 130");
-    assert_int_equal(find("F32")->validate(buf, 100, 32, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(test_format_find("F32")->validate(buf, 100, 32, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "F32: 100 bytes for 32 values, expected 128");
-    assert_int_equal(find("F32")->validate(buf, 0, -1, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(test_format_find("F32")->validate(buf, 0, -1, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "F32: negative element count -1");
 }
 
@@ -432,5 +299,5 @@ int main(void)
         cmocka_unit_test(test_float_simd_rows_match_scalar),
         cmocka_unit_test(test_float_validate_rejects_bad_sizes),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_formats_setup, test_formats_teardown);
 }

@@ -26,101 +26,15 @@
 #include "formats/kquants/q8_blocks.h"
 #include "splash/format.h"
 #include "splash/fp.h"
-#include "tests/support/testdata.h"
-
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
+#include "tests/support/formats.h"
+#include "tests/support/identical.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/quantref.h"
+#include "tests/support/rng.h"
 
 #define REF_ROWS 8
 #define REF_N 1024
 #define ACT_ROW_BYTES (REF_N / 32 * 34)
-
-static struct splash_registry *registry;
-
-static int setup(void **state)
-{
-    (void)state;
-    registry = splash_registry_create();
-    if (!registry)
-        return -1;
-    splash_registry_add_builtins(registry, splash_builtin_plugins);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    splash_registry_destroy(registry);
-    return 0;
-}
-
-static const struct splash_format_type *find(const char *name)
-{
-    const struct splash_format_type *f = splash_registry_format_by_name(registry, name);
-    if (!f)
-        fail_msg("format %s is not registered", name);
-    return f;
-}
-
-static void *load(const char *rel, size_t want)
-{
-    char path[512];
-    size_t n = 0;
-    void *p = test_read_file(test_testdata_path(path, sizeof path, rel), &n);
-    if (!p)
-        fail_msg("cannot read %s", path);
-    if (n != want)
-        fail_msg("%s: %zu bytes, expected %zu", path, n, want);
-    return p;
-}
-
-static void assert_floats_identical(const char *what, const float *got, const float *want,
-                                    size_t n)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (splash_fp32_to_bits(got[i]) != splash_fp32_to_bits(want[i])) {
-            if (bad < 5)
-                print_error("%s[%zu]: got %.9g (0x%08x), want %.9g (0x%08x)\n", what, i,
-                            (double)got[i], splash_fp32_to_bits(got[i]), (double)want[i],
-                            splash_fp32_to_bits(want[i]));
-            bad++;
-        }
-    }
-    if (bad)
-        fail_msg("%s: %d of %zu values differ", what, bad, n);
-}
-
-static void assert_bytes_identical(const char *what, const uint8_t *got, const uint8_t *want,
-                                   size_t n)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (got[i] != want[i]) {
-            if (bad < 5)
-                print_error("%s byte %zu: got 0x%02x, want 0x%02x\n", what, i, got[i], want[i]);
-            bad++;
-        }
-    }
-    if (bad)
-        fail_msg("%s: %d of %zu bytes differ", what, bad, n);
-}
-
-/* Q8_0 activations as values: d * q (the definition of the block). */
-static void q8_0_values(const void *blocks, float *out, int64_t n)
-{
-    const struct q8_0_block *y = blocks;
-    for (int64_t i = 0; i < n / 32; i++)
-        for (int j = 0; j < 32; j++)
-            out[i * 32 + j] = splash_fp16_to_fp32(y[i].d) * (float)y[i].qs[j];
-}
-
-static double abs_dot(const float *w, const float *a, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t k = 0; k < n; k++)
-        s += fabs((double)w[k] * (double)a[k]);
-    return s;
-}
 
 /* Integer sums are exact; each 32- (MXFP4) or 16-value (NVFP4) group adds one
  * product rounded once and one rounded addition, at most 64 groups in 1024 values
@@ -141,24 +55,17 @@ static const struct ref_type ref_types[] = {
     {"NVFP4", "nvfp4", REF_N / 64 * 36},
 };
 
-static void *load_ref(const struct ref_type *t, const char *ext, size_t want)
-{
-    char rel[64];
-    snprintf(rel, sizeof rel, "quant/%s.%s", t->file, ext);
-    return load(rel, want);
-}
-
 static void test_fp4_to_float_matches_ggml(void **state)
 {
     (void)state;
     for (size_t t = 0; t < 2; t++) {
         const struct ref_type *rt = &ref_types[t];
-        const struct splash_format_type *f = find(rt->name);
-        uint8_t *q = load_ref(rt, "q", REF_ROWS * rt->row_bytes);
-        float *deq = load_ref(rt, "deq.f32", REF_ROWS * REF_N * 4);
+        const struct splash_format_type *f = test_format_find(rt->name);
+        uint8_t *q = test_quant_load(rt->file, "q", REF_ROWS * rt->row_bytes, NULL);
+        float *deq = test_quant_load(rt->file, "deq.f32", REF_ROWS * REF_N * 4, NULL);
         float out[REF_ROWS * REF_N];
         f->to_float(q, out, REF_ROWS * REF_N);
-        assert_floats_identical(rt->name, out, deq, REF_ROWS * REF_N);
+        test_assert_floats_identical(rt->name, out, deq, REF_ROWS * REF_N);
         struct splash_err err = {{0}};
         assert_int_equal(f->validate(q, REF_ROWS * rt->row_bytes, REF_ROWS * REF_N, &err),
                          SPLASH_OK);
@@ -172,12 +79,12 @@ static void test_fp4_from_float_matches_ggml(void **state)
     (void)state;
     for (size_t t = 0; t < 2; t++) {
         const struct ref_type *rt = &ref_types[t];
-        const struct splash_format_type *f = find(rt->name);
-        float *src = load_ref(rt, "src.f32", REF_ROWS * REF_N * 4);
-        uint8_t *q = load_ref(rt, "q", REF_ROWS * rt->row_bytes);
+        const struct splash_format_type *f = test_format_find(rt->name);
+        float *src = test_quant_load(rt->file, "src.f32", REF_ROWS * REF_N * 4, NULL);
+        uint8_t *q = test_quant_load(rt->file, "q", REF_ROWS * rt->row_bytes, NULL);
         uint8_t out[REF_ROWS * REF_N];
         f->from_float(src, out, REF_ROWS * REF_N, NULL);
-        assert_bytes_identical(rt->name, out, q, REF_ROWS * rt->row_bytes);
+        test_assert_bytes_identical(rt->name, out, q, REF_ROWS * rt->row_bytes);
         free(q);
         free(src);
     }
@@ -187,11 +94,10 @@ static void check_dots(const struct splash_format_type *f, const uint8_t *q, siz
                        const float *wf, double w_scale, const uint8_t *aq, const float *ref)
 {
     float af[REF_ROWS * REF_N];
-    q8_0_values(aq, af, REF_ROWS * REF_N);
-    uint64_t cpu = splash_cpu_features();
+    test_q8_0_to_float(aq, af, REF_ROWS * REF_N);
     for (uint32_t r = 0; r < f->n_rows; r++) {
         const struct splash_kernel_row *row = &f->rows[r];
-        if ((row->cpu_requires & cpu) != row->cpu_requires) {
+        if (!test_row_runs_here(row)) {
             print_message("  %s %s: not on this CPU, skipped\n", f->name, row->isa);
             continue;
         }
@@ -201,7 +107,7 @@ static void check_dots(const struct splash_format_type *f, const uint8_t *q, siz
                 float s = NAN;
                 row->vec_dot(REF_N, &s, q + i * row_bytes, aq + j * ACT_ROW_BYTES);
                 const double want = w_scale * (double)ref[i * REF_ROWS + j];
-                const double scale = abs_dot(wf + i * REF_N, af + j * REF_N, REF_N);
+                const double scale = test_abs_dot(wf + i * REF_N, af + j * REF_N, REF_N);
                 const double err = fabs((double)s - want) / scale;
                 if (err > worst)
                     worst = err;
@@ -219,12 +125,12 @@ static void test_fp4_dot_matches_ggml(void **state)
     (void)state;
     for (size_t t = 0; t < 2; t++) {
         const struct ref_type *rt = &ref_types[t];
-        const struct splash_format_type *f = find(rt->name);
+        const struct splash_format_type *f = test_format_find(rt->name);
         assert_string_equal(f->act_type, "Q8_0");
-        uint8_t *q = load_ref(rt, "q", REF_ROWS * rt->row_bytes);
-        float *deq = load_ref(rt, "deq.f32", REF_ROWS * REF_N * 4);
-        uint8_t *aq = load_ref(rt, "actq", REF_ROWS * ACT_ROW_BYTES);
-        float *dot = load_ref(rt, "dot.f32", REF_ROWS * REF_ROWS * 4);
+        uint8_t *q = test_quant_load(rt->file, "q", REF_ROWS * rt->row_bytes, NULL);
+        float *deq = test_quant_load(rt->file, "deq.f32", REF_ROWS * REF_N * 4, NULL);
+        uint8_t *aq = test_quant_load(rt->file, "actq", REF_ROWS * ACT_ROW_BYTES, NULL);
+        float *dot = test_quant_load(rt->file, "dot.f32", REF_ROWS * REF_ROWS * 4, NULL);
         check_dots(f, q, rt->row_bytes, deq, 1.0, aq, dot);
         free(dot);
         free(aq);
@@ -239,10 +145,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
 static uint32_t rng_u32(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
+    return (uint32_t)(test_xorshift64(&rng_state) >> 32);
 }
 
 static float rng_float(float lo, float hi)
@@ -288,7 +191,7 @@ static void random_acts(const char *act_type, uint8_t *a, float *af, int64_t n)
         for (int j = 0; j < 32; j++)
             y[i].qs[j] = (int8_t)(rng_u32() % 255 - 127);
     }
-    q8_0_values(a, af, n);
+    test_q8_0_to_float(a, af, n);
 }
 
 #define RND_W 5
@@ -319,55 +222,15 @@ static void check_simd_rows(const struct splash_format_type *f, int64_t n_blocks
             for (int64_t k = 0; k < n; k++)
                 exact += (double)wf[i * n + k] * (double)af[j * n + k];
             double err_ref =
-                fabs((double)want[j][i] - exact) / abs_dot(wf + i * n, af + j * n, n);
+                fabs((double)want[j][i] - exact) / test_abs_dot(wf + i * n, af + j * n, n);
             if (!(err_ref <= FP4_DOT_TOL))
                 fail_msg("%s scalar: dot[%d][%d] = %.9g, float64 %.9g", f->name, i, j,
                          (double)want[j][i], exact);
         }
 
-    uint64_t cpu = splash_cpu_features();
-    for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
-        const struct splash_kernel_row *row = &f->rows[r];
-        if ((row->cpu_requires & cpu) != row->cpu_requires) {
-            print_message("  %s %s: not on this CPU, skipped\n", f->name, row->isa);
-            continue;
-        }
-        float one[RND_ACT][RND_W];
-        double worst = 0.0;
-        for (int j = 0; j < RND_ACT; j++)
-            for (int i = 0; i < RND_W; i++) {
-                row->vec_dot(n, &one[j][i], w + i * w_row, a + j * a_row);
-                double e = fabs((double)one[j][i] - (double)want[j][i]) /
-                           abs_dot(wf + i * n, af + j * n, n);
-                if (e > worst)
-                    worst = e;
-                if (!(e <= FP4_DOT_TOL))
-                    fail_msg("%s %s: dot[%d][%d] = %.9g, scalar %.9g (rel %.3g)", f->name,
-                             row->isa, i, j, (double)one[j][i], (double)want[j][i], e);
-            }
-        assert_non_null(row->mul_rows);
-        for (int n_act = 1; n_act <= RND_ACT; n_act++) {
-            float out[RND_ACT][RND_W + 3];
-            for (int j = 0; j < RND_ACT; j++)
-                for (int i = 0; i < RND_W + 3; i++)
-                    out[j][i] = -12345.0f;
-            row->mul_rows(n, w, w_row, RND_W, a, a_row, n_act, &out[0][0], RND_W + 3);
-            for (int j = 0; j < RND_ACT; j++)
-                for (int i = 0; i < RND_W + 3; i++) {
-                    if (j < n_act && i < RND_W) {
-                        if (splash_fp32_to_bits(out[j][i]) != splash_fp32_to_bits(one[j][i]))
-                            fail_msg("%s %s mul_rows(%d rows)[%d][%d] = %.9g, vec_dot %.9g",
-                                     f->name, row->isa, n_act, j, i, (double)out[j][i],
-                                     (double)one[j][i]);
-                    } else if (out[j][i] != -12345.0f) {
-                        fail_msg("%s %s mul_rows(%d rows) wrote out[%d][%d]", f->name, row->isa,
-                                 n_act, j, i);
-                    }
-                }
-        }
-        print_message("  %s %s: max rel. diff to scalar %.3g, mul_rows 1..%d rows = vec_dot\n",
-                      f->name, row->isa, worst, RND_ACT);
-    }
+    const struct test_rows rows = {n, w, w_row, RND_W, a, a_row, RND_ACT};
+    /* mul_rows with 1..9 activation rows at once, output with a stride wider than n_w */
+    test_simd_rows_near_scalar(f, &rows, wf, af, &want[0][0], FP4_DOT_TOL, 1);
     free(af);
     free(wf);
     free(a);
@@ -377,13 +240,14 @@ static void check_simd_rows(const struct splash_format_type *f, int64_t n_blocks
 static void test_fp4_simd_rows_match_scalar(void **state)
 {
     (void)state;
-    check_simd_rows(find("MXFP4"), 35); /* the AVX-512 tiles' partial groups of 4 and 16 */
-    check_simd_rows(find("MXFP4"), 17);
-    check_simd_rows(find("MXFP4"), 50);
-    check_simd_rows(find("MXFP4_MLX"), 4);
-    check_simd_rows(find("NVFP4"), 17);
-    check_simd_rows(find("NVFP4_G"), 5);
-    check_simd_rows(find("FP8_E4M3"), 9);
+    /* 35 blocks: the AVX-512 tiles' partial groups of 4 and 16 */
+    check_simd_rows(test_format_find("MXFP4"), 35);
+    check_simd_rows(test_format_find("MXFP4"), 17);
+    check_simd_rows(test_format_find("MXFP4"), 50);
+    check_simd_rows(test_format_find("MXFP4_MLX"), 4);
+    check_simd_rows(test_format_find("NVFP4"), 17);
+    check_simd_rows(test_format_find("NVFP4_G"), 5);
+    check_simd_rows(test_format_find("FP8_E4M3"), 9);
 }
 
 /* ---- hand-computed blocks ----------------------------------------------------------------- */
@@ -393,7 +257,7 @@ static void test_fp4_simd_rows_match_scalar(void **state)
 static void test_fp4_nvfp4_scale_bytes(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("NVFP4");
+    const struct splash_format_type *f = test_format_find("NVFP4");
     uint8_t blk[36] = {0x7f, 0xb8, 0xff, 0x03};
     for (int s = 0; s < 4; s++)
         blk[4 + 8 * s] = 0x72; /* value 16s: code 2 (1.0); value 16s + 8: code 7 (6.0) */
@@ -412,7 +276,7 @@ static void test_fp4_nvfp4_scale_bytes(void **state)
 static void test_fp4_mlx_mxfp4_hand_values(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("MXFP4_MLX");
+    const struct splash_format_type *f = test_format_find("MXFP4_MLX");
     assert_string_equal(f->mlx_mode, "mxfp4");
     assert_int_equal(f->mlx_bits, 4);
     assert_int_equal(f->mlx_group_size, 32);
@@ -436,7 +300,7 @@ static void test_fp4_mlx_mxfp4_hand_values(void **state)
     /* code 8 (-0) reads as +0: GGUF's doubled table is integers */
     const float want[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
                             1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    assert_floats_identical("mxfp4 group 0", v, want, 32);
+    test_assert_floats_identical("mxfp4 group 0", v, want, 32);
     for (int k = 32; k < 64; k++) /* group 1: element 33 is code 15 (-6) times 2^-2 */
         assert_true(v[k] == (k == 33 ? -1.5f : 0.0f));
     /* the GGUF bytes: e, then code j | code j + 16 << 4 */
@@ -452,12 +316,13 @@ static void test_fp4_mlx_mxfp4_hand_values(void **state)
 static void test_fp4_mlx_mxfp4_matches_gguf(void **state)
 {
     (void)state;
-    const struct splash_format_type *gguf = find("MXFP4"), *mlx = find("MXFP4_MLX");
+    const struct splash_format_type *gguf = test_format_find("MXFP4"),
+                                    *mlx = test_format_find("MXFP4_MLX");
     const size_t row_bytes = REF_N / 32 * 17;
-    uint8_t *q = load("quant/mxfp4.q", REF_ROWS * row_bytes);
-    float *deq = load("quant/mxfp4.deq.f32", REF_ROWS * REF_N * 4);
-    uint8_t *aq = load("quant/mxfp4.actq", REF_ROWS * ACT_ROW_BYTES);
-    float *dot = load("quant/mxfp4.dot.f32", REF_ROWS * REF_ROWS * 4);
+    uint8_t *q = test_quant_load("mxfp4", "q", REF_ROWS * row_bytes, NULL);
+    float *deq = test_quant_load("mxfp4", "deq.f32", REF_ROWS * REF_N * 4, NULL);
+    uint8_t *aq = test_quant_load("mxfp4", "actq", REF_ROWS * ACT_ROW_BYTES, NULL);
+    float *dot = test_quant_load("mxfp4", "dot.f32", REF_ROWS * REF_ROWS * 4, NULL);
 
     uint32_t words[REF_ROWS * REF_N / 8] = {0};
     uint8_t scales[REF_ROWS * REF_N / 32];
@@ -481,10 +346,10 @@ static void test_fp4_mlx_mxfp4_matches_gguf(void **state)
     uint8_t blocks[REF_ROWS * REF_N / 32 * 17];
     struct splash_err err = {{0}};
     assert_int_equal(mlx->import_planes(&p, blocks, &err), SPLASH_OK);
-    assert_bytes_identical("MLX mxfp4 as GGUF blocks", blocks, q, sizeof blocks);
+    test_assert_bytes_identical("MLX mxfp4 as GGUF blocks", blocks, q, sizeof blocks);
     float v[REF_ROWS * REF_N];
     mlx->to_float(blocks, v, REF_ROWS * REF_N);
-    assert_floats_identical("MLX mxfp4 values", v, deq, REF_ROWS * REF_N);
+    test_assert_floats_identical("MLX mxfp4 values", v, deq, REF_ROWS * REF_N);
     check_dots(mlx, blocks, row_bytes, deq, 1.0, aq, dot);
     assert_ptr_equal(mlx->rows, gguf->rows);
 
@@ -537,7 +402,7 @@ static void check_nvfp4_hand_values(const float *v, float g)
 static void test_fp4_nvfp4_checkpoint_planes(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("NVFP4_G");
+    const struct splash_format_type *f = test_format_find("NVFP4_G");
     assert_string_equal(f->mlx_mode, "nvfp4");
     assert_int_equal(f->mlx_group_size, 16);
     assert_int_equal(f->block_elems, 256);
@@ -604,12 +469,12 @@ static void test_fp4_nvfp4_checkpoint_planes(void **state)
 static void test_fp4_nvfp4_planes_match_gguf(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("NVFP4_G");
+    const struct splash_format_type *f = test_format_find("NVFP4_G");
     const size_t row_bytes = REF_N / 64 * 36;
-    uint8_t *q = load("quant/nvfp4.q", REF_ROWS * row_bytes);
-    float *deq = load("quant/nvfp4.deq.f32", REF_ROWS * REF_N * 4);
-    uint8_t *aq = load("quant/nvfp4.actq", REF_ROWS * ACT_ROW_BYTES);
-    float *dot = load("quant/nvfp4.dot.f32", REF_ROWS * REF_ROWS * 4);
+    uint8_t *q = test_quant_load("nvfp4", "q", REF_ROWS * row_bytes, NULL);
+    float *deq = test_quant_load("nvfp4", "deq.f32", REF_ROWS * REF_N * 4, NULL);
+    uint8_t *aq = test_quant_load("nvfp4", "actq", REF_ROWS * ACT_ROW_BYTES, NULL);
+    float *dot = test_quant_load("nvfp4", "dot.f32", REF_ROWS * REF_ROWS * 4, NULL);
 
     uint8_t codes[REF_ROWS * REF_N / 2] = {0};
     uint8_t scales[REF_ROWS * REF_N / 16];
@@ -642,7 +507,7 @@ static void test_fp4_nvfp4_planes_match_gguf(void **state)
         f->to_float(blocks, v, REF_ROWS * REF_N);
         for (int k = 0; k < REF_ROWS * REF_N; k++)
             want[k] = deq[k] * (float)gs[t];
-        assert_floats_identical("NVFP4_G values", v, want, REF_ROWS * REF_N);
+        test_assert_floats_identical("NVFP4_G values", v, want, REF_ROWS * REF_N);
         check_dots(f, blocks, REF_N / 256 * 148, want, gs[t], aq, dot);
     }
     free(dot);
@@ -654,7 +519,7 @@ static void test_fp4_nvfp4_planes_match_gguf(void **state)
 static void test_fp4_fp8_planes(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("FP8_E4M3");
+    const struct splash_format_type *f = test_format_find("FP8_E4M3");
     assert_string_equal(f->act_type, "F32");
     /* E4M3 (OCP fn): sign, 4 exponent bits (bias 7), 3 mantissa bits */
     const uint8_t hand[8] = {0x38, 0x3c, 0x01, 0x7e, 0xc0, 0x08, 0x80, 0x77};
@@ -706,8 +571,8 @@ static void test_fp4_validate_rejects_corrupt_blocks(void **state)
 {
     (void)state;
     struct splash_err err = {{0}};
-    uint8_t *q = load("quant/mxfp4.q", REF_ROWS * REF_N / 32 * 17);
-    const struct splash_format_type *mx = find("MXFP4");
+    uint8_t *q = test_quant_load("mxfp4", "q", REF_ROWS * REF_N / 32 * 17, NULL);
+    const struct splash_format_type *mx = test_format_find("MXFP4");
     assert_int_equal(mx->validate(q, 543, 1024, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "MXFP4: 543 bytes for 1024 values, expected 544");
     assert_int_equal(mx->validate(q, 544, 1000, &err), SPLASH_ERR_INVALID);
@@ -717,14 +582,14 @@ static void test_fp4_validate_rejects_corrupt_blocks(void **state)
     assert_string_equal(err.msg, "MXFP4 block 5: E8M0 scale 0xff is NaN");
     free(q);
 
-    const struct splash_format_type *nv = find("NVFP4");
+    const struct splash_format_type *nv = test_format_find("NVFP4");
     uint8_t nb[2 * 36];
     memset(nb, 0xff, sizeof nb); /* every byte pattern decodes */
     assert_int_equal(nv->validate(nb, 72, 128, &err), SPLASH_OK);
     assert_int_equal(nv->validate(nb, 71, 128, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "NVFP4: 71 bytes for 128 values, expected 72");
 
-    const struct splash_format_type *g = find("NVFP4_G");
+    const struct splash_format_type *g = test_format_find("NVFP4_G");
     uint8_t gb[2 * 148] = {0};
     float bad = INFINITY;
     memcpy(gb + 148, &bad, 4);
@@ -733,7 +598,7 @@ static void test_fp4_validate_rejects_corrupt_blocks(void **state)
     assert_int_equal(g->validate(gb, 148, 512, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "NVFP4_G: 148 bytes for 512 values, expected 296");
 
-    const struct splash_format_type *f8 = find("FP8_E4M3");
+    const struct splash_format_type *f8 = test_format_find("FP8_E4M3");
     uint8_t fb[132] = {0};
     fb[4 + 3] = 0x7f;
     assert_int_equal(f8->validate(fb, 132, 128, &err), SPLASH_ERR_INVALID);
@@ -743,6 +608,7 @@ static void test_fp4_validate_rejects_corrupt_blocks(void **state)
 static void test_fp4_checkpoint_claims(void **state)
 {
     (void)state;
+    struct splash_registry *registry = test_formats_registry();
     const struct splash_format_plugin *nv = NULL;
     for (size_t i = 0; i < splash_registry_n_formats(registry); i++)
         if (!strcmp(splash_registry_format(registry, i)->header.name, "nvfp4"))
@@ -758,8 +624,8 @@ static void test_fp4_checkpoint_claims(void **state)
         if (!found)
             fail_msg("nvfp4 does not claim %s", want[w]);
     }
-    assert_ptr_equal(splash_registry_format_by_gguf(registry, 39), find("MXFP4"));
-    assert_ptr_equal(splash_registry_format_by_gguf(registry, 40), find("NVFP4"));
+    assert_ptr_equal(splash_registry_format_by_gguf(registry, 39), test_format_find("MXFP4"));
+    assert_ptr_equal(splash_registry_format_by_gguf(registry, 40), test_format_find("NVFP4"));
 }
 
 int main(void)
@@ -778,5 +644,5 @@ int main(void)
         cmocka_unit_test(test_fp4_validate_rejects_corrupt_blocks),
         cmocka_unit_test(test_fp4_checkpoint_claims),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_formats_setup, test_formats_teardown);
 }

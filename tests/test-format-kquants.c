@@ -18,9 +18,11 @@
 #include "core/registry.h"
 #include "splash/format.h"
 #include "splash/fp.h"
-#include "tests/support/testdata.h"
-
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
+#include "tests/support/formats.h"
+#include "tests/support/identical.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/quantref.h"
+#include "tests/support/rng.h"
 
 /* One of our types: ggml's file name, our format name, and the dot-product
  * tolerance against ggml's vec_dot as a fraction of sum |w_k * a_k|.
@@ -62,22 +64,17 @@ static const struct kq_case kq_cases[] = {
 
 /* Q8_1 has no reference file of its own: it is checked as Q4_1/Q5_1's actq. */
 
-static struct splash_registry *registry;
 static json_t *index_json;
 static int n_rows_ref, n_per_row_ref;
 
 static int setup(void **state)
 {
-    (void)state;
-    registry = splash_registry_create();
-    if (!registry)
+    if (test_formats_setup(state))
         return -1;
-    splash_registry_add_builtins(registry, splash_builtin_plugins);
-    char path[512];
-    json_error_t jerr;
-    index_json = json_load_file(test_testdata_path(path, sizeof path, "quant/index.json"), 0, &jerr);
+    char msg[768];
+    index_json = test_quant_index_load(msg, sizeof msg);
     if (!index_json) {
-        fprintf(stderr, "%s: %s\n", path, jerr.text);
+        fprintf(stderr, "%s\n", msg);
         return -1;
     }
     n_rows_ref = (int)json_integer_value(json_object_get(index_json, "n_rows"));
@@ -87,34 +84,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    (void)state;
     json_decref(index_json);
-    splash_registry_destroy(registry);
-    return 0;
-}
-
-static const struct splash_format_type *find(const char *name)
-{
-    const struct splash_format_type *f = splash_registry_format_by_name(registry, name);
-    if (!f)
-        fail_msg("format %s is not registered", name);
-    return f;
-}
-
-/* Reads quant/<file>.<ext>, checking its size when want > 0. */
-static void *load(const char *file, const char *ext, size_t want, size_t *size)
-{
-    char rel[128], path[512];
-    snprintf(rel, sizeof rel, "quant/%s.%s", file, ext);
-    size_t n = 0;
-    void *p = test_read_file(test_testdata_path(path, sizeof path, rel), &n);
-    if (!p)
-        fail_msg("cannot read %s", path);
-    if (want && n != want)
-        fail_msg("%s: %zu bytes, expected %zu", path, n, want);
-    if (size)
-        *size = n;
-    return p;
+    return test_formats_teardown(state);
 }
 
 static size_t ref_int(const char *file, const char *key)
@@ -130,15 +101,9 @@ static size_t ref_int(const char *file, const char *key)
 static size_t report_bytes(const char *what, const uint8_t *got, const uint8_t *want, size_t n,
                            size_t block_bytes)
 {
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (got[i] != want[i]) {
-            if (bad < 8)
-                fprintf(stderr, "  %s: byte %zu (block %zu + %zu): got 0x%02x, want 0x%02x\n", what,
-                        i, i / block_bytes, i % block_bytes, got[i], want[i]);
-            bad++;
-        }
-    }
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s: ", what);
+    size_t bad = test_count_byte_mismatches(prefix, got, want, n, block_bytes);
     if (bad)
         fprintf(stderr, "  %s: %zu of %zu bytes differ\n", what, bad, n);
     return bad;
@@ -151,8 +116,8 @@ static void test_kquants_descriptors_are_consistent(void **state)
     (void)state;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
-        assert_ptr_equal(f, splash_registry_format_by_gguf(registry, k->gguf_type));
+        const struct splash_format_type *f = test_format_find(k->name);
+        assert_ptr_equal(f, splash_registry_format_by_gguf(test_formats_registry(), k->gguf_type));
         assert_int_equal(f->gguf_type, k->gguf_type);
         assert_int_equal(f->block_elems, k->block_elems);
         assert_int_equal(f->block_bytes, k->block_bytes);
@@ -168,7 +133,7 @@ static void test_kquants_descriptors_are_consistent(void **state)
         }
         assert_non_null(f->act_type);
         assert_string_equal(f->act_type, k->act);
-        assert_non_null(find(f->act_type)->from_float);
+        assert_non_null(test_format_find(f->act_type)->from_float);
         /* rows end in the portable scalar reference */
         assert_true(f->n_rows >= 1);
         assert_int_equal(f->rows[f->n_rows - 1].cpu_requires, 0);
@@ -176,7 +141,7 @@ static void test_kquants_descriptors_are_consistent(void **state)
         for (uint32_t r = 0; r < f->n_rows; r++)
             assert_non_null(f->rows[r].vec_dot);
     }
-    const struct splash_format_type *q81 = find("Q8_1");
+    const struct splash_format_type *q81 = test_format_find("Q8_1");
     assert_int_equal(q81->gguf_type, 9);
     assert_int_equal(q81->block_bytes, 36);
     assert_true(q81->flags & SPLASH_FORMAT_ACTIVATION_ONLY);
@@ -190,22 +155,17 @@ static void test_kquants_to_float_matches_reference_bitwise(void **state)
     size_t total_bad = 0;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
+        const struct splash_format_type *f = test_format_find(k->name);
         size_t n = (size_t)n_rows_ref * n_per_row_ref;
-        uint8_t *q = load(k->file, "q", n_rows_ref * ref_int(k->file, "row_bytes"), NULL);
-        float *want = load(k->file, "deq.f32", n * sizeof(float), NULL);
+        uint8_t *q =
+            test_quant_load(k->file, "q", n_rows_ref * ref_int(k->file, "row_bytes"), NULL);
+        float *want = test_quant_load(k->file, "deq.f32", n * sizeof(float), NULL);
         float *got = malloc(n * sizeof(float));
         assert_non_null(got);
         f->to_float(q, got, (int64_t)n);
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (splash_fp32_to_bits(got[i]) != splash_fp32_to_bits(want[i])) {
-                if (bad < 8)
-                    fprintf(stderr, "  %s deq: row %zu elem %zu: got %.9g, want %.9g\n", k->name,
-                            i / n_per_row_ref, i % n_per_row_ref, got[i], want[i]);
-                bad++;
-            }
-        }
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%s deq: ", k->name);
+        size_t bad = test_count_float_mismatches(prefix, got, want, n, n_per_row_ref);
         if (bad)
             fprintf(stderr, "%s: %zu of %zu dequantized values differ\n", k->name, bad, n);
         total_bad += bad;
@@ -224,11 +184,12 @@ static void test_kquants_act_quantizer_matches_reference_bytes(void **state)
         const struct kq_case *k = &kq_cases[c];
         if (!k->act)
             continue;
-        const struct splash_format_type *a = find(k->act);
+        const struct splash_format_type *a = test_format_find(k->act);
         size_t act_row_bytes = ref_int(k->file, "act_row_bytes");
         assert_int_equal(act_row_bytes, splash_format_row_bytes(a, n_per_row_ref));
-        float *x = load(k->file, "act.f32", (size_t)n_rows_ref * n_per_row_ref * 4, NULL);
-        uint8_t *want = load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
+        float *x =
+            test_quant_load(k->file, "act.f32", (size_t)n_rows_ref * n_per_row_ref * 4, NULL);
+        uint8_t *want = test_quant_load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
         uint8_t *got = calloc(n_rows_ref, act_row_bytes);
         assert_non_null(got);
         for (int r = 0; r < n_rows_ref; r++)
@@ -250,10 +211,11 @@ static void test_kquants_from_float_matches_reference_blocks(void **state)
     size_t total_bad = 0;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
+        const struct splash_format_type *f = test_format_find(k->name);
         size_t row_bytes = ref_int(k->file, "row_bytes");
-        float *x = load(k->file, "src.f32", (size_t)n_rows_ref * n_per_row_ref * 4, NULL);
-        uint8_t *want = load(k->file, "q", n_rows_ref * row_bytes, NULL);
+        float *x =
+            test_quant_load(k->file, "src.f32", (size_t)n_rows_ref * n_per_row_ref * 4, NULL);
+        uint8_t *want = test_quant_load(k->file, "q", n_rows_ref * row_bytes, NULL);
         uint8_t *got = calloc(n_rows_ref, row_bytes);
         assert_non_null(got);
         for (int r = 0; r < n_rows_ref; r++)
@@ -270,7 +232,6 @@ static void test_kquants_from_float_matches_reference_blocks(void **state)
     assert_int_equal(total_bad, 0);
 }
 
-/* sum_k |w_k a_k| over dequantized rows: the scale dot tolerances refer to. */
 /* The dot tolerance of a type (kq_cases). */
 static double k_tol(const char *name)
 {
@@ -280,30 +241,23 @@ static double k_tol(const char *name)
     return 0;
 }
 
-static double abs_dot(const float *w, const float *a, int64_t n)
-{
-    double s = 0;
-    for (int64_t k = 0; k < n; k++)
-        s += fabs((double)w[k] * a[k]);
-    return s;
-}
-
 static void test_kquants_vec_dot_matches_reference(void **state)
 {
     (void)state;
-    uint64_t cpu = splash_cpu_features();
     size_t total_bad = 0, n_checked = 0;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
         if (!k->act)
             continue;
-        const struct splash_format_type *f = find(k->name), *a = find(k->act);
+        const struct splash_format_type *f = test_format_find(k->name),
+                                        *a = test_format_find(k->act);
         size_t row_bytes = ref_int(k->file, "row_bytes");
         size_t act_row_bytes = ref_int(k->file, "act_row_bytes");
         size_t n = (size_t)n_rows_ref * n_per_row_ref;
-        uint8_t *q = load(k->file, "q", n_rows_ref * row_bytes, NULL);
-        uint8_t *aq = load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
-        float *want = load(k->file, "dot.f32", (size_t)n_rows_ref * n_rows_ref * 4, NULL);
+        uint8_t *q = test_quant_load(k->file, "q", n_rows_ref * row_bytes, NULL);
+        uint8_t *aq = test_quant_load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
+        float *want =
+            test_quant_load(k->file, "dot.f32", (size_t)n_rows_ref * n_rows_ref * 4, NULL);
         float *wdeq = malloc(n * sizeof(float)), *adeq = malloc(n * sizeof(float));
         assert_non_null(wdeq);
         assert_non_null(adeq);
@@ -311,15 +265,15 @@ static void test_kquants_vec_dot_matches_reference(void **state)
         a->to_float(aq, adeq, (int64_t)n);
         for (uint32_t r = 0; r < f->n_rows; r++) {
             const struct splash_kernel_row *row = &f->rows[r];
-            if ((row->cpu_requires & cpu) != row->cpu_requires)
+            if (!test_row_runs_here(row))
                 continue;
             for (int i = 0; i < n_rows_ref; i++) {
                 for (int j = 0; j < n_rows_ref; j++) {
                     float got = NAN;
                     row->vec_dot(n_per_row_ref, &got, q + i * row_bytes, aq + j * act_row_bytes);
                     double ref = want[i * n_rows_ref + j];
-                    double scale = abs_dot(wdeq + (size_t)i * n_per_row_ref,
-                                           adeq + (size_t)j * n_per_row_ref, n_per_row_ref);
+                    double scale = test_abs_dot(wdeq + (size_t)i * n_per_row_ref,
+                                                adeq + (size_t)j * n_per_row_ref, n_per_row_ref);
                     double tol = k->dot_tol * scale + 1e-30;
                     n_checked++;
                     if (!(fabs(got - ref) <= tol)) {
@@ -349,10 +303,7 @@ static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rng_next(void)
 {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return test_splitmix64(&rng_state);
 }
 
 static float rng_normal(void)
@@ -388,7 +339,6 @@ enum { SIMD_N = 2048, SIMD_W = 11, SIMD_A = 9 };
 static void test_kquants_simd_rows_match_scalar(void **state)
 {
     (void)state;
-    uint64_t cpu = splash_cpu_features();
     size_t total_bad = 0, n_rows_tested = 0;
     float *x = malloc(sizeof(float) * SIMD_N * SIMD_W), *wdeq = malloc(sizeof(float) * SIMD_N);
     float *adeq = malloc(sizeof(float) * SIMD_N * SIMD_A);
@@ -399,7 +349,8 @@ static void test_kquants_simd_rows_match_scalar(void **state)
         const struct kq_case *k = &kq_cases[c];
         if (!k->act)
             continue;
-        const struct splash_format_type *f = find(k->name), *a = find(k->act);
+        const struct splash_format_type *f = test_format_find(k->name),
+                                        *a = test_format_find(k->act);
         size_t wrb = splash_format_row_bytes(f, SIMD_N), arb = splash_format_row_bytes(a, SIMD_N);
         uint8_t *w = malloc(wrb * SIMD_W), *act = malloc(arb * SIMD_A);
         assert_non_null(w);
@@ -431,12 +382,12 @@ static void test_kquants_simd_rows_match_scalar(void **state)
             f->to_float(w + i * wrb, wdeq, SIMD_N);
             for (int j = 0; j < SIMD_A; j++) {
                 ref->vec_dot(SIMD_N, &want[i][j], w + i * wrb, act + j * arb);
-                scale[i][j] = abs_dot(wdeq, adeq + (size_t)j * SIMD_N, SIMD_N);
+                scale[i][j] = test_abs_dot(wdeq, adeq + (size_t)j * SIMD_N, SIMD_N);
             }
         }
         for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
             const struct splash_kernel_row *row = &f->rows[r];
-            if ((row->cpu_requires & cpu) != row->cpu_requires) {
+            if (!test_row_runs_here(row)) {
                 fprintf(stderr, "  (%s %s: CPU lacks it, skipped)\n", k->name, row->isa);
                 continue;
             }
@@ -506,7 +457,8 @@ static void test_kquants_mul_rows_tiles_match_vec_dot(void **state)
     uint64_t cpu = splash_cpu_features();
     size_t bad = 0, checked = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        const struct splash_format_type *f = find(types[ti]), *a = find(f->act_type);
+        const struct splash_format_type *f = test_format_find(types[ti]),
+                                        *a = test_format_find(f->act_type);
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             const int64_t n = lens[li];
             if (n % f->block_elems)
@@ -532,7 +484,7 @@ static void test_kquants_mul_rows_tiles_match_vec_dot(void **state)
             const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1];
             for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
                 const struct splash_kernel_row *row = &f->rows[r];
-                if ((row->cpu_requires & cpu) != row->cpu_requires)
+                if (!test_row_runs_here(row))
                     continue;
                 checked++;
                 float one[TILE_A][TILE_W], want[TILE_A][TILE_W];
@@ -542,7 +494,7 @@ static void test_kquants_mul_rows_tiles_match_vec_dot(void **state)
                     for (int j = 0; j < TILE_A; j++) {
                         row->vec_dot(n, &one[j][i], w + i * wrb, act + j * arb);
                         ref->vec_dot(n, &want[j][i], w + i * wrb, act + j * arb);
-                        scale[j][i] = abs_dot(wdeq, adeq + (size_t)j * n, n);
+                        scale[j][i] = test_abs_dot(wdeq, adeq + (size_t)j * n, n);
                     }
                 }
                 const int n_acts[] = {1, 2, 3, 8, 9};
@@ -609,7 +561,7 @@ static void test_kquants_validate_refuses_bad_sizes(void **state)
     (void)state;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
+        const struct splash_format_type *f = test_format_find(k->name);
         int64_t n = 4 * (int64_t)f->block_elems;
         size_t bytes = 4 * f->block_bytes;
         uint8_t *buf = calloc(1, bytes);
@@ -639,7 +591,7 @@ static void test_kquants_validate_refuses_nan_and_inf_scales(void **state)
     (void)state;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
+        const struct splash_format_type *f = test_format_find(k->name);
         int64_t n = 5 * (int64_t)f->block_elems;
         size_t bytes = 5 * f->block_bytes;
         uint8_t *buf = calloc(1, bytes);
@@ -685,7 +637,7 @@ static void test_kquants_validate_refuses_nan_and_inf_scales(void **state)
         free(buf);
     }
     /* Q8_1's block sum s is an fp16 too */
-    const struct splash_format_type *q81 = find("Q8_1");
+    const struct splash_format_type *q81 = test_format_find("Q8_1");
     uint8_t buf[72] = {0};
     buf[36 + 2] = 0x00, buf[36 + 3] = 0x7d; /* NaN in block 1, s */
     struct splash_err err;
@@ -699,9 +651,9 @@ static void test_kquants_validate_accepts_reference_blocks(void **state)
     (void)state;
     for (size_t c = 0; c < N_CASES; c++) {
         const struct kq_case *k = &kq_cases[c];
-        const struct splash_format_type *f = find(k->name);
+        const struct splash_format_type *f = test_format_find(k->name);
         size_t size;
-        uint8_t *q = load(k->file, "q", 0, &size);
+        uint8_t *q = test_quant_load(k->file, "q", 0, &size);
         struct splash_err err = {{0}};
         enum splash_status st = f->validate(q, size, (int64_t)n_rows_ref * n_per_row_ref, &err);
         if (st != SPLASH_OK)

@@ -24,7 +24,11 @@
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "splash/hadamard.h"
-#include "tests/support/testdata.h"
+#include "tests/support/formats.h"
+#include "tests/support/identical.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/quantref.h"
+#include "tests/support/rng.h"
 
 /* The AVX2 transform again, for the bit-exactness test: GCC's target pragma enables
  * AVX2 (and defines __AVX2__) for the second inclusion only. */
@@ -35,96 +39,20 @@
 #pragma GCC pop_options
 #endif
 
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
-
 #define REF_ROWS 8
 #define REF_N 1024
-
-static struct splash_registry *registry;
-
-static int setup(void **state)
-{
-    (void)state;
-    registry = splash_registry_create();
-    if (!registry)
-        return -1;
-    splash_registry_add_builtins(registry, splash_builtin_plugins);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    splash_registry_destroy(registry);
-    return 0;
-}
-
-static const struct splash_format_type *find(const char *name)
-{
-    const struct splash_format_type *f = splash_registry_format_by_name(registry, name);
-    if (!f)
-        fail_msg("format %s is not registered", name);
-    return f;
-}
-
-static void *load(const char *rel, size_t want)
-{
-    char path[512];
-    size_t n = 0;
-    void *p = test_read_file(test_testdata_path(path, sizeof path, rel), &n);
-    if (!p)
-        fail_msg("cannot read %s", path);
-    if (n != want)
-        fail_msg("%s: %zu bytes, expected %zu", path, n, want);
-    return p;
-}
-
-static int row_runs_here(const struct splash_kernel_row *row)
-{
-    return (row->cpu_requires & splash_cpu_features()) == row->cpu_requires;
-}
 
 /* Deterministic generator (splitmix64), so failures reproduce. */
 static uint64_t rng_state = 0x5EED0042u;
 
 static uint64_t rng_next(void)
 {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return test_splitmix64(&rng_state);
 }
 
 static float rng_uniform(void) /* [0, 1) */
 {
-    return (float)(rng_next() >> 40) / 16777216.0f;
-}
-
-/* Random Q8_0 activations: int8 in [-127, 127] (the range ggml's quantizer gives)
- * and positive fp16 scales. */
-static void random_q8_0(struct q8_0_block *b, int64_t n_blocks)
-{
-    for (int64_t i = 0; i < n_blocks; i++) {
-        b[i].d = splash_fp32_to_fp16(0.001f + 0.05f * rng_uniform());
-        for (int j = 0; j < KQ_QK8_0; j++)
-            b[i].qs[j] = (int8_t)((int)(rng_next() % 255) - 127);
-    }
-}
-
-static void q8_0_to_float(const struct q8_0_block *b, float *out, int64_t n)
-{
-    for (int64_t i = 0; i < n / KQ_QK8_0; i++)
-        for (int j = 0; j < KQ_QK8_0; j++)
-            out[i * KQ_QK8_0 + j] = splash_fp16_to_fp32(b[i].d) * (float)b[i].qs[j];
-}
-
-/* Σ |w_k a_k| of the dequantized operands: the scale of every rounding error. */
-static double abs_dot(const float *w, const float *a, int64_t n)
-{
-    double s = 0;
-    for (int64_t k = 0; k < n; k++)
-        s += fabs((double)w[k] * (double)a[k]);
-    return s;
+    return test_splitmix_uniform(&rng_state);
 }
 
 /* Why this tolerance: a kernel forms each Q8_0 block's Σ (q - 1) a exactly in
@@ -143,10 +71,10 @@ static double dot_tol(int64_t n, double sum_abs)
 static void test_pq2_descriptors_are_consistent(void **state)
 {
     (void)state;
-    const struct splash_format_type *q2 = find("Q2_0");
-    const struct splash_format_type *pq2 = find("PQ2_0");
-    assert_ptr_equal(splash_registry_format_by_gguf(registry, 42), q2);
-    assert_ptr_equal(splash_registry_format_by_gguf(registry, 142), pq2);
+    const struct splash_format_type *q2 = test_format_find("Q2_0");
+    const struct splash_format_type *pq2 = test_format_find("PQ2_0");
+    assert_ptr_equal(splash_registry_format_by_gguf(test_formats_registry(), 42), q2);
+    assert_ptr_equal(splash_registry_format_by_gguf(test_formats_registry(), 142), pq2);
     assert_int_equal(q2->block_elems, 64);
     assert_int_equal(q2->block_bytes, 18);
     assert_int_equal(pq2->block_elems, 128);
@@ -179,23 +107,14 @@ static void test_pq2_descriptors_are_consistent(void **state)
 static void test_q2_0_to_float_matches_ggml_bitwise(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("Q2_0");
+    const struct splash_format_type *f = test_format_find("Q2_0");
     const size_t n = (size_t)REF_ROWS * REF_N;
-    uint8_t *q = load("quant/q2_0.q", REF_ROWS * 288);
-    float *want = load("quant/q2_0.deq.f32", n * sizeof(float));
+    uint8_t *q = test_quant_load("q2_0", "q", REF_ROWS * 288, NULL);
+    float *want = test_quant_load("q2_0", "deq.f32", n * sizeof(float), NULL);
     float *got = malloc(n * sizeof(float));
     assert_non_null(got);
     f->to_float(q, got, (int64_t)n);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (splash_fp32_to_bits(got[i]) != splash_fp32_to_bits(want[i])) {
-            if (bad < 8)
-                fprintf(stderr, "  row %zu elem %zu: got %.9g, want %.9g\n", i / REF_N, i % REF_N,
-                        got[i], want[i]);
-            bad++;
-        }
-    }
-    assert_int_equal(bad, 0);
+    assert_int_equal(test_count_float_mismatches("", got, want, n, REF_N), 0);
     free(got);
     free(want);
     free(q);
@@ -204,24 +123,15 @@ static void test_q2_0_to_float_matches_ggml_bitwise(void **state)
 static void test_q2_0_from_float_matches_ggml_bytewise(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("Q2_0");
+    const struct splash_format_type *f = test_format_find("Q2_0");
     const size_t n = (size_t)REF_ROWS * REF_N;
-    float *src = load("quant/q2_0.src.f32", n * sizeof(float));
-    uint8_t *want = load("quant/q2_0.q", REF_ROWS * 288);
+    float *src = test_quant_load("q2_0", "src.f32", n * sizeof(float), NULL);
+    uint8_t *want = test_quant_load("q2_0", "q", REF_ROWS * 288, NULL);
     uint8_t *got = malloc(REF_ROWS * 288);
     assert_non_null(got);
     for (int r = 0; r < REF_ROWS; r++)
         f->from_float(src + (size_t)r * REF_N, got + (size_t)r * 288, REF_N, NULL);
-    size_t bad = 0;
-    for (size_t i = 0; i < REF_ROWS * 288; i++) {
-        if (got[i] != want[i]) {
-            if (bad < 8)
-                fprintf(stderr, "  byte %zu (block %zu + %zu): got 0x%02x, want 0x%02x\n", i,
-                        i / 18, i % 18, got[i], want[i]);
-            bad++;
-        }
-    }
-    assert_int_equal(bad, 0);
+    assert_int_equal(test_count_byte_mismatches("", got, want, REF_ROWS * 288, 18), 0);
     free(got);
     free(want);
     free(src);
@@ -230,22 +140,22 @@ static void test_q2_0_from_float_matches_ggml_bytewise(void **state)
 static void test_q2_0_vec_dot_matches_ggml_per_row(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("Q2_0");
+    const struct splash_format_type *f = test_format_find("Q2_0");
     const size_t n = (size_t)REF_ROWS * REF_N;
     const size_t act_row_bytes = REF_N / 32 * sizeof(struct q8_0_block);
-    uint8_t *q = load("quant/q2_0.q", REF_ROWS * 288);
-    float *deq = load("quant/q2_0.deq.f32", n * sizeof(float));
-    uint8_t *actq = load("quant/q2_0.actq", REF_ROWS * act_row_bytes);
-    float *want = load("quant/q2_0.dot.f32", REF_ROWS * REF_ROWS * sizeof(float));
+    uint8_t *q = test_quant_load("q2_0", "q", REF_ROWS * 288, NULL);
+    float *deq = test_quant_load("q2_0", "deq.f32", n * sizeof(float), NULL);
+    uint8_t *actq = test_quant_load("q2_0", "actq", REF_ROWS * act_row_bytes, NULL);
+    float *want = test_quant_load("q2_0", "dot.f32", REF_ROWS * REF_ROWS * sizeof(float), NULL);
     float *act_deq = malloc(n * sizeof(float));
     assert_non_null(act_deq);
     for (int j = 0; j < REF_ROWS; j++)
-        q8_0_to_float((const void *)(actq + j * act_row_bytes), act_deq + (size_t)j * REF_N,
-                      REF_N);
+        test_q8_0_to_float((const void *)(actq + j * act_row_bytes), act_deq + (size_t)j * REF_N,
+                           REF_N);
     int tested = 0;
     for (uint32_t r = 0; r < f->n_rows; r++) {
         const struct splash_kernel_row *row = &f->rows[r];
-        if (!row_runs_here(row))
+        if (!test_row_runs_here(row))
             continue;
         tested++;
         double worst = 0;
@@ -254,8 +164,8 @@ static void test_q2_0_vec_dot_matches_ggml_per_row(void **state)
                 float got = NAN;
                 row->vec_dot(REF_N, &got, q + i * 288, actq + j * act_row_bytes);
                 const double ref = want[i * REF_ROWS + j];
-                const double sa = abs_dot(deq + (size_t)i * REF_N, act_deq + (size_t)j * REF_N,
-                                          REF_N);
+                const double sa =
+                    test_abs_dot(deq + (size_t)i * REF_N, act_deq + (size_t)j * REF_N, REF_N);
                 const double err = fabs(got - ref);
                 if (!(err <= dot_tol(REF_N, sa)))
                     fail_msg("Q2_0 %s: dot(w%d, a%d) = %.9g, ggml %.9g (|err| %.3g, tol %.3g)",
@@ -278,8 +188,8 @@ static void test_q2_0_vec_dot_matches_ggml_per_row(void **state)
 static void test_q2_0_validate_rejects_bad_blocks(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("Q2_0");
-    uint8_t *q = load("quant/q2_0.q", REF_ROWS * 288);
+    const struct splash_format_type *f = test_format_find("Q2_0");
+    uint8_t *q = test_quant_load("q2_0", "q", REF_ROWS * 288, NULL);
     struct splash_err err = {{0}};
     assert_int_equal(f->validate(q, REF_ROWS * 288, REF_ROWS * REF_N, &err), SPLASH_OK);
 
@@ -300,7 +210,7 @@ static void test_q2_0_validate_rejects_bad_blocks(void **state)
     assert_int_equal(f->validate(bad, sizeof bad, 1024, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "Q2_0 block 15: scale d is Inf");
 
-    const struct splash_format_type *p = find("PQ2_0");
+    const struct splash_format_type *p = test_format_find("PQ2_0");
     assert_int_equal(p->validate(q, 288, 1024, &err), SPLASH_ERR_INVALID);
     assert_string_equal(err.msg, "PQ2_0: 288 bytes for 1024 values, expected 272");
     assert_int_equal(p->validate(q, 272, 64, &err), SPLASH_ERR_INVALID);
@@ -316,7 +226,7 @@ static void test_q2_0_validate_rejects_bad_blocks(void **state)
 static void test_pq2_0_to_float_by_hand(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("PQ2_0");
+    const struct splash_format_type *f = test_format_find("PQ2_0");
     uint8_t b[34];
     b[0] = 0x00;
     b[1] = 0x38;
@@ -349,7 +259,7 @@ static void test_pq2_0_to_float_by_hand(void **state)
             act2[i].qs[j] = (int8_t)(j - 16);
     }
     for (uint32_t r = 0; r < f->n_rows; r++) {
-        if (!row_runs_here(&f->rows[r]))
+        if (!test_row_runs_here(&f->rows[r]))
             continue;
         float s = 0;
         f->rows[r].vec_dot(128, &s, b, act);
@@ -367,7 +277,7 @@ static void test_pq2_0_to_float_by_hand(void **state)
 static void test_pq2_0_from_float_by_hand(void **state)
 {
     (void)state;
-    const struct splash_format_type *f = find("PQ2_0");
+    const struct splash_format_type *f = test_format_find("PQ2_0");
     float x[128] = {2.0f, -2.0f, 0.9f, -1.1f, 1.0f, -1.0f, 0.3f};
     uint8_t b[34];
     f->from_float(x, b, 128, NULL);
@@ -389,14 +299,14 @@ static void test_pq2_0_from_float_by_hand(void **state)
 
 static void check_rows_against_scalar(const char *name)
 {
-    const struct splash_format_type *f = find(name);
+    const struct splash_format_type *f = test_format_find(name);
     const int64_t n = 1024, n_w = 3, max_act = 9;
     const size_t w_bytes = splash_format_row_bytes(f, n);
     const size_t a_bytes = (size_t)n / 32 * sizeof(struct q8_0_block);
     uint8_t *w = malloc(n_w * w_bytes);
     struct q8_0_block *act = malloc(max_act * a_bytes);
     float *wf = malloc(n_w * n * sizeof(float)), *af = malloc(max_act * n * sizeof(float));
-    float ref[9][3], out[9 * 5];
+    float ref[9][3], one[9][3];
     assert_true(w && act && wf && af);
     /* random codes (all four, code 3 included) and fp16 scales of both signs */
     for (size_t i = 0; i < n_w * w_bytes; i++)
@@ -406,17 +316,17 @@ static void check_rows_against_scalar(const char *name)
         w[b * f->block_bytes] = (uint8_t)d;
         w[b * f->block_bytes + 1] = (uint8_t)(d >> 8);
     }
-    random_q8_0(act, max_act * n / 32);
+    test_random_q8_0(&rng_state, act, max_act * n / 32);
     f->to_float(w, wf, n_w * n);
     for (int64_t j = 0; j < max_act; j++)
-        q8_0_to_float(act + j * (n / 32), af + j * n, n);
+        test_q8_0_to_float(act + j * (n / 32), af + j * n, n);
     const struct splash_kernel_row *scalar = &f->rows[f->n_rows - 1];
     for (int64_t j = 0; j < max_act; j++)
         for (int64_t i = 0; i < n_w; i++)
             scalar->vec_dot(n, &ref[j][i], w + i * w_bytes, act + j * (n / 32));
     for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
         const struct splash_kernel_row *row = &f->rows[r];
-        if (!row_runs_here(row)) {
+        if (!test_row_runs_here(row)) {
             fprintf(stderr, "  %s %s: not supported by this CPU, skipped\n", name, row->isa);
             continue;
         }
@@ -425,7 +335,8 @@ static void check_rows_against_scalar(const char *name)
             for (int64_t i = 0; i < n_w; i++) {
                 float s = NAN;
                 row->vec_dot(n, &s, w + i * w_bytes, act + j * (n / 32));
-                const double sa = abs_dot(wf + i * n, af + j * n, n);
+                one[j][i] = s;
+                const double sa = test_abs_dot(wf + i * n, af + j * n, n);
                 if (!(fabs(s - ref[j][i]) <= dot_tol(n, sa)))
                     fail_msg("%s %s vec_dot(w%d, a%d) = %.9g, scalar %.9g", name, row->isa,
                              (int)i, (int)j, s, ref[j][i]);
@@ -433,27 +344,9 @@ static void check_rows_against_scalar(const char *name)
             }
         }
         /* mul_rows with 1..9 activation rows, out_stride 5 (> n_w) */
-        for (int64_t na = 1; na <= max_act; na++) {
-            for (size_t k = 0; k < sizeof out / sizeof out[0]; k++)
-                out[k] = -12345.0f;
-            splash_format_mul_rows(row, n, w, w_bytes, n_w, act, a_bytes, na, out, 5);
-            for (int64_t j = 0; j < max_act; j++) {
-                for (int64_t i = 0; i < 5; i++) {
-                    const float got = out[j * 5 + i];
-                    if (j >= na || i >= n_w) {
-                        if (got != -12345.0f)
-                            fail_msg("%s %s mul_rows(%d rows) wrote out[%d][%d]", name, row->isa,
-                                     (int)na, (int)j, (int)i);
-                        continue;
-                    }
-                    float one = NAN;
-                    row->vec_dot(n, &one, w + i * w_bytes, act + j * (n / 32));
-                    if (got != one)
-                        fail_msg("%s %s mul_rows(%d rows)[%d][%d] = %.9g, its vec_dot %.9g", name,
-                                 row->isa, (int)na, (int)j, (int)i, got, one);
-                }
-            }
-        }
+        const struct test_rows rows = {n, w, w_bytes, n_w, act, a_bytes, max_act};
+        const struct test_mul_rows_rule rule = {.vec_dot = "its vec_dot", .out_stride = 5};
+        test_mul_rows_match(name, row, &rows, &rule, &one[0][0]);
         fprintf(stderr, "  %s %s: max |simd - scalar| / sum|w a| = %.3g\n", name, row->isa, worst);
     }
     free(af);
@@ -612,5 +505,5 @@ int main(void)
         cmocka_unit_test(test_hadamard_matches_definition),
         cmocka_unit_test(test_hadamard_avx2_matches_portable_bitwise),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_formats_setup, test_formats_teardown);
 }

@@ -31,6 +31,10 @@
 #include "families/common/hybrid.h"
 #include "families/common/moe.h"
 #include "splash/family.h"
+#include "tests/support/config_file.h"
+#include "tests/support/decls.h"
+#include "tests/support/golden.h"
+#include "tests/support/model_run.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -69,95 +73,20 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ---- golden data ---------------------------------------------------------------- */
-
-struct golden {
-    char name[64];
-    json_t *json;
-    int32_t tokens[128]; /* prompt then the reference's greedy continuation */
-    int32_t n_prompt, n_tokens, n_vocab;
-    float *logits; /* [n_tokens][n_vocab]: prompt rows, then gen rows */
-    double spread; /* checks.batch_vs_token_by_token_prompt_max_abs_diff */
-};
-
-static int golden_load(const char *name, struct golden *g)
-{
-    char path[512], rel[256];
-    memset(g, 0, sizeof *g);
-    snprintf(g->name, sizeof g->name, "%s", name);
-    snprintf(rel, sizeof rel, "golden/%s.json", name);
-    g->json = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
-    if (!g->json)
-        return -1;
-    json_t *toks = json_object_get(g->json, "tokens"), *gr = json_object_get(g->json, "greedy");
-    g->n_vocab = (int32_t)json_integer_value(json_object_get(g->json, "n_vocab"));
-    g->n_prompt = (int32_t)json_array_size(toks);
-    int32_t n_greedy = (int32_t)json_array_size(gr);
-    g->n_tokens = g->n_prompt + n_greedy;
-    if (g->n_tokens > 128)
-        return -1;
-    for (int32_t i = 0; i < g->n_prompt; i++)
-        g->tokens[i] = (int32_t)json_integer_value(json_array_get(toks, (size_t)i));
-    for (int32_t i = 0; i < n_greedy; i++)
-        g->tokens[g->n_prompt + i] = (int32_t)json_integer_value(json_array_get(gr, (size_t)i));
-    g->spread = json_real_value(json_object_get(json_object_get(g->json, "checks"),
-                                                "batch_vs_token_by_token_prompt_max_abs_diff"));
-    size_t n1, n2;
-    snprintf(rel, sizeof rel, "golden/%s.logits.f32", name);
-    float *a = test_read_file(test_testdata_path(path, sizeof path, rel), &n1);
-    snprintf(rel, sizeof rel, "golden/%s.gen.logits.f32", name);
-    float *b = test_read_file(test_testdata_path(path, sizeof path, rel), &n2);
-    g->logits = malloc((size_t)g->n_tokens * (size_t)g->n_vocab * sizeof(float));
-    int ok = g->logits && a && b &&
-             n1 == (size_t)g->n_prompt * (size_t)g->n_vocab * sizeof(float) &&
-             n2 == (size_t)n_greedy * (size_t)g->n_vocab * sizeof(float);
-    if (ok) {
-        memcpy(g->logits, a, n1);
-        memcpy((char *)g->logits + n1, b, n2);
-    }
-    free(a);
-    free(b);
-    return ok ? 0 : -1;
-}
-
-static void golden_free(struct golden *g)
-{
-    json_decref(g->json);
-    free(g->logits);
-}
-
 /* ---- running the family ------------------------------------------------------------ */
 
-struct run {
-    struct splash_meta *meta;
-    void *model;
-    struct splash_model_info info;
-};
-
-static void run_open_path(const char *path, struct run *r)
+static void run_open_path(const char *path, struct test_run *r)
 {
-    struct splash_err err = {{0}};
-    memset(r, 0, sizeof *r);
-    assert_int_equal(splash_meta_open_gguf(path, 0, &r->meta, &err), SPLASH_OK);
-    splash_meta_bind_formats(r->meta, splash_registry_global());
-    struct splash_model_opts opts = {
-        .pool = pool, .kv_format = SPLASH_KV_BF16, .state_format = SPLASH_STATE_F32};
-    if (fam->model_create(splash_host_get(), r->meta, &opts, &r->model, &err))
-        fail_msg("%s: %s", path, err.msg);
-    fam->model_info(r->model, &r->info);
+    struct test_run_opts o = {
+        .fam = fam, .pool = pool, .kv_format = SPLASH_KV_BF16, .state_format = SPLASH_STATE_F32};
+    test_run_open(r, &o, path, path);
 }
 
-static void run_open(const char *file, struct run *r)
+static void run_open(const char *file, struct test_run *r)
 {
     char path[512], rel[256];
     snprintf(rel, sizeof rel, "models/%s", file);
     run_open_path(test_testdata_path(path, sizeof path, rel), r);
-}
-
-static void run_close(struct run *r)
-{
-    fam->model_destroy(r->model);
-    splash_meta_close(r->meta);
 }
 
 /* Routing near-ties seen while running: the first position routed with a top-k
@@ -181,58 +110,11 @@ static void on_route(void *ctx, int32_t il, int64_t row, float margin)
     }
 }
 
-static void observe(struct run *r, struct ties *t)
+static void observe(struct test_run *r, struct ties *t)
 {
     struct hybrid_model *hm = r->model;
     for (int64_t il = 0; il < hm->cfg.n_layers; il++)
         moe_ffn_set_observer(hm->layers[il].ffn, t ? on_route : NULL, t);
-}
-
-/* Teacher-forced logits of n tokens: one forward, or one token per forward. */
-static float *run_logits(struct run *r, const int32_t *tokens, int32_t n, int decode,
-                         struct ties *ties)
-{
-    struct splash_err err = {{0}};
-    void *seq;
-    assert_int_equal(fam->seq_create(r->model, &seq, &err), SPLASH_OK);
-    size_t V = (size_t)r->info.n_vocab;
-    float *out = malloc((size_t)n * V * sizeof *out);
-    assert_non_null(out);
-    int32_t step = decode ? 1 : n;
-    for (int32_t i = 0; i < n; i += step) {
-        struct splash_lane lane = {.seq = seq,
-                                   .tokens = tokens + i,
-                                   .n_tokens = step,
-                                   .pos0 = i,
-                                   .logits = out + (size_t)i * V,
-                                   .logits_all = 1};
-        if (ties)
-            ties->pos0 = i;
-        if (fam->forward(r->model, &lane, 1, &err))
-            fail_msg("forward at %d: %s", i, err.msg);
-    }
-    fam->seq_destroy(r->model, seq);
-    return out;
-}
-
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
-static double row_diff(const float *a, const float *b, int32_t V)
-{
-    double m = 0;
-    for (int32_t j = 0; j < V; j++) {
-        double e = fabs((double)a[j] - b[j]);
-        if (e > m)
-            m = e;
-    }
-    return m;
 }
 
 /* ---- golden logits ---------------------------------------------------------------------- */
@@ -251,33 +133,33 @@ static double row_diff(const float *a, const float *b, int32_t V)
  * moves by O(1) on these nets. Rows at or after a position our router took on such
  * a near-tie may exceed the bound (it is printed); none before it may, and argmax
  * must agree on 90% of all rows regardless. */
-static double bound_for(const struct golden *g)
+static double bound_for(const struct test_golden *g)
 {
     return 2.0 * g->spread > 0.2 ? 2.0 * g->spread : 0.2;
 }
 
 static void golden_case(const char *name, int decode)
 {
-    struct golden g;
-    assert_int_equal(golden_load(name, &g), 0);
-    struct run r;
+    struct test_golden g;
+    assert_int_equal(test_golden_load(name, &g), 0);
+    struct test_run r;
     run_open(json_string_value(json_object_get(g.json, "file")), &r);
     assert_int_equal(r.info.n_vocab, g.n_vocab);
     struct ties ties = {.first = INT32_MAX};
     observe(&r, &ties);
-    float *out = run_logits(&r, g.tokens, g.n_tokens, decode, &ties);
+    float *out = test_run_logits(&r, g.tokens, g.n_tokens, decode, &ties.pos0);
     int32_t V = g.n_vocab, agree = 0, worst_row = 0, over = 0, first_over = -1;
     double bound = bound_for(&g), worst = 0;
     for (int32_t i = 0; i < g.n_tokens; i++) {
         const float *a = out + (size_t)i * V, *b = g.logits + (size_t)i * V;
-        double d = row_diff(a, b, V);
+        double d = test_logits_row_diff(a, b, V);
         if (d > worst) {
             worst = d;
             worst_row = i;
         }
         if (d > bound && over++ == 0)
             first_over = i;
-        agree += argmax(a, V) == argmax(b, V);
+        agree += test_argmax(a, V) == test_argmax(b, V);
     }
     printf("  %-26s %s max|dlogit| %.4f (row %d, bound %.3f) argmax %d/%d", name,
            decode ? "decode " : "prefill", worst, worst_row, bound, agree, g.n_tokens);
@@ -293,29 +175,15 @@ static void golden_case(const char *name, int decode)
         fail_msg("%s (%s): argmax agrees on %d of %d rows", name, decode ? "decode" : "prefill",
                  agree, g.n_tokens);
     free(out);
-    run_close(&r);
-    golden_free(&g);
+    test_run_close(&r);
+    test_golden_free(&g);
 }
 
 /* Every tiny MoE model in golden/ (qwen35moe-tiny-*.json). */
 static void each_tiny(int decode)
 {
-    char path[512];
-    DIR *d = opendir(test_testdata_path(path, sizeof path, "golden"));
-    assert_non_null(d);
-    char names[16][64];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 16) {
-        size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "qwen35moe-tiny-", 15) || len < 6 ||
-            strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        snprintf(names[n], sizeof names[n], "%.*s", (int)(len - 5), e->d_name);
-        n++;
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    char names[16][TEST_GOLDEN_NAME];
+    int n = test_golden_names("qwen35moe-tiny-", names, 16);
     assert_true(n >= 5);
     for (int i = 0; i < n; i++)
         golden_case(names[i], decode);
@@ -523,23 +391,21 @@ static void test_qwen_moe_fused_gate_up(void **state)
     assert_string_equal(res.family, "qwen_moe");
     splash_check_result_free(&res);
 
-    struct golden g;
-    assert_int_equal(golden_load("qwen35moe-tiny-Q4_K_M", &g), 0);
-    struct run a, b;
+    struct test_golden g;
+    assert_int_equal(test_golden_load("qwen35moe-tiny-Q4_K_M", &g), 0);
+    struct test_run a, b;
     run_open_path(src, &a);
     run_open_path(dst, &b);
-    float *la = run_logits(&a, g.tokens, g.n_tokens, 0, NULL);
-    float *lb = run_logits(&b, g.tokens, g.n_tokens, 0, NULL);
-    double d = 0;
-    for (int32_t i = 0; i < g.n_tokens; i++)
-        d = fmax(d, row_diff(la + (size_t)i * g.n_vocab, lb + (size_t)i * g.n_vocab, g.n_vocab));
+    float *la = test_run_logits(&a, g.tokens, g.n_tokens, 0, NULL);
+    float *lb = test_run_logits(&b, g.tokens, g.n_tokens, 0, NULL);
+    double d = test_logits_compare(la, lb, g.n_tokens, g.n_vocab).max_abs;
     printf("  fused vs separate gate/up: max|dlogit| %.3g\n", d);
     assert_true(d == 0.0);
     free(la);
     free(lb);
-    run_close(&a);
-    run_close(&b);
-    golden_free(&g);
+    test_run_close(&a);
+    test_run_close(&b);
+    test_golden_free(&g);
 }
 
 /* ---- lanes ---------------------------------------------------------------------------- */
@@ -548,13 +414,13 @@ static void test_qwen_moe_fused_gate_up(void **state)
  * gets exactly the logits it gets alone. */
 static void test_qwen_moe_lanes_independent(void **state)
 {
-    struct golden g;
-    assert_int_equal(golden_load("qwen35moe-tiny-Q4_K_M", &g), 0);
-    struct run r;
+    struct test_golden g;
+    assert_int_equal(test_golden_load("qwen35moe-tiny-Q4_K_M", &g), 0);
+    struct test_run r;
     run_open("qwen35moe-tiny-Q4_K_M.gguf", &r);
     int32_t V = g.n_vocab, n1 = 20, n2 = 9;
-    float *solo1 = run_logits(&r, g.tokens, n1, 0, NULL);
-    float *solo2 = run_logits(&r, g.tokens + 30, n2, 0, NULL);
+    float *solo1 = test_run_logits(&r, g.tokens, n1, 0, NULL);
+    float *solo2 = test_run_logits(&r, g.tokens + 30, n2, 0, NULL);
     struct splash_err err = {{0}};
     void *s1, *s2;
     assert_int_equal(fam->seq_create(r.model, &s1, &err), SPLASH_OK);
@@ -570,11 +436,8 @@ static void test_qwen_moe_lanes_independent(void **state)
          .logits = b2,
          .logits_all = 1}};
     assert_int_equal(fam->forward(r.model, lanes, 2, &err), SPLASH_OK);
-    double d = 0;
-    for (int32_t i = 0; i < n1; i++)
-        d = fmax(d, row_diff(b1 + (size_t)i * V, solo1 + (size_t)i * V, V));
-    for (int32_t i = 0; i < n2; i++)
-        d = fmax(d, row_diff(b2 + (size_t)i * V, solo2 + (size_t)i * V, V));
+    double d = fmax(test_logits_compare(b1, solo1, n1, V).max_abs,
+                    test_logits_compare(b2, solo2, n2, V).max_abs);
     printf("  lanes vs alone: max|dlogit| %.3g\n", d);
     assert_true(d == 0.0);
     free(b1);
@@ -583,58 +446,24 @@ static void test_qwen_moe_lanes_independent(void **state)
     free(solo2);
     fam->seq_destroy(r.model, s1);
     fam->seq_destroy(r.model, s2);
-    run_close(&r);
-    golden_free(&g);
+    test_run_close(&r);
+    test_golden_free(&g);
 }
 
 /* ---- sizes and model-check ---------------------------------------------------------------- */
 
-struct decl_check {
-    const struct splash_meta *meta;
-    int n, bad;
-};
-
-static void on_decl(void *ctx, const struct splash_tensor_decl *d)
-{
-    struct decl_check *c = ctx;
-    const struct splash_tensor_info *t = splash_meta_api_get()->tensor_find(c->meta, d->name);
-    c->n++;
-    if (!t) {
-        if (!(d->flags & SPLASH_DECL_OPTIONAL)) {
-            printf("  declared but missing: %s\n", d->name);
-            c->bad++;
-        }
-        return;
-    }
-    for (int i = 0; i < 4; i++)
-        if (t->ne[i] != d->ne[i]) {
-            printf("  %s: shape dim %d is %lld, declared %lld\n", d->name, i, (long long)t->ne[i],
-                   (long long)d->ne[i]);
-            c->bad++;
-        }
-}
-
 static void check_json(const char *json, struct splash_family_verdict *v, enum splash_status want,
                        const char *err_part)
 {
-    char dir[] = "/tmp/splash-qm-XXXXXX", path[512];
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(json, f);
-    fclose(f);
-    struct splash_meta *m;
+    struct test_config cf;
+    struct splash_meta *m = test_config_open(&cf, "/tmp/splash-qm-XXXXXX", json);
     struct splash_err err = {{0}};
-    assert_int_equal(splash_meta_open_config(path, &m, &err), SPLASH_OK);
     enum splash_status st = fam->check_config(splash_host_get(), m, v, &err);
     if (st != want)
         fail_msg("check_config: %d (%s), want %d", st, err.msg, want);
     if (err_part && !strstr(err.msg, err_part))
         fail_msg("error \"%s\" does not name %s", err.msg, err_part);
-    splash_meta_close(m);
-    remove(path);
-    rmdir(dir);
+    test_config_close(&cf);
 }
 
 /* Qwen's MoE config.json (no intermediate_size), its text model under text_config. */
@@ -675,8 +504,7 @@ static void test_qwen_moe_check_config_and_tensors(void **state)
     assert_string_equal(v.summary, "hidden 256, 4 layers (1 attention), vocab 2048, 8 experts "
                                    "(2 used) of ff 256, shared ff 256");
     /* every tensor the family reads, as the file holds it; every tensor of the file read */
-    struct decl_check c = {.meta = m};
-    assert_int_equal(fam->declare_tensors(splash_host_get(), m, on_decl, &c, &err), SPLASH_OK);
+    struct test_decls c = test_decls_check(fam, m);
     assert_int_equal(c.bad, 0);
     assert_int_equal(c.n, (int)m->n_tensors + 1); /* + the optional output.weight (tied) */
     splash_meta_close(m);
@@ -744,14 +572,14 @@ static void test_qwen_moe_fewer_experts(void **state)
         fail_msg("model-check: %s", err.msg);
     assert_true(strstr(res.verdict.summary, "4 experts (2 used)") != NULL);
     splash_check_result_free(&res);
-    struct run r;
+    struct test_run r;
     run_open_path(path, &r);
     const int32_t toks[6] = {1, 2, 3, 4, 5, 6};
-    float *out = run_logits(&r, toks, 6, 0, NULL);
+    float *out = test_run_logits(&r, toks, 6, 0, NULL);
     for (size_t i = 0; i < 6 * (size_t)r.info.n_vocab; i++)
         assert_true(isfinite(out[i]));
     free(out);
-    run_close(&r);
+    test_run_close(&r);
 
     /* a header that says 8 experts over 4-expert tensors is refused, naming them */
     struct splash_gguf *g;

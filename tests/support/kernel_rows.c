@@ -1,0 +1,108 @@
+#include "tests/support/kernel_rows.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/host_impl.h"
+#include "splash/fp.h"
+
+#define SENTINEL -12345.0f
+
+int test_row_runs_here(const struct splash_kernel_row *row)
+{
+    return (row->cpu_requires & splash_cpu_features()) == row->cpu_requires;
+}
+
+double test_abs_dot(const float *w, const float *a, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t k = 0; k < n; k++)
+        s += fabs((double)w[k] * (double)a[k]);
+    return s;
+}
+
+double test_vec_dot_near(const char *name, const struct splash_kernel_row *row,
+                         const struct test_rows *rows, const float *wf, const float *af,
+                         const float *want, double tol, float *one)
+{
+    const int64_t n = rows->n, n_w = rows->n_w;
+    const char *w = rows->w, *act = rows->act;
+    double worst = 0.0;
+    for (int j = 0; j < rows->n_act; j++)
+        for (int i = 0; i < n_w; i++) {
+            float *s = &one[j * n_w + i];
+            const float ref = want[j * n_w + i];
+            row->vec_dot(n, s, w + i * rows->w_stride, act + j * rows->act_stride);
+            double e = fabs((double)*s - (double)ref) / test_abs_dot(wf + i * n, af + j * n, n);
+            if (e > worst)
+                worst = e;
+            if (!(e <= tol))
+                fail_msg("%s %s: dot[%d][%d] = %.9g, scalar %.9g (rel %.3g)", name, row->isa, i, j,
+                         (double)*s, (double)ref, e);
+        }
+    return worst;
+}
+
+void test_mul_rows_match(const char *name, const struct splash_kernel_row *row,
+                         const struct test_rows *rows, const struct test_mul_rows_rule *rule,
+                         const float *one)
+{
+    const int64_t n_w = rows->n_w, max_act = rows->n_act, stride = rule->out_stride;
+    float *out = malloc((size_t)(max_act * stride) * sizeof *out);
+    assert_non_null(out);
+    if (rule->own)
+        assert_non_null(row->mul_rows);
+    for (int64_t n_act = 1; n_act <= max_act; n_act++) {
+        for (int64_t k = 0; k < max_act * stride; k++)
+            out[k] = SENTINEL;
+        splash_format_mul_rows(row, rows->n, rows->w, rows->w_stride, n_w, rows->act,
+                               rows->act_stride, n_act, out, (size_t)stride);
+        for (int64_t j = 0; j < max_act; j++)
+            for (int64_t i = 0; i < stride; i++) {
+                const float got = out[j * stride + i];
+                if (j >= n_act || i >= n_w) {
+                    if (got != SENTINEL)
+                        fail_msg("%s %s mul_rows(%d rows) wrote out[%d][%d]", name, row->isa,
+                                 (int)n_act, (int)j, (int)i);
+                    continue;
+                }
+                const float want = one[j * n_w + i];
+                if (rule->bitwise ? splash_fp32_to_bits(got) != splash_fp32_to_bits(want)
+                                  : got != want)
+                    fail_msg("%s %s mul_rows(%d rows)[%d][%d] = %.9g, %s %.9g", name, row->isa,
+                             (int)n_act, (int)j, (int)i, (double)got, rule->vec_dot, (double)want);
+            }
+    }
+    free(out);
+}
+
+void test_simd_rows_near_scalar(const struct splash_format_type *f, const struct test_rows *rows,
+                                const float *wf, const float *af, const float *want, double tol,
+                                int print_worst)
+{
+    const struct test_mul_rows_rule rule = {
+        .vec_dot = "vec_dot", .own = 1, .bitwise = 1, .out_stride = rows->n_w + 3};
+    float *one = malloc((size_t)(rows->n_act * rows->n_w) * sizeof *one);
+    assert_non_null(one);
+    for (uint32_t r = 0; r + 1 < f->n_rows; r++) {
+        const struct splash_kernel_row *row = &f->rows[r];
+        if (!test_row_runs_here(row)) {
+            print_message("  %s %s: not on this CPU, skipped\n", f->name, row->isa);
+            continue;
+        }
+        double worst = test_vec_dot_near(f->name, row, rows, wf, af, want, tol, one);
+        test_mul_rows_match(f->name, row, rows, &rule, one);
+        if (print_worst)
+            print_message("  %s %s: max rel. diff to scalar %.3g, mul_rows 1..%d rows = vec_dot\n",
+                          f->name, row->isa, worst, (int)rows->n_act);
+        else
+            print_message("  %s %s: matches scalar, mul_rows 1..%d rows = vec_dot\n", f->name,
+                          row->isa, (int)rows->n_act);
+    }
+    free(one);
+}
