@@ -3,6 +3,7 @@
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,22 +17,39 @@
 #define cpu_relax() ((void)0)
 #endif
 
+/* Waiting threads pause this many times (~25 us), then yield the core until
+ * SPIN_ITERATIONS, and a worker then sleeps: on a quiet machine the next section
+ * comes within the pauses; on a busy one a yield lets a descheduled peer run. */
+#define SPIN_PAUSES 2000
 #define SPIN_ITERATIONS 20000
 
+#define CACHE_LINE 64
+
+/* One thread's share of a section: [next, end), claimed a piece at a time from the
+ * front by its owner and, once their own share is done, by the others. */
+struct share {
+    _Alignas(CACHE_LINE) atomic_llong next;
+    int64_t end;
+};
+
+/* The counters every thread touches sit on lines of their own, apart from the task
+ * the caller writes, so a worker polling `generation` does not steal the line the
+ * others are claiming pieces on. */
 struct splash_pool {
     int n_threads;
     pthread_t *workers;
+    struct share *shares; /* n_threads */
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    atomic_uint generation;
     atomic_int sleepers;
     atomic_int stop;
     /* the current task */
     splash_range_fn fn;
     void *ctx;
-    int64_t n, chunk;
-    atomic_llong next;
-    atomic_int pending; /* workers still inside the task */
+    int64_t piece;
+    _Alignas(CACHE_LINE) atomic_uint generation;
+    _Alignas(CACHE_LINE) atomic_int pending; /* workers still inside the task */
+    char pad[CACHE_LINE - sizeof(atomic_int)];
 };
 
 struct worker_arg {
@@ -39,14 +57,23 @@ struct worker_arg {
     int index;
 };
 
+/* Each thread first runs its own contiguous share (claims on its own cache line cost
+ * next to nothing), then helps the others with what is left of theirs, so equal
+ * threads finish together within a small piece and one the OS took off its core is
+ * covered by the rest. */
 static void run_chunks(struct splash_pool *p, int thread)
 {
-    for (;;) {
-        int64_t begin = atomic_fetch_add(&p->next, p->chunk);
-        if (begin >= p->n)
-            break;
-        int64_t end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
-        p->fn(p->ctx, begin, end, thread);
+    int n_threads = p->n_threads;
+    int64_t piece = p->piece;
+    for (int k = 0; k < n_threads; k++) {
+        struct share *sh = &p->shares[(thread + k) % n_threads];
+        for (;;) {
+            int64_t begin = atomic_fetch_add_explicit(&sh->next, piece, memory_order_relaxed);
+            if (begin >= sh->end)
+                break;
+            int64_t end = begin + piece < sh->end ? begin + piece : sh->end;
+            p->fn(p->ctx, begin, end, thread);
+        }
     }
 }
 
@@ -64,7 +91,10 @@ static void *worker_main(void *arg)
         while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
                !atomic_load(&p->stop)) {
             if (++spins < SPIN_ITERATIONS) {
-                cpu_relax();
+                if (spins < SPIN_PAUSES)
+                    cpu_relax();
+                else
+                    sched_yield();
                 continue;
             }
             pthread_mutex_lock(&p->lock);
@@ -119,15 +149,27 @@ struct splash_pool *splash_pool_create(int n_threads)
 {
     if (n_threads <= 0)
         n_threads = splash_physical_cores();
-    struct splash_pool *p = calloc(1, sizeof *p);
+    struct splash_pool *p = aligned_alloc(CACHE_LINE, sizeof *p);
     if (!p)
         return NULL;
+    memset(p, 0, sizeof *p);
     p->n_threads = n_threads;
+    p->workers = calloc((size_t)n_threads, sizeof *p->workers);
+    p->shares = aligned_alloc(CACHE_LINE, (size_t)n_threads * sizeof *p->shares);
+    if (!p->workers || !p->shares) {
+        free(p->workers);
+        free(p->shares);
+        free(p);
+        return NULL;
+    }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
-    p->workers = calloc((size_t)n_threads, sizeof *p->workers);
     for (int i = 1; i < n_threads; i++) {
         struct worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            p->n_threads = i;
+            break;
+        }
         wa->pool = p;
         wa->index = i;
         if (pthread_create(&p->workers[i], NULL, worker_main, wa) != 0) {
@@ -152,6 +194,7 @@ void splash_pool_destroy(struct splash_pool *p)
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p->workers);
+    free(p->shares);
     free(p);
 }
 
@@ -171,15 +214,17 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
         fn(ctx, 0, n, 0);
         return;
     }
-    /* a few chunks per thread balance uneven rows without much contention */
-    int64_t chunk = (n + (int64_t)p->n_threads * 4 - 1) / ((int64_t)p->n_threads * 4);
-    if (chunk < grain)
-        chunk = grain;
+    /* pieces of at least `grain`, some 32 to a share */
+    int64_t per = (n + p->n_threads - 1) / p->n_threads;
+    int64_t piece = per / 32 > grain ? per / 32 : grain;
     p->fn = fn;
     p->ctx = ctx;
-    p->n = n;
-    p->chunk = chunk;
-    atomic_store(&p->next, 0);
+    p->piece = piece;
+    for (int t = 0; t < p->n_threads; t++) {
+        int64_t b = n * t / p->n_threads;
+        p->shares[t].end = n * (t + 1) / p->n_threads;
+        atomic_store_explicit(&p->shares[t].next, b, memory_order_relaxed);
+    }
     atomic_store(&p->pending, p->n_threads - 1);
     atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     if (atomic_load(&p->sleepers) > 0) {
@@ -188,6 +233,11 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
         pthread_mutex_unlock(&p->lock);
     }
     run_chunks(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-        cpu_relax();
+    /* a worker the OS took off its core holds us here: spin, then give the core away */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins < SPIN_PAUSES)
+            cpu_relax();
+        else
+            sched_yield();
+    }
 }

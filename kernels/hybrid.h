@@ -41,6 +41,20 @@ struct hybrid_vec {
      * for i < m, j < n: the small products of the chunked delta rule. */
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                     int64_t ldb, float *c, int64_t ldc, int accumulate);
+    /* c[i * ldc + j] (accumulate ? += : =) sum_t a[i * lda + t] * b[t * ldb + j] for i < m,
+     * j < n, t < k: the chunked delta rule's products, vectorised over j (no reductions). */
+    void (*gemm_nn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float *c, int64_t ldc, int accumulate);
+    /* Causal depthwise convolution + SiLU of nc channels over n tokens:
+     * out[i][c] = silu(sum_j w[c * kw + j] * x'[i + j - (kw - 1)][c]), where x'[r] is
+     * x + r * x_stride for r >= 0 and state + (kw - 1 + r) * st_stride before; kw <= 16. */
+    void (*conv_silu)(int64_t n, int64_t nc, const float *x, int64_t x_stride, const float *state,
+                      int64_t st_stride, const float *w, int32_t kw, float *out,
+                      int64_t out_stride);
+    /* y[i] = x[i] * sigmoid(x[i]) (y may equal x) */
+    void (*silu)(int64_t n, const float *x, float *y);
+    /* y[i] = exp(x[i] - m) (y may equal x); returns the sum of y. x[i] = -inf gives 0. */
+    float (*exp_sum)(int64_t n, const float *x, float m, float *y);
 };
 
 extern const struct hybrid_vec hybrid_vec_ref;
@@ -53,6 +67,29 @@ extern const struct hybrid_vec hybrid_vec_avx512;
 extern const struct hybrid_vec *const hybrid_vec_tables[];
 /* The first table the CPU supports (cached after the first call). */
 const struct hybrid_vec *hybrid_vec_get(void);
+
+/* Denormals flushed to zero on this thread until hybrid_ftz_end: decayed GDN states and
+ * products of small decays reach them, and each one costs the FPU a microcode assist
+ * (the chunked delta rule ran 3-4x slower on a strongly decaying model). */
+static inline unsigned hybrid_ftz_begin(void)
+{
+#if defined(__x86_64__)
+    unsigned csr = __builtin_ia32_stmxcsr();
+    __builtin_ia32_ldmxcsr(csr | 0x8040u); /* FTZ | DAZ */
+    return csr;
+#else
+    return 0;
+#endif
+}
+
+static inline void hybrid_ftz_end(unsigned csr)
+{
+#if defined(__x86_64__)
+    __builtin_ia32_ldmxcsr(csr);
+#else
+    (void)csr;
+#endif
+}
 
 /* Kernel members of struct splash_kernels (see splash/kernels.h for contracts). */
 void hybrid_rmsnorm(struct splash_pool *pool, const float *x, int64_t x_stride, const float *w,

@@ -7,6 +7,7 @@
  * so one head's rows of a page are contiguous for the attention loop, and a
  * page is a self-contained block that can be copied, shared or written out. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/threadpool.h"
@@ -202,6 +203,146 @@ static void attn_items(void *ctx, int64_t begin, int64_t end, int thread)
         attn_item(t, it / n_kv_heads, (int32_t)(it % n_kv_heads));
 }
 
+/* ---- blocked form (prefill) ------------------------------------------------------
+ *
+ * QB query rows of one KV head's group form a matrix Q (QB * group rows of head_dim);
+ * each block of KV rows inside a page is dequantized once to floats, K transposed, and
+ * S = Q K^T and O += P V run as gemm_nn with an online softmax between them. */
+
+#define ATTN_QB 16 /* query rows per item */
+
+struct attn_block_scratch {
+    float *q;  /* M x hd: the item's query vectors, scaled (M = ATTN_QB * group) */
+    float *o;  /* M x hd */
+    float *kt; /* hd x page_tokens: a block of K, dequantized and transposed */
+    float *v;  /* page_tokens x hd */
+    float *s;  /* M x page_tokens: scores, then probabilities */
+    float *mx, *sum; /* M */
+};
+
+static size_t attn_block_floats(int32_t group, int32_t hd, int32_t page_tokens)
+{
+    size_t m = (size_t)ATTN_QB * (size_t)group;
+    return 2 * m * (size_t)hd + 2 * (size_t)hd * (size_t)page_tokens + m * (size_t)page_tokens +
+           2 * m + 64;
+}
+
+struct attn_block_task {
+    const struct attn_task *t;
+    int64_t n_q, n_blocks;
+    float *scratch;
+    size_t per_thread;
+};
+
+static void dequant_rows(const struct splash_kv_pages *kv, const void *rows, const float *scales,
+                         int64_t nb, float *out, int64_t ld, int transpose)
+{
+    int32_t hd = kv->head_dim;
+    for (int64_t j = 0; j < nb; j++)
+        for (int32_t d = 0; d < hd; d++) {
+            float x = kv->format == SPLASH_KV_BF16
+                          ? splash_bf16_to_fp32(((const uint16_t *)rows)[j * hd + d])
+                          : scales[j] * (float)((const int8_t *)rows)[j * hd + d];
+            if (transpose)
+                out[(int64_t)d * ld + j] = x;
+            else
+                out[j * ld + d] = x;
+        }
+}
+
+static void attn_block_item(const struct attn_block_task *bt, int64_t qb, int32_t g,
+                            const struct attn_block_scratch *sc)
+{
+    const struct attn_task *t = bt->t;
+    const struct splash_kv_pages *kv = t->kv;
+    const struct hybrid_vec *vec = t->vec;
+    int32_t hd = kv->head_dim, group = t->group, pt = kv->page_tokens;
+    int64_t i0 = qb * ATTN_QB, rows = bt->n_q - i0 < ATTN_QB ? bt->n_q - i0 : ATTN_QB;
+    int64_t M = rows * group;
+    /* Q rows (i, m) at r = i * group + m, scaled */
+    for (int64_t i = 0; i < rows; i++)
+        for (int32_t m = 0; m < group; m++) {
+            const float *q = t->q + (i0 + i) * t->q_stride + ((int64_t)g * group + m) * hd;
+            float *dst = sc->q + (i * group + m) * hd;
+            for (int32_t d = 0; d < hd; d++)
+                dst[d] = q[d] * t->scale;
+        }
+    memset(sc->o, 0, (size_t)M * (size_t)hd * sizeof(float));
+    for (int64_t r = 0; r < M; r++) {
+        sc->mx[r] = -INFINITY;
+        sc->sum[r] = 0.0f;
+    }
+    int64_t n_kv = t->pos0 + i0 + rows; /* keys the last row sees */
+    for (int64_t p0 = 0; p0 < n_kv;) {
+        int64_t nb = pt - p0 % pt;
+        if (nb > n_kv - p0)
+            nb = n_kv - p0;
+        float *ks, *vs;
+        const void *krow = kv_row(kv, 0, p0, g, &ks);
+        const void *vrow = kv_row(kv, 1, p0, g, &vs);
+        dequant_rows(kv, krow, ks, nb, sc->kt, pt, 1);
+        dequant_rows(kv, vrow, vs, nb, sc->v, hd, 0);
+        /* S = Q K^T */
+        vec->gemm_nn(M, nb, hd, sc->q, hd, sc->kt, pt, sc->s, pt, 0);
+        for (int64_t r = 0; r < M; r++) {
+            float *srow = sc->s + r * pt;
+            /* row i sees keys up to pos0 + i0 + i */
+            int64_t last = t->pos0 + i0 + r / group - p0; /* last visible key in the block */
+            int64_t vis = last + 1 < nb ? last + 1 : nb;
+            if (vis <= 0) {
+                memset(srow, 0, (size_t)nb * sizeof(float));
+                continue;
+            }
+            for (int64_t j = vis; j < nb; j++)
+                srow[j] = -INFINITY;
+            float bmax = sc->mx[r];
+            for (int64_t j = 0; j < vis; j++)
+                bmax = fmaxf(bmax, srow[j]);
+            if (bmax > sc->mx[r]) {
+                float rs = expf(sc->mx[r] - bmax); /* 0 on the first block */
+                sc->sum[r] *= rs;
+                vec->scale(hd, rs, sc->o + r * hd);
+                sc->mx[r] = bmax;
+            }
+            sc->sum[r] += vec->exp_sum(nb, srow, sc->mx[r], srow);
+        }
+        /* O += P V */
+        vec->gemm_nn(M, hd, nb, sc->s, pt, sc->v, hd, sc->o, hd, 1);
+        p0 += nb;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int32_t m = 0; m < group; m++) {
+            int64_t r = i * group + m;
+            float *o = t->out + (i0 + i) * t->out_stride + ((int64_t)g * group + m) * hd;
+            float inv = 1.0f / sc->sum[r];
+            for (int32_t d = 0; d < hd; d++)
+                o[d] = sc->o[r * hd + d] * inv;
+        }
+}
+
+static void attn_block_items(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct attn_block_task *bt = ctx;
+    int32_t n_kv_heads = bt->t->kv->n_kv_heads, group = bt->t->group;
+    size_t m = (size_t)ATTN_QB * (size_t)group, hd = (size_t)bt->t->kv->head_dim,
+           pt = (size_t)bt->t->kv->page_tokens;
+    float *p = bt->scratch + (size_t)thread * bt->per_thread;
+    struct attn_block_scratch sc;
+    sc.q = p, p += m * hd;
+    sc.o = p, p += m * hd;
+    sc.kt = p, p += hd * pt;
+    sc.v = p, p += pt * hd;
+    sc.s = p, p += m * pt;
+    sc.mx = p, p += m;
+    sc.sum = p;
+    unsigned csr = hybrid_ftz_begin();
+    /* the last query blocks see the most keys: they go first, so the pool's shrinking
+     * pieces at the end are the cheap blocks */
+    for (int64_t it = begin; it < end; it++)
+        attn_block_item(bt, bt->n_blocks - 1 - it / n_kv_heads, (int32_t)(it % n_kv_heads), &sc);
+    hybrid_ftz_end(csr);
+}
+
 void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *pool,
                            const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
                            int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
@@ -222,6 +363,23 @@ void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *poo
                           .scale = scale,
                           .out = out,
                           .out_stride = out_stride};
+    if (n_q >= ATTN_QB) {
+        int n_threads = pool ? splash_pool_threads(pool) : 1;
+        size_t per_thread = attn_block_floats(group, kv->head_dim, kv->page_tokens);
+        float *scratch = malloc((size_t)n_threads * per_thread * sizeof(float));
+        if (scratch) {
+            struct attn_block_task bt = {.t = &t,
+                                         .n_q = n_q,
+                                         .n_blocks = (n_q + ATTN_QB - 1) / ATTN_QB,
+                                         .scratch = scratch,
+                                         .per_thread = per_thread};
+            splash_pool_parallel_for(pool, bt.n_blocks * kv->n_kv_heads, 1, attn_block_items,
+                                     &bt);
+            free(scratch);
+            return;
+        }
+        /* no memory for the blocks: the row form below needs none */
+    }
     /* later query rows see more keys: items of the same row are adjacent, and the
      * pool's small dynamic chunks balance the causal triangle */
     /* items of at least ~64k multiply-adds: short decode steps stay on this thread */

@@ -1,5 +1,6 @@
 /* AVX2 + FMA primitives of the hybrid trunk's kernels (scalar reference: hybrid_ref.c). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/hybrid.h"
 #include "splash/fp.h"
@@ -223,6 +224,163 @@ static void avx2_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_
         }
 }
 
+/* ---- products without reductions, exp, SiLU ------------------------------------- */
+
+static inline __m256i lane_mask(int64_t left)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)), idx);
+}
+
+/* An MR x (8 NV) tile of c = a b (see the AVX-512 version). */
+static inline __attribute__((always_inline)) void nn_tile(int64_t k, const float *a, int64_t lda,
+                                                          const float *b, int64_t ldb, float *c,
+                                                          int64_t ldc, int accumulate, int mr,
+                                                          int nv, __m256i last)
+{
+    const __m256i full = _mm256_set1_epi32(-1);
+    __m256 acc[4][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = accumulate
+                            ? _mm256_maskload_ps(c + i * ldc + 8 * v, v == nv - 1 ? last : full)
+                            : _mm256_setzero_ps();
+    for (int64_t t = 0; t < k; t++) {
+        __m256 vb[4];
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            vb[v] = _mm256_maskload_ps(b + t * ldb + 8 * v, v == nv - 1 ? last : full);
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            __m256 va = _mm256_broadcast_ss(a + i * lda + t);
+            #pragma GCC unroll 4
+            for (int v = 0; v < nv; v++)
+                acc[i][v] = _mm256_fmadd_ps(va, vb[v], acc[i][v]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            _mm256_maskstore_ps(c + i * ldc + 8 * v, v == nv - 1 ? last : full, acc[i][v]);
+}
+
+static void nn_tile_any(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                        float *c, int64_t ldc, int accumulate, int mr, int nv, __m256i last)
+{
+    switch (mr * 8 + nv) {
+#define NN_CASE(R, V)                                                                              \
+    case R * 8 + V:                                                                                \
+        nn_tile(k, a, lda, b, ldb, c, ldc, accumulate, R, V, last);                                \
+        break;
+        NN_CASE(1, 1) NN_CASE(1, 2) NN_CASE(1, 3) NN_CASE(1, 4)
+        NN_CASE(2, 1) NN_CASE(2, 2) NN_CASE(2, 3) NN_CASE(2, 4)
+        NN_CASE(3, 1) NN_CASE(3, 2) NN_CASE(3, 3) NN_CASE(3, 4)
+        NN_CASE(4, 1) NN_CASE(4, 2) NN_CASE(4, 3)
+#undef NN_CASE
+    default:
+        nn_tile(k, a, lda, b, ldb, c, ldc, accumulate, 4, 4, last);
+    }
+}
+
+static void avx2_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate)
+{
+    for (int64_t j = 0; j < n; j += 32) {
+        int64_t w = n - j < 32 ? n - j : 32;
+        int nv = (int)((w + 7) / 8);
+        __m256i last = lane_mask(w % 8 ? w % 8 : 8);
+        for (int64_t i = 0; i < m; i += 4) {
+            int mr = m - i < 4 ? (int)(m - i) : 4;
+            nn_tile_any(k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, accumulate, mr, nv,
+                        last);
+        }
+    }
+}
+
+/* e^x as in the AVX-512 version, 2^n built in the exponent bits. */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static inline __m256 silu256(__m256 x)
+{
+    __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+static void avx2_silu(int64_t n, const float *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, silu256(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void avx2_conv_silu(int64_t n, int64_t nc, const float *x, int64_t x_stride,
+                           const float *state, int64_t st_stride, const float *wc, int32_t kw,
+                           float *out, int64_t out_stride)
+{
+    /* tap j of 8 channels, gathered from their rows of kw taps */
+    const __m256i lanes =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(kw));
+    for (int64_t c = 0; c < nc; c += 8) {
+        __m256i m = lane_mask(nc - c);
+        __m256 w[16];
+        for (int32_t j = 0; j < kw; j++)
+            w[j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), wc + c * kw + j, lanes,
+                                            _mm256_castsi256_ps(m), 4);
+        for (int64_t i = 0; i < n; i++) {
+            __m256 s = _mm256_setzero_ps();
+            for (int32_t j = 0; j < kw; j++) {
+                int64_t r = i + j - (kw - 1);
+                const float *row = r >= 0 ? x + r * x_stride : state + (kw - 1 + r) * st_stride;
+                /* product then sum, as the reference (see the AVX-512 row) */
+                s = _mm256_add_ps(s, _mm256_mul_ps(w[j], _mm256_maskload_ps(row + c, m)));
+            }
+            _mm256_maskstore_ps(out + i * out_stride + c, m, silu256(s));
+        }
+    }
+}
+
+static float avx2_exp_sum(int64_t n, const float *x, float m, float *y)
+{
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        /* exp256 clamps at -87: exactly 0 below, as expf underflows */
+        __m256 e = _mm256_and_ps(exp256(d), _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
+        _mm256_storeu_ps(y + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float s = hsum256(acc);
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - m);
+        s += y[i];
+    }
+    return s;
+}
+
 const struct hybrid_vec hybrid_vec_avx2 = {
     .isa = "avx2",
     .cpu_requires = SPLASH_CPU_AVX2 | SPLASH_CPU_FMA,
@@ -237,4 +395,8 @@ const struct hybrid_vec hybrid_vec_avx2 = {
     .axpy_i8 = avx2_axpy_i8,
     .gdn_row = avx2_gdn_row,
     .gemm_nt = avx2_gemm_nt,
+    .gemm_nn = avx2_gemm_nn,
+    .conv_silu = avx2_conv_silu,
+    .silu = avx2_silu,
+    .exp_sum = avx2_exp_sum,
 };

@@ -11,8 +11,9 @@
  *   (I + A) U = diag(beta) (V - diag(gamma) K S0^T),  A[s][r] = beta_s e^(G_s-G_r) k_s.k_r (r < s)
  *   O = diag(gamma) Q S0^T + M U,                     M[t][s] = e^(G_t-G_s) q_t.k_s      (s <= t)
  *   S = gamma_last S0 + sum_s e^(G_last-G_s) u_s k_s^T
- * which is the same recurrence written as small matrix products (gemm_nt) and one
- * triangular solve by forward substitution. */
+ * which is the same recurrence written as small matrix products and one triangular
+ * solve by forward substitution. The state is held transposed while a head's chunks
+ * run, so every product is a gemm_nn whose vectors run along d_v or the chunk. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,10 @@
 
 /* ---- convolution -------------------------------------------------------- */
 
+#define CONV_BLOCK 64 /* channels per item */
+
 struct conv_task {
+    const struct hybrid_vec *vec;
     const float *x;
     int64_t x_stride, n, channels;
     const float *w;
@@ -33,35 +37,33 @@ struct conv_task {
     float *state, *out;
 };
 
-static void conv_channels(void *ctx, int64_t begin, int64_t end, int thread)
+static void conv_blocks(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct conv_task *t = ctx;
     int32_t kw = t->kw;
-    float win[16]; /* the kw - 1 previous inputs and the current one */
-    for (int64_t c = begin; c < end; c++) {
-        const float *w = t->w + c * kw;
-        for (int32_t j = 0; j < kw - 1; j++)
-            win[j] = t->state[(int64_t)j * t->channels + c];
-        for (int64_t i = 0; i < t->n; i++) {
-            win[kw - 1] = t->x[i * t->x_stride + c];
-            float s = 0.0f;
-            for (int32_t j = 0; j < kw; j++)
-                s += w[j] * win[j];
-            t->out[i * t->channels + c] = s / (1.0f + expf(-s));
-            for (int32_t j = 0; j < kw - 1; j++)
-                win[j] = win[j + 1];
+    for (int64_t b = begin; b < end; b++) {
+        int64_t c0 = b * CONV_BLOCK;
+        int64_t nc = t->channels - c0 < CONV_BLOCK ? t->channels - c0 : CONV_BLOCK;
+        t->vec->conv_silu(t->n, nc, t->x + c0, t->x_stride, t->state + c0, t->channels,
+                          t->w + c0 * kw, kw, t->out + c0, t->channels);
+        /* the state becomes the last kw - 1 rows of (state, x); row j reads row n + j > j,
+         * so ascending j never reads a row it overwrote */
+        for (int32_t j = 0; j < kw - 1; j++) {
+            int64_t r = t->n + j - (kw - 1);
+            const float *src =
+                r >= 0 ? t->x + r * t->x_stride : t->state + (kw - 1 + r) * t->channels;
+            memmove(t->state + (int64_t)j * t->channels + c0, src + c0, (size_t)nc * sizeof(float));
         }
-        for (int32_t j = 0; j < kw - 1; j++)
-            t->state[(int64_t)j * t->channels + c] = win[j];
     }
 }
 
 void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
                      int64_t channels, const float *w, int32_t kw, float *state, float *out)
 {
-    if (kw < 1 || kw > 16)
+    if (kw < 1 || kw > 16 || n <= 0)
         return; /* families check the kernel width at load */
-    struct conv_task t = {.x = x,
+    struct conv_task t = {.vec = hybrid_vec_get(),
+                          .x = x,
                           .x_stride = x_stride,
                           .n = n,
                           .channels = channels,
@@ -69,8 +71,11 @@ void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride,
                           .kw = kw,
                           .state = state,
                           .out = out};
-    int64_t grain = 8192 / (n * kw > 0 ? n * kw : 1);
-    splash_pool_parallel_for(pool, channels, grain < 16 ? 16 : grain, conv_channels, &t);
+    /* items of at least ~16k multiply-adds */
+    int64_t work = n * kw * CONV_BLOCK;
+    int64_t grain = work >= 16384 ? 1 : 16384 / work;
+    splash_pool_parallel_for(pool, (channels + CONV_BLOCK - 1) / CONV_BLOCK, grain, conv_blocks,
+                             &t);
 }
 
 /* ---- shared --------------------------------------------------------------- */
@@ -101,6 +106,7 @@ static void rec_items(void *ctx, int64_t begin, int64_t end, int thread)
     const struct splash_gdn_args *a = t->a;
     const struct hybrid_vec *vec = t->vec;
     float buf[GDN_MAX_DK];
+    unsigned csr = hybrid_ftz_begin();
     for (int64_t it = begin; it < end; it++) {
         int32_t h = (int32_t)(it / t->items_per_head);
         int32_t j0 = (int32_t)(it % t->items_per_head) * ROWS_PER_ITEM;
@@ -133,6 +139,7 @@ static void rec_items(void *ctx, int64_t begin, int64_t end, int thread)
             }
         }
     }
+    hybrid_ftz_end(csr);
 }
 
 void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool *pool,
@@ -155,38 +162,40 @@ void hybrid_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args
 
 /* ---- chunked form ------------------------------------------------------------ */
 
+/* Per thread, for one head at a time. The state is held transposed (St = S^T, d_k x d_v)
+ * so every product is a gemm_nn vectorised over d_v or the chunk: no reductions. */
 struct chunk_scratch {
-    float *kc, *qc;  /* C x d_k: the chunk's k and q rows, dense */
-    float *kt;       /* d_k x C: kc transposed */
-    float *u;        /* C x d_v: right-hand side, then U */
-    float *o;        /* C x d_v: output rows */
-    float *ut;       /* d_v x C: U scaled by e^(G_last - G_s), transposed */
-    float *kk, *qk;  /* C x C */
+    float *kt;       /* d_k x C: the chunk's k rows, transposed */
+    float *u;        /* C x d_v: K S0^T, then the right-hand side, then U */
+    float *ue;       /* C x d_v: U scaled by e^(G_last - G_s) */
+    float *kk, *qk;  /* C x C: -A (strictly lower), decayed Q K^T (lower, zeros above) */
     float *gc, *gam; /* C: cumulative log decay, its exp */
-    float *s0;       /* d_v x d_k: the head's state in float32 (bf16 states) */
+    float *bet;      /* C: beta */
+    float *ngc, *dec; /* C: -G, and a row of decays e^(G_t - G_s) */
+    float *st;       /* d_k x d_v: the head's state, transposed, float32 */
 };
 
 static size_t chunk_scratch_floats(const struct splash_gdn_args *a, int32_t c)
 {
-    return 3 * (size_t)c * (size_t)a->d_k + 3 * (size_t)c * (size_t)a->d_v +
-           2 * (size_t)c * (size_t)c + 2 * (size_t)c + head_elems(a) + 64;
+    return (size_t)c * (size_t)a->d_k + 2 * (size_t)c * (size_t)a->d_v +
+           2 * (size_t)c * (size_t)c + 5 * (size_t)c + head_elems(a) + 64;
 }
 
 static struct chunk_scratch chunk_scratch_at(const struct splash_gdn_args *a, int32_t c, float *p)
 {
     struct chunk_scratch s;
     size_t ck = (size_t)c * (size_t)a->d_k, cv = (size_t)c * (size_t)a->d_v;
-    s.kc = p, p += ck;
-    s.qc = p, p += ck;
     s.kt = p, p += ck;
     s.u = p, p += cv;
-    s.o = p, p += cv;
-    s.ut = p, p += cv;
+    s.ue = p, p += cv;
     s.kk = p, p += (size_t)c * (size_t)c;
     s.qk = p, p += (size_t)c * (size_t)c;
     s.gc = p, p += (size_t)c;
     s.gam = p, p += (size_t)c;
-    s.s0 = p;
+    s.bet = p, p += (size_t)c;
+    s.ngc = p, p += (size_t)c;
+    s.dec = p, p += (size_t)c;
+    s.st = p;
     return s;
 }
 
@@ -199,65 +208,63 @@ struct chunk_task {
 };
 
 static void chunk_one(const struct chunk_task *t, int32_t h, const struct chunk_scratch *sc,
-                      float *s0, int32_t t0, int32_t len)
+                      int32_t t0, int32_t len)
 {
     const struct splash_gdn_args *a = t->a;
     const struct hybrid_vec *vec = t->vec;
     int32_t dk = a->d_k, dv = a->d_v, m = key_head(a, h);
+    int64_t ld = a->qk_stride;
+    float *st = sc->st;
+    /* the chunk's k and q rows in place (rows ld apart), and its outputs */
+    const float *kc = a->k + (int64_t)t0 * ld + (int64_t)m * dk;
+    const float *qc = a->q + (int64_t)t0 * ld + (int64_t)m * dk;
+    float *out = a->out + (int64_t)t0 * a->out_stride + (int64_t)h * dv;
 
     for (int32_t s = 0; s < len; s++) {
         int64_t tk = t0 + s;
-        memcpy(sc->kc + (size_t)s * dk, a->k + tk * a->qk_stride + (int64_t)m * dk,
-               (size_t)dk * sizeof(float));
-        memcpy(sc->qc + (size_t)s * dk, a->q + tk * a->qk_stride + (int64_t)m * dk,
-               (size_t)dk * sizeof(float));
-        float g = a->g[tk * a->n_v_heads + h];
-        sc->gc[s] = (s ? sc->gc[s - 1] : 0.0f) + g;
+        const float *k = kc + s * ld;
+        for (int32_t i = 0; i < dk; i++)
+            sc->kt[(size_t)i * len + s] = k[i];
+        sc->gc[s] = (s ? sc->gc[s - 1] : 0.0f) + a->g[tk * a->n_v_heads + h];
         sc->gam[s] = expf(sc->gc[s]);
+        sc->bet[s] = a->beta[tk * a->n_v_heads + h];
+        sc->ngc[s] = -sc->gc[s];
     }
     /* right-hand side: beta_s (v_s - gamma_s S0 k_s) */
-    vec->gemm_nt(len, dv, dk, sc->kc, dk, s0, dk, sc->u, dv, 0);
+    vec->gemm_nn(len, dv, dk, kc, ld, st, dv, sc->u, dv, 0);
     for (int32_t s = 0; s < len; s++) {
-        int64_t tk = t0 + s;
-        float beta = a->beta[tk * a->n_v_heads + h];
-        const float *v = a->v + tk * a->v_stride + (int64_t)h * dv;
         float *u = sc->u + (size_t)s * dv;
-        for (int32_t j = 0; j < dv; j++)
-            u[j] = beta * (v[j] - sc->gam[s] * u[j]);
+        vec->scale(dv, -sc->gam[s] * sc->bet[s], u);
+        vec->axpy(dv, sc->bet[s], a->v + (int64_t)(t0 + s) * a->v_stride + (int64_t)h * dv, u);
     }
-    /* forward substitution through (I + A) */
-    vec->gemm_nt(len, len, dk, sc->kc, dk, sc->kc, dk, sc->kk, len, 0);
-    for (int32_t s = 1; s < len; s++) {
-        float beta = a->beta[(int64_t)(t0 + s) * a->n_v_heads + h];
-        float *us = sc->u + (size_t)s * dv;
-        for (int32_t r = 0; r < s; r++) {
-            float coef = beta * expf(sc->gc[s] - sc->gc[r]) * sc->kk[(size_t)s * len + r];
-            vec->axpy(dv, -coef, sc->u + (size_t)r * dv, us);
-        }
-    }
-    /* output: gamma_t S0 q_t + sum_{s <= t} e^(G_t - G_s) (q_t . k_s) u_s */
-    vec->gemm_nt(len, dv, dk, sc->qc, dk, s0, dk, sc->o, dv, 0);
-    vec->gemm_nt(len, len, dk, sc->qc, dk, sc->kc, dk, sc->qk, len, 0);
+    /* K K^T and Q K^T, then -A = -beta_s e^(G_s - G_r) k_s.k_r below the diagonal and
+     * M = e^(G_t - G_s) q_t.k_s on and below it */
+    vec->gemm_nn(len, len, dk, kc, ld, sc->kt, len, sc->kk, len, 0);
+    vec->gemm_nn(len, len, dk, qc, ld, sc->kt, len, sc->qk, len, 0);
     for (int32_t tt = 0; tt < len; tt++) {
-        float *o = sc->o + (size_t)tt * dv;
-        vec->scale(dv, sc->gam[tt], o);
-        for (int32_t s = 0; s <= tt; s++)
-            vec->axpy(dv, expf(sc->gc[tt] - sc->gc[s]) * sc->qk[(size_t)tt * len + s],
-                      sc->u + (size_t)s * dv, o);
-        memcpy(a->out + (int64_t)(t0 + tt) * a->out_stride + (int64_t)h * dv, o,
-               (size_t)dv * sizeof(float));
+        float *kk = sc->kk + (size_t)tt * len, *qk = sc->qk + (size_t)tt * len;
+        /* dec[s] = e^(G_t - G_s) for s <= t */
+        vec->exp_sum(tt + 1, sc->ngc, sc->ngc[tt], sc->dec);
+        vec->scale_mul(tt + 1, qk, 1.0f, sc->dec, qk);
+        vec->scale_mul(tt + 1, kk, -sc->bet[tt], sc->dec, kk);
+        memset(qk + tt + 1, 0, (size_t)(len - tt - 1) * sizeof(float));
     }
-    /* state: gamma_last S0 + (U e)^T K */
+    /* forward substitution through (I + A): u_s += sum_{r < s} (-A)[s][r] u_r */
+    for (int32_t s = 1; s < len; s++)
+        vec->gemm_nn(1, dv, s, sc->kk + (size_t)s * len, len, sc->u, dv, sc->u + (size_t)s * dv,
+                     dv, 1);
+    /* output: gamma_t S0 q_t + sum_{s <= t} M[t][s] u_s, straight into the out rows */
+    vec->gemm_nn(len, dv, dk, qc, ld, st, dv, out, a->out_stride, 0);
+    for (int32_t tt = 0; tt < len; tt++)
+        vec->scale(dv, sc->gam[tt], out + (int64_t)tt * a->out_stride);
+    vec->gemm_nn(len, dv, len, sc->qk, len, sc->u, dv, out, a->out_stride, 1);
+    /* state: gamma_last S0 + K^T (U scaled by e^(G_last - G_s)) */
     float glast = sc->gc[len - 1];
-    for (int32_t s = 0; s < len; s++) {
-        float e = expf(glast - sc->gc[s]);
-        for (int32_t j = 0; j < dv; j++)
-            sc->ut[(size_t)j * len + s] = sc->u[(size_t)s * dv + j] * e;
-        for (int32_t i = 0; i < dk; i++)
-            sc->kt[(size_t)i * len + s] = sc->kc[(size_t)s * dk + i];
-    }
-    vec->scale((int64_t)dv * dk, sc->gam[len - 1], s0);
-    vec->gemm_nt(dv, dk, len, sc->ut, len, sc->kt, len, s0, dk, 1);
+    for (int32_t s = 0; s < len; s++)
+        vec->scale_mul(dv, sc->u + (size_t)s * dv, expf(glast - sc->gc[s]), NULL,
+                       sc->ue + (size_t)s * dv);
+    vec->scale((int64_t)dk * dv, sc->gam[len - 1], st);
+    vec->gemm_nn(dk, dv, len, sc->kt, len, sc->ue, dv, st, dv, 1);
 }
 
 static void chunk_heads(void *ctx, int64_t begin, int64_t end, int thread)
@@ -267,26 +274,38 @@ static void chunk_heads(void *ctx, int64_t begin, int64_t end, int thread)
     struct chunk_scratch sc =
         chunk_scratch_at(a, t->c, t->scratch + (size_t)thread * t->per_thread);
     size_t n = head_elems(a);
+    int32_t dk = a->d_k, dv = a->d_v;
+    unsigned csr = hybrid_ftz_begin();
     for (int64_t h = begin; h < end; h++) {
-        float *s0;
+        /* S (d_v x d_k, row-major) into St (d_k x d_v) */
         if (a->state_bf16) {
             const uint16_t *b = (const uint16_t *)a->state + (size_t)h * n;
-            for (size_t i = 0; i < n; i++)
-                sc.s0[i] = splash_bf16_to_fp32(b[i]);
-            s0 = sc.s0;
+            for (int32_t j = 0; j < dv; j++)
+                for (int32_t i = 0; i < dk; i++)
+                    sc.st[(size_t)i * dv + j] = splash_bf16_to_fp32(b[(size_t)j * dk + i]);
         } else {
-            s0 = (float *)a->state + (size_t)h * n;
+            const float *f = (const float *)a->state + (size_t)h * n;
+            for (int32_t j = 0; j < dv; j++)
+                for (int32_t i = 0; i < dk; i++)
+                    sc.st[(size_t)i * dv + j] = f[(size_t)j * dk + i];
         }
         for (int32_t t0 = 0; t0 < a->n_tokens; t0 += t->c) {
             int32_t len = a->n_tokens - t0 < t->c ? a->n_tokens - t0 : t->c;
-            chunk_one(t, (int32_t)h, &sc, s0, t0, len);
+            chunk_one(t, (int32_t)h, &sc, t0, len);
         }
         if (a->state_bf16) {
             uint16_t *b = (uint16_t *)a->state + (size_t)h * n;
-            for (size_t i = 0; i < n; i++)
-                b[i] = splash_fp32_to_bf16(sc.s0[i]);
+            for (int32_t j = 0; j < dv; j++)
+                for (int32_t i = 0; i < dk; i++)
+                    b[(size_t)j * dk + i] = splash_fp32_to_bf16(sc.st[(size_t)i * dv + j]);
+        } else {
+            float *f = (float *)a->state + (size_t)h * n;
+            for (int32_t j = 0; j < dv; j++)
+                for (int32_t i = 0; i < dk; i++)
+                    f[(size_t)j * dk + i] = sc.st[(size_t)i * dv + j];
         }
     }
+    hybrid_ftz_end(csr);
 }
 
 void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *pool,

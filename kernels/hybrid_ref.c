@@ -1,5 +1,6 @@
 /* Scalar reference primitives of the hybrid trunk's kernels, and the choice of
  * the primitive table for this CPU. */
+#include <math.h>
 #include <stdatomic.h>
 
 #include "core/host_impl.h"
@@ -95,6 +96,50 @@ static void ref_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t
         }
 }
 
+static void ref_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = accumulate ? c[i * ldc + j] : 0.0f;
+            for (int64_t t = 0; t < k; t++)
+                s += a[i * lda + t] * b[t * ldb + j];
+            c[i * ldc + j] = s;
+        }
+}
+
+static void ref_conv_silu(int64_t n, int64_t nc, const float *x, int64_t x_stride,
+                          const float *state, int64_t st_stride, const float *w, int32_t kw,
+                          float *out, int64_t out_stride)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < nc; c++) {
+            float s = 0.0f;
+            for (int32_t j = 0; j < kw; j++) {
+                int64_t r = i + j - (kw - 1);
+                float xv = r >= 0 ? x[r * x_stride + c] : state[(kw - 1 + r) * st_stride + c];
+                s += w[c * kw + j] * xv;
+            }
+            out[i * out_stride + c] = s / (1.0f + expf(-s));
+        }
+}
+
+static void ref_silu(int64_t n, const float *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static float ref_exp_sum(int64_t n, const float *x, float m, float *y)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = expf(x[i] - m);
+        s += y[i];
+    }
+    return s;
+}
+
 const struct hybrid_vec hybrid_vec_ref = {
     .isa = "scalar",
     .cpu_requires = 0,
@@ -109,6 +154,10 @@ const struct hybrid_vec hybrid_vec_ref = {
     .axpy_i8 = ref_axpy_i8,
     .gdn_row = ref_gdn_row,
     .gemm_nt = ref_gemm_nt,
+    .gemm_nn = ref_gemm_nn,
+    .conv_silu = ref_conv_silu,
+    .silu = ref_silu,
+    .exp_sum = ref_exp_sum,
 };
 
 const struct hybrid_vec *const hybrid_vec_tables[] = {

@@ -1,6 +1,7 @@
 /* Matrix products over a format's kernel rows: activations are quantized to
- * the weight's act_type once per row, then weight rows are split over the pool
- * and each chunk reads its weight rows once for every activation row. */
+ * the weight's act_type once per row (by a SIMD quantizer giving the format's own
+ * bytes where kernels/matmul_act.h has one), then weight rows are split over the
+ * pool and each piece reads its weight rows once for every activation row. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "core/threadpool.h"
 #include "kernels/hybrid.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/matmul_act.h"
 
 struct splash_weight {
     struct splash_tensor_info t;
@@ -18,7 +20,23 @@ struct splash_weight {
     int64_t n_in, n_out, n_experts;
     size_t row_bytes;      /* bytes of one weight row */
     size_t act_row_bytes;  /* bytes of one quantized activation row */
+    /* a faster quantizer giving act->from_float's bytes, or NULL */
+    void (*act_fast)(const float *x, void *blocks, int64_t n);
 };
+
+static void (*fast_quantizer(const struct splash_format_type *act))(const float *, void *, int64_t)
+{
+#if defined(__x86_64__)
+    const uint64_t avx512 = SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |
+                            SPLASH_CPU_AVX512DQ;
+    if (act->gguf_type == MATMUL_Q8K_GGUF_TYPE && act->block_elems == 256 &&
+        act->block_bytes == MATMUL_Q8K_BYTES && (splash_cpu_features() & avx512) == avx512)
+        return splash_act_q8k_avx512;
+#else
+    (void)act;
+#endif
+    return NULL;
+}
 
 static enum splash_status weight_create(const struct splash_tensor_info *t,
                                         struct splash_weight **out, struct splash_err *err)
@@ -53,6 +71,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
                                   fmt->act_type, fmt->name);
         }
         w->act_row_bytes = splash_format_row_bytes(w->act, w->n_in);
+        w->act_fast = fast_quantizer(w->act);
     } else {
         w->act_row_bytes = (size_t)w->n_in * sizeof(float);
     }
@@ -93,9 +112,15 @@ struct quant_task {
 static void quantize_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct quant_task *q = ctx;
-    for (int64_t r = begin; r < end; r++)
-        q->w->act->from_float(q->x + r * q->w->n_in, (char *)q->act + r * q->w->act_row_bytes,
-                              q->w->n_in, NULL);
+    const struct splash_weight *w = q->w;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = q->x + r * w->n_in;
+        void *out = (char *)q->act + r * w->act_row_bytes;
+        if (w->act_fast)
+            w->act_fast(x, out, w->n_in);
+        else
+            w->act->from_float(x, out, w->n_in, NULL);
+    }
 }
 
 /* Quantizes n activation rows (or points at the floats) for weight w. */

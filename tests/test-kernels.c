@@ -9,13 +9,16 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/host_impl.h"
 #include "core/threadpool.h"
+#include "core/registry.h"
 #include "kernels/hybrid.h"
+#include "kernels/matmul_act.h"
 #include "splash/family.h"
 #include "splash/fp.h"
 
@@ -65,6 +68,100 @@ static void close_or_fail(const char *what, const float *a, const float *b, int6
         if (!(e <= tol * (1.0 + fabs((double)b[i]))))
             fail_msg("%s: element %lld: %.8g, expected %.8g", what, (long long)i, a[i], b[i]);
     }
+}
+
+/* ---- worker pool ------------------------------------------------------------------ */
+
+struct cover_ctx {
+    _Atomic int *hits;
+    _Atomic int bad_range;
+    int64_t n, grain;
+    _Atomic int threads_seen;
+};
+
+static void cover_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct cover_ctx *c = ctx;
+    if (begin < 0 || end > c->n || begin >= end)
+        c->bad_range = 1;
+    for (int64_t i = begin; i < end; i++)
+        c->hits[i]++;
+    c->threads_seen |= 1 << thread;
+}
+
+static void test_pool_runs_every_index_once(void **state)
+{
+    const int64_t sizes[] = {1, 2, 3, 17, 100, 1000, 151936};
+    const int64_t grains[] = {1, 16, 1000};
+    int both = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t gi = 0; gi < sizeof grains / sizeof grains[0]; gi++) {
+            int64_t n = sizes[si];
+            struct cover_ctx c = {.n = n, .grain = grains[gi]};
+            c.hits = calloc((size_t)n, sizeof *c.hits);
+            assert_non_null(c.hits);
+            /* many sections back to back, as decode issues them */
+            for (int rep = 0; rep < 50; rep++)
+                splash_pool_parallel_for(pool, n, grains[gi], cover_range, &c);
+            assert_int_equal(c.bad_range, 0);
+            for (int64_t i = 0; i < n; i++)
+                if (c.hits[i] != 50)
+                    fail_msg("n %lld grain %lld: index %lld ran %d times in 50 sections",
+                             (long long)n, (long long)grains[gi], (long long)i, (int)c.hits[i]);
+            free((void *)c.hits);
+        }
+    /* a large section is shared: the worker joins (within a few tries on a busy machine) */
+    struct cover_ctx c = {.n = 1 << 20, .grain = 1};
+    c.hits = calloc((size_t)c.n, sizeof *c.hits);
+    assert_non_null(c.hits);
+    for (int rep = 0; rep < 1000 && !both; rep++) {
+        c.threads_seen = 0;
+        splash_pool_parallel_for(pool, c.n, 1, cover_range, &c);
+        both = c.threads_seen == 3;
+    }
+    free((void *)c.hits);
+    assert_true(both);
+}
+
+/* ---- activation quantizers ------------------------------------------------------------ */
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+
+static void test_matmul_act_q8k_matches_format(void **state)
+{
+#if defined(__x86_64__)
+    const uint64_t avx512 = SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |
+                            SPLASH_CPU_AVX512DQ;
+    if ((splash_cpu_features() & avx512) != avx512) {
+        printf("  no AVX-512: skipped\n");
+        return;
+    }
+    struct splash_registry *r = splash_registry_global();
+    if (!splash_registry_format_by_name(r, "Q8_K"))
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    const struct splash_format_type *f = splash_registry_format_by_name(r, "Q8_K");
+    assert_non_null(f);
+    assert_int_equal(f->block_bytes, MATMUL_Q8K_BYTES);
+    const int64_t n = 256 * 6;
+    float *x = rand_vec(n, 3);
+    /* block 1 all zero, block 2 with a tie of +max and -max (the first one wins), block 3
+     * with tiny values, block 4 with values that round at .5 */
+    memset(x + 256, 0, 256 * sizeof *x);
+    x[512 + 7] = -5.0f, x[512 + 9] = 5.0f;
+    for (int i = 0; i < 256; i++)
+        x[768 + i] *= 1e-30f;
+    for (int i = 0; i < 256; i++)
+        x[1024 + i] = (float)(i - 128) * 0.5f;
+    unsigned char *a = malloc((size_t)(n / 256) * MATMUL_Q8K_BYTES),
+                  *b = malloc((size_t)(n / 256) * MATMUL_Q8K_BYTES);
+    f->from_float(x, a, n, NULL);
+    splash_act_q8k_avx512(x, b, n);
+    for (int64_t i = 0; i < (n / 256) * MATMUL_Q8K_BYTES; i++)
+        if (a[i] != b[i])
+            fail_msg("Q8_K byte %lld (block %lld): %u, the format's %u", (long long)i,
+                     (long long)(i / MATMUL_Q8K_BYTES), b[i], a[i]);
+    free(x), free(a), free(b);
+#endif
 }
 
 /* ---- primitives ------------------------------------------------------------------ */
@@ -134,6 +231,55 @@ static void test_hybrid_vec_tables_match_reference(void **state)
             snprintf(what, sizeof what, "%s gemm_nt n=%lld", v->isa, (long long)n);
             close_or_fail(what, c1, c2, 15, 1e-5 * sqrt((double)n));
             free(c1), free(c2), free(ma), free(mb);
+            /* gemm_nn: 6 x n outputs over 5 and n x 6 outputs over n, both accumulate modes */
+            for (int acc = 0; acc < 2; acc++) {
+                float *na = rand_vec((n + 6) * (n + 6), 1), *nb = rand_vec((n + 6) * (n + 6), 1);
+                float *d1 = rand_vec(6 * n, 1), *d2 = malloc((size_t)(6 * n) * sizeof *d2);
+                memcpy(d2, d1, (size_t)(6 * n) * sizeof *d2);
+                v->gemm_nn(6, n, 5, na, 5, nb, n, d1, n, acc);
+                ref->gemm_nn(6, n, 5, na, 5, nb, n, d2, n, acc);
+                snprintf(what, sizeof what, "%s gemm_nn 6x%lld acc %d", v->isa, (long long)n, acc);
+                close_or_fail(what, d1, d2, 6 * n, 1e-5);
+                v->gemm_nn(n, 6, n, nb, n, na, 6, d1, 6, acc);
+                ref->gemm_nn(n, 6, n, nb, n, na, 6, d2, 6, acc);
+                snprintf(what, sizeof what, "%s gemm_nn %lldx6 acc %d", v->isa, (long long)n, acc);
+                close_or_fail(what, d1, d2, 6 * n, 1e-5 * sqrt((double)n));
+                free(na), free(nb), free(d1), free(d2);
+            }
+            /* SiLU over a wide range (saturating ends included) */
+            {
+                float *sx = malloc((size_t)n * sizeof *sx), *s1 = malloc((size_t)n * sizeof *s1),
+                      *s2 = malloc((size_t)n * sizeof *s2);
+                for (int64_t i = 0; i < n; i++)
+                    sx[i] = 30.0f * a[i] + (i == 0 ? -100.0f : i == 1 ? 100.0f : 0.0f);
+                v->silu(n, sx, s1);
+                ref->silu(n, sx, s2);
+                snprintf(what, sizeof what, "%s silu n=%lld", v->isa, (long long)n);
+                close_or_fail(what, s1, s2, n, 2e-6);
+                free(sx), free(s1), free(s2);
+            }
+            /* exp_sum with a -inf entry (a masked score) */
+            {
+                float *ex = rand_vec(n, 20);
+                float *e1 = malloc((size_t)n * 4), *e2 = malloc((size_t)n * 4);
+                ex[n / 2] = -INFINITY;
+                float s1 = v->exp_sum(n, ex, 3.0f, e1), s2 = ref->exp_sum(n, ex, 3.0f, e2);
+                snprintf(what, sizeof what, "%s exp_sum n=%lld", v->isa, (long long)n);
+                close_or_fail(what, e1, e2, n, 2e-6);
+                close_or_fail(what, &s1, &s2, 1, 2e-6 * sqrt((double)n));
+                free(ex), free(e1), free(e2);
+            }
+            /* conv_silu: n channels, 3 tokens, kw 4, the first rows from the state */
+            {
+                float *cx = rand_vec(3 * n, 1), *cs = rand_vec(3 * n, 1), *cw = rand_vec(4 * n, 1);
+                float *o1 = malloc((size_t)(3 * n) * sizeof *o1),
+                      *o2 = malloc((size_t)(3 * n) * sizeof *o2);
+                v->conv_silu(3, n, cx, n, cs, n, cw, 4, o1, n);
+                ref->conv_silu(3, n, cx, n, cs, n, cw, 4, o2, n);
+                snprintf(what, sizeof what, "%s conv_silu n=%lld", v->isa, (long long)n);
+                close_or_fail(what, o1, o2, 3 * n, 2e-6);
+                free(cx), free(cs), free(cw), free(o1), free(o2);
+            }
             free(a), free(b), free(w), free(bb), free(bi), free(y1), free(y2);
         }
     }
@@ -291,29 +437,35 @@ static void attention_naive(const struct splash_kv_pages *kv, const float *q, in
 
 static void test_hybrid_attention_matches_naive(void **state)
 {
-    const int32_t n_kv = 2, n_head = 6, hd = 64;
-    const int64_t pos0 = 37, n_q = 11, n = pos0 + n_q;
-    float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
-    float *q = rand_vec(n_q * n_head * hd, 1);
-    float *out = malloc((size_t)(n_q * n_head * hd) * 4),
-          *expect = malloc((size_t)(n_q * n_head * hd) * 4);
-    for (int format = 0; format < 2; format++) {
-        struct kv_fixture f;
-        kv_init(&f, format, 16, n_kv, hd, n);
-        hybrid_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
-        attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
-        for (size_t t = 0; hybrid_vec_tables[t]; t++) {
-            if (!supported(hybrid_vec_tables[t]))
-                continue;
-            hybrid_attention_with(hybrid_vec_tables[t], pool, &f.kv, q, n_head * hd, n_q, n_head,
-                                  pos0, 0.125f, out, n_head * hd);
-            char what[64];
-            snprintf(what, sizeof what, "attention %s kv %d", hybrid_vec_tables[t]->isa, format);
-            close_or_fail(what, out, expect, n_q * n_head * hd, 2e-5);
+    /* short batches take the row form; 16 rows and more the blocked form (whole and
+     * partial query blocks, KV blocks split at pages) */
+    const int64_t cases[][2] = {{37, 11}, {0, 33}, {5, 40}, {21, 16}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int32_t n_kv = 2, n_head = 6, hd = 64;
+        const int64_t pos0 = cases[ci][0], n_q = cases[ci][1], n = pos0 + n_q;
+        float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
+        float *q = rand_vec(n_q * n_head * hd, 1);
+        float *out = malloc((size_t)(n_q * n_head * hd) * 4),
+              *expect = malloc((size_t)(n_q * n_head * hd) * 4);
+        for (int format = 0; format < 2; format++) {
+            struct kv_fixture f;
+            kv_init(&f, format, 16, n_kv, hd, n);
+            hybrid_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+            attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
+            for (size_t t = 0; hybrid_vec_tables[t]; t++) {
+                if (!supported(hybrid_vec_tables[t]))
+                    continue;
+                hybrid_attention_with(hybrid_vec_tables[t], pool, &f.kv, q, n_head * hd, n_q,
+                                      n_head, pos0, 0.125f, out, n_head * hd);
+                char what[96];
+                snprintf(what, sizeof what, "attention %s kv %d pos0 %lld n %lld",
+                         hybrid_vec_tables[t]->isa, format, (long long)pos0, (long long)n_q);
+                close_or_fail(what, out, expect, n_q * n_head * hd, 2e-5);
+            }
+            kv_free(&f);
         }
-        kv_free(&f);
+        free(k), free(v), free(q), free(out), free(expect);
     }
-    free(k), free(v), free(q), free(out), free(expect);
 }
 
 /* ---- Gated DeltaNet ---------------------------------------------------------------------- */
@@ -480,6 +632,8 @@ static void test_hybrid_gdn_matches_naive(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_runs_every_index_once),
+        cmocka_unit_test(test_matmul_act_q8k_matches_format),
         cmocka_unit_test(test_hybrid_vec_tables_match_reference),
         cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
         cmocka_unit_test(test_hybrid_kv_store_roundtrip),

@@ -47,6 +47,23 @@ void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t si
 
 struct hybrid_model;
 
+/* Element-wise gates, vectorised where the CPU allows (families/common/hybrid_act*.c). */
+struct hybrid_act {
+    const char *isa;
+    /* out[i] = x[i] * silu(g[i]); out may equal x or g */
+    void (*silu_mul)(int64_t n, const float *x, const float *g, float *out);
+    /* out[i] = x[i] * sigmoid(g[i]); out may equal x or g */
+    void (*sigmoid_mul)(int64_t n, const float *x, const float *g, float *out);
+};
+
+extern const struct hybrid_act hybrid_act_ref;
+#if defined(__x86_64__)
+extern const struct hybrid_act hybrid_act_avx2;
+extern const struct hybrid_act hybrid_act_avx512;
+#endif
+/* The first row the CPU (host->cpu_features()) supports. */
+const struct hybrid_act *hybrid_act_pick(uint64_t cpu_features);
+
 /* The FFN of each layer: the dense SwiGLU by default; a MoE family replaces it. */
 struct hybrid_ffn_ops {
     /* Emits layer il's FFN tensors. */
@@ -107,6 +124,7 @@ struct hybrid_model {
     float rope_freq[HYBRID_MAX_ROPE_PAIRS]; /* base^(-2i / n_rot) */
     uint8_t rope_on[HYBRID_MAX_ROPE_PAIRS]; /* 0: the pair's section reads position 0 */
     uint64_t weight_bytes;
+    const struct hybrid_act *act; /* element-wise gates for this CPU */
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages

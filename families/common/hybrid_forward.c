@@ -25,30 +25,18 @@ struct step {
 /* ---- element-wise helpers ------------------------------------------------------- */
 
 struct gate_task {
+    const struct hybrid_act *act;
     float *x;
     const float *g;
     int64_t width, x_stride, g_stride;
 };
-
-static void sigmoid_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct gate_task *t = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        float *x = t->x + r * t->x_stride;
-        const float *g = t->g + r * t->g_stride;
-        for (int64_t i = 0; i < t->width; i++)
-            x[i] *= 1.0f / (1.0f + expf(-g[i]));
-    }
-}
 
 static void silu_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct gate_task *t = ctx;
     for (int64_t r = begin; r < end; r++) {
         float *x = t->x + r * t->x_stride;
-        const float *g = t->g + r * t->g_stride;
-        for (int64_t i = 0; i < t->width; i++)
-            x[i] *= g[i] / (1.0f + expf(-g[i]));
+        t->act->silu_mul(t->width, x, t->g + r * t->g_stride, x);
     }
 }
 
@@ -129,10 +117,20 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
     struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
     hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
-    /* L2-normalised q (scaled by 1/sqrt(d_k)) and k */
-    for (int32_t m = 0; m < nk; m++) {
-        k->l2norm(pool, conv + (int64_t)m * dk, cd, n, dk, c->rms_eps, 1.0f / sqrtf((float)dk));
-        k->l2norm(pool, conv + (int64_t)(nk + m) * dk, cd, n, dk, c->rms_eps, 1.0f);
+    /* L2-normalised q (scaled by 1/sqrt(d_k)) and k: a few tokens as one call per token
+     * (its heads are adjacent rows), longer batches one call per head over the tokens */
+    if (n <= 4) {
+        for (int64_t t = 0; t < n; t++) {
+            float *q = conv + t * cd;
+            k->l2norm(pool, q, dk, nk, dk, c->rms_eps, 1.0f / sqrtf((float)dk));
+            k->l2norm(pool, q + (int64_t)nk * dk, dk, nk, dk, c->rms_eps, 1.0f);
+        }
+    } else {
+        for (int32_t m = 0; m < nk; m++) {
+            k->l2norm(pool, conv + (int64_t)m * dk, cd, n, dk, c->rms_eps,
+                      1.0f / sqrtf((float)dk));
+            k->l2norm(pool, conv + (int64_t)(nk + m) * dk, cd, n, dk, c->rms_eps, 1.0f);
+        }
     }
     /* the delta rule, per lane on its state */
     for (int32_t l = 0; l < s->n_lanes; l++) {
@@ -164,7 +162,8 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     }
     /* gated RMSNorm: norm(o) * silu(z) */
     k->rmsnorm(pool, o, dv, L->ssm_norm, o, dv, n * nv, dv, c->rms_eps);
-    struct gate_task gt = {.x = o, .g = z, .width = inner, .x_stride = inner, .g_stride = inner};
+    struct gate_task gt = {
+        .act = model->act, .x = o, .g = z, .width = inner, .x_stride = inner, .g_stride = inner};
     hybrid_parallel(model, n, grain_rows(inner), silu_gate_range, &gt);
     /* output projection */
     k->matmul(pool, L->ssm_out, o, n, s->mix);
@@ -225,6 +224,24 @@ static enum splash_status reserve_pages(struct hybrid_model *model, struct hybri
     return SPLASH_OK;
 }
 
+struct head_gate_task {
+    const struct hybrid_act *act;
+    float *att;      /* (n, n_head * hd) */
+    const float *qg; /* (n, n_head * 2 hd): per head, query then gate */
+    int32_t n_head, hd;
+};
+
+static void head_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct head_gate_task *t = ctx;
+    int64_t qd = (int64_t)t->n_head * t->hd;
+    for (int64_t r = begin; r < end; r++)
+        for (int32_t h = 0; h < t->n_head; h++) {
+            float *x = t->att + r * qd + (int64_t)h * t->hd;
+            t->act->sigmoid_mul(t->hd, x, t->qg + r * 2 * qd + (int64_t)(2 * h + 1) * t->hd, x);
+        }
+}
+
 static void attn_layer(struct step *s, const struct hybrid_layer *L)
 {
     struct hybrid_model *model = s->model;
@@ -271,14 +288,8 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
                      1.0f / sqrtf((float)hd), att + r0 * qd, qd);
     }
     /* output gate: att * sigmoid(gate), gate head h at qg + h * 2 hd + hd */
-    for (int32_t h = 0; h < H; h++) {
-        struct gate_task gt = {.x = att + (int64_t)h * hd,
-                               .g = qg + (int64_t)h * 2 * hd + hd,
-                               .width = hd,
-                               .x_stride = qd,
-                               .g_stride = 2 * qd};
-        hybrid_parallel(model, n, grain_rows(hd), sigmoid_gate_range, &gt);
-    }
+    struct head_gate_task gt = {.act = model->act, .att = att, .qg = qg, .n_head = H, .hd = hd};
+    hybrid_parallel(model, n, grain_rows(qd), head_gate_range, &gt);
     /* output projection */
     k->matmul(pool, L->wo, att, n, s->mix);
 }

@@ -104,6 +104,7 @@ static void dense_destroy(struct hybrid_model *model, void *layer_ffn)
 }
 
 struct swiglu_task {
+    const struct hybrid_act *act;
     float *gate;
     const float *up;
 };
@@ -111,10 +112,7 @@ struct swiglu_task {
 static void swiglu_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct swiglu_task *t = ctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = t->gate[i];
-        t->gate[i] = g / (1.0f + expf(-g)) * t->up[i];
-    }
+    t->act->silu_mul(end - begin, t->up + begin, t->gate + begin, t->gate + begin);
 }
 
 static void dense_forward(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
@@ -126,8 +124,8 @@ static void dense_forward(struct hybrid_model *model, void *layer_ffn, const flo
     float *up = scratch + n * ff; /* (n, n_ff) */
     model->k->matmul(model->opts.pool, f->gate, x, n, gate);
     model->k->matmul(model->opts.pool, f->up, x, n, up);
-    struct swiglu_task t = {.gate = gate, .up = up};
-    hybrid_parallel(model, n * ff, 4096, swiglu_range, &t);
+    struct swiglu_task t = {.act = model->act, .gate = gate, .up = up};
+    hybrid_parallel(model, n * ff, 16384, swiglu_range, &t);
     model->k->matmul(model->opts.pool, f->down, gate, n, out);
 }
 
@@ -223,6 +221,7 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
     model->meta = m;
     model->opts = *opts;
     model->ffn = ffn ? ffn : &hybrid_ffn_dense;
+    model->act = hybrid_act_pick(host->cpu_features());
     enum splash_status st = hybrid_config_read(host, m, arch, &model->cfg, err);
     if (st)
         goto out_free;

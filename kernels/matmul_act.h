@@ -1,0 +1,16 @@
+/* Fast activation quantizers of the matrix products, byte-identical to the activation
+ * format's reference from_float (tests/test-kernels.c checks them against it). */
+#ifndef SPLASH_KERNELS_MATMUL_ACT_H
+#define SPLASH_KERNELS_MATMUL_ACT_H
+
+#include <stdint.h>
+
+/* Q8_K (GGUF type 15): float d, int8 qs[256], int16 bsums[16] per 256 values. */
+#define MATMUL_Q8K_GGUF_TYPE 15
+#define MATMUL_Q8K_BYTES 292
+
+#if defined(__x86_64__)
+void splash_act_q8k_avx512(const float *x, void *blocks, int64_t n);
+#endif
+
+#endif
