@@ -125,6 +125,10 @@ struct hybrid_model {
     uint8_t rope_on[HYBRID_MAX_ROPE_PAIRS]; /* 0: the pair's section reads position 0 */
     uint64_t weight_bytes;
     const struct hybrid_act *act; /* element-wise gates for this CPU */
+    /* YaRN past the native window: factor = context / native window (1: off) and the
+     * attention scale it brings, applied to the rotary cos/sin */
+    double yarn_factor;
+    float yarn_mscale;
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages

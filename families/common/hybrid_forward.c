@@ -312,8 +312,8 @@ static void rope_cs(struct step *s)
             float *cs = s->cs + (s->row0[l] + i) * pairs * 2;
             for (int32_t p = 0; p < pairs; p++) {
                 double th = model->rope_on[p] ? pos * model->rope_freq[p] : 0.0;
-                cs[2 * p] = (float)cos(th);
-                cs[2 * p + 1] = (float)sin(th);
+                cs[2 * p] = (float)cos(th) * model->yarn_mscale;
+                cs[2 * p + 1] = (float)sin(th) * model->yarn_mscale;
             }
         }
 }

@@ -188,14 +188,35 @@ static enum splash_status load_layer(struct hybrid_model *model, int32_t il, str
     return model->ffn->create(model, il, &L->ffn, err);
 }
 
+/* YaRN (Peng et al. 2023): dimensions whose wavelength fits the native window many
+ * times keep their frequency, those longer than it are interpolated by the factor,
+ * with a linear ramp between (beta_fast 32, beta_slow 1 rotations). */
+static double yarn_freq(double freq, double factor, int64_t native)
+{
+    const double beta_fast = 32.0, beta_slow = 1.0;
+    double rotations = (double)native * freq / (2.0 * M_PI);
+    double ramp = (rotations - beta_slow) / (beta_fast - beta_slow);
+    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+    return freq / factor * (1.0 - ramp) + freq * ramp;
+}
+
 static void rope_tables(struct hybrid_model *model)
 {
     const struct hybrid_config *c = &model->cfg;
     int32_t pairs = c->n_rot / 2;
     const int32_t *sec = c->rope_sections;
     int32_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+    model->yarn_factor = model->opts.rope_yarn_factor > 1.0 ? model->opts.rope_yarn_factor
+                         : model->max_context > c->n_ctx_train
+                             ? (double)model->max_context / (double)c->n_ctx_train
+                             : 1.0;
+    model->yarn_mscale =
+        model->yarn_factor > 1.0 ? (float)(0.1 * log(model->yarn_factor) + 1.0) : 1.0f;
     for (int32_t i = 0; i < pairs; i++) {
-        model->rope_freq[i] = (float)pow(c->rope_base, -2.0 * i / c->n_rot);
+        double freq = pow(c->rope_base, -2.0 * i / c->n_rot);
+        if (model->yarn_factor > 1.0)
+            freq = yarn_freq(freq, model->yarn_factor, c->n_ctx_train);
+        model->rope_freq[i] = (float)freq;
         model->rope_on[i] = 1;
         if (sect_dims > 0) {
             /* interleaved M-RoPE: pairs cycle t, h, w within 3x each section; the rest
