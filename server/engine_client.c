@@ -156,14 +156,25 @@ int splash_pending_next(struct splash_pending *p, struct splash_event *ev, int t
     return 1;
 }
 
+/* A frame the engine leaves unread for 30 s fails it (server.md "Engine restarts"):
+ * the writer never waits longer, so no request thread blocks on a stalled engine. */
 static void send_frame(struct splash_engine_client *c, uint32_t type, uint64_t id, json_t *body)
 {
     struct splash_err err;
     pthread_mutex_lock(&c->write_lock);
     int fd = c->fd;
+    enum splash_status st = SPLASH_OK;
     if (fd >= 0)
-        splash_frame_write(fd, type, id, body, &err);
+        st = splash_frame_write_timeout(fd, type, id, body, (int)(WATCHDOG_S * 1000), &err);
     pthread_mutex_unlock(&c->write_lock);
+    if (st != SPLASH_OK && strstr(err.msg, "unread")) {
+        pthread_mutex_lock(&c->lock);
+        snprintf(c->why, sizeof c->why, "the engine left a frame unread for 30 s");
+        pid_t pid = c->pid;
+        pthread_mutex_unlock(&c->lock);
+        if (pid > 0)
+            kill(pid, SIGKILL);
+    }
 }
 
 void splash_pending_cancel(struct splash_pending *p)
@@ -286,6 +297,8 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         else
             close(errpipe[0]);
     }
+    /* non-blocking: a stalled engine never blocks a writer past the watchdog */
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     pthread_mutex_lock(&c->write_lock);
     c->fd = sv[0];
     pthread_mutex_unlock(&c->write_lock);

@@ -2,6 +2,8 @@
 #include "core/engine/protocol.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,13 +16,39 @@ struct frame_header {
 };
 _Static_assert(sizeof(struct frame_header) == 16, "frame header is 16 bytes");
 
-static int write_all(int fd, const void *buf, size_t n)
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Writes everything, waiting for room at most timeout_ms in all (< 0: forever);
+ * works on blocking and non-blocking descriptors. -1 with errno ETIMEDOUT when the
+ * reader left the frame unread that long. */
+static int write_all(int fd, const void *buf, size_t n, int timeout_ms)
 {
     const char *p = buf;
+    int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
     while (n) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int wait = -1;
+            if (deadline >= 0) {
+                int64_t left = deadline - now_ms();
+                if (left <= 0) {
+                    errno = ETIMEDOUT;
+                    return -1;
+                }
+                wait = (int)left;
+            }
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
+                return -1;
+            continue;
+        }
         if (w <= 0)
             return -1;
         p += w;
@@ -38,6 +66,12 @@ static int read_all(int fd, void *buf, size_t n)
         ssize_t r = read(fd, p + got, n - got);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* a non-blocking descriptor mid-frame: the rest is on its way */
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            poll(&pfd, 1, 1000);
+            continue;
+        }
         if (r == 0)
             return got == 0 ? 0 : -1;
         if (r < 0)
@@ -49,6 +83,13 @@ static int read_all(int fd, void *buf, size_t n)
 
 enum splash_status splash_frame_write(int fd, uint32_t type, uint64_t id, const json_t *body,
                                       struct splash_err *err)
+{
+    return splash_frame_write_timeout(fd, type, id, body, -1, err);
+}
+
+enum splash_status splash_frame_write_timeout(int fd, uint32_t type, uint64_t id,
+                                              const json_t *body, int timeout_ms,
+                                              struct splash_err *err)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : strdup("{}");
     if (!text)
@@ -70,10 +111,14 @@ enum splash_status splash_frame_write(int fd, uint32_t type, uint64_t id, const 
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, text, len);
     free(text);
-    int rc = write_all(fd, buf, sizeof h + len);
+    int rc = write_all(fd, buf, sizeof h + len, timeout_ms);
+    int saved = errno;
     free(buf);
+    if (rc && saved == ETIMEDOUT)
+        return splash_err_set(err, SPLASH_ERR_IO, "engine protocol: frame unread for %d ms",
+                              timeout_ms);
     if (rc)
-        return splash_err_set(err, SPLASH_ERR_IO, "engine protocol: write: %s", strerror(errno));
+        return splash_err_set(err, SPLASH_ERR_IO, "engine protocol: write: %s", strerror(saved));
     return SPLASH_OK;
 }
 

@@ -40,6 +40,11 @@ struct splash_frame {
  * when the caller serialises writers. */
 enum splash_status splash_frame_write(int fd, uint32_t type, uint64_t id, const json_t *body,
                                       struct splash_err *err);
+/* The same, giving up after timeout_ms (< 0: never) when the reader leaves it unread:
+ * SPLASH_ERR_IO with "unread" in err. Works on non-blocking descriptors. */
+enum splash_status splash_frame_write_timeout(int fd, uint32_t type, uint64_t id,
+                                              const json_t *body, int timeout_ms,
+                                              struct splash_err *err);
 /* Blocks for one whole frame. SPLASH_ERR_IO with "closed" on end of stream. */
 enum splash_status splash_frame_read(int fd, struct splash_frame *out, struct splash_err *err);
 void splash_frame_free(struct splash_frame *f);
