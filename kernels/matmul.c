@@ -183,6 +183,40 @@ static int cmp_by_expert(const void *a, const void *b, void *ctx)
     return ea < eb ? -1 : ea > eb;
 }
 
+#define EXPERT_BLOCK_ROWS 64
+
+struct expert_group {
+    int32_t expert;
+    int64_t first, n;    /* its rows in the sorted activations */
+};
+
+struct experts_task {
+    const struct splash_weight *w;
+    const char *act;
+    float *ys;
+    const struct expert_group *groups;
+    int64_t n_groups, block, blocks_per_group;
+};
+
+static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct experts_task *t = ctx;
+    const struct splash_weight *w = t->w;
+    size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+    for (int64_t p = begin; p < end; p++) {
+        const struct expert_group *g = &t->groups[p / t->blocks_per_group];
+        int64_t row0 = (p % t->blocks_per_group) * t->block;
+        int64_t row1 = row0 + t->block < w->n_out ? row0 + t->block : w->n_out;
+        struct mm_task m = {.w = w,
+                            .wdata = (const char *)w->t.data + (size_t)g->expert * expert_bytes,
+                            .act = t->act + (size_t)g->first * w->act_row_bytes,
+                            .n_act = g->n,
+                            .y = t->ys + g->first * w->n_out,
+                            .y_stride = (size_t)w->n_out};
+        mm_rows(&m, row0, row1, thread);
+    }
+}
+
 static void matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                            const int32_t *expert, int64_t n, float *y)
 {
@@ -202,18 +236,28 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
     for (int64_t i = 0; i < m; i++)
         memcpy(xs + i * w->n_in, x + order[i] * w->n_in, (size_t)w->n_in * sizeof *xs);
     const void *act = prepare_act(pool, w, xs, m);
-    size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+    /* one parallel section over (expert, block of weight rows) pieces: a prefill step
+     * routes to hundreds of experts, and a section each would cost more to hand out than
+     * the small products take */
+    struct expert_group *groups = malloc((size_t)(m ? m : 1) * sizeof *groups);
+    if (!groups)
+        goto out_free;
+    int64_t n_groups = 0, pieces = 0;
+    int64_t block = w->n_out < EXPERT_BLOCK_ROWS ? w->n_out : EXPERT_BLOCK_ROWS;
+    int64_t blocks_per_group = (w->n_out + block - 1) / block;
     for (int64_t i = 0; i < m;) {
         int32_t e = expert[order[i]];
         int64_t j = i;
         while (j < m && expert[order[j]] == e)
             j++;
-        struct mm_task t = {.w = w, .wdata = (const char *)w->t.data + (size_t)e * expert_bytes,
-                            .act = (const char *)act + (size_t)i * w->act_row_bytes,
-                            .n_act = j - i, .y = ys + i * w->n_out, .y_stride = (size_t)w->n_out};
-        splash_pool_parallel_for(pool, w->n_out, 16, mm_rows, &t);
+        groups[n_groups++] = (struct expert_group){.expert = e, .first = i, .n = j - i};
+        pieces += blocks_per_group;
         i = j;
     }
+    struct experts_task t = {.w = w, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
+                             .block = block, .blocks_per_group = blocks_per_group};
+    splash_pool_parallel_for(pool, pieces, 1, expert_pieces, &t);
+    free(groups);
     for (int64_t i = 0; i < m; i++)
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
 out_free:
