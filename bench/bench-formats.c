@@ -1,7 +1,9 @@
 /* Format kernel benchmark: the machine's read bandwidth, then for every
  * registered format type its mat-vec speed (GB/s of weights read, and that as a
- * fraction of read bandwidth on as many threads) on 1 and 2 threads, and 2-thread
- * mat-mat GFLOP/s with 8 and 512 activation rows.
+ * fraction of read bandwidth on as many threads) on 1 and 2 threads, the same
+ * mat-vec with its weights in cache (the kernel's compute speed, which must be well
+ * above a thread's share of bandwidth for the memory-resident one to reach it), and
+ * 2-thread mat-mat GFLOP/s with 8 and 512 activation rows.
  *
  * Products run the way the engine's matmul runs them (kernels/matmul.c): the
  * engine's thread pool splits the weight rows into chunks, and each chunk calls the
@@ -34,6 +36,8 @@ extern const splash_plugin_entry_fn splash_builtin_plugins[];
 #define MAT_BYTES (512ull << 20) /* mat-vec weights: twice the largest cache (260 MiB L3) */
 #define K_COLS 4096              /* inputs per weight row */
 #define MV_PASSES 5              /* mat-vec passes per thread count; the best counts */
+#define MVC_BYTES (768ull << 10) /* in-cache mat-vec weights: fit one core's L2 (2 MiB) */
+#define MVC_SECONDS 0.2          /* time budget of each in-cache mat-vec measurement */
 #define MM_SECONDS 0.25          /* time budget of each mat-mat measurement */
 #define ACT_TILE 8               /* activation rows per mul_rows call, as in kernels/matmul.c */
 #define MM_ROWS 4096             /* weight rows of the mat-mat measurements */
@@ -258,6 +262,14 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
                 mv[nt - 1] = gbs;
         }
     }
+    /* the same mat-vec over the first MVC_BYTES of weights, again and again: in cache */
+    int64_t n_mvc = (int64_t)(MVC_BYTES / row_bytes);
+    double mvc[N_THREADS] = {0};
+    for (int nt = 1; nt <= N_THREADS; nt++) {
+        double dt;
+        run_mm(pools[nt - 1], &m, n_mvc, MVC_SECONDS, &dt);
+        mvc[nt - 1] = (double)n_mvc * (double)row_bytes / dt / 1e9;
+    }
     /* mat-mat: compute-bound, over the first MM_ROWS weight rows */
     int64_t n_mm = n_rows < MM_ROWS ? n_rows : MM_ROWS;
     m.out_stride = (size_t)n_mm;
@@ -265,9 +277,9 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
     double gf8 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
     m.n_act = 512;
     double gf512 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
-    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.1f %10.1f\n", f->name, plugin,
-           row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw[0], mv[1], 100 * mv[1] / bw[1],
-           gf8, gf512);
+    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.2f %9.2f %9.1f %10.1f\n", f->name,
+           plugin, row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw[0], mv[1],
+           100 * mv[1] / bw[1], mvc[0], mvc[1], gf8, gf512);
     fflush(stdout);
     free(out);
     free(x);
@@ -306,8 +318,9 @@ int main(int argc, char **argv)
     }
     struct splash_registry *r = splash_registry_create();
     splash_registry_add_builtins(r, splash_builtin_plugins);
-    printf("%-10s %-9s %-11s %5s %8s %6s %8s %6s %9s %10s\n", "type", "plugin", "isa", "bpw",
-           "mv1 GB/s", "%bw1", "mv2 GB/s", "%bw2", "mm8 GF/s", "mm512 GF/s");
+    printf("%-10s %-9s %-11s %5s %8s %6s %8s %6s %9s %9s %9s %10s\n", "type", "plugin", "isa",
+           "bpw", "mv1 GB/s", "%bw1", "mv2 GB/s", "%bw2", "mvc1 GB/s", "mvc2 GB/s", "mm8 GF/s",
+           "mm512 GF/s");
     for (size_t p = 0; p < splash_registry_n_formats(r); p++) {
         const struct splash_format_plugin *fp = splash_registry_format(r, p);
         for (uint32_t i = 0; i < fp->n_types; i++) {

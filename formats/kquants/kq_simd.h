@@ -77,6 +77,17 @@ static inline float kq_h2f_fast(uint16_t h)
  * independent chains overlap), and several activation rows one weight row at a time. */
 #define KQ_TILE_NW 4
 
+/* Prefetches into L2 the bytes one tile further on that a tile's step i reads: the
+ * rows of a mat-vec chunk are consecutive, so this streams the chunk (and the start
+ * of the next one, usually the same thread's) ahead of the loads. */
+KQ_INLINE void kq_prefetch_next_tile(const void *w, size_t w_stride, int nw, int64_t i,
+                                     size_t block_bytes)
+{
+    const char *p = (const char *)w + (size_t)nw * w_stride + (size_t)i * (size_t)nw * block_bytes;
+    KQ_UNROLL for (size_t l = 0; l < (size_t)nw * block_bytes; l += 64)
+        _mm_prefetch(p + l, _MM_HINT_T1);
+}
+
 #define KQ_DEFINE_TILED_DOT_AND_MUL(dot_fn, mul_fn, tile)                                          \
     void dot_fn(int64_t n, float *s, const void *w_row, const void *act_row)                       \
     {                                                                                              \
