@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "splash/mul_rows.h"
 #include <string.h>
 
 #include "formats/kquants/q8_blocks.h"
@@ -32,42 +34,12 @@ static inline float mxfp4_e8m0_half(uint8_t e)
     return f;
 }
 
-/* Most activation rows one mul_rows pass keeps in registers. */
-#define MXFP4_MAX_ACT_ROWS 8
-/* Loops over the pass's activation rows must unroll for the accumulators to stay in
- * registers (GCC keeps an array it indexes in a loop in memory). */
-#define MXFP4_UNROLL_ROWS _Pragma("GCC unroll 8")
-
-/* Calls fn(nb, w_row, act_rows, act_stride, out, out_stride, NR) for every weight row
- * and every chunk of up to MXFP4_MAX_ACT_ROWS activation rows, NR a constant. */
-#define MXFP4_MUL_ROWS_DRIVER(fn, nb, w, w_stride, n_w, act, act_stride, n_act, out, out_stride)  \
-    do {                                                                                           \
-        for (int64_t j0_ = 0; j0_ < (n_act); j0_ += MXFP4_MAX_ACT_ROWS) {                          \
-            int64_t left_ = (n_act) - j0_;                                                         \
-            int nr_ = left_ < MXFP4_MAX_ACT_ROWS ? (int)left_ : MXFP4_MAX_ACT_ROWS;                \
-            const char *a_ = (const char *)(act) + (size_t)j0_ * (act_stride);                     \
-            for (int64_t i_ = 0; i_ < (n_w); i_++) {                                               \
-                const void *w_ = (const char *)(w) + (size_t)i_ * (w_stride);                      \
-                float *o_ = (out) + (size_t)j0_ * (out_stride) + (size_t)i_;                       \
-                switch (nr_) {                                                                     \
-                case 1: fn(nb, w_, a_, act_stride, o_, out_stride, 1); break;                      \
-                case 2: fn(nb, w_, a_, act_stride, o_, out_stride, 2); break;                      \
-                case 3: fn(nb, w_, a_, act_stride, o_, out_stride, 3); break;                      \
-                case 4: fn(nb, w_, a_, act_stride, o_, out_stride, 4); break;                      \
-                case 5: fn(nb, w_, a_, act_stride, o_, out_stride, 5); break;                      \
-                case 6: fn(nb, w_, a_, act_stride, o_, out_stride, 6); break;                      \
-                case 7: fn(nb, w_, a_, act_stride, o_, out_stride, 7); break;                      \
-                default: fn(nb, w_, a_, act_stride, o_, out_stride, 8); break;                     \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
-
-#define MXFP4_ROW_FNS(prefix)                                                                      \
-    void prefix##_dot(int64_t n, float *s, const void *w_row, const void *act_row);                \
-    void prefix##_mul_rows(int64_t n, const void *w, size_t w_stride, int64_t n_w,                 \
-                           const void *act, size_t act_stride, int64_t n_act, float *out,          \
-                           size_t out_stride)
+/* The shared mul_rows driver (include/splash/mul_rows.h) under this plugin's names;
+ * its first argument here counts blocks. */
+#define MXFP4_MAX_ACT_ROWS SPLASH_MAX_ACT_ROWS
+#define MXFP4_UNROLL_ROWS SPLASH_UNROLL_ROWS
+#define MXFP4_MUL_ROWS_DRIVER SPLASH_MUL_ROWS_DRIVER
+#define MXFP4_ROW_FNS SPLASH_ROW_FNS
 
 #if defined(__x86_64__)
 MXFP4_ROW_FNS(mxfp4_q8_avx2);
