@@ -1,7 +1,11 @@
 /* AVX-512 VNNI rows of IQ4_XS and IQ4_NL. Weights decode to |level| (u8) and a mask of
  * negative levels (no level is zero); vpdpbusd multiplies |w| by the activation negated
  * under that mask. As in the AVX2 rows, the eight 32-value integer sums of each 256
- * values are computed in SIMD and the reference's float steps replayed in order. */
+ * values are computed in SIMD and the reference's float steps replayed in order.
+ *
+ * A mat-vec is bound by memory: its multi-row tiles prefetch into L2 the next tile's
+ * bytes block by block (kq_prefetch_next_tile), in memory order; a lone row prefetches
+ * 2 KiB ahead of itself. */
 #include "formats/kquants/iq_avx2.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
@@ -147,6 +151,8 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
         struct iq4_wts wd[IQ4_LANES], wfly;
         KQ_UNROLL for (int r = 0; r < nr; r++)
             iq4xs_act((const struct q8_k_block *)((const char *)y0 + r * act_stride), &ad[r]);
+        if (nr == 1 && nw > 1)
+            kq_prefetch_next_tile(w, w_stride, nw, i, sizeof(struct iq4_xs_block));
         if (nr > 1) {
             for (int wi = 0; wi < nw; wi++)
                 iq4xs_wts((const struct iq4_xs_block *)((const char *)x0 + wi * w_stride), &wd[wi]);
@@ -167,8 +173,10 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
                     if (nr == 1) {
                         const struct iq4_xs_block *x =
                             (const struct iq4_xs_block *)((const char *)x0 + l * w_stride);
-                        _mm_prefetch((const char *)x + 2 * KQ_PREFETCH, _MM_HINT_T0);
-                        _mm_prefetch((const char *)x + 2 * KQ_PREFETCH + 64, _MM_HINT_T0);
+                        if (nw == 1) {
+                            _mm_prefetch((const char *)x + 2 * KQ_PREFETCH, _MM_HINT_T0);
+                            _mm_prefetch((const char *)x + 2 * KQ_PREFETCH + 64, _MM_HINT_T0);
+                        }
                         iq4xs_wts(x, &wfly);
                     }
                     const struct iq4_wts *wt = IQ4_W(l);

@@ -40,7 +40,9 @@ KQ_INLINE __m512i kq_q8_0_pair(const struct q8_0_block *b)
  * w . a + 128 sum(a), and the correction -128 sum(a) depends on the activations only,
  * so one dpbusd per activation pair serves every weight row of the tile. The fp16
  * scales of 16 blocks are gathered at once; one product vector d_w * d_a per 16 blocks
- * and (weight row, activation row) gives each pair's lanes through a permute. */
+ * and (weight row, activation row) gives each pair's lanes through a permute. A
+ * mat-vec tile prefetches into L2, 16 blocks at a time, the next tile's bytes in
+ * memory order (kq_prefetch_next_tile); a lone row prefetches KQ_PREFETCH bytes ahead. */
 
 /* The fp16 scales d of 16 consecutive Q8_0 blocks (lanes >= nblk zero) as floats. */
 KQ_INLINE __m512 kq_q8_0_d16(const struct q8_0_block *b, __mmask16 m)
@@ -70,7 +72,8 @@ KQ_INLINE __m512i kq_q8_0_load(const struct q8_0_block *b, int both)
         __m512i wu[KQ_TILE_NW];                                                                    \
         KQ_UNROLL for (int wi = 0; wi < nw; wi++)                                                  \
         {                                                                                          \
-            _mm_prefetch((const char *)(KQ_W8(wi) + g + (p)) + KQ_PREFETCH, _MM_HINT_T0);          \
+            if (nw == 1)                                                                           \
+                _mm_prefetch((const char *)(KQ_W8(wi) + g + (p)) + KQ_PREFETCH, _MM_HINT_T0);      \
             wu[wi] = _mm512_xor_si512(kq_q8_0_load(KQ_W8(wi) + g + (p), both), k80);               \
         }                                                                                          \
         KQ_UNROLL for (int r = 0; r < nr; r++)                                                     \
@@ -107,6 +110,8 @@ KQ_INLINE void q8_0_tile_avx512(int64_t n, const void *w, size_t w_stride, const
             const __m512 dw = kq_q8_0_d16(KQ_W8(wi) + g, m);
             KQ_UNROLL for (int r = 0; r < nr; r++) sc[wi][r] = _mm512_mul_ps(dw, da[r]);
         }
+        if (nw > 1)
+            kq_prefetch_next_tile(w, w_stride, nw, g / 16, 16 * sizeof(struct q8_0_block));
         if (nblk == 16) {
             _Pragma("GCC unroll 8") for (int p = 0; p < 16; p += 2) KQ_Q8_0_PAIR_STEP(p, 1);
         } else {

@@ -12,7 +12,11 @@
  *
  * mul_rows gives one activation row four weight rows at a time and more activation
  * rows one weight row at a time; every (weight, activation) pair goes through the
- * same operations in every tile, so vec_dot and mul_rows agree bit for bit. */
+ * same operations in every tile, so vec_dot and mul_rows agree bit for bit. A
+ * mat-vec is bound by memory: its four-row tiles prefetch into L2, group by group,
+ * the next tile's bytes in memory order (the hardware prefetchers alone do not keep
+ * far enough ahead of four interleaved row streams); a lone row prefetches PREFETCH
+ * bytes ahead of itself. */
 #include <immintrin.h>
 
 #include "formats/mxfp4/mxfp4.h"
@@ -69,6 +73,17 @@ INLINE __m512i load4x16(const void *p, size_t stride, int nk)
     return v;
 }
 
+/* Prefetches into L2 the bytes of the tile after this one (nw rows of w_stride bytes,
+ * consecutive) that its 16-block group g / 16 reads, so a chunk of rows streams in
+ * memory order ahead of the loads. */
+INLINE void prefetch_next_tile(const void *w, size_t w_stride, int nw, int64_t g)
+{
+    const size_t group = 16 * sizeof(struct mxfp4_block);
+    const char *p = (const char *)w + (size_t)nw * w_stride + (size_t)(g / 16) * (size_t)nw * group;
+    _Pragma("GCC unroll 8") for (size_t l = 0; l < (size_t)nw * group; l += 64)
+        _mm_prefetch(p + l, _MM_HINT_T1);
+}
+
 #define W_ROW(wi) ((const struct mxfp4_block *)((const char *)w + (size_t)(wi)*w_stride))
 #define A_ROW(r) ((const struct q8_0_block *)(act + (size_t)(r)*act_stride))
 
@@ -80,7 +95,8 @@ INLINE __m512i load4x16(const void *p, size_t stride, int nk)
         MXFP4_UNROLL_ROWS                                                                          \
         for (int wi = 0; wi < nw; wi++) {                                                          \
             const struct mxfp4_block *x = W_ROW(wi) + g + (q);                                     \
-            _mm_prefetch((const char *)x + PREFETCH, _MM_HINT_T0);                                 \
+            if (nw == 1)                                                                           \
+                _mm_prefetch((const char *)x + PREFETCH, _MM_HINT_T0);                             \
             const __m512i c = load4x16(x->qs, sizeof *x, nk);                                      \
             wlo[wi] = _mm512_shuffle_epi8(lut, _mm512_and_si512(c, m4));                           \
             whi[wi] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(c, 4), m4));     \
@@ -133,6 +149,8 @@ INLINE void tile_avx512(int64_t nb, const void *w, size_t w_stride, const int nw
             for (int r = 0; r < nr; r++)
                 sc[wi][r] = _mm512_mul_ps(dw, da[r]);
         }
+        if (nw > 1)
+            prefetch_next_tile(w, w_stride, nw, g);
         if (nblk == 16) {
             QUAD_STEP(0, 4);
             QUAD_STEP(4, 4);
