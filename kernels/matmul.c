@@ -148,16 +148,29 @@ struct mm_task {
 };
 
 #define ACT_TILE 8
+/* bytes of weight rows every activation tile passes over before the next rows: they
+ * stay in L1/L2 between tiles instead of streaming from memory once per tile */
+#define WEIGHT_BLOCK_BYTES (32 << 10)
 
 static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct mm_task *m = ctx;
     const struct splash_weight *w = m->w;
-    for (int64_t j = 0; j < m->n_act; j += ACT_TILE) {
-        int64_t nj = m->n_act - j < ACT_TILE ? m->n_act - j : ACT_TILE;
-        splash_format_mul_rows(w->row, w->n_in, m->wdata + (size_t)begin * w->row_bytes, w->row_bytes,
-                               end - begin, m->act + (size_t)j * w->act_row_bytes, w->act_row_bytes,
-                               nj, m->y + (size_t)j * m->y_stride + (size_t)begin, m->y_stride);
+    int64_t block = end - begin;
+    if (m->n_act > ACT_TILE) {
+        block = (int64_t)(WEIGHT_BLOCK_BYTES / w->row_bytes) & ~(int64_t)3;
+        if (block < 4)
+            block = 4;
+    }
+    for (int64_t r0 = begin; r0 < end; r0 += block) {
+        int64_t nr = end - r0 < block ? end - r0 : block;
+        for (int64_t j = 0; j < m->n_act; j += ACT_TILE) {
+            int64_t nj = m->n_act - j < ACT_TILE ? m->n_act - j : ACT_TILE;
+            splash_format_mul_rows(w->row, w->n_in, m->wdata + (size_t)r0 * w->row_bytes,
+                                   w->row_bytes, nr, m->act + (size_t)j * w->act_row_bytes,
+                                   w->act_row_bytes, nj, m->y + (size_t)j * m->y_stride + (size_t)r0,
+                                   m->y_stride);
+        }
     }
 }
 

@@ -30,6 +30,79 @@ KQ_INLINE __m512i kq_k4_scales16(const uint8_t *packed)
     return _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)sm)));
 }
 
+/* Weight rows per register tile of the multi-activation-row (mat-mat) pass. */
+#ifndef KQ_MM_NW
+#define KQ_MM_NW 2
+#endif
+
+/* vec_dot and mul_rows from a mat-vec tile `tile` (as KQ_DEFINE_TILED_DOT_AND_MUL)
+ * and a mat-mat tile `mm` taking KQ_MM_NW (or 1) weight rows and up to KQ_MAX_NR
+ * activation rows; both give every pair the same operations. The mat-mat pass
+ * regroups each activation tile once (act_at, into act_t on the stack, for rows of
+ * up to KQ_MM_MAX_NB super-blocks) and runs every weight tile over it. */
+#define KQ_MM_CASE(mm, NW, NR)                                                                     \
+    case NR:                                                                                       \
+        mm(n, wr, w_stride, NW, a, a_stride, NR, o, out_stride, pre);                              \
+        break;
+#define KQ_MM_SWITCH(mm, NW, nr)                                                                   \
+    switch (nr) {                                                                                  \
+        KQ_MM_CASE(mm, NW, 1)                                                                      \
+        KQ_MM_CASE(mm, NW, 2)                                                                      \
+        KQ_MM_CASE(mm, NW, 3)                                                                      \
+        KQ_MM_CASE(mm, NW, 4)                                                                      \
+        KQ_MM_CASE(mm, NW, 5)                                                                      \
+        KQ_MM_CASE(mm, NW, 6)                                                                      \
+        KQ_MM_CASE(mm, NW, 7)                                                                      \
+    default:                                                                                       \
+        mm(n, wr, w_stride, NW, a, a_stride, 8, o, out_stride, pre);                               \
+        break;                                                                                     \
+    }
+/* Super-blocks per row up to which an activation tile is regrouped once per call
+ * (on the stack) rather than once per weight tile. */
+#define KQ_MM_MAX_NB 16
+#define KQ_DEFINE_MM_DOT_AND_MUL(dot_fn, mul_fn, tile, mm, act_t, act_at)                          \
+    void dot_fn(int64_t n, float *s, const void *w_row, const void *act_row)                       \
+    {                                                                                              \
+        tile(n, w_row, 0, 1, act_row, 0, 1, s, 0);                                                 \
+    }                                                                                              \
+    void mul_fn(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,           \
+                size_t act_stride, int64_t n_act, float *out, size_t out_stride)                   \
+    {                                                                                              \
+        const char *wb = w;                                                                        \
+        if (n_act == 1) {                                                                          \
+            int64_t i = 0;                                                                         \
+            for (; i + KQ_TILE_NW <= n_w; i += KQ_TILE_NW)                                         \
+                tile(n, wb + i * w_stride, w_stride, KQ_TILE_NW, act, 0, 1, out + i, 0);           \
+            for (; i < n_w; i++)                                                                   \
+                tile(n, wb + i * w_stride, w_stride, 1, act, 0, 1, out + i, 0);                    \
+            return;                                                                                \
+        }                                                                                          \
+        const int64_t nb = n / KQ_QK_K;                                                            \
+        act_t buf[nb <= KQ_MM_MAX_NB && n_w > KQ_MM_NW ? KQ_MAX_NR * nb : 1];                      \
+        for (int64_t j = 0; j < n_act; j += KQ_MAX_NR) {                                           \
+            const int nr = n_act - j >= KQ_MAX_NR ? KQ_MAX_NR : (int)(n_act - j);                  \
+            const void *a = (const char *)act + j * act_stride;                                    \
+            size_t a_stride = act_stride;                                                          \
+            const int pre = nb <= KQ_MM_MAX_NB && n_w > KQ_MM_NW;                                  \
+            if (pre) {                                                                             \
+                for (int r = 0; r < nr; r++)                                                       \
+                    for (int64_t i = 0; i < nb; i++)                                               \
+                        act_at(a, r * act_stride, i, &buf[r * nb + i]);                            \
+                a = buf;                                                                           \
+            }                                                                                      \
+            for (int64_t i = 0; i < n_w; i += KQ_MM_NW) {                                          \
+                const char *wr = wb + i * w_stride;                                                \
+                float *o = out + j * out_stride + i;                                               \
+                if (i + KQ_MM_NW <= n_w) {                                                         \
+                    KQ_MM_SWITCH(mm, KQ_MM_NW, nr)                                                 \
+                } else {                                                                           \
+                    for (int64_t k = i; k < n_w; k++, wr += w_stride, o++)                         \
+                        KQ_MM_SWITCH(mm, 1, nr)                                                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
 /* ---- Q4_K ------------------------------------------------------------------ */
 
 /* Q4_K tiles pair the activations with the weights' nibble layout instead of
@@ -206,7 +279,45 @@ KQ_INLINE void q4k_tile_avx512(int64_t n, const void *w, size_t w_stride, const 
         out[r * out_stride + wi] = _mm512_reduce_add_ps(acc[wi][r]);
 }
 
-KQ_DEFINE_TILED_DOT_AND_MUL(q4k_dot_q8k_avx512, q4k_mul_q8k_avx512, q4k_tile_avx512)
+/* Several activation rows: KQ_MM_NW weight rows are decoded once per super-block and
+ * kept while each activation row is regrouped once and passes over all of them, so a
+ * decode serves nr activation rows and an activation block serves nw weight rows.
+ * Each pair's operations are those of q4k_tile_avx512 (bit for bit its vec_dot). */
+KQ_INLINE void q4k_mm_tile_avx512(int64_t n, const void *w, size_t w_stride, const int nw,
+                                  const void *act, size_t act_stride, const int nr, float *out,
+                                  size_t out_stride, const int pre)
+{
+    const int64_t nb = n / KQ_QK_K;
+    __m512 acc[KQ_MM_NW][KQ_MAX_NR];
+    KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
+        _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        struct kq_q4k_dec dec[KQ_MM_NW];
+        __m512 dm[KQ_MM_NW];
+        KQ_UNROLL for (int wi = 0; wi < nw; wi++)
+        {
+            const struct q4_k_block *x =
+                (const struct q4_k_block *)((const char *)w + wi * w_stride) + i;
+            kq_q4k_decode(x, &dec[wi]);
+            dm[wi] = kq_q4k_dm(x);
+        }
+        KQ_UNROLL for (int r = 0; r < nr; r++)
+        {
+            struct kq_q4k_act av;
+            if (pre)
+                av = ((const struct kq_q4k_act *)act)[r * nb + i];
+            else
+                kq_q4k_act_at(act, r * act_stride, i, &av);
+            KQ_UNROLL for (int wi = 0; wi < nw; wi++) acc[wi][r] =
+                kq_q4k_step(&dec[wi], &av, _mm512_mul_ps(dm[wi], av.d), acc[wi][r]);
+        }
+    }
+    KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++)
+        out[r * out_stride + wi] = _mm512_reduce_add_ps(acc[wi][r]);
+}
+
+KQ_DEFINE_MM_DOT_AND_MUL(q4k_dot_q8k_avx512, q4k_mul_q8k_avx512, q4k_tile_avx512,
+                         q4k_mm_tile_avx512, struct kq_q4k_act, kq_q4k_act_at)
 
 /* ---- Q5_K ------------------------------------------------------------------ */
 
@@ -385,4 +496,33 @@ KQ_INLINE void q6k_tile_avx512(int64_t n, const void *w, size_t w_stride, const 
         out[r * out_stride + wi] = _mm512_reduce_add_ps(acc[wi][r]);
 }
 
-KQ_DEFINE_TILED_DOT_AND_MUL(q6k_dot_q8k_avx512, q6k_mul_q8k_avx512, q6k_tile_avx512)
+/* Several activation rows, as q4k_mm_tile_avx512: the activations' -32 offsets are
+ * computed once per super-block for all KQ_MM_NW weight rows. */
+KQ_INLINE void q6k_mm_tile_avx512(int64_t n, const void *w, size_t w_stride, const int nw,
+                                  const void *act, size_t act_stride, const int nr, float *out,
+                                  size_t out_stride, const int pre)
+{
+    const int64_t nb = n / KQ_QK_K;
+    __m512 acc[KQ_MM_NW][KQ_MAX_NR];
+    KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
+        _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        struct kq_q6k_dec dec[KQ_MM_NW];
+        KQ_UNROLL for (int wi = 0; wi < nw; wi++) kq_q6k_decode_at(w, wi * w_stride, i, &dec[wi]);
+        KQ_UNROLL for (int r = 0; r < nr; r++)
+        {
+            struct kq_q6k_act av;
+            if (pre)
+                av = ((const struct kq_q6k_act *)act)[r * nb + i];
+            else
+                kq_q6k_act_at(act, r * act_stride, i, &av);
+            KQ_UNROLL for (int wi = 0; wi < nw; wi++) acc[wi][r] =
+                kq_q6k_step(&dec[wi], &av, acc[wi][r]);
+        }
+    }
+    KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++)
+        out[r * out_stride + wi] = _mm512_reduce_add_ps(acc[wi][r]);
+}
+
+KQ_DEFINE_MM_DOT_AND_MUL(q6k_dot_q8k_avx512, q6k_mul_q8k_avx512, q6k_tile_avx512,
+                         q6k_mm_tile_avx512, struct kq_q6k_act, kq_q6k_act_at)
