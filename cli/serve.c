@@ -33,31 +33,6 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The chat template and special tokens the front renders prompts with, from
- * the GGUF's own metadata. */
-static int load_chat_side(struct splash_app *app, const char *model_path, char *msg, size_t size)
-{
-    struct splash_err err;
-    if (splash_tokenizer_load(model_path, &app->tok, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s", err.msg);
-        return -1;
-    }
-    /* stop tokens of the Qwen chat format, where the vocabulary has them */
-    const char *stops[] = {"<|im_end|>", "<|endoftext|>"};
-    for (size_t i = 0; i < 2; i++) {
-        int32_t id = splash_tokenizer_find_special(app->tok, stops[i]);
-        if (id >= 0)
-            app->stop_ids[app->n_stop_ids++] = id;
-    }
-    int32_t eos = splash_tokenizer_eos(app->tok);
-    int have = 0;
-    for (int i = 0; i < app->n_stop_ids; i++)
-        have |= app->stop_ids[i] == eos;
-    if (eos >= 0 && !have)
-        app->stop_ids[app->n_stop_ids++] = eos;
-    return 0;
-}
-
 static char model_file[PATH_MAX];
 
 static const char *resolve_model_path(const struct splash_serve_opts *o, char *msg, size_t size)
@@ -141,7 +116,11 @@ int splash_cmd_serve(int argc, char **argv)
     }
     if (path != model_file)
         snprintf(model_file, sizeof model_file, "%s", path);
-    if (load_chat_side(&app, path, msg, sizeof msg) || splash_chat_setup(&app, path, msg, sizeof msg)) {
+    struct splash_err terr;
+    if (splash_tokenizer_load(path, &app.tok, &terr) != SPLASH_OK)
+        snprintf(msg, sizeof msg, "%s", terr.msg);
+    /* the chat side (template, probes, the format's stop tokens) reads the same file */
+    if (!app.tok || splash_chat_setup(&app, path, msg, sizeof msg)) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
         return 1;

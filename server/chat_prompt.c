@@ -164,17 +164,6 @@ fail:
     return NULL;
 }
 
-/* Does the rendered prompt end inside an open think block? */
-static int opens_think(const struct splash_chat_format *f, const char *text, size_t len)
-{
-    const char *open = f->think_open;
-    size_t n = strlen(open);
-    /* trailing whitespace after <think> is the template's */
-    while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
-        len--;
-    return len >= n && !memcmp(text + len - n, open, n);
-}
-
 int splash_chat_render(struct splash_app *app, const json_t *messages, const json_t *tools,
                        int effort, const json_t *kwargs, struct splash_prompt *out, char *msg,
                        size_t msg_size)
@@ -205,7 +194,7 @@ int splash_chat_render(struct splash_app *app, const json_t *messages, const jso
         snprintf(msg, msg_size, "the chat template refused the request: %s", jerr.msg);
         return 400;
     }
-    out->thinks = !app->format->model_opens_think && opens_think(app->format, out->text, out->len);
+    out->thinks = splash_chat_prompt_opens_think(app->format, out->text, out->len);
     out->effort = effort;
     return 0;
 }
