@@ -132,6 +132,72 @@ static const char *format_type_clash(const struct splash_registry *r,
     return NULL;
 }
 
+/* A full-size copy of a format descriptor. A plugin built before ABI 1.1 knows a
+ * shorter struct splash_format_type: its types are copied too, into zeroed full-size
+ * structs (one allocation), so the members it predates read as NULL. */
+static struct splash_format_plugin *copy_format_plugin(const struct splash_plugin_header *h)
+{
+    const struct splash_format_plugin *src = (const struct splash_format_plugin *)h;
+    const size_t copy = h->size < sizeof *src ? h->size : sizeof *src;
+    const int old_types = h->abi_minor < 1 && src->types;
+    const size_t n = old_types ? src->n_types : 0;
+    struct splash_format_plugin *fp =
+        calloc(1, sizeof *fp + n * (sizeof(struct splash_format_type *) +
+                                    sizeof(struct splash_format_type)));
+    if (!fp)
+        return NULL;
+    memcpy(fp, h, copy);
+    if (old_types) {
+        const struct splash_format_type **ptrs = (const struct splash_format_type **)(fp + 1);
+        struct splash_format_type *types = (struct splash_format_type *)(ptrs + n);
+        for (size_t t = 0; t < n; t++) {
+            if (src->types[t])
+                memcpy(&types[t], src->types[t], offsetof(struct splash_format_type, repack_to));
+            ptrs[t] = src->types[t] ? &types[t] : NULL;
+        }
+        fp->types = ptrs;
+    }
+    return fp;
+}
+
+static const struct splash_format_type *plugin_type_named(const struct splash_format_plugin *fp,
+                                                          const char *name)
+{
+    for (uint32_t t = 0; t < fp->n_types; t++)
+        if (fp->types[t] && fp->types[t]->name && strcmp(fp->types[t]->name, name) == 0)
+            return fp->types[t];
+    return NULL;
+}
+
+/* A repack names a repacked format of the same plugin whose rows have the same bytes. */
+static enum splash_status check_repack(const struct splash_format_plugin *fp,
+                                       const struct splash_format_type *ft, char *why,
+                                       size_t why_size)
+{
+    if (ft->flags & SPLASH_FORMAT_REPACKED) {
+        if (ft->row_group < 2 || ft->block_elems % ft->row_group) {
+            snprintf(why, why_size, "format %s: a repacked format needs row_group >= 2",
+                     ft->name);
+            return SPLASH_ERR_INVALID;
+        }
+        return SPLASH_OK;
+    }
+    if (!ft->repack_to)
+        return SPLASH_OK;
+    const struct splash_format_type *to = plugin_type_named(fp, ft->repack_to);
+    if (!ft->repack || !to || !(to->flags & SPLASH_FORMAT_REPACKED) ||
+        (uint64_t)to->block_elems * ft->block_bytes !=
+            (uint64_t)to->block_bytes * ft->block_elems ||
+        to->block_elems / to->row_group % ft->block_elems) {
+        snprintf(why, why_size,
+                 "format %s: repack_to must name a repacked format of the plugin with the same "
+                 "bytes per row, and repack must be set",
+                 ft->name);
+        return SPLASH_ERR_INVALID;
+    }
+    return SPLASH_OK;
+}
+
 static enum splash_status check_format_types(const struct splash_format_plugin *fp, char *why,
                                              size_t why_size)
 {
@@ -145,8 +211,13 @@ static enum splash_status check_format_types(const struct splash_format_plugin *
         }
         if (ft->flags & SPLASH_FORMAT_ACTIVATION_ONLY)
             continue;
+        if (check_repack(fp, ft, why, why_size) != SPLASH_OK)
+            return SPLASH_ERR_INVALID;
+        /* a repacked layout is read only through mul_rows */
+        const int repacked = (ft->flags & SPLASH_FORMAT_REPACKED) != 0;
         if (!ft->rows || !ft->n_rows || ft->rows[ft->n_rows - 1].cpu_requires != 0 ||
-            !ft->rows[ft->n_rows - 1].vec_dot) {
+            !(repacked ? ft->rows[ft->n_rows - 1].mul_rows != NULL
+                       : ft->rows[ft->n_rows - 1].vec_dot != NULL)) {
             snprintf(why, why_size, "format %s: kernel rows must end in a scalar reference row",
                      ft->name);
             return SPLASH_ERR_INVALID;
@@ -189,11 +260,9 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
     char why[200];
     size_t copy;
     if (h->kind == SPLASH_PLUGIN_FORMAT) {
-        struct splash_format_plugin *fp = calloc(1, sizeof *fp);
+        struct splash_format_plugin *fp = copy_format_plugin(h);
         if (!fp)
             return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
-        copy = h->size < sizeof *fp ? h->size : sizeof *fp;
-        memcpy(fp, h, copy);
         if (check_format_types(fp, why, sizeof why) != SPLASH_OK) {
             free(fp);
             return refuse(r, rec, origin, SPLASH_ERR_INVALID, err, "%s", why);

@@ -42,6 +42,7 @@ struct splash_planes {
 
 #define SPLASH_FORMAT_ACTIVATION_ONLY (1u << 0) /* Q8_K and friends: no vec_dot rows */
 #define SPLASH_FORMAT_FLOAT (1u << 1)           /* F32, F16, BF16: unquantized values */
+#define SPLASH_FORMAT_REPACKED (1u << 2)        /* a load-time layout of another format (ABI 1.1) */
 
 struct splash_format_type {
     const char *name;         /* "Q4_K", "MXFP4", "af4g64", "BF16" */
@@ -73,6 +74,24 @@ struct splash_format_type {
     /* (optional) builds this format's blocks from checkpoint planes; NULL = cannot. */
     enum splash_status (*import_planes)(const struct splash_planes *src, void *dst_blocks,
                                         struct splash_err *err);
+
+    /* ---- ABI 1.1: load-time repack into the layout the kernels read fastest. The core
+     * reads these members only from plugins built against ABI 1.1 or later. ---- */
+    /* On a plain format: the name of a SPLASH_FORMAT_REPACKED format of the same plugin,
+     * or NULL. The core converts each matrix at load with repack when the CPU has a
+     * SIMD row of that format (never under SPLASH_FORCE_ISA=scalar). */
+    const char *repack_to;
+    /* Writes n_rows rows of n elements (this format's rows, contiguous) into repack_to's
+     * layout at dst, of the same size: whole groups of row_group rows interleaved, then
+     * the remaining rows (fewer than a group) copied as they are. */
+    void (*repack)(int64_t n, const void *src, int64_t n_rows, void *dst);
+    /* On a SPLASH_FORMAT_REPACKED format: rows per interleaved group (at least 2). A block
+     * is one block position of a whole group (block_elems = row_group x the plain
+     * block's elements), and to_float gives its values row by row. Its kernel rows'
+     * mul_rows take n_w rows starting at a group boundary, as repack lays them out
+     * (w_stride is the plain format's row bytes; fewer than row_group rows, in the plain
+     * layout, only at the matrix's end); their vec_dot may be NULL. */
+    uint32_t row_group;
 };
 
 struct splash_format_plugin {
