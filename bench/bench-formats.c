@@ -8,7 +8,9 @@
  * Products run the way the engine's matmul runs them (kernels/matmul.c): the
  * engine's thread pool splits the weight rows into chunks, and each chunk calls the
  * kernel row's mul_rows once per tile of up to 8 activation rows (a mat-vec is
- * mul_rows with one activation row). The mat-vec matrix (512 MiB) is larger than
+ * mul_rows with one activation row). A format with a load-time repack gets a second
+ * row, named after its repacked format, measured on the image the engine would run
+ * (its kernels take up to 128 activation rows per call). The mat-vec matrix (512 MiB) is larger than
  * every cache of the machine, so it streams from memory as a model's weights do.
  *
  * The machine may be shared: every figure is the best of several passes.
@@ -153,14 +155,19 @@ struct mm_task {
     int64_t n_act;
     float *out; /* (n_act, out_stride) */
     size_t out_stride;
+    int64_t unit;     /* rows per interleaved group of a repacked layout, else 1 */
+    int64_t act_tile; /* activation rows per mul_rows call */
+    int64_t n_w;      /* rows in the product (pieces count units) */
 };
 
 static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const struct mm_task *m = ctx;
-    for (int64_t j = 0; j < m->n_act; j += ACT_TILE) {
-        int64_t nj = m->n_act - j < ACT_TILE ? m->n_act - j : ACT_TILE;
+    begin *= m->unit;
+    end = end * m->unit < m->n_w ? end * m->unit : m->n_w;
+    for (int64_t j = 0; j < m->n_act; j += m->act_tile) {
+        int64_t nj = m->n_act - j < m->act_tile ? m->n_act - j : m->act_tile;
         splash_format_mul_rows(m->row, K_COLS, m->w + (size_t)begin * m->w_stride, m->w_stride,
                                end - begin, m->act + (size_t)j * m->act_stride, m->act_stride, nj,
                                m->out + (size_t)j * m->out_stride + (size_t)begin, m->out_stride);
@@ -177,7 +184,9 @@ static double run_mm(struct splash_pool *pool, struct mm_task *m, int64_t n_rows
     int64_t reps = 0;
     do {
         double s = now();
-        splash_pool_parallel_for(pool, n_rows, 16, mm_rows, m);
+        m->n_w = n_rows;
+        splash_pool_parallel_for(pool, (n_rows + m->unit - 1) / m->unit,
+                                 (16 + m->unit - 1) / m->unit, mm_rows, m);
         t = now();
         if (t - s < best)
             best = t - s;
@@ -210,14 +219,21 @@ static int wanted(const char *name, int argc, char **argv)
     return 0;
 }
 
+/* Activation rows a repacked kernel takes per call, as in kernels/matmul.c. */
+#define PACKED_ACT_BLOCK 128
+
+/* f's rows, or with `packed` its load-time layout (the repacked format's kernels over
+ * the image f->repack makes), as kernels/matmul.c runs them. */
 static void bench_type(struct splash_registry *r, struct splash_pool *pools[], const char *plugin,
-                       const struct splash_format_type *f, const double bw[])
+                       const struct splash_format_type *f,
+                       const struct splash_format_type *packed, const double bw[])
 {
     const struct splash_format_type *a =
         f->act_type ? splash_registry_format_by_name(r, f->act_type) : NULL;
     size_t row_bytes = splash_format_row_bytes(f, K_COLS);
     size_t act_bytes = a ? splash_format_row_bytes(a, K_COLS) : 0;
-    const struct splash_kernel_row *row = splash_format_pick_row(f, splash_cpu_features());
+    const struct splash_kernel_row *row =
+        splash_format_pick_row(packed ? packed : f, splash_cpu_features());
     if (!row || !a || !a->from_float || !row_bytes || !act_bytes) {
         printf("%-10s %-9s  (skipped: no kernel row, activation format or %d-wide rows)\n", f->name,
                plugin, K_COLS);
@@ -251,7 +267,19 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
             x[k] = rnd();
         a->from_float(x, act + (size_t)j * act_bytes, K_COLS, NULL);
     }
-    struct mm_task m = {row, w, row_bytes, act, act_bytes, 1, out, (size_t)n_rows};
+    struct mm_task m = {row, w, row_bytes, act, act_bytes, 1, out, (size_t)n_rows, 1, ACT_TILE, 0};
+    if (packed) {
+        uint8_t *img = splash_alloc_aligned(64, (size_t)n_rows * row_bytes);
+        if (!img) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        f->repack(K_COLS, w, n_rows, img);
+        splash_free_aligned(w);
+        m.w = w = img;
+        m.unit = packed->row_group;
+        m.act_tile = PACKED_ACT_BLOCK;
+    }
     double mv[N_THREADS] = {0};
     for (int nt = 1; nt <= N_THREADS; nt++) {
         for (int rep = 0; rep < MV_PASSES; rep++) {
@@ -277,7 +305,8 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
     double gf8 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
     m.n_act = 512;
     double gf512 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
-    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.2f %9.2f %9.1f %10.1f\n", f->name,
+    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.2f %9.2f %9.1f %10.1f\n",
+           packed ? packed->name : f->name,
            plugin, row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw[0], mv[1],
            100 * mv[1] / bw[1], mvc[0], mvc[1], gf8, gf512);
     fflush(stdout);
@@ -325,9 +354,14 @@ int main(int argc, char **argv)
         const struct splash_format_plugin *fp = splash_registry_format(r, p);
         for (uint32_t i = 0; i < fp->n_types; i++) {
             const struct splash_format_type *f = fp->types[i];
-            if (!f || (f->flags & SPLASH_FORMAT_ACTIVATION_ONLY) || !wanted(f->name, argc, argv))
+            if (!f || (f->flags & (SPLASH_FORMAT_ACTIVATION_ONLY | SPLASH_FORMAT_REPACKED)) ||
+                !wanted(f->name, argc, argv))
                 continue;
-            bench_type(r, pools, fp->header.name, f, bw);
+            bench_type(r, pools, fp->header.name, f, NULL, bw);
+            const struct splash_format_type *to =
+                f->repack_to ? splash_registry_format_by_name(r, f->repack_to) : NULL;
+            if (to && f->repack && (to->flags & SPLASH_FORMAT_REPACKED))
+                bench_type(r, pools, fp->header.name, f, to, bw);
         }
     }
     splash_registry_destroy(r);

@@ -2,6 +2,8 @@
  * nothing is read, allocated or indexed before its size is checked. */
 #include "core/gguf.h"
 
+#include "core/file_map.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -357,7 +359,7 @@ void splash_gguf_close(struct splash_gguf *g)
     free(g->kv);
     free(g->tensors);
     if (g->map)
-        munmap(g->map, g->map_size);
+        splash_file_unmap(g->map, g->map_size);
     free(g->path);
     free(g);
 }
@@ -397,14 +399,14 @@ enum splash_status splash_gguf_open(const char *path, unsigned flags, struct spl
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %lld bytes is too small for a GGUF header",
                               base_name(path), (long long)sb.st_size);
     }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = splash_file_map(fd, (size_t)sb.st_size);
     close(fd);
     if (map == MAP_FAILED)
         return splash_err_set(err, SPLASH_ERR_IO, "%s: mmap: %s", path, strerror(errno));
     struct splash_gguf *g = calloc(1, sizeof *g);
     if (!g || !(g->path = strdup(path))) {
         free(g);
-        munmap(map, (size_t)sb.st_size);
+        splash_file_unmap(map, (size_t)sb.st_size);
         return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", path);
     }
     g->map = map;
@@ -417,7 +419,7 @@ enum splash_status splash_gguf_open(const char *path, unsigned flags, struct spl
     }
     if (flags & SPLASH_GGUF_HEADERS_ONLY) {
         /* nothing points into the mapping: give it back now */
-        munmap(g->map, g->map_size);
+        splash_file_unmap(g->map, g->map_size);
         g->map = NULL;
         g->map_size = 0;
     }

@@ -3,6 +3,8 @@
  * section exactly, as the format requires of a file with no holes. */
 #include "core/safetensors.h"
 
+#include "core/file_map.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -67,7 +69,7 @@ void splash_safetensors_close(struct splash_safetensors *st)
     if (st->metadata)
         json_decref(st->metadata);
     if (st->map)
-        munmap(st->map, st->map_size);
+        splash_file_unmap(st->map, st->map_size);
     free(st->path);
     free(st);
 }
@@ -322,14 +324,14 @@ enum splash_status splash_safetensors_open(const char *path, unsigned flags,
                               "%s: %lld bytes is too small for a safetensors header",
                               base_name(path), (long long)sb.st_size);
     }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = splash_file_map(fd, (size_t)sb.st_size);
     close(fd);
     if (map == MAP_FAILED)
         return splash_err_set(err, SPLASH_ERR_IO, "%s: mmap: %s", path, strerror(errno));
     struct splash_safetensors *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
         free(st);
-        munmap(map, (size_t)sb.st_size);
+        splash_file_unmap(map, (size_t)sb.st_size);
         return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", path);
     }
     st->map = map;
@@ -340,7 +342,7 @@ enum splash_status splash_safetensors_open(const char *path, unsigned flags,
         return status;
     }
     if (flags & SPLASH_SAFETENSORS_HEADERS_ONLY) {
-        munmap(st->map, st->map_size);
+        splash_file_unmap(st->map, st->map_size);
         st->map = NULL;
         st->map_size = 0;
     }

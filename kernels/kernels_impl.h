@@ -5,5 +5,8 @@
 #include "splash/kernels.h"
 
 const struct splash_kernels *splash_kernels_get(void);
+/* Frees every repacked weight image (each is made again from the mapped rows on its next
+ * use); returns the bytes freed. */
+size_t splash_matmul_release_images(void);
 
 #endif

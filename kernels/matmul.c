@@ -2,9 +2,12 @@
  * the weight's act_type once per row (by a SIMD quantizer giving the format's own
  * bytes where kernels/matmul_act.h has one), then weight rows are split over the
  * pool and each piece reads its weight rows once for every activation row. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file_map.h"
 #include "core/host_impl.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
@@ -22,7 +25,73 @@ struct splash_weight {
     size_t act_row_bytes;  /* bytes of one quantized activation row */
     /* a faster quantizer giving act->from_float's bytes, or NULL */
     void (*act_fast)(const float *x, void *blocks, int64_t n);
+    /* Load-time repack (format ABI 1.1): the same bytes in the layout the kernels read
+     * fastest, made from the mapped rows, whose pages are then dropped. */
+    const struct splash_format_type *packed_fmt; /* NULL: the rows are read as stored */
+    const struct splash_kernel_row *packed_row;
+    _Atomic(void *) packed; /* the image; NULL while released (made again on use) */
+    int64_t unit;           /* pieces of the rows start at multiples of this */
+    struct splash_weight *next_packed, *prev_packed;
 };
+
+/* Every weight with a repacked image, for splash_matmul_release_images. */
+static pthread_mutex_t packed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct splash_weight *packed_list;
+
+/* The repacked format w's rows go to, when its kernels have a SIMD row for this CPU (a
+ * scalar-only repack would only cost memory traffic); NULL otherwise. */
+static const struct splash_format_type *repack_target(const struct splash_format_type *fmt,
+                                                      const struct splash_kernel_row **row)
+{
+    if (!fmt->repack_to || !fmt->repack || getenv("SPLASH_NO_REPACK"))
+        return NULL;
+    const struct splash_format_type *to =
+        splash_registry_format_by_name(splash_registry_global(), fmt->repack_to);
+    if (!to || !(to->flags & SPLASH_FORMAT_REPACKED) || !to->row_group)
+        return NULL;
+    *row = splash_format_pick_row(to, splash_cpu_features());
+    if (!*row || *row == &to->rows[to->n_rows - 1] || !(*row)->mul_rows)
+        return NULL;
+    return to;
+}
+
+/* Makes w's image if it has none; the source pages of a file mapping are dropped after. */
+static void *packed_image(struct splash_weight *w)
+{
+    void *img = atomic_load_explicit(&w->packed, memory_order_acquire);
+    if (img || !w->packed_fmt)
+        return img;
+    pthread_mutex_lock(&packed_lock);
+    img = atomic_load_explicit(&w->packed, memory_order_relaxed);
+    if (!img) {
+        size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+        img = splash_alloc_aligned(64, expert_bytes * (size_t)w->n_experts);
+        if (img) {
+            for (int64_t e = 0; e < w->n_experts; e++)
+                w->fmt->repack(w->n_in, (const char *)w->t.data + (size_t)e * expert_bytes,
+                               w->n_out, (char *)img + (size_t)e * expert_bytes);
+            splash_file_map_drop(w->t.data, expert_bytes * (size_t)w->n_experts);
+            atomic_store_explicit(&w->packed, img, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&packed_lock);
+    return img;
+}
+
+size_t splash_matmul_release_images(void)
+{
+    size_t released = 0;
+    pthread_mutex_lock(&packed_lock);
+    for (struct splash_weight *w = packed_list; w; w = w->next_packed) {
+        void *img = atomic_exchange(&w->packed, NULL);
+        if (img) {
+            splash_free_aligned(img);
+            released += w->row_bytes * (size_t)w->n_out * (size_t)w->n_experts;
+        }
+    }
+    pthread_mutex_unlock(&packed_lock);
+    return released;
+}
 
 static void (*fast_quantizer(const struct splash_format_type *act))(const float *, void *, int64_t)
 {
@@ -80,12 +149,41 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %lld inputs are not whole %s blocks",
                               t->name, (long long)t->ne[0], fmt->name);
     }
+    w->unit = 1;
+    w->packed_fmt = repack_target(fmt, &w->packed_row);
+    if (w->packed_fmt) {
+        w->unit = w->packed_fmt->row_group;
+        if (!packed_image(w)) {
+            free(w);
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory repacking %s",
+                                  t->name, fmt->name);
+        }
+        pthread_mutex_lock(&packed_lock);
+        w->next_packed = packed_list;
+        if (packed_list)
+            packed_list->prev_packed = w;
+        packed_list = w;
+        pthread_mutex_unlock(&packed_lock);
+    }
     *out = w;
     return SPLASH_OK;
 }
 
 static void weight_destroy(struct splash_weight *w)
 {
+    if (!w)
+        return;
+    if (w->packed_fmt) {
+        pthread_mutex_lock(&packed_lock);
+        if (w->prev_packed)
+            w->prev_packed->next_packed = w->next_packed;
+        else
+            packed_list = w->next_packed;
+        if (w->next_packed)
+            w->next_packed->prev_packed = w->prev_packed;
+        pthread_mutex_unlock(&packed_lock);
+        splash_free_aligned(atomic_load(&w->packed));
+    }
     free(w);
 }
 
@@ -152,10 +250,27 @@ struct mm_task {
  * stay in L1/L2 between tiles instead of streaming from memory once per tile */
 #define WEIGHT_BLOCK_BYTES (32 << 10)
 
+/* Activation rows a repacked kernel takes per call: they stay in L2 while it walks the
+ * weight rows once, one interleaved group at a time from L1. */
+#define PACKED_ACT_BLOCK 128
+
 static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct mm_task *m = ctx;
     const struct splash_weight *w = m->w;
+    if (w->packed_fmt) {
+        /* pieces count groups of w->unit rows */
+        begin *= w->unit;
+        end = end * w->unit < w->n_out ? end * w->unit : w->n_out;
+        for (int64_t j = 0; j < m->n_act; j += PACKED_ACT_BLOCK) {
+            int64_t nj = m->n_act - j < PACKED_ACT_BLOCK ? m->n_act - j : PACKED_ACT_BLOCK;
+            w->packed_row->mul_rows(w->n_in, m->wdata + (size_t)begin * w->row_bytes,
+                                    w->row_bytes, end - begin,
+                                    m->act + (size_t)j * w->act_row_bytes, w->act_row_bytes, nj,
+                                    m->y + (size_t)j * m->y_stride + (size_t)begin, m->y_stride);
+        }
+        return;
+    }
     int64_t block = end - begin;
     if (m->n_act > ACT_TILE) {
         block = (int64_t)(WEIGHT_BLOCK_BYTES / w->row_bytes) & ~(int64_t)3;
@@ -174,19 +289,36 @@ static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* w read as stored, for a call that could not make its image again. The view lives in
+ * the calling thread while its parallel section runs. */
+static const struct splash_weight *plain_view(const struct splash_weight *w)
+{
+    static _Thread_local struct splash_weight view;
+    memcpy(&view, w, sizeof view);
+    view.packed_fmt = NULL;
+    view.packed_row = NULL;
+    view.unit = 1;
+    return &view;
+}
+
 static void matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                    int64_t n, float *y)
 {
     if (n <= 0)
         return;
     const void *act = prepare_act(pool, w, x, n);
-    struct mm_task m = {.w = w, .wdata = w->t.data, .act = act, .n_act = n, .y = y,
+    const void *wdata = w->packed_fmt ? packed_image((struct splash_weight *)w) : w->t.data;
+    if (!wdata) /* out of memory making the image again: read the rows as stored */
+        wdata = w->t.data, w = plain_view(w);
+    struct mm_task m = {.w = w, .wdata = wdata, .act = act, .n_act = n, .y = y,
                         .y_stride = (size_t)w->n_out};
     /* chunks of at least ~64k multiply-adds, so a small product is not split into tasks
      * that cost more to hand out than to run */
     int64_t macs = w->n_in * n;
     int64_t grain = macs >= 4096 ? 16 : 65536 / (macs > 0 ? macs : 1);
-    splash_pool_parallel_for(pool, w->n_out, grain, mm_rows, &m);
+    int64_t units = (w->n_out + w->unit - 1) / w->unit;
+    grain = (grain + w->unit - 1) / w->unit;
+    splash_pool_parallel_for(pool, units, grain, mm_rows, &m);
 }
 
 static int cmp_by_expert(const void *a, const void *b, void *ctx)
@@ -205,6 +337,7 @@ struct expert_group {
 
 struct experts_task {
     const struct splash_weight *w;
+    const char *wdata; /* the stack's rows: the repacked image or as stored */
     const char *act;
     float *ys;
     const struct expert_group *groups;
@@ -221,12 +354,13 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
         int64_t row0 = (p % t->blocks_per_group) * t->block;
         int64_t row1 = row0 + t->block < w->n_out ? row0 + t->block : w->n_out;
         struct mm_task m = {.w = w,
-                            .wdata = (const char *)w->t.data + (size_t)g->expert * expert_bytes,
+                            .wdata = t->wdata + (size_t)g->expert * expert_bytes,
                             .act = t->act + (size_t)g->first * w->act_row_bytes,
                             .n_act = g->n,
                             .y = t->ys + g->first * w->n_out,
                             .y_stride = (size_t)w->n_out};
-        mm_rows(&m, row0, row1, thread);
+        /* block is a multiple of w->unit, the unit mm_rows counts in */
+        mm_rows(&m, row0 / w->unit, (row1 + w->unit - 1) / w->unit, thread);
     }
 }
 
@@ -256,7 +390,12 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
     if (!groups)
         goto out_free;
     int64_t n_groups = 0, pieces = 0;
-    int64_t block = w->n_out < EXPERT_BLOCK_ROWS ? w->n_out : EXPERT_BLOCK_ROWS;
+    const void *wdata = w->packed_fmt ? packed_image((struct splash_weight *)w) : w->t.data;
+    if (!wdata) /* out of memory making the image again: read the rows as stored */
+        wdata = w->t.data, w = plain_view(w);
+    int64_t block = (EXPERT_BLOCK_ROWS + w->unit - 1) / w->unit * w->unit;
+    if (block > w->n_out)
+        block = w->n_out;
     int64_t blocks_per_group = (w->n_out + block - 1) / block;
     for (int64_t i = 0; i < m;) {
         int32_t e = expert[order[i]];
@@ -267,7 +406,7 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
         pieces += blocks_per_group;
         i = j;
     }
-    struct experts_task t = {.w = w, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
+    struct experts_task t = {.w = w, .wdata = wdata, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
                              .block = block, .blocks_per_group = blocks_per_group};
     splash_pool_parallel_for(pool, pieces, 1, expert_pieces, &t);
     free(groups);

@@ -20,6 +20,7 @@
 #include "core/model_load.h"
 #include "core/registry.h"
 #include "core/tokenizer/tokenizer.h"
+#include "kernels/kernels_impl.h"
 #include "kernels/sampling.h"
 
 enum req_state { REQ_PREFILL, REQ_DECODE };
@@ -315,8 +316,10 @@ static void release_weights(struct engine *e)
     for (size_t i = 0; i < m->n_parts; i++)
         if (m->parts[i]->map && madvise(m->parts[i]->map, m->parts[i]->map_size, MADV_DONTNEED) == 0)
             released += m->parts[i]->map_size;
-    splash_log(SPLASH_LOG_INFO, NULL, "Memory released · %.1f MiB of mapped weights",
-               (double)released / (1024.0 * 1024.0));
+    size_t images = splash_matmul_release_images();
+    splash_log(SPLASH_LOG_INFO, NULL,
+               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights",
+               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
 }
 
 /* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */

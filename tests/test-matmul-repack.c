@@ -1,0 +1,275 @@
+/* The load-time repack as the engine runs it (kernels/matmul.c): for every format with
+ * a repacked layout, weights made from a real file mapping give the products the rows
+ * as stored give (within float summation order), for mat-vecs, batches and expert
+ * stacks, with tails of fewer rows than a group; the mapped source rows still read
+ * correctly after their pages were dropped; and a released image is made again with
+ * bit-identical results. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/file_map.h"
+#include "core/host_impl.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "kernels/kernels_impl.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+
+static struct splash_pool *pool;
+
+static int setup(void **state)
+{
+    (void)state;
+    struct splash_registry *r = splash_registry_global();
+    if (!splash_registry_format_by_name(r, "Q8_K"))
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    pool = splash_pool_create(2);
+    return pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    splash_pool_destroy(pool);
+    return 0;
+}
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+/* A weight tensor of `rows` x n_in (x n_experts) in format f, quantized from random
+ * values, written to a temporary file and mapped from it as a model file would be. */
+struct mapped_weight {
+    struct splash_tensor_info t;
+    void *map;
+    size_t size;
+};
+
+static void mapped_weight_make(struct mapped_weight *mw, const struct splash_format_type *f,
+                               int64_t n_in, int64_t rows, int64_t n_experts)
+{
+    size_t row_bytes = splash_format_row_bytes(f, n_in);
+    assert_true(row_bytes > 0);
+    mw->size = row_bytes * (size_t)rows * (size_t)n_experts;
+    char *bytes = malloc(mw->size);
+    float *x = malloc((size_t)n_in * sizeof *x);
+    assert_non_null(bytes);
+    assert_non_null(x);
+    for (int64_t r = 0; r < rows * n_experts; r++) {
+        for (int64_t k = 0; k < n_in; k++)
+            x[k] = frand() * (1.0f + (float)(r % 5));
+        f->from_float(x, bytes + (size_t)r * row_bytes, n_in, NULL);
+    }
+    char path[] = "/tmp/splash-repack-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(write(fd, bytes, mw->size), (ssize_t)mw->size);
+    mw->map = splash_file_map(fd, mw->size);
+    close(fd);
+    assert_true(mw->map != MAP_FAILED);
+    assert_memory_equal(mw->map, bytes, mw->size);
+    free(bytes);
+    free(x);
+    mw->t = (struct splash_tensor_info){.name = "blk.0.test.weight", .dtype = f->gguf_type,
+                                        .type_name = f->name, .n_dims = n_experts > 1 ? 3 : 2,
+                                        .ne = {n_in, rows, n_experts, 1}, .n_bytes = mw->size,
+                                        .data = mw->map, .format = f};
+}
+
+static void mapped_weight_free(struct mapped_weight *mw)
+{
+    splash_file_unmap(mw->map, mw->size);
+}
+
+static struct splash_weight *weight_make(const struct splash_tensor_info *t, int packed)
+{
+    const struct splash_kernels *k = splash_kernels_get();
+    struct splash_weight *w = NULL;
+    struct splash_err err = {0};
+    if (!packed)
+        setenv("SPLASH_NO_REPACK", "1", 1);
+    enum splash_status st = k->weight_create(t, &w, &err);
+    unsetenv("SPLASH_NO_REPACK");
+    if (st != SPLASH_OK)
+        fail_msg("weight_create: %s", err.msg);
+    return w;
+}
+
+/* Every product of a and b agrees to float summation order: the integer block sums are
+ * exact in both, only the order of adding the scaled block sums differs, so the
+ * difference is a few ulps of the sum of the terms' magnitudes, which |y| bounds here
+ * within the factor the per-row spread of the random weights allows. */
+static void assert_close(const float *a, const float *b, int64_t n, const char *what)
+{
+    float scale = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmaxf(scale, fabsf(b[i]));
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= 2e-5f * scale + 1e-6f))
+            fail_msg("%s: element %lld is %.9g, rows as stored give %.9g", what, (long long)i,
+                     a[i], b[i]);
+}
+
+/* The formats with a repacked layout this CPU runs with SIMD (the engine repacks those). */
+static int repacked_on_this_cpu(const struct splash_format_type *f)
+{
+    if (!f->repack_to || !f->repack)
+        return 0;
+    const struct splash_format_type *to =
+        splash_registry_format_by_name(splash_registry_global(), f->repack_to);
+    if (!to)
+        fail_msg("%s repacks to %s, which is not registered", f->name, f->repack_to);
+    assert_true(to->flags & SPLASH_FORMAT_REPACKED);
+    const struct splash_kernel_row *row = splash_format_pick_row(to, splash_cpu_features());
+    return row != &to->rows[to->n_rows - 1];
+}
+
+static void check_format(const struct splash_format_type *f)
+{
+    const struct splash_kernels *k = splash_kernels_get();
+    const int64_t n_in = 512;
+    /* 2 whole groups of 16 and a tail, and a matrix smaller than one group */
+    const int64_t row_counts[] = {40, 7};
+    const int64_t batch[] = {1, 8, 20, 300};
+    for (size_t rc = 0; rc < sizeof row_counts / sizeof row_counts[0]; rc++) {
+        const int64_t rows = row_counts[rc];
+        struct mapped_weight mw;
+        mapped_weight_make(&mw, f, n_in, rows, 1);
+        float *before = malloc((size_t)(rows * n_in) * sizeof *before);
+        float *after = malloc((size_t)(rows * n_in) * sizeof *after);
+        assert_non_null(before);
+        assert_non_null(after);
+        k->to_float(&mw.t, before);
+        struct splash_weight *plain = weight_make(&mw.t, 0);
+        struct splash_weight *packed = weight_make(&mw.t, 1);
+        /* the source pages were dropped; the file gives them back unchanged */
+        k->to_float(&mw.t, after);
+        assert_memory_equal(before, after, (size_t)(rows * n_in) * sizeof *before);
+        for (size_t b = 0; b < sizeof batch / sizeof batch[0]; b++) {
+            const int64_t n = batch[b];
+            float *x = malloc((size_t)(n * n_in) * sizeof *x);
+            float *y0 = malloc((size_t)(n * rows) * sizeof *y0);
+            float *y1 = malloc((size_t)(n * rows) * sizeof *y1);
+            float *y2 = malloc((size_t)(n * rows) * sizeof *y2);
+            assert_true(x && y0 && y1 && y2);
+            for (int64_t i = 0; i < n * n_in; i++)
+                x[i] = frand();
+            k->matmul(pool, plain, x, n, y0);
+            k->matmul(pool, packed, x, n, y1);
+            char what[96];
+            snprintf(what, sizeof what, "%s, %lld rows, %lld activation rows", f->name,
+                     (long long)rows, (long long)n);
+            assert_close(y1, y0, n * rows, what);
+            /* released and made again on use: the same image, the same bits */
+            assert_true(splash_matmul_release_images() > 0);
+            k->matmul(pool, packed, x, n, y2);
+            assert_memory_equal(y1, y2, (size_t)(n * rows) * sizeof *y1);
+            free(x);
+            free(y0);
+            free(y1);
+            free(y2);
+        }
+        k->weight_destroy(plain);
+        k->weight_destroy(packed);
+        free(before);
+        free(after);
+        mapped_weight_free(&mw);
+    }
+}
+
+static void check_experts(const struct splash_format_type *f)
+{
+    const struct splash_kernels *k = splash_kernels_get();
+    const int64_t n_in = 256, rows = 80, n_experts = 5, n = 37;
+    struct mapped_weight mw;
+    mapped_weight_make(&mw, f, n_in, rows, n_experts);
+    struct splash_weight *plain = weight_make(&mw.t, 0);
+    struct splash_weight *packed = weight_make(&mw.t, 1);
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    float *y0 = calloc((size_t)(n * rows), sizeof *y0);
+    float *y1 = calloc((size_t)(n * rows), sizeof *y1);
+    int32_t expert[37];
+    assert_true(x && y0 && y1);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand();
+    for (int64_t r = 0; r < n; r++)
+        expert[r] = r % 7 == 3 ? -1 : (int32_t)((r * 3) % n_experts); /* some rows skip */
+    k->matmul_experts(pool, plain, x, expert, n, y0);
+    k->matmul_experts(pool, packed, x, expert, n, y1);
+    char what[64];
+    snprintf(what, sizeof what, "%s expert stack", f->name);
+    assert_close(y1, y0, n * rows, what);
+    for (int64_t r = 0; r < n; r++)
+        if (expert[r] < 0)
+            for (int64_t i = 0; i < rows; i++)
+                assert_true(y1[r * rows + i] == 0.0f);
+    k->weight_destroy(plain);
+    k->weight_destroy(packed);
+    free(x);
+    free(y0);
+    free(y1);
+    mapped_weight_free(&mw);
+}
+
+static void test_repack_matches_rows_as_stored(void **state)
+{
+    (void)state;
+    struct splash_registry *r = splash_registry_global();
+    int checked = 0;
+    for (size_t p = 0; p < splash_registry_n_formats(r); p++) {
+        const struct splash_format_plugin *fp = splash_registry_format(r, p);
+        for (uint32_t i = 0; i < fp->n_types; i++) {
+            const struct splash_format_type *f = fp->types[i];
+            if (!f || !f->from_float || !repacked_on_this_cpu(f))
+                continue;
+            check_format(f);
+            check_experts(f);
+            checked++;
+        }
+    }
+    if (!checked)
+        skip(); /* no format repacks on this CPU: the engine reads rows as stored */
+}
+
+/* Pages are dropped only from file mappings: memory of the process's own is never
+ * touched (it would read back as zeros). */
+static void test_repack_drops_only_file_pages(void **state)
+{
+    (void)state;
+    const size_t size = 64 << 10;
+    char *own = malloc(size);
+    assert_non_null(own);
+    memset(own, 0x5a, size);
+    assert_int_equal(splash_file_map_drop(own, size), 0);
+    for (size_t i = 0; i < size; i++)
+        assert_int_equal(own[i], 0x5a);
+    free(own);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_repack_matches_rows_as_stored),
+        cmocka_unit_test(test_repack_drops_only_file_pages),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
