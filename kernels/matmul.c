@@ -364,17 +364,39 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* The calling thread's expert buffers, grown on demand. */
+static _Thread_local struct {
+    void *order, *xs, *ys, *groups;
+    size_t order_size, xs_size, ys_size, groups_size;
+} expert_bufs;
+
+static void *grow(void **buf, size_t *size, size_t need)
+{
+    if (need > *size) {
+        splash_free_aligned(*buf);
+        *buf = splash_alloc_aligned(64, need);
+        *size = *buf ? need : 0;
+    }
+    return *buf;
+}
+
 static void matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                            const int32_t *expert, int64_t n, float *y)
 {
     if (n <= 0)
         return;
-    /* order rows by expert, gather them, run each expert's rows as one matmul */
-    int64_t *order = malloc((size_t)n * sizeof *order);
-    float *xs = malloc((size_t)n * (size_t)w->n_in * sizeof *xs);
-    float *ys = malloc((size_t)n * (size_t)w->n_out * sizeof *ys);
-    if (!order || !xs || !ys)
-        goto out_free;
+    /* order rows by expert, gather them, run each expert's rows as one matmul; the
+     * buffers are kept between calls (a prefill chunk's are tens of MB, and fresh ones
+     * would be faulted in page by page every layer) */
+    int64_t *order = grow(&expert_bufs.order, &expert_bufs.order_size, (size_t)n * sizeof *order);
+    float *xs = grow(&expert_bufs.xs, &expert_bufs.xs_size,
+                     (size_t)n * (size_t)w->n_in * sizeof *xs);
+    float *ys = grow(&expert_bufs.ys, &expert_bufs.ys_size,
+                     (size_t)n * (size_t)w->n_out * sizeof *ys);
+    struct expert_group *groups =
+        grow(&expert_bufs.groups, &expert_bufs.groups_size, (size_t)n * sizeof *groups);
+    if (!order || !xs || !ys || !groups)
+        return;
     int64_t m = 0;
     for (int64_t r = 0; r < n; r++)
         if (expert[r] >= 0 && expert[r] < w->n_experts)
@@ -386,9 +408,6 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
     /* one parallel section over (expert, block of weight rows) pieces: a prefill step
      * routes to hundreds of experts, and a section each would cost more to hand out than
      * the small products take */
-    struct expert_group *groups = malloc((size_t)(m ? m : 1) * sizeof *groups);
-    if (!groups)
-        goto out_free;
     int64_t n_groups = 0, pieces = 0;
     const void *wdata = w->packed_fmt ? packed_image((struct splash_weight *)w) : w->t.data;
     if (!wdata) /* out of memory making the image again: read the rows as stored */
@@ -409,13 +428,8 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
     struct experts_task t = {.w = w, .wdata = wdata, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
                              .block = block, .blocks_per_group = blocks_per_group};
     splash_pool_parallel_for(pool, pieces, 1, expert_pieces, &t);
-    free(groups);
     for (int64_t i = 0; i < m; i++)
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
-out_free:
-    free(order);
-    free(xs);
-    free(ys);
 }
 
 static const struct splash_format_type *tensor_format(const struct splash_tensor_info *t)

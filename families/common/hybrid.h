@@ -104,6 +104,12 @@ struct hybrid_layer {
     void *ffn;              /* the FFN ops' per-layer state */
 };
 
+/* A grow-only buffer (hybrid_buffer_get). */
+struct hybrid_buffer {
+    void *p;
+    size_t size;
+};
+
 struct hybrid_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
@@ -129,6 +135,9 @@ struct hybrid_model {
      * attention scale it brings, applied to the rotary cos/sin */
     double yarn_factor;
     float yarn_mscale;
+    /* Buffers of a forward step, kept between steps: a prefill chunk's are tens of MB,
+     * and fresh ones would be faulted in page by page every step (or every layer). */
+    struct hybrid_buffer step_arena, ffn_arena, logits;
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages
@@ -141,6 +150,9 @@ struct hybrid_seq {
     void *gdn_state;   /* n_gdn x gdn_state_bytes */
     float *conv_state; /* n_gdn x conv_state_bytes */
 };
+
+/* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
+void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes);
 
 enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
                                        const char *arch, const struct hybrid_ffn_ops *ffn,

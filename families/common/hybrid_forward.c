@@ -352,7 +352,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
                 k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
         return SPLASH_OK;
     }
-    float *tmp = malloc((size_t)m * (size_t)V * sizeof *tmp);
+    float *tmp = hybrid_buffer_get(model, &model->logits, (size_t)m * (size_t)V * sizeof *tmp);
     if (!tmp)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
                               (long long)m);
@@ -366,7 +366,6 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
         memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
         r += rows;
     }
-    free(tmp);
     return SPLASH_OK;
 }
 
@@ -393,14 +392,13 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     if (model->ffn->scratch_per_row(c) > per_row)
         per_row = model->ffn->scratch_per_row(c);
     int64_t pairs = c->n_rot / 2;
-    size_t floats = (size_t)n * (size_t)(3 * E + per_row + 2 * pairs);
-    float *arena = malloc(floats * sizeof(float));
-    int64_t *row0 = malloc((size_t)n_lanes * sizeof *row0);
-    if (!arena || !row0) {
-        free(arena);
-        free(row0);
+    /* the lanes' first rows after the step's floats, 64-byte aligned */
+    size_t floats = ((size_t)n * (size_t)(3 * E + per_row + 2 * pairs) + 15) & ~(size_t)15;
+    float *arena = hybrid_buffer_get(model, &model->step_arena,
+                                     floats * sizeof(float) + (size_t)n_lanes * sizeof(int64_t));
+    int64_t *row0 = arena ? (int64_t *)(arena + floats) : NULL;
+    if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
-    }
     struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n, .row0 = row0};
     s.x = arena;
     s.xn = s.x + n * E;
@@ -436,8 +434,6 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     if (!st)
         for (int32_t l = 0; l < n_lanes; l++)
             ((struct hybrid_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
-    free(arena);
-    free(row0);
     return st;
 }
 

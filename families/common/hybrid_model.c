@@ -333,7 +333,20 @@ void hybrid_model_destroy(struct hybrid_model *model)
     }
     k->weight_destroy(model->output);
     free(model->output_norm);
+    model->host->free_aligned(model->step_arena.p);
+    model->host->free_aligned(model->ffn_arena.p);
+    model->host->free_aligned(model->logits.p);
     free(model);
+}
+
+void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes)
+{
+    if (bytes > b->size) {
+        model->host->free_aligned(b->p);
+        b->p = model->host->alloc_aligned(64, bytes);
+        b->size = b->p ? bytes : 0;
+    }
+    return b->p;
 }
 
 void hybrid_model_info(const struct hybrid_model *model, struct splash_model_info *info)

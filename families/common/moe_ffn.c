@@ -385,12 +385,12 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
     /* The trunk sizes its scratch by its own config, which knows no expert counts;
      * the routed rows (n x n_used) need their own. */
     size_t floats = (size_t)(n * X + nk + n + nk * E + nk * 2 * F + nk * F + 2 * n * S + n * E);
-    float *arena = malloc(floats * sizeof(float));
-    int32_t *ids = malloc((size_t)nk * sizeof *ids);
-    if (!arena || !ids) {
+    /* the routed expert ids after the floats */
+    float *arena = hybrid_buffer_get(model, &model->ffn_arena,
+                                     floats * sizeof(float) + (size_t)nk * sizeof(int32_t));
+    int32_t *ids = arena ? (int32_t *)(arena + floats) : NULL;
+    if (!arena) {
         /* no error path through the ops: an FFN that cannot run adds nothing */
-        free(arena);
-        free(ids);
         memset(out, 0, (size_t)(n * E) * sizeof(float));
         model->host->log(SPLASH_LOG_ERROR, "moe", "out of memory for %lld MoE rows", (long long)n);
         return;
@@ -450,8 +450,6 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
     struct combine_task ct = {
         .L = L, .out = out, .sh = shy, .sh_scale = sh_scale, .y = xk, .w = w, .n_embd = E};
     hybrid_parallel(model, n, rows_grain(E * (K + 1)), combine_range, &ct);
-    free(ids);
-    free(arena);
 }
 
 static int64_t moe_scratch(const struct hybrid_config *cfg)
