@@ -94,17 +94,24 @@ KQ_INLINE void iq4xs_act(const struct q8_k_block *y, struct iq4_act *o)
     }
 }
 
-KQ_INLINE void iq4xs_wts(const struct iq4_xs_block *x, struct iq4_wts *o)
+/* The IQ4_NL levels + 128 (unsigned bytes) at every index whose low four bits are the
+ * code, so vpermb looks codes up without masking off the bits above them. */
+KQ_INLINE __m512i iq4_lut64(void)
 {
-    /* the IQ4_NL levels + 128, as unsigned bytes */
-    const __m512i lut =
-        _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kq_iq4nl_values)),
-                         _mm512_set1_epi8((char)0x80));
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    return _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kq_iq4nl_values)),
+        _mm512_set1_epi8((char)0x80));
+}
+
+/* vpermb reads bits 0..5 of each index byte: the low nibble as is, and after a 16-bit
+ * shift by 4 the high nibble (bits 4, 5 then hold the next byte's bits, which the
+ * repeated table ignores). */
+KQ_INLINE void iq4xs_wts(const struct iq4_xs_block *x, __m512i lut, struct iq4_wts *o)
+{
     for (int h = 0; h < 2; h++) {
         const __m512i v = _mm512_loadu_si512(x->qs + 64 * h);
-        o->lo[h] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
-        o->hi[h] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        o->lo[h] = _mm512_permutexvar_epi8(v, lut);
+        o->hi[h] = _mm512_permutexvar_epi8(_mm512_srli_epi32(v, 4), lut);
     }
 }
 
@@ -131,7 +138,14 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
         woff[l] = l < np ? (int32_t)((size_t)(l / nr) * w_stride) : 0;
         aoff[l] = l < np ? (int32_t)((size_t)(l % nr) * act_stride) : 0;
     }
-    const __m512i vwoff = _mm512_loadu_si512(woff), vaoff = _mm512_loadu_si512(aoff);
+    const __m512i vaoff = _mm512_loadu_si512(aoff);
+    /* each lane's 8-byte block header (d, scales_h, scales_l) is gathered as a qword */
+    const __m256i woff_lo = _mm256_loadu_si256((const __m256i *)woff);
+    const __m256i woff_hi = _mm256_loadu_si256((const __m256i *)(woff + 8));
+    const __mmask8 used_lo = (__mmask8)used, used_hi = (__mmask8)(used >> 8);
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lut = iq4_lut64();
     /* iq4_fold index pairs: level 1 (lanes of two pairs), level 2 (two level-1 results) */
     int32_t e1a[16], e2a[16];
     for (int k = 0; k < 4; k++)
@@ -155,15 +169,16 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
             kq_prefetch_next_tile(w, w_stride, nw, i, sizeof(struct iq4_xs_block));
         if (nr > 1) {
             for (int wi = 0; wi < nw; wi++)
-                iq4xs_wts((const struct iq4_xs_block *)((const char *)x0 + wi * w_stride), &wd[wi]);
+                iq4xs_wts((const struct iq4_xs_block *)((const char *)x0 + wi * w_stride), lut,
+                          &wd[wi]);
         }
         /* per half h: D[h][t] holds, for lanes 4t..4t+3, the sums of sub-blocks 4h..4h+3 */
         __m512i d[2][4];
-        for (int t = 0; t < 4; t++) {
+        KQ_UNROLL for (int t = 0; t < 4; t++) {
             __m512i c[2][2];
-            for (int u = 0; u < 2; u++) {
+            KQ_UNROLL for (int u = 0; u < 2; u++) {
                 __m512i p[2][2];
-                for (int s = 0; s < 2; s++) {
+                KQ_UNROLL for (int s = 0; s < 2; s++) {
                     const int l = 4 * t + 2 * u + s;
                     if (l >= np) {
                         p[s][0] = p[s][1] = _mm512_setzero_si512();
@@ -177,27 +192,29 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
                             _mm_prefetch((const char *)x + 2 * KQ_PREFETCH, _MM_HINT_T0);
                             _mm_prefetch((const char *)x + 2 * KQ_PREFETCH + 64, _MM_HINT_T0);
                         }
-                        iq4xs_wts(x, &wfly);
+                        iq4xs_wts(x, lut, &wfly);
                     }
                     const struct iq4_wts *wt = IQ4_W(l);
-                    for (int h = 0; h < 2; h++)
+                    KQ_UNROLL for (int h = 0; h < 2; h++)
                         p[s][h] = _mm512_dpbusd_epi32(
                             _mm512_dpbusd_epi32(a->negc[h], wt->lo[h], a->lo[h]), wt->hi[h],
                             a->hi[h]);
                 }
-                for (int h = 0; h < 2; h++)
+                KQ_UNROLL for (int h = 0; h < 2; h++)
                     c[h][u] = iq4_fold(p[0][h], p[1][h], i1a, i1b);
             }
-            for (int h = 0; h < 2; h++)
+            KQ_UNROLL for (int h = 0; h < 2; h++)
                 d[h][t] = iq4_fold(c[h][0], c[h][1], i2a, i2b);
         }
-        /* scales: d and scales_h (bytes 0..3), scales_l (bytes 4..7) of each lane's block */
-        const __m512i sh = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), used, vwoff, x0, 1);
-        const __m512i sl =
-            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), used, vwoff, x0->scales_l, 1);
-        const __m512 da = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), used, vaoff, &y0->d, 1);
+        /* scales: d and scales_h (sh), scales_l (sl) of each lane's block */
+        const __m512i q0 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), used_lo, woff_lo, x0, 1);
+        const __m512i q1 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), used_hi, woff_hi, x0, 1);
+        const __m512i sh = _mm512_permutex2var_epi32(q0, even, q1);
+        const __m512i sl = _mm512_permutex2var_epi32(q0, odd, q1);
+        const __m512 da = nr == 1 ? _mm512_set1_ps(y0->d)
+                                  : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), used, vaoff, &y0->d, 1);
         const __m512 d4d8 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(sh)), da);
-        for (int h = 0; h < 2; h++) {
+        KQ_UNROLL for (int h = 0; h < 2; h++) {
             const __m512i e0 = _mm512_shuffle_i64x2(d[h][0], d[h][1], _MM_SHUFFLE(1, 0, 1, 0));
             const __m512i e1 = _mm512_shuffle_i64x2(d[h][0], d[h][1], _MM_SHUFFLE(3, 2, 3, 2));
             const __m512i e2 = _mm512_shuffle_i64x2(d[h][2], d[h][3], _MM_SHUFFLE(1, 0, 1, 0));
@@ -207,12 +224,14 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
             sums[1] = _mm512_shuffle_i64x2(e0, e2, _MM_SHUFFLE(3, 1, 3, 1));
             sums[2] = _mm512_shuffle_i64x2(e1, e3, _MM_SHUFFLE(2, 0, 2, 0));
             sums[3] = _mm512_shuffle_i64x2(e1, e3, _MM_SHUFFLE(3, 1, 3, 1));
-            for (int k4 = 0; k4 < 4; k4++) {
+            KQ_UNROLL for (int k4 = 0; k4 < 4; k4++) {
                 const int k = 4 * h + k4;
                 /* ls = scales_l nibble k | scales_h bits 2k, 2k + 1 as bits 4, 5 */
-                const __m512i ls = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi32(sl, 4 * k), _mm512_set1_epi32(0x0f)),
-                    _mm512_and_si512(_mm512_srli_epi32(sh, 12 + 2 * k), _mm512_set1_epi32(0x30)));
+                const __m512i ls = _mm512_and_si512(
+                    _mm512_ternarylogic_epi32(_mm512_srli_epi32(sl, 4 * k),
+                                              _mm512_srli_epi32(sh, 12 + 2 * k),
+                                              _mm512_set1_epi32(0x0f), 0xe4),
+                    _mm512_set1_epi32(0x3f));
                 const __m512 dl = _mm512_mul_ps(
                     d4d8, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
                 sumf = _mm512_add_ps(sumf, _mm512_mul_ps(dl, _mm512_cvtepi32_ps(sums[k4])));
@@ -225,8 +244,154 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
         out[(l % nr) * out_stride + l / nr] = res[l];
 }
 
+/* ---- IQ4_XS mat-vec: one activation row, lanes = 16 weight rows ---------------------
+ *
+ * The same lanes-as-pairs float steps, with the integer side cut to what a single
+ * activation row needs: groups of four rows reduce their 4-lane sub-block sums with
+ * two unpack-and-add levels (no index vectors, no register copies), and a 128-bit
+ * transpose leaves one vector per sub-block with lanes = rows. */
+
+/* Half h of rows 4g..4g+3 at x (stride w_stride): 128-bit lane k of the result holds
+ * the sums of sub-block 4h + k of the four rows, row t in dword t. */
+KQ_INLINE __m512i iq4xs_mv_group(const char *x, size_t w_stride, const int h,
+                                 const struct iq4_act *a, __m512i lut)
+{
+    __m512i p[4];
+    KQ_UNROLL for (int t = 0; t < 4; t++) {
+        const struct iq4_xs_block *b = (const struct iq4_xs_block *)(x + t * w_stride);
+        const __m512i v = _mm512_loadu_si512(b->qs + 64 * h);
+        const __m512i lo = _mm512_permutexvar_epi8(v, lut);
+        /* (a variable shift: GCC spills v to fold an immediate shift's load) */
+        const __m512i hi = _mm512_permutexvar_epi8(_mm512_srlv_epi32(v, _mm512_set1_epi32(4)), lut);
+        p[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a->negc[h], lo, a->lo[h]), hi, a->hi[h]);
+    }
+    /* per 128-bit lane: [r0 q0+q2, r1 q0+q2, r0 q1+q3, r1 q1+q3], likewise r2, r3 */
+    const __m512i s01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i s23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+/* Sub-scales minus 32 of each lane's block as signed bytes: byte j of even[] is that of
+ * sub-block 2j, of odd[] sub-block 2j + 1. sh holds d and scales_h, sl scales_l. */
+KQ_INLINE void iq4xs_mv_scales(__m512i sh, __m512i sl, __m512i *even, __m512i *odd)
+{
+    /* scales_h bytes b0, b1 to [b0, b0, b1, b1], nibble j of scales_h then in byte j's
+     * bits 4..7: (b << 4) in bytes 0, 2, b in bytes 1, 3 */
+    const __m512i dup = _mm512_set4_epi32(0x0f0f0e0e, 0x0b0b0a0a, 0x07070606, 0x03030202);
+    const __m512i t = _mm512_shuffle_epi8(sh, dup);
+    const __m512i hn = _mm512_mask_blend_epi8(0xaaaaaaaaaaaaaaaaull, _mm512_slli_epi16(t, 4), t);
+    const __m512i m0f = _mm512_set1_epi8(0x0f), k32 = _mm512_set1_epi8(32);
+    /* bits 4, 5 from hn (then hn >> 2), bits 0..3 from sl (then sl >> 4) */
+    const __m512i he = _mm512_and_si512(hn, _mm512_set1_epi8(0x30));
+    const __m512i ho = _mm512_and_si512(_mm512_srli_epi32(hn, 2), _mm512_set1_epi8(0x30));
+    *even = _mm512_sub_epi8(_mm512_ternarylogic_epi32(sl, he, m0f, 0xe4), k32);
+    *odd = _mm512_sub_epi8(_mm512_ternarylogic_epi32(_mm512_srli_epi32(sl, 4), ho, m0f, 0xe4), k32);
+}
+
+/* Signed byte j of each lane of v as int32. */
+KQ_INLINE __m512i iq4_byte_i32(__m512i v, const int j)
+{
+    return _mm512_srai_epi32(j == 3 ? v : _mm512_slli_epi32(v, 24 - 8 * j), 24);
+}
+
+/* 4 ng weight rows (ng = 1, 2, 4) against nb blocks of one activation row, acts its
+ * blocks regrouped; each lane's running sum starts at 0 (first) or at its out value. */
+KQ_INLINE void iq4xs_mv_tile(int64_t nb, const void *w, size_t w_stride, const int ng,
+                             const struct q8_k_block *act, const struct iq4_act *acts,
+                             float *out, int first)
+{
+    const int nw = 4 * ng;
+    const __mmask16 used = (__mmask16)((1u << nw) - 1);
+    int32_t woff[IQ4_LANES];
+    for (int l = 0; l < IQ4_LANES; l++)
+        woff[l] = l < nw ? (int32_t)((size_t)l * w_stride) : 0;
+    const __m256i woff_lo = _mm256_loadu_si256((const __m256i *)woff);
+    const __m256i woff_hi = _mm256_loadu_si256((const __m256i *)(woff + 8));
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lut = iq4_lut64();
+    __m512 sumf = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(used, out);
+    for (int64_t i = 0; i < nb; i++) {
+        const char *x0 = (const char *)((const struct iq4_xs_block *)w + i);
+        const struct q8_k_block *y = act + i;
+        const struct iq4_act *a = &acts[i];
+        if (ng > 1)
+            kq_prefetch_next_tile(w, w_stride, nw, i, sizeof(struct iq4_xs_block));
+        else {
+            _mm_prefetch(x0 + KQ_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch(x0 + KQ_PREFETCH + 64, _MM_HINT_T0);
+        }
+        /* d, scales_h (sh) and scales_l (sl) of each row's block */
+        const __m512i q0 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), (__mmask8)used,
+                                                       woff_lo, x0, 1);
+        const __m512i q1 = ng > 2 ? _mm512_i32gather_epi64(woff_hi, x0, 1) : _mm512_setzero_si512();
+        const __m512i sh = _mm512_permutex2var_epi32(q0, even, q1);
+        const __m512i sl = _mm512_permutex2var_epi32(q0, odd, q1);
+        const __m512 d4d8 =
+            _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(sh)), _mm512_set1_ps(y->d));
+        __m512i ls[2];
+        iq4xs_mv_scales(sh, sl, &ls[0], &ls[1]);
+        KQ_UNROLL for (int h = 0; h < 2; h++) {
+            __m512i d[4];
+            KQ_UNROLL for (int g = 0; g < 4; g++)
+                d[g] = g < ng ? iq4xs_mv_group(x0 + 4 * g * w_stride, w_stride, h, a, lut)
+                              : _mm512_setzero_si512();
+            /* sums[k] = sub-block 4h + k of every row, lanes = rows */
+            const __m512i e0 = _mm512_shuffle_i64x2(d[0], d[1], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i e1 = _mm512_shuffle_i64x2(d[0], d[1], _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i e2 = _mm512_shuffle_i64x2(d[2], d[3], _MM_SHUFFLE(1, 0, 1, 0));
+            const __m512i e3 = _mm512_shuffle_i64x2(d[2], d[3], _MM_SHUFFLE(3, 2, 3, 2));
+            __m512i sums[4];
+            sums[0] = _mm512_shuffle_i64x2(e0, e2, _MM_SHUFFLE(2, 0, 2, 0));
+            sums[1] = _mm512_shuffle_i64x2(e0, e2, _MM_SHUFFLE(3, 1, 3, 1));
+            sums[2] = _mm512_shuffle_i64x2(e1, e3, _MM_SHUFFLE(2, 0, 2, 0));
+            sums[3] = _mm512_shuffle_i64x2(e1, e3, _MM_SHUFFLE(3, 1, 3, 1));
+            KQ_UNROLL for (int k4 = 0; k4 < 4; k4++) {
+                const int k = 4 * h + k4;
+                const __m512 dl =
+                    _mm512_mul_ps(d4d8, _mm512_cvtepi32_ps(iq4_byte_i32(ls[k % 2], k / 2)));
+                sumf = _mm512_add_ps(sumf, _mm512_mul_ps(dl, _mm512_cvtepi32_ps(sums[k4])));
+            }
+        }
+    }
+    _mm512_mask_storeu_ps(out, used, sumf);
+}
+
+
 /* Lanes hold byte offsets of weight and activation rows as int32. */
 #define IQ4_MAX_STRIDE ((size_t)INT32_MAX / IQ4_LANES)
+
+/* Activation blocks a mat-vec regroups at once (on the stack: 384 bytes each); longer
+ * rows go in column chunks, each lane's running sum carried through out. */
+#define IQ4_MV_CHUNK 64
+
+/* Weight rows i0 .. n_w - 1 (tiles of 16, 8, 4) against one activation row. */
+static int64_t iq4xs_mat_vec(int64_t n, const char *w, size_t w_stride, int64_t n_w,
+                             const struct q8_k_block *y, float *out)
+{
+    struct iq4_act acts[IQ4_MV_CHUNK];
+    const int64_t nb = n / KQ_QK_K;
+    int64_t i = 0;
+    for (int64_t c = 0; c < nb; c += IQ4_MV_CHUNK) {
+        const int64_t nc = nb - c < IQ4_MV_CHUNK ? nb - c : IQ4_MV_CHUNK;
+        const char *wc = w + c * (int64_t)sizeof(struct iq4_xs_block);
+        for (int64_t b = 0; b < nc; b++)
+            iq4xs_act(y + c + b, &acts[b]);
+        for (i = 0; i + 16 <= n_w; i += 16)
+            iq4xs_mv_tile(nc, wc + i * w_stride, w_stride, 4, y + c, acts, out + i, c == 0);
+        if (i + 8 <= n_w) {
+            iq4xs_mv_tile(nc, wc + i * w_stride, w_stride, 2, y + c, acts, out + i, c == 0);
+            i += 8;
+        }
+        if (i + 4 <= n_w) {
+            iq4xs_mv_tile(nc, wc + i * w_stride, w_stride, 1, y + c, acts, out + i, c == 0);
+            i += 4;
+        }
+    }
+    return i;
+}
 
 void iq4xs_mul_rows_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
                                const void *a, size_t a_stride, int64_t n_act, float *out,
@@ -234,18 +399,8 @@ void iq4xs_mul_rows_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_
 {
     const char *wb = w, *ab = a;
     int64_t i = 0;
-    if (n_act == 1 && w_stride <= IQ4_MAX_STRIDE) {
-        for (; i + 16 <= n_w; i += 16)
-            iq4xs_tile(n, wb + i * w_stride, w_stride, 16, a, 0, 1, out + i, 0);
-        if (i + 8 <= n_w) {
-            iq4xs_tile(n, wb + i * w_stride, w_stride, 8, a, 0, 1, out + i, 0);
-            i += 8;
-        }
-        if (i + 4 <= n_w) {
-            iq4xs_tile(n, wb + i * w_stride, w_stride, 4, a, 0, 1, out + i, 0);
-            i += 4;
-        }
-    }
+    if (n_act == 1 && w_stride <= IQ4_MAX_STRIDE && n_w >= 4)
+        i = iq4xs_mat_vec(n, wb, w_stride, n_w, a, out);
     if (n_act == 1) {
         for (; i < n_w; i++)
             iq4xs_tile(n, wb + i * w_stride, 0, 1, a, 0, 1, out + i, 0);

@@ -74,7 +74,8 @@ static void iq4xs_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void
 
 static const struct splash_kernel_row iq4xs_rows[] = {
 #if defined(__x86_64__)
-    {SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI,
+    {SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI |
+         SPLASH_CPU_AVX512VBMI,
      "avx512vnni", iq4xs_dot_q8k_avx512, iq4xs_mul_rows_q8k_avx512},
     {SPLASH_CPU_AVX2, "avx2", iq4xs_dot_q8k_avx2, iq4xs_mul_rows_q8k_avx2},
 #endif

@@ -178,6 +178,126 @@ INLINE void tile_avx512(int64_t nb, const void *w, size_t w_stride, const int nw
     }
 }
 
+/* ---- mat-vec: one activation row, prepared once ----------------------------------
+ *
+ * A mat-vec's activation row is regrouped once per call (per 16 blocks: the four
+ * quads' low and high halves, their bias start values and the fp16 scales), so a
+ * tile's step is the weight work alone. Four blocks' codes come out of one 68-byte
+ * window with one two-source byte permute, and the nibbles are looked up with vpermb
+ * in a table repeated over its 64 entries, which ignores the bits above each nibble.
+ * Every (weight, activation) pair still goes through tile_avx512's integer sums and
+ * float steps, in its order, so results equal vec_dot's bit for bit. */
+
+#define MV_MAX_GROUPS 64 /* 1024 blocks (32768 values) of activations on the stack */
+
+/* Byte 16k + j of four blocks' codes is byte 17k + 1 + j of their 68-byte window. */
+static const uint8_t mv_window_idx[64] = {
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+    35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67,
+};
+
+struct mv_act16 {
+    __m512i lo[4], hi[4], negc[4];
+    __m512 d;
+};
+
+static void mv_prepare(int64_t nb, const struct q8_0_block *y, struct mv_act16 *o)
+{
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    for (int64_t g = 0; g < nb; g += 16) {
+        const int nblk = nb - g < 16 ? (int)(nb - g) : 16;
+        struct mv_act16 *a = &o[g / 16];
+        a->d = a_scales16(y + g, (__mmask16)((1u << nblk) - 1));
+        for (int q = 0; q < 4; q++) {
+            const int nk = nblk - 4 * q > 4 ? 4 : nblk - 4 * q;
+            const struct q8_0_block *b = y + g + 4 * q;
+            a->lo[q] = nk > 0 ? load4x16(b->qs, sizeof *b, nk) : _mm512_setzero_si512();
+            a->hi[q] = nk > 0 ? load4x16(b->qs + 16, sizeof *b, nk) : _mm512_setzero_si512();
+            a->negc[q] = _mm512_sub_epi32(
+                _mm512_setzero_si512(),
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, a->lo[q]),
+                                    k80, a->hi[q]));
+        }
+    }
+}
+
+/* The 64 code bytes of the four blocks at x, block k's in 128-bit lane k: the 68 bytes
+ * from x are one full load and a broadcast of the last four (no read past them). */
+INLINE __m512i mv_codes4(const struct mxfp4_block *x, __m512i idx)
+{
+    const char *p = (const char *)x;
+    int32_t tail;
+    memcpy(&tail, p + 64, sizeof tail);
+    return _mm512_permutex2var_epi8(_mm512_loadu_si512(p), idx, _mm512_set1_epi32(tail));
+}
+
+/* Blocks g + 4q .. g + 4q + nk - 1 of nw rows. */
+INLINE void mv_quad(const void *w, size_t w_stride, const int nw, int64_t g, const int q,
+                    const int nk, const struct mv_act16 *a, const __m512 sc[], __m512 acc[])
+{
+    /* the doubled E2M1 values + 128 at every index whose low nibble is the code */
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_x2_biased));
+    const __m512i idx = _mm512_loadu_si512(mv_window_idx);
+    const __m512i iq = _mm512_add_epi32(
+        _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set1_epi32(4 * q));
+    MXFP4_UNROLL_ROWS
+    for (int wi = 0; wi < nw; wi++) {
+        const struct mxfp4_block *x = W_ROW(wi) + g + 4 * q;
+        if (nw == 1)
+            _mm_prefetch((const char *)x + PREFETCH, _MM_HINT_T0);
+        const __m512i c = nk == 4 ? mv_codes4(x, idx) : load4x16(x->qs, sizeof *x, nk);
+        const __m512i lo = _mm512_permutexvar_epi8(c, lut);
+        const __m512i hi = _mm512_permutexvar_epi8(_mm512_srlv_epi32(c, _mm512_set1_epi32(4)), lut);
+        const __m512i t =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a->negc[q], lo, a->lo[q]), hi, a->hi[q]);
+        acc[wi] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(iq, sc[wi]), acc[wi]);
+    }
+}
+
+INLINE void mv_tile(int64_t nb, const void *w, size_t w_stride, const int nw,
+                    const struct mv_act16 *acts, float *out)
+{
+    __m512 acc[TILE_NW];
+    MXFP4_UNROLL_ROWS
+    for (int wi = 0; wi < nw; wi++)
+        acc[wi] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 16) {
+        const int nblk = nb - g < 16 ? (int)(nb - g) : 16;
+        const __mmask16 m = (__mmask16)((1u << nblk) - 1);
+        const struct mv_act16 *a = &acts[g / 16];
+        __m512 sc[TILE_NW];
+        MXFP4_UNROLL_ROWS
+        for (int wi = 0; wi < nw; wi++)
+            sc[wi] = _mm512_mul_ps(w_scales16(W_ROW(wi) + g, m), a->d);
+        if (nw > 1)
+            prefetch_next_tile(w, w_stride, nw, g);
+        if (nblk == 16) {
+            mv_quad(w, w_stride, nw, g, 0, 4, a, sc, acc);
+            mv_quad(w, w_stride, nw, g, 1, 4, a, sc, acc);
+            mv_quad(w, w_stride, nw, g, 2, 4, a, sc, acc);
+            mv_quad(w, w_stride, nw, g, 3, 4, a, sc, acc);
+            continue;
+        }
+        for (int q = 0; 4 * q < nblk; q++) {
+            const int nk = nblk - 4 * q;
+            if (nk >= 4)
+                mv_quad(w, w_stride, nw, g, q, 4, a, sc, acc);
+            else if (nk == 3)
+                mv_quad(w, w_stride, nw, g, q, 3, a, sc, acc);
+            else if (nk == 2)
+                mv_quad(w, w_stride, nw, g, q, 2, a, sc, acc);
+            else
+                mv_quad(w, w_stride, nw, g, q, 1, a, sc, acc);
+        }
+    }
+    MXFP4_UNROLL_ROWS
+    for (int wi = 0; wi < nw; wi++)
+        out[wi] = _mm512_reduce_add_ps(acc[wi]);
+}
+
 /* One weight row against nr activation rows, for MXFP4_MUL_ROWS_DRIVER. */
 INLINE void tile1_avx512(int64_t nb, const void *w, const char *act, size_t act_stride, float *out,
                          size_t out_stride, const int nr)
@@ -196,6 +316,16 @@ void mxfp4_q8_avx512vnni_mul_rows(int64_t n, const void *w, size_t w_stride, int
 {
     const int64_t nb = n / MXFP4_QK;
     const char *wb = w;
+    if (n_act == 1 && nb <= 16 * MV_MAX_GROUPS) {
+        struct mv_act16 acts[MV_MAX_GROUPS];
+        mv_prepare(nb, act, acts);
+        int64_t i = 0;
+        for (; i + TILE_NW <= n_w; i += TILE_NW)
+            mv_tile(nb, wb + (size_t)i * w_stride, w_stride, TILE_NW, acts, out + i);
+        for (; i < n_w; i++)
+            mv_tile(nb, wb + (size_t)i * w_stride, w_stride, 1, acts, out + i);
+        return;
+    }
     if (n_act == 1) {
         int64_t i = 0;
         for (; i + TILE_NW <= n_w; i += TILE_NW)

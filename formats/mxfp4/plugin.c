@@ -183,7 +183,7 @@ static void mxfp4_q8_dot_ref(int64_t n, float *s, const void *w_row, const void 
 #define AVX2_BITS (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_F16C)
 #define AVX512VNNI_BITS                                                                            \
     (AVX2_BITS | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |                  \
-     SPLASH_CPU_AVX512DQ | SPLASH_CPU_AVX512VNNI)
+     SPLASH_CPU_AVX512DQ | SPLASH_CPU_AVX512VNNI | SPLASH_CPU_AVX512VBMI)
 
 static const struct splash_kernel_row mxfp4_rows[] = {
 #if defined(__x86_64__)
