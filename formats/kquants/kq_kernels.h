@@ -61,8 +61,9 @@ KQ_DECL_MUL(q6k_mul_q8k_avx512);
 #endif
 
 #define KQ_CPU_AVX2_ROW (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA)
+/* the AVX-512 kernels look bytes up with vpermb (VBMI) */
 #define KQ_CPU_AVX512_ROW                                                                          \
     (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW |                 \
-     SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI)
+     SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI | SPLASH_CPU_AVX512VBMI)
 
 #endif
