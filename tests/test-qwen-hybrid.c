@@ -80,7 +80,13 @@ static int run_open(const char *file, int kv_format, int state_format, struct te
  * So: float and 8-bit files max(0.2, 2 x spread), lower-bit files 0.35. Argmax must
  * agree on 90% of the rows (the brief's bar) or, where a file's random logits hold
  * near-ties, on 85% with every disagreement a near-tie: the reference ranks our token
- * within the bound of its top. */
+ * within NEAR_TIE of its top. Measured: with an f16 cache, the reference's f16
+ * attention arithmetic and a token-by-token GDN, every file but two agrees on >= 58 of
+ * 64 rows (93.8% on the K-quant files); under the bf16 cache the issue asks for, our
+ * own equally exact variants (f32 or f16 cache, chunked or sequential GDN) disagree
+ * with each other about as often as with the reference, and the reference's lead at a
+ * disagreeing row was at most 0.132 over every file, variant and ISA. */
+#define NEAR_TIE 0.2
 static int high_precision(const char *name)
 {
     const char *suffix[] = {"-BF16", "-F16", "-F32", "-Q8_0"};
@@ -138,7 +144,7 @@ static void golden_case(const char *name, int decode)
     printf("  %-22s %s max|dlogit| %.4f (row %d, bound %.3f) argmax %d/%d\n", name,
            decode ? "decode " : "prefill", d.max_abs, d.worst_row, bound, d.argmax_equal,
            g.n_tokens);
-    int ties_only = real_disagreements(out, g.logits, g.n_tokens, g.n_vocab, bound) == 0;
+    int ties_only = real_disagreements(out, g.logits, g.n_tokens, g.n_vocab, NEAR_TIE) == 0;
     int argmax_ok = d.argmax_equal * 10 >= g.n_tokens * 9 ||
                     (d.argmax_equal * 20 >= g.n_tokens * 17 && ties_only);
     if (d.max_abs > bound || !argmax_ok)
