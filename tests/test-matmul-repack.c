@@ -179,6 +179,15 @@ static void check_format(const struct splash_format_type *f)
             snprintf(what, sizeof what, "%s, %lld rows, %lld activation rows", f->name,
                      (long long)rows, (long long)n);
             assert_close(y1, y0, n * rows, what);
+            /* a row's products do not depend on the rows sharing the call: a lane of a
+             * batch gets the bits it gets alone */
+            for (int64_t j = 0; j < n; j += 7) {
+                float *alone = malloc((size_t)rows * sizeof *alone);
+                assert_non_null(alone);
+                k->matmul(pool, packed, x + j * n_in, 1, alone);
+                assert_memory_equal(alone, y1 + j * rows, (size_t)rows * sizeof *alone);
+                free(alone);
+            }
             /* released and made again on use: the same image, the same bits */
             assert_true(splash_matmul_release_images() > 0);
             k->matmul(pool, packed, x, n, y2);

@@ -3,6 +3,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q4k_r16.h"
 
 static const struct kq_scale_field q4_k_fields[] = {
     {offsetof(struct q4_k_block, d), 0, "d"},
@@ -135,4 +136,6 @@ const struct splash_format_type kq_q4_k_type = {
     .from_float = q4_k_from_float,
     .rows = q4_k_rows,
     .n_rows = sizeof q4_k_rows / sizeof q4_k_rows[0],
+    .repack_to = "Q4_K_R16",
+    .repack = q4k_r16_repack,
 };

@@ -135,4 +135,6 @@ const struct splash_format_type kq_q6_k_type = {
     .from_float = q6_k_from_float,
     .rows = q6_k_rows,
     .n_rows = sizeof q6_k_rows / sizeof q6_k_rows[0],
+    .repack_to = "Q6_K_R16",
+    .repack = q6k_r16_repack,
 };
