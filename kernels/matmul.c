@@ -321,6 +321,61 @@ static void matmul(struct splash_pool *pool, const struct splash_weight *w, cons
     splash_pool_parallel_for(pool, units, grain, mm_rows, &m);
 }
 
+/* Weights one matmul_many section takes; more are run in several sections. */
+#define MANY_MAX 8
+
+struct many_task {
+    int n_w;
+    struct mm_task m[MANY_MAX];
+    int64_t first[MANY_MAX + 1]; /* weight i's pieces are [first[i], first[i + 1]) */
+};
+
+static void many_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct many_task *t = ctx;
+    for (int i = 0; i < t->n_w; i++) {
+        int64_t b = begin > t->first[i] ? begin : t->first[i];
+        int64_t e = end < t->first[i + 1] ? end : t->first[i + 1];
+        if (b < e)
+            mm_rows((void *)&t->m[i], b - t->first[i], e - t->first[i], thread);
+    }
+}
+
+static void matmul_many(struct splash_pool *pool, const struct splash_weight *const *ws, int n_w,
+                        const float *x, int64_t n, float *const *y)
+{
+    if (n <= 0)
+        return;
+    /* one quantization serves weights of the same activation format and width (and a
+     * weight whose image cannot be made again takes matmul's way round) */
+    for (int i = 0; i < n_w; i++)
+        if (ws[i]->act != ws[0]->act || ws[i]->n_in != ws[0]->n_in ||
+            ws[i]->act_fast != ws[0]->act_fast ||
+            (ws[i]->packed_fmt && !packed_image((struct splash_weight *)ws[i]))) {
+            for (int j = 0; j < n_w; j++)
+                matmul(pool, ws[j], x, n, y[j]);
+            return;
+        }
+    for (int i0 = 0; i0 < n_w; i0 += MANY_MAX) {
+        struct many_task t = {.n_w = n_w - i0 < MANY_MAX ? n_w - i0 : MANY_MAX};
+        const void *act = prepare_act(pool, ws[i0], x, n);
+        int64_t grain = 1;
+        for (int i = 0; i < t.n_w; i++) {
+            const struct splash_weight *w = ws[i0 + i];
+            const void *wdata = w->packed_fmt ? atomic_load(&w->packed) : w->t.data;
+            t.m[i] = (struct mm_task){.w = w, .wdata = wdata, .act = act, .n_act = n,
+                                      .y = y[i0 + i], .y_stride = (size_t)w->n_out};
+            t.first[i + 1] = t.first[i] + (w->n_out + w->unit - 1) / w->unit;
+            int64_t macs = w->n_in * n;
+            int64_t g = macs >= 4096 ? 16 : 65536 / (macs > 0 ? macs : 1);
+            g = (g + w->unit - 1) / w->unit;
+            if (g > grain)
+                grain = g;
+        }
+        splash_pool_parallel_for(pool, t.first[t.n_w], grain, many_rows, &t);
+    }
+}
+
 static int cmp_by_expert(const void *a, const void *b, void *ctx)
 {
     const int32_t *expert = ctx;
@@ -469,6 +524,7 @@ static const struct splash_kernels kernels = {
     .gdn_conv = hybrid_gdn_conv,
     .gdn_recurrent = hybrid_gdn_recurrent,
     .gdn_chunked = hybrid_gdn_chunked,
+    .matmul_many = matmul_many,
 };
 
 const struct splash_kernels *splash_kernels_get(void)

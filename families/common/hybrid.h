@@ -151,6 +151,11 @@ struct hybrid_seq {
     float *conv_state; /* n_gdn x conv_state_bytes */
 };
 
+/* y[i] = x W[i]^T for n_w weights of one input: one parallel section where the core's
+ * kernels have matmul_many. */
+void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight *const *w, int n_w,
+                    const float *x, int64_t n, float *const *y);
+
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes);
 

@@ -101,10 +101,9 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     float *be = ga + n * nv;    /* (n, nv)        */
 
     /* q, k, v, z, beta, alpha projections */
-    k->matmul(pool, L->qkv, s->xn, n, qkv);
-    k->matmul(pool, L->z, s->xn, n, z);
-    k->matmul(pool, L->alpha, s->xn, n, ga);
-    k->matmul(pool, L->beta, s->xn, n, be);
+    const struct splash_weight *w[4] = {L->qkv, L->z, L->alpha, L->beta};
+    float *y[4] = {qkv, z, ga, be};
+    hybrid_matmuls(s->model, w, 4, s->xn, n, y);
     /* causal conv + SiLU, per lane on its rolling state */
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
@@ -259,9 +258,9 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
     float *att = q + n * qd;     /* (n, qd)  */
 
     /* projections */
-    k->matmul(pool, L->wq, s->xn, n, qg);
-    k->matmul(pool, L->wk, s->xn, n, kk);
-    k->matmul(pool, L->wv, s->xn, n, vv);
+    const struct splash_weight *w[3] = {L->wq, L->wk, L->wv};
+    float *y[3] = {qg, kk, vv};
+    hybrid_matmuls(s->model, w, 3, s->xn, n, y);
     /* q and k RMSNorm per head */
     k->rmsnorm(pool, qg, 2 * hd, L->q_norm, qg, 2 * hd, n * H, hd, c->rms_eps);
     k->rmsnorm(pool, kk, hd, L->k_norm, kk, hd, n * KV, hd, c->rms_eps);

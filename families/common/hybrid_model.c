@@ -122,8 +122,9 @@ static void dense_forward(struct hybrid_model *model, void *layer_ffn, const flo
     int64_t ff = model->cfg.n_ff;
     float *gate = scratch;        /* (n, n_ff) */
     float *up = scratch + n * ff; /* (n, n_ff) */
-    model->k->matmul(model->opts.pool, f->gate, x, n, gate);
-    model->k->matmul(model->opts.pool, f->up, x, n, up);
+    const struct splash_weight *w[2] = {f->gate, f->up};
+    float *y[2] = {gate, up};
+    hybrid_matmuls(model, w, 2, x, n, y);
     struct swiglu_task t = {.act = model->act, .gate = gate, .up = up};
     hybrid_parallel(model, n * ff, 16384, swiglu_range, &t);
     model->k->matmul(model->opts.pool, f->down, gate, n, out);
@@ -337,6 +338,18 @@ void hybrid_model_destroy(struct hybrid_model *model)
     model->host->free_aligned(model->ffn_arena.p);
     model->host->free_aligned(model->logits.p);
     free(model);
+}
+
+void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight *const *w, int n_w,
+                    const float *x, int64_t n, float *const *y)
+{
+    const struct splash_kernels *k = model->k;
+    if (SPLASH_KERNELS_HAS(k, matmul_many)) {
+        k->matmul_many(model->opts.pool, w, n_w, x, n, y);
+        return;
+    }
+    for (int i = 0; i < n_w; i++)
+        k->matmul(model->opts.pool, w[i], x, n, y[i]);
 }
 
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes)

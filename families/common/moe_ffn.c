@@ -440,8 +440,9 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
     /* routed experts' down projection, into xk's rows */
     k->matmul_experts(pool, L->down, h, ids, nk, xk);
     /* shared expert */
-    k->matmul(pool, L->sh_gate, x, n, shg);
-    k->matmul(pool, L->sh_up, x, n, shu);
+    const struct splash_weight *shw[2] = {L->sh_gate, L->sh_up};
+    float *shout[2] = {shg, shu};
+    hybrid_matmuls(model, shw, 2, x, n, shout);
     struct swiglu_task sst = {
         .fn = L->simd->swiglu, .g = shg, .u = shu, .in_stride = S, .h = shg, .width = S};
     hybrid_parallel(model, n, rows_grain(S), swiglu_range, &sst);

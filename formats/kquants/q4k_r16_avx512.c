@@ -25,9 +25,11 @@
 #include "formats/kquants/q4k_r16.h"
 
 /* A mat-vec streaming its rows from memory prefetches (into L2) this far ahead of the
- * block it reads, every line; in cache the prefetches would only cost issue slots. */
-#define Q4K_R16_PREFETCH 4096
-#define Q4K_R16_STREAM_BYTES (1u << 20)
+ * block it reads, every line; in cache the prefetches would only cost issue slots. A
+ * call over more than STREAM_BYTES is taken to stream: the engine hands each thread
+ * pieces of tens of KB of decode matrices that never stay in cache between tokens. */
+#define Q4K_R16_PREFETCH 8192
+#define Q4K_R16_STREAM_BYTES (16u << 10)
 
 /* Super-blocks per row up to which a mat-vec prepares its activation sums on the stack. */
 #define Q4K_R16_MATVEC_NB 512
@@ -219,7 +221,7 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const char *wb = w;
     /* a single activation row (the last one, after whole tiles) takes the mat-vec path */
     const int64_t j1 = n_act % KQ_MAX_NR == 1 && nb <= Q4K_R16_MATVEC_NB ? n_act - 1 : n_act;
-    /* a mat-vec over more rows than L2 holds streams them from memory: prefetch ahead */
+    /* a mat-vec streaming its rows from memory prefetches ahead */
     const int stream = (size_t)n_full * w_stride > Q4K_R16_STREAM_BYTES;
     int32_t bp[4 * Q4K_R16_MATVEC_NB];
     if (j1 < n_act)

@@ -12,30 +12,37 @@ KQ_DECL_MUL(q6k_r16_mul_q8k_avx512);
 
 /* ---- layout ------------------------------------------------------------------ */
 
-/* Level u (0..63) of value j of a plain Q6_K block (see q6_k.c's element map). */
-static int q6k_plain_level(const struct q6_k_block *b, int j)
+/* The 256 levels u (0..63) of a plain Q6_K block (q6_k.c's element map: value
+ * 128 h + 32 k + l takes the low (k < 2) or high nibble of ql[64 h + 32 (k & 1) + l] and
+ * bits 2k, 2k + 1 of qh[32 h + l]), in one pass a compiler vectorizes. */
+static void q6k_plain_levels(const struct q6_k_block *b, uint8_t lv[KQ_QK_K])
 {
-    const int h = j / 128, k = j % 128 / 32, l = j % 32;
-    const uint8_t ql = b->ql[64 * h + l + 32 * (k & 1)];
-    const uint8_t qh = b->qh[32 * h + l];
-    return ((k < 2 ? ql & 0xF : ql >> 4) | ((qh >> (2 * k)) & 3) << 4);
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q0 = b->ql[64 * h + l], q1 = b->ql[64 * h + 32 + l];
+            const uint8_t qh = b->qh[32 * h + l];
+            uint8_t *o = lv + 128 * h + l;
+            o[0] = (uint8_t)((q0 & 0xF) | (qh & 3) << 4);
+            o[32] = (uint8_t)((q1 & 0xF) | ((qh >> 2) & 3) << 4);
+            o[64] = (uint8_t)((q0 >> 4) | ((qh >> 4) & 3) << 4);
+            o[96] = (uint8_t)((q1 >> 4) | ((qh >> 6) & 3) << 4);
+        }
 }
 
 /* One Q6_K_R16 block from super-block i of 16 plain rows of nb blocks each. */
 static void q6k_r16_pack_block(const struct q6_k_block *rows, int64_t nb, int64_t i,
                                uint8_t *dst)
 {
-    memset(dst, 0, Q6K_R16_QS + 16 * 192);
+    uint8_t lv[KQ_QK_K];
     for (int r = 0; r < Q6K_R16_ROWS; r++) {
         const struct q6_k_block *b = rows + r * nb + i;
+        q6k_plain_levels(b, lv);
         for (int s = 0; s < 16; s++) {
             uint8_t *q = dst + Q6K_R16_QS + 192 * s + 4 * r;
-            for (int t = 0; t < 4; t++) {
-                const int u3 = q6k_plain_level(b, 16 * s + 12 + t);
+            const uint8_t *u = lv + 16 * s;
+            for (int t = 0; t < 4; t++)
                 for (int k = 0; k < 3; k++)
-                    q[64 * k + t] = (uint8_t)(q6k_plain_level(b, 16 * s + 4 * k + t) << 2 |
-                                              ((u3 >> (2 * k)) & 3));
-            }
+                    q[64 * k + t] = (uint8_t)(u[4 * k + t] << 2 | ((u[12 + t] >> (2 * k)) & 3));
             dst[Q6K_R16_SCALES + 16 * s + r] = (uint8_t)b->scales[s];
         }
         memcpy(dst + Q6K_R16_D + 2 * r, &b->d, 2);

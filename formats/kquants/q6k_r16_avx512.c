@@ -19,7 +19,7 @@ KQ_DECL_MUL(q6k_r16_mul_q8k_avx512);
 #define Q6K_R16_KC 64 /* blocks per chunk of prepared activation offsets */
 /* Bytes ahead of the current block that a mat-vec prefetches into L2. */
 #ifndef Q6K_R16_PF
-#define Q6K_R16_PF 4096
+#define Q6K_R16_PF 8192
 #endif
 
 /* The fourth quad of a sub-block: bit pairs 0-1 of s0, s1, s2 to bits 2-3, 4-5, 6-7 by

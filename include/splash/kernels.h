@@ -93,7 +93,20 @@ struct splash_kernels {
      * a->chunk tokens: matrix products instead of n rank-1 updates; equal to
      * gdn_recurrent up to float rounding. */
     void (*gdn_chunked)(struct splash_pool *pool, const struct splash_gdn_args *a);
+
+    /* ---- Appended members: check `size` (offsetof + sizeof) before calling them. ---- */
+
+    /* y[i] = x W[i]^T for n_w weights of the same input width: one parallel section for
+     * all of them and, where their activation formats agree, one activation
+     * quantization (a layer's projections of the same input). Same results as n_w
+     * matmul calls. */
+    void (*matmul_many)(struct splash_pool *pool, const struct splash_weight *const *w, int n_w,
+                        const float *x, int64_t n, float *const *y);
 };
+
+/* Whether the kernel table k has member `m` (tables from older cores are shorter). */
+#define SPLASH_KERNELS_HAS(k, m)                                                                   \
+    ((k)->size >= offsetof(struct splash_kernels, m) + sizeof((k)->m) && (k)->m != NULL)
 
 /* A sequence's KV cache for one attention layer, in pages of page_tokens tokens:
  * pages[p] holds positions [p * page_tokens, (p + 1) * page_tokens). Pages are
