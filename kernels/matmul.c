@@ -55,6 +55,43 @@ static const struct splash_format_type *repack_target(const struct splash_format
     return to;
 }
 
+/* Repacks run on a pool of their own (weights are made before the engine's pool runs
+ * anything), created on the first large one; its idle workers sleep. */
+static pthread_once_t repack_pool_once = PTHREAD_ONCE_INIT;
+static struct splash_pool *repack_pool;
+
+static void repack_pool_create(void)
+{
+    repack_pool = splash_pool_create(0);
+}
+
+/* Weights below this repack on the calling thread. */
+#define REPACK_PARALLEL_BYTES (4u << 20)
+
+struct repack_task {
+    const struct splash_weight *w;
+    char *img;
+    size_t expert_bytes;
+    int64_t groups; /* per expert, the last one maybe partial */
+};
+
+/* Pieces of whole row groups: the image keeps each group's bytes where the plain rows
+ * were, so any run of groups (with the tail at an expert's end) repacks on its own. */
+static void repack_groups(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct repack_task *t = ctx;
+    const struct splash_weight *w = t->w;
+    const int64_t rg = w->packed_fmt->row_group;
+    for (int64_t u = begin; u < end;) {
+        const int64_t e = u / t->groups, g0 = u % t->groups;
+        const int64_t g1 = end - e * t->groups < t->groups ? end - e * t->groups : t->groups;
+        const int64_t r0 = g0 * rg, r1 = g1 * rg < w->n_out ? g1 * rg : w->n_out;
+        const size_t off = (size_t)e * t->expert_bytes + (size_t)r0 * w->row_bytes;
+        w->fmt->repack(w->n_in, (const char *)w->t.data + off, r1 - r0, t->img + off);
+        u = e * t->groups + g1;
+    }
+}
+
 /* Makes w's image if it has none; the source pages of a file mapping are dropped after. */
 static void *packed_image(struct splash_weight *w)
 {
@@ -67,9 +104,16 @@ static void *packed_image(struct splash_weight *w)
         size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
         img = splash_alloc_aligned(64, expert_bytes * (size_t)w->n_experts);
         if (img) {
-            for (int64_t e = 0; e < w->n_experts; e++)
-                w->fmt->repack(w->n_in, (const char *)w->t.data + (size_t)e * expert_bytes,
-                               w->n_out, (char *)img + (size_t)e * expert_bytes);
+            const int64_t rg = w->packed_fmt->row_group;
+            struct repack_task t = {.w = w, .img = img, .expert_bytes = expert_bytes,
+                                    .groups = (w->n_out + rg - 1) / rg};
+            const int64_t units = t.groups * w->n_experts;
+            if (expert_bytes * (size_t)w->n_experts >= REPACK_PARALLEL_BYTES)
+                pthread_once(&repack_pool_once, repack_pool_create);
+            if (repack_pool && expert_bytes * (size_t)w->n_experts >= REPACK_PARALLEL_BYTES)
+                splash_pool_parallel_for(repack_pool, units, 1, repack_groups, &t);
+            else
+                repack_groups(&t, 0, units, 0);
             splash_file_map_drop(w->t.data, expert_bytes * (size_t)w->n_experts);
             atomic_store_explicit(&w->packed, img, memory_order_release);
         }

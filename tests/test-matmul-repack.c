@@ -239,6 +239,37 @@ static void check_experts(const struct splash_format_type *f)
     mapped_weight_free(&mw);
 }
 
+/* A weight of several MB repacks in pieces on a pool: every piece lands where it
+ * belongs, the tail rows after the last group included. */
+static void check_large(const struct splash_format_type *f)
+{
+    const struct splash_kernels *k = splash_kernels_get();
+    const int64_t n_in = 4096, rows = 2008, n = 3;
+    struct mapped_weight mw;
+    mapped_weight_make(&mw, f, n_in, rows, 1);
+    assert_true(mw.size >= (4u << 20));
+    struct splash_weight *plain = weight_make(&mw.t, 0);
+    struct splash_weight *packed = weight_make(&mw.t, 1);
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    float *y0 = malloc((size_t)(n * rows) * sizeof *y0);
+    float *y1 = malloc((size_t)(n * rows) * sizeof *y1);
+    assert_true(x && y0 && y1);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand();
+    k->matmul(pool, plain, x, n, y0);
+    k->matmul(pool, packed, x, n, y1);
+    char what[64];
+    snprintf(what, sizeof what, "%s, %lld rows of %lld", f->name, (long long)rows,
+             (long long)n_in);
+    assert_close(y1, y0, n * rows, what);
+    k->weight_destroy(plain);
+    k->weight_destroy(packed);
+    free(x);
+    free(y0);
+    free(y1);
+    mapped_weight_free(&mw);
+}
+
 static void test_repack_matches_rows_as_stored(void **state)
 {
     (void)state;
@@ -252,6 +283,7 @@ static void test_repack_matches_rows_as_stored(void **state)
                 continue;
             check_format(f);
             check_experts(f);
+            check_large(f);
             checked++;
         }
     }
