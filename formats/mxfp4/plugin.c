@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "formats/mxfp4/mxfp4.h"
+#include "formats/mxfp4/mxfp4_r16.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 
@@ -207,6 +208,8 @@ static const struct splash_format_type mxfp4_type = {
     .from_float = mxfp4_from_float,
     .rows = mxfp4_rows,
     .n_rows = N_OF(mxfp4_rows),
+    .repack_to = "MXFP4_R16",
+    .repack = mxfp4_r16_repack,
 };
 
 /* MLX's mxfp4 mode: the same blocks, built from a checkpoint's planes. */
@@ -231,6 +234,7 @@ static const struct splash_format_type mxfp4_mlx_type = {
 static const struct splash_format_type *const mxfp4_types[] = {
     &mxfp4_type,
     &mxfp4_mlx_type,
+    &mxfp4_r16_type,
 };
 
 static const struct splash_format_plugin mxfp4_plugin = {

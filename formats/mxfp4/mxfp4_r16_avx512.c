@@ -1,0 +1,180 @@
+/* AVX-512 VNNI kernel of MXFP4_R16 (mxfp4_r16.h) against Q8_0 activations.
+ *
+ * A group block's qs[k] holds row r's code bytes 4k .. 4k + 3 in int32 lane r. vpermb
+ * looks the low nibbles up (a 16-entry table repeated over its 64 entries, so the bits
+ * above a nibble do not matter) as the doubled E2M1 values plus 128, unsigned for
+ * vpdpbusd; the high nibbles are brought down by vpmultishiftqb first (port 5, beside
+ * vpermb, where a shift would compete with vpdpbusd for port 0). One vpdpbusd of such a
+ * vector against 4 activation bytes broadcast from memory adds the 16 rows' partial sums
+ * of 4 inputs, so 8 give a block's 16 integer dots (biased by 128 * sum(a), which the
+ * accumulator's start value -128 * sum(a) takes back: exact). The block's scale for 16
+ * rows is one vscalefps of the activation's d by the stored exponents x = e - 128 (2^x d,
+ * rounded once, as the scalar row's 2^(e - 128) * d), and one FMA adds the converted sum
+ * to the rows' totals. Lane r of the totals is row r's dot: no horizontal sums.
+ *
+ * Every (weight row, activation row) pair takes these float steps, block by block, in
+ * every tile (1 to 8 activation rows, which share each decoded weight block), so results
+ * do not depend on n_act and equal the scalar row's bit for bit. Per activation row, the
+ * block's d and -128 sum(a) are prepared once per call (and K chunk) on the stack. A
+ * mat-vec block is ~26 vector ops (8 vpermb, 4 vpmultishiftqb, 8 vpdpbusd, scale and
+ * sum), about half the plain MXFP4 kernel's cycles per weight; with 8 activation rows the
+ * decoded block serves 8 rows' 64 vpdpbusd (~70 int8 multiply-adds per cycle). A mat-vec
+ * streaming its rows from memory prefetches ahead. */
+#include <immintrin.h>
+
+#include "formats/mxfp4/mxfp4_r16.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define R16_MAX_NR 8
+/* (d, -128 sum) pairs on the stack: a tile of nr activation rows takes K chunks of
+ * R16_PREP / nr blocks (the totals wait in out between chunks: exact) */
+#define R16_PREP 2048
+/* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
+ * the caches, as the engine splits it) prefetches into L2 this far ahead of the block it
+ * reads: from memory that takes it from ~60% to ~85% of the read bandwidth; in cache it
+ * would cost ~3%. */
+#define R16_STREAM_BYTES (256u << 10)
+#define R16_PREFETCH 4096
+
+/* Doubled E2M1 values plus 128 per code, repeated to vpermb's 64 entries. */
+static const uint8_t r16_lut[64] = {
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+};
+
+/* One activation block's d and the bias correction -128 * sum(qs). */
+struct r16_act {
+    float d;
+    int32_t c;
+};
+
+static void r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_act *p)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nk; i++) {
+        /* sum(q + 128) of 8-byte quarters, then the whole block */
+        const __m256i s = _mm256_sad_epu8(
+            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+            _mm256_setzero_si256());
+        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+        p[i].d = _cvtsh_ss(y[i].d);
+        p[i].c = -128 * (_mm_cvtsi128_si32(t) - 32 * 128);
+    }
+}
+
+INLINE __m512i r16_bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
+ * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
+INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
+                     const struct q8_0_block *const *y, const struct r16_act *const *p,
+                     const int nr, float *out, size_t out_stride, const int first,
+                     const int prefetch)
+{
+    const __m512i lut = _mm512_loadu_si512(r16_lut);
+    const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
+    __m512 tot[R16_MAX_NR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
+    for (int64_t i = 0; i < nk; i++, b++) {
+        if (prefetch) {
+            _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+                _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);
+        }
+        __m512i wv[8];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        {
+            const __m512i v = _mm512_loadu_si512(b->qs[k]);
+            wv[2 * k] = _mm512_permutexvar_epi8(v, lut);
+            wv[2 * k + 1] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);
+        }
+        const __m512 x =
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->x)));
+        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        {
+            const int8_t *a = y[r][i].qs;
+            /* two vpdpbusd chains (shorter latency for a mat-vec), added exactly */
+            __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            {
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], r16_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], r16_bcast4(a + 16 + 4 * k));
+            }
+            acc = _mm512_add_epi32(acc, acc2);
+            const __m512 s = _mm512_scalef_ps(_mm512_set1_ps(p[r][i].d), x);
+            tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, tot[r]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
+}
+
+#define R16_CASE(NR)                                                                               \
+    case NR:                                                                                       \
+        for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)                                       \
+            r16_tile(R16_GROUP(g), nk, y, pp, NR, o + g, out_stride, k0 == 0, 0);                  \
+        break;
+
+#define R16_GROUP(g)                                                                               \
+    ((const struct mxfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+
+void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
+                             const void *act, size_t act_stride, int64_t n_act, float *out,
+                             size_t out_stride)
+{
+    const int64_t nb = n / MXFP4_QK;
+    const int64_t n_full = n_w / MXFP4_R16_ROWS * MXFP4_R16_ROWS;
+    const char *wb = w;
+    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
+    struct r16_act prep[R16_PREP];
+    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += R16_MAX_NR) {
+        const int nr = n_act - j0 < R16_MAX_NR ? (int)(n_act - j0) : R16_MAX_NR;
+        const int64_t kc = R16_PREP / nr;
+        float *o = out + (size_t)j0 * out_stride;
+        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
+            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
+            const struct q8_0_block *y[R16_MAX_NR];
+            const struct r16_act *pp[R16_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] = (const struct q8_0_block *)((const char *)act +
+                                                   (size_t)(j0 + r) * act_stride) +
+                       k0;
+                pp[r] = prep + (size_t)r * (size_t)nk;
+                r16_prepare(y[r], nk, prep + (size_t)r * (size_t)nk);
+            }
+            switch (nr) {
+            case 1:
+                for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS) {
+                    if (stream)
+                        r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 1);
+                    else
+                        r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 0);
+                }
+                break;
+                R16_CASE(2)
+                R16_CASE(3)
+                R16_CASE(4)
+                R16_CASE(5)
+                R16_CASE(6)
+                R16_CASE(7)
+            default:
+                for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)
+                    r16_tile(R16_GROUP(g), nk, y, pp, R16_MAX_NR, o + g, out_stride, k0 == 0,
+                             0);
+                break;
+            }
+        }
+    }
+    /* the rows after the last whole group are plain MXFP4 rows */
+    if (n_full < n_w)
+        mxfp4_q8_avx512vnni_mul_rows(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full,
+                                     act, act_stride, n_act, out + n_full, out_stride);
+}
