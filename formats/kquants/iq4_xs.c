@@ -2,6 +2,7 @@
 #include <stddef.h>
 
 #include "formats/kquants/iq4_quant.h"
+#include "formats/kquants/iq4xs_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -94,4 +95,6 @@ const struct splash_format_type kq_iq4_xs_type = {
     .from_float = iq4xs_from_float,
     .rows = iq4xs_rows,
     .n_rows = sizeof iq4xs_rows / sizeof iq4xs_rows[0],
+    .repack_to = "IQ4_XS_R16",
+    .repack = iq4xs_r16_repack,
 };
