@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/read_bandwidth.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/model_bench.h"
@@ -29,77 +30,10 @@
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 #define N_THREADS 2
-#define BW_BYTES (512ull << 20)       /* far larger than any cache */
+#define BW_BYTES (1ull << 30)         /* far larger than any cache, as bench-formats */
 #define REF_PREFILL_TPS 146.0         /* llama.cpp, 0.8B shape, Q4_K_M, 2 threads */
 #define REF_DECODE_TPS 47.0
 #define MOE_SAMPLE_VALUES (16ll << 20) /* the MoE's expert tensors repeat sampled blocks */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- read bandwidth ------------------------------------------------------------ */
-
-struct bw_ctx {
-    const uint64_t *words;
-    size_t per_part;
-    uint64_t sums[64];
-};
-
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-static uint64_t bw_sum(const uint64_t *p, size_t n)
-{
-    /* eight independent lanes: loads, not additions, bound the loop */
-    uint64_t acc[8] = {0};
-    for (size_t i = 0; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            acc[k] += p[i + k];
-    uint64_t s = 0;
-    for (int k = 0; k < 8; k++)
-        s += acc[k];
-    return s;
-}
-
-static void bw_part(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    struct bw_ctx *c = ctx;
-    for (int64_t i = begin; i < end; i++)
-        c->sums[thread % 64] += bw_sum(c->words + (size_t)i * c->per_part, c->per_part);
-}
-
-/* GB/s of N_THREADS threads reading one buffer, best of 3 passes. */
-static double read_bandwidth(struct splash_pool *pool)
-{
-    size_t n_words = BW_BYTES / 8;
-    uint64_t *buf = malloc(BW_BYTES);
-    if (!buf)
-        return 0;
-    for (size_t i = 0; i < n_words; i++)
-        buf[i] = i;
-    /* parts of 1 MiB: the pool hands them out so both threads stay busy */
-    struct bw_ctx c = {.words = buf, .per_part = (1u << 20) / 8};
-    int64_t n_parts = (int64_t)(n_words / c.per_part);
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now();
-        splash_pool_parallel_for(pool, n_parts, 1, bw_part, &c);
-        double gbs = (double)BW_BYTES / (now() - t0) / 1e9;
-        if (gbs > best)
-            best = gbs;
-    }
-    uint64_t total = 0;
-    for (int i = 0; i < 64; i++)
-        total += c.sums[i];
-    if (total == 42) /* keeps the sums alive */
-        fputc(' ', stderr);
-    free(buf);
-    return best;
-}
 
 /* ---- models --------------------------------------------------------------------- */
 
@@ -243,10 +177,16 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct splash_pool *pool = splash_pool_create(N_THREADS);
-    double bw = pool ? read_bandwidth(pool) : 0;
-    splash_pool_destroy(pool);
-    printf("read bandwidth, %d threads: %.1f GB/s\n", N_THREADS, bw);
+    /* the bandwidth bench-formats measures, by the same code */
+    uint64_t *buf = splash_alloc_aligned(64, BW_BYTES);
+    double bw = 0;
+    if (buf) {
+        for (size_t i = 0; i < BW_BYTES / 8; i++)
+            buf[i] = i;
+        bw = read_bandwidth(buf, BW_BYTES / 8, N_THREADS);
+        splash_free_aligned(buf);
+    }
+    printf("read bandwidth, %d threads (best of 5): %.1f GB/s\n", N_THREADS, bw);
 
     int rc = 0;
     if (ensure_model(r, dir, "qwen35-0.8b", 0, path, sizeof path) ||
