@@ -39,10 +39,13 @@ static void q6k_r16_pack_block(const struct q6_k_block *rows, int64_t nb, int64_
         q6k_plain_levels(b, lv);
         for (int s = 0; s < 16; s++) {
             uint8_t *q = dst + Q6K_R16_QS + 192 * s + 4 * r;
-            const uint8_t *u = lv + 16 * s;
-            for (int t = 0; t < 4; t++)
-                for (int k = 0; k < 3; k++)
-                    q[64 * k + t] = (uint8_t)(u[4 * k + t] << 2 | ((u[12 + t] >> (2 * k)) & 3));
+            /* 4 levels per 32-bit word (each below 64, so the shifts stay in their byte) */
+            uint32_t quad[4];
+            memcpy(quad, lv + 16 * s, sizeof quad);
+            for (int k = 0; k < 3; k++) {
+                const uint32_t w = quad[k] << 2 | ((quad[3] >> (2 * k)) & 0x03030303u);
+                memcpy(q + 64 * k, &w, 4);
+            }
             dst[Q6K_R16_SCALES + 16 * s + r] = (uint8_t)b->scales[s];
         }
         memcpy(dst + Q6K_R16_D + 2 * r, &b->d, 2);
