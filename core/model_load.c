@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/host_impl.h"
+#include "core/load_progress.h"
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "core/target.h"
@@ -53,7 +54,15 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
     } else {
         lm->pool = o.pool;
     }
-    if ((st = lm->family->model_create(splash_host_get(), lm->meta, &o, &lm->model, err)))
+    /* the share of the model's tensor bytes the kernels have prepared, every few seconds */
+    const struct splash_meta_api *api = splash_meta_api_get();
+    uint64_t total = 0;
+    for (size_t i = 0; i < api->n_tensors(lm->meta); i++)
+        total += api->tensor_at(lm->meta, i)->n_bytes;
+    struct splash_load_progress *progress = splash_load_progress_start(target, total);
+    st = lm->family->model_create(splash_host_get(), lm->meta, &o, &lm->model, err);
+    splash_load_progress_stop(progress);
+    if (st)
         goto out_pool;
     lm->family->model_info(lm->model, &lm->info);
     *out = lm;

@@ -34,6 +34,13 @@ struct splash_weight {
     struct splash_weight *next_packed, *prev_packed;
 };
 
+static atomic_uint_least64_t bytes_prepared;
+
+uint64_t splash_matmul_bytes_prepared(void)
+{
+    return atomic_load(&bytes_prepared);
+}
+
 /* Every weight with a repacked image, for splash_matmul_release_images. */
 static pthread_mutex_t packed_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct splash_weight *packed_list;
@@ -195,6 +202,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     }
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
+    atomic_fetch_add(&bytes_prepared, t->n_bytes);
     if (w->packed_fmt) {
         w->unit = w->packed_fmt->row_group;
         if (!packed_image(w)) {
