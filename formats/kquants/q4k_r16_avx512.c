@@ -103,7 +103,8 @@ KQ_INLINE __m512i q4k_r16_bcast4(const int8_t *p)
 /* The 16 rows of one group against NR activation rows (rows at act + r * act_stride):
  * out[r * out_stride + l] = dot(row l, activation row r). */
 KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const void *act,
-                            size_t act_stride, const int nr, float *out, size_t out_stride)
+                            size_t act_stride, const int nr, float *out, size_t out_stride,
+                            const int prefetch)
 {
     __m512 tot[KQ_MAX_NR];
     KQ_UNROLL for (int r = 0; r < nr; r++) tot[r] = _mm512_setzero_ps();
@@ -112,6 +113,12 @@ KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const voi
      * two per cycle) keep both ports busy; more would not fit the registers */
     const int nk = nr == 1 ? 8 : nr == 2 ? 4 : nr <= 4 ? 2 : 1;
     for (int64_t i = 0; i < nb; i++, b++) {
+        /* the first tile over weights streaming from memory fetches ahead, so the loads
+         * overlap its arithmetic; later tiles find the group in L1/L2 */
+        if (prefetch) {
+            KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
+                _mm_prefetch((const char *)b + Q4K_R16_PREFETCH + l, _MM_HINT_T1);
+        }
         struct q4k_r16_dec dec;
         q4k_r16_decode(b, &dec);
         const struct q8_k_block *y[KQ_MAX_NR];
@@ -210,7 +217,7 @@ KQ_INLINE void q4k_r16_pairs(const struct q8_k_block *y, int64_t nb, int32_t *bp
 
 #define Q4K_R16_CASE(NR)                                                                           \
     case NR:                                                                                       \
-        q4k_r16_tile(nb, b, a, act_stride, NR, o, out_stride);                                     \
+        q4k_r16_tile(nb, b, a, act_stride, NR, o, out_stride, pf);                                 \
         break;
 
 void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
@@ -221,7 +228,7 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const char *wb = w;
     /* a single activation row (the last one, after whole tiles) takes the mat-vec path */
     const int64_t j1 = n_act % KQ_MAX_NR == 1 && nb <= Q4K_R16_MATVEC_NB ? n_act - 1 : n_act;
-    /* a mat-vec streaming its rows from memory prefetches ahead */
+    /* a call streaming its rows from memory prefetches ahead */
     const int stream = (size_t)n_full * w_stride > Q4K_R16_STREAM_BYTES;
     int32_t bp[4 * Q4K_R16_MATVEC_NB];
     if (j1 < n_act)
@@ -233,6 +240,7 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
         for (int64_t j = 0; j < j1; j += KQ_MAX_NR) {
             const void *a = (const char *)act + (size_t)j * act_stride;
             float *o = out + (size_t)j * out_stride + (size_t)g;
+            const int pf = stream && j == 0;
             switch (j1 - j >= KQ_MAX_NR ? KQ_MAX_NR : (int)(j1 - j)) {
                 Q4K_R16_CASE(1)
                 Q4K_R16_CASE(2)
@@ -242,7 +250,7 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
                 Q4K_R16_CASE(6)
                 Q4K_R16_CASE(7)
             default:
-                q4k_r16_tile(nb, b, a, act_stride, KQ_MAX_NR, o, out_stride);
+                q4k_r16_tile(nb, b, a, act_stride, KQ_MAX_NR, o, out_stride, pf);
                 break;
             }
         }

@@ -46,7 +46,7 @@ KQ_INLINE __m512i q6k_r16_bcast4(const int8_t *p)
  * -128 * bsums of the chunk's blocks, [r][i - i0][sub-block]. */
 KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const char *act,
                             size_t act_stride, const int32_t *init, const int nr, float *out,
-                            size_t out_stride, int first)
+                            size_t out_stride, int first, const int prefetch)
 {
     const int64_t kc = i1 - i0;
     const __m512i mfc = _mm512_set1_epi8((char)0xFC);
@@ -57,7 +57,9 @@ KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
         __m512 f[Q6K_R16_NR];
         for (int s = 0; s < 16; s++) {
             const uint8_t *q = b + Q6K_R16_QS + 192 * s;
-            if (nr == 1 && Q6K_R16_PF) {
+            /* the first tile over streaming weights fetches ahead; later tiles find the
+             * group in L1/L2 */
+            if (prefetch && Q6K_R16_PF) {
                 const char *p = (const char *)b + Q6K_R16_PF + (Q6K_R16_BYTES / 16) * s;
                 _mm_prefetch(p, _MM_HINT_T1);
                 _mm_prefetch(p + 64, _MM_HINT_T1);
@@ -99,7 +101,7 @@ KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
 
 #define Q6K_R16_CASE(NR)                                                                           \
     case NR:                                                                                       \
-        q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, NR, o, out_stride, i0 == 0);           \
+        q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, NR, o, out_stride, i0 == 0, j == 0);   \
         break;
 
 void q6k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
@@ -137,7 +139,7 @@ void q6k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
                     Q6K_R16_CASE(7)
                 default:
                     q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, Q6K_R16_NR, o,
-                                 out_stride, i0 == 0);
+                                 out_stride, i0 == 0, j == 0);
                     break;
                 }
             }
