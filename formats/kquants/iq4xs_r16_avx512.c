@@ -133,7 +133,7 @@ KQ_INLINE void iq4xs_r16_tile(int64_t nb, const struct iq4xs_r16_block *b, const
 
 #define IQ4XS_R16_CASE(NR)                                                                         \
     case NR:                                                                                       \
-        iq4xs_r16_tile(nb, b, a, act_stride, NR, o, out_stride, 0);                                \
+        iq4xs_r16_tile(nb, b, a, act_stride, NR, o, out_stride, pf);                               \
         break;
 
 void iq4xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
@@ -143,8 +143,9 @@ void iq4xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t
     const int64_t nb = n / KQ_QK_K;
     const int64_t n_full = n_w / IQ4XS_R16_ROWS * IQ4XS_R16_ROWS;
     const char *wb = w;
-    /* a mat-vec over more rows than L2 holds streams them from memory: prefetch ahead */
-    const int stream = n_act == 1 && (size_t)n_full * w_stride > IQ4XS_R16_STREAM_BYTES;
+    /* a call over more rows than L2 holds streams them from memory: its first tile
+     * prefetches ahead, later tiles find the group in L2 */
+    const int stream = (size_t)n_full * w_stride > IQ4XS_R16_STREAM_BYTES;
     /* group by group, every activation tile over the group's blocks while they are in L2 */
     for (int64_t g = 0; g < n_full; g += IQ4XS_R16_ROWS) {
         const struct iq4xs_r16_block *b =
@@ -159,6 +160,7 @@ void iq4xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t
         for (int64_t j = 0; j < n_act; j += IQ4XS_R16_NR) {
             const char *a = (const char *)act + (size_t)j * act_stride;
             float *o = out + (size_t)j * out_stride + (size_t)g;
+            const int pf = stream && j == 0;
             switch (n_act - j >= IQ4XS_R16_NR ? IQ4XS_R16_NR : (int)(n_act - j)) {
                 IQ4XS_R16_CASE(1)
                 IQ4XS_R16_CASE(2)
@@ -168,7 +170,7 @@ void iq4xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t
                 IQ4XS_R16_CASE(6)
                 IQ4XS_R16_CASE(7)
             default:
-                iq4xs_r16_tile(nb, b, a, act_stride, IQ4XS_R16_NR, o, out_stride, 0);
+                iq4xs_r16_tile(nb, b, a, act_stride, IQ4XS_R16_NR, o, out_stride, pf);
                 break;
             }
         }

@@ -120,7 +120,7 @@ INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
 #define R16_CASE(NR)                                                                               \
     case NR:                                                                                       \
         for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)                                       \
-            r16_tile(R16_GROUP(g), nk, y, pp, NR, o + g, out_stride, k0 == 0, 0);                  \
+            r16_tile(R16_GROUP(g), nk, y, pp, NR, o + g, out_stride, k0 == 0, pf);                 \
         break;
 
 #define R16_GROUP(g)                                                                               \
@@ -137,6 +137,8 @@ void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
     struct r16_act prep[R16_PREP];
     for (int64_t j0 = 0; n_full && j0 < n_act; j0 += R16_MAX_NR) {
         const int nr = n_act - j0 < R16_MAX_NR ? (int)(n_act - j0) : R16_MAX_NR;
+        /* the first tile over streaming weights fetches ahead; later ones find them in L2 */
+        const int pf = stream && j0 == 0;
         const int64_t kc = R16_PREP / nr;
         float *o = out + (size_t)j0 * out_stride;
         for (int64_t k0 = 0; k0 < nb; k0 += kc) {
@@ -168,7 +170,7 @@ void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
             default:
                 for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)
                     r16_tile(R16_GROUP(g), nk, y, pp, R16_MAX_NR, o + g, out_stride, k0 == 0,
-                             0);
+                             pf);
                 break;
             }
         }
