@@ -68,10 +68,10 @@ enum splash_status splash_model_bench(struct splash_loaded_model *lm, int32_t n_
         s ^= s << 17;
         tokens[i] = (int32_t)(s % (uint64_t)n_vocab);
     }
-    /* warm-up: every weight paged in and every buffer sized */
+    /* warm-up: every weight paged in and every buffer sized (a prefill of the timed
+     * length: the forward keeps its step buffers, grown to the largest step so far) */
     double t;
-    if ((st = run_once(lm, tokens, n_prompt > 0 && n_prompt < 16 ? n_prompt : 16, 1, logits, &t,
-                       err)) ||
+    if ((st = run_once(lm, tokens, n_prompt > 0 ? n_prompt : 16, 1, logits, &t, err)) ||
         (st = run_once(lm, tokens, 4, 0, logits, &t, err)))
         goto out_free;
     out->n_prompt = n_prompt;
