@@ -19,6 +19,7 @@ extern const struct splash_format_type kq_q6_k_type;
 extern const struct splash_format_type kq_q8_k_type;
 extern const struct splash_format_type kq_q6_k_r16_type;
 extern const struct splash_format_type kq_q4_k_r16_type;
+extern const struct splash_format_type kq_q5_k_r16_type; /* q5k_r16.c */
 void q6k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst); /* Q6_K -> Q6_K_R16 */
 
 #endif

@@ -3,6 +3,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q2k_r16.h"
 
 static const struct kq_scale_field q2_k_fields[] = {
     {offsetof(struct q2_k_block, d), 0, "d"},
@@ -142,4 +143,6 @@ const struct splash_format_type kq_q2_k_type = {
     .from_float = q2_k_from_float,
     .rows = q2_k_rows,
     .n_rows = sizeof q2_k_rows / sizeof q2_k_rows[0],
+    .repack_to = "Q2_K_R16",
+    .repack = q2k_r16_repack,
 };

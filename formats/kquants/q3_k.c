@@ -4,6 +4,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q3k_r16.h"
 
 static const struct kq_scale_field q3_k_fields[] = {{offsetof(struct q3_k_block, d), 0, "d"}};
 
@@ -143,4 +144,6 @@ const struct splash_format_type kq_q3_k_type = {
     .from_float = q3_k_from_float,
     .rows = q3_k_rows,
     .n_rows = sizeof q3_k_rows / sizeof q3_k_rows[0],
+    .repack_to = "Q3_K_R16",
+    .repack = q3k_r16_repack,
 };

@@ -3,6 +3,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q5k_r16.h"
 
 static const struct kq_scale_field q5_k_fields[] = {
     {offsetof(struct q5_k_block, d), 0, "d"},
@@ -149,4 +150,6 @@ const struct splash_format_type kq_q5_k_type = {
     .from_float = q5_k_from_float,
     .rows = q5_k_rows,
     .n_rows = sizeof q5_k_rows / sizeof q5_k_rows[0],
+    .repack_to = "Q5_K_R16",
+    .repack = q5k_r16_repack,
 };
