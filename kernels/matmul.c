@@ -34,6 +34,12 @@ struct splash_weight {
     struct splash_weight *next_packed, *prev_packed;
 };
 
+/* Bytes of w's rows (all experts): its mapped tensor's, and its image's. */
+static size_t weight_bytes(const struct splash_weight *w)
+{
+    return w->row_bytes * (size_t)w->n_out * (size_t)w->n_experts;
+}
+
 static atomic_uint_least64_t bytes_prepared;
 
 uint64_t splash_matmul_bytes_prepared(void)
@@ -108,20 +114,21 @@ static void *packed_image(struct splash_weight *w)
     pthread_mutex_lock(&packed_lock);
     img = atomic_load_explicit(&w->packed, memory_order_relaxed);
     if (!img) {
-        size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
-        img = splash_alloc_aligned(64, expert_bytes * (size_t)w->n_experts);
+        const size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+        const size_t total = weight_bytes(w);
+        img = splash_alloc_aligned(64, total);
         if (img) {
             const int64_t rg = w->packed_fmt->row_group;
             struct repack_task t = {.w = w, .img = img, .expert_bytes = expert_bytes,
                                     .groups = (w->n_out + rg - 1) / rg};
             const int64_t units = t.groups * w->n_experts;
-            if (expert_bytes * (size_t)w->n_experts >= REPACK_PARALLEL_BYTES)
+            if (total >= REPACK_PARALLEL_BYTES)
                 pthread_once(&repack_pool_once, repack_pool_create);
-            if (repack_pool && expert_bytes * (size_t)w->n_experts >= REPACK_PARALLEL_BYTES)
+            if (repack_pool && total >= REPACK_PARALLEL_BYTES)
                 splash_pool_parallel_for(repack_pool, units, 1, repack_groups, &t);
             else
                 repack_groups(&t, 0, units, 0);
-            splash_file_map_drop(w->t.data, expert_bytes * (size_t)w->n_experts);
+            splash_file_map_drop(w->t.data, total);
             atomic_store_explicit(&w->packed, img, memory_order_release);
         }
     }
@@ -137,7 +144,7 @@ size_t splash_matmul_release_images(void)
         void *img = atomic_exchange(&w->packed, NULL);
         if (img) {
             splash_free_aligned(img);
-            released += w->row_bytes * (size_t)w->n_out * (size_t)w->n_experts;
+            released += weight_bytes(w);
         }
     }
     pthread_mutex_unlock(&packed_lock);
