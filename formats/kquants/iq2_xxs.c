@@ -1,6 +1,7 @@
 /* IQ2_XXS (GGUF 16): 256-value blocks of 8-value grid points with even-parity signs. */
 #include <stddef.h>
 
+#include "formats/kquants/iq2xxs_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -81,4 +82,6 @@ const struct splash_format_type kq_iq2_xxs_type = {
     .to_float = iq2xxs_to_float,
     .rows = iq2xxs_rows,
     .n_rows = sizeof iq2xxs_rows / sizeof iq2xxs_rows[0],
+    .repack_to = "IQ2_XXS_R16",
+    .repack = iq2xxs_r16_repack,
 };

@@ -1,6 +1,7 @@
 /* IQ3_XXS (GGUF 18): 4-value grid points from 8 levels, even-parity signs, 4-bit scales. */
 #include <stddef.h>
 
+#include "formats/kquants/iq3xxs_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -88,4 +89,6 @@ const struct splash_format_type kq_iq3_xxs_type = {
     .to_float = iq3xxs_to_float,
     .rows = iq3xxs_rows,
     .n_rows = sizeof iq3xxs_rows / sizeof iq3xxs_rows[0],
+    .repack_to = "IQ3_XXS_R16",
+    .repack = iq3xxs_r16_repack,
 };
