@@ -143,7 +143,7 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
     const struct splash_kernel_row *row =
         splash_format_pick_row(packed ? packed : f, splash_cpu_features());
     if (!row || !a || !a->from_float || !row_bytes || !act_bytes) {
-        printf("%-10s %-9s  (skipped: no kernel row, activation format or %d-wide rows)\n", f->name,
+        printf("%-11s %-9s  (skipped: no kernel row, activation format or %d-wide rows)\n", f->name,
                plugin, K_COLS);
         return;
     }
@@ -213,7 +213,7 @@ static void bench_type(struct splash_registry *r, struct splash_pool *pools[], c
     double gf8 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
     m.n_act = 512;
     double gf512 = run_mm(pools[N_THREADS - 1], &m, n_mm, MM_SECONDS, NULL);
-    printf("%-10s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.2f %9.2f %9.1f %10.1f\n",
+    printf("%-11s %-9s %-11s %5.2f %8.2f %5.0f%% %8.2f %5.0f%% %9.2f %9.2f %9.1f %10.1f\n",
            packed ? packed->name : f->name,
            plugin, row->isa, f->bits_per_weight, mv[0], 100 * mv[0] / bw[0], mv[1],
            100 * mv[1] / bw[1], mvc[0], mvc[1], gf8, gf512);
@@ -255,7 +255,7 @@ int main(int argc, char **argv)
     }
     struct splash_registry *r = splash_registry_create();
     splash_registry_add_builtins(r, splash_builtin_plugins);
-    printf("%-10s %-9s %-11s %5s %8s %6s %8s %6s %9s %9s %9s %10s\n", "type", "plugin", "isa",
+    printf("%-11s %-9s %-11s %5s %8s %6s %8s %6s %9s %9s %9s %10s\n", "type", "plugin", "isa",
            "bpw", "mv1 GB/s", "%bw1", "mv2 GB/s", "%bw2", "mvc1 GB/s", "mvc2 GB/s", "mm8 GF/s",
            "mm512 GF/s");
     for (size_t p = 0; p < splash_registry_n_formats(r); p++) {
