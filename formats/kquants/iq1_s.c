@@ -1,6 +1,7 @@
 /* IQ1_S (GGUF 19): 8-value points of a {-1, 0, 1} grid shifted by +-1/8, 3-bit scales. */
 #include <stddef.h>
 
+#include "formats/kquants/iq1s_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -79,4 +80,6 @@ const struct splash_format_type kq_iq1_s_type = {
     .to_float = iq1s_to_float,
     .rows = iq1s_rows,
     .n_rows = sizeof iq1s_rows / sizeof iq1s_rows[0],
+    .repack_to = "IQ1_S_R16",
+    .repack = iq1s_r16_repack,
 };

@@ -1,6 +1,7 @@
 /* IQ2_S (GGUF 22): 10-bit grid indices and explicit sign bytes, a 4-bit scale per 16. */
 #include <stddef.h>
 
+#include "formats/kquants/iq2s_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -88,4 +89,6 @@ const struct splash_format_type kq_iq2_s_type = {
     .to_float = iq2s_to_float,
     .rows = iq2s_rows,
     .n_rows = sizeof iq2s_rows / sizeof iq2s_rows[0],
+    .repack_to = "IQ2_S_R16",
+    .repack = iq2s_r16_repack,
 };

@@ -1,6 +1,7 @@
 /* IQ2_XS (GGUF 17): IQ2_XXS with 9-bit grid indices and a 4-bit scale per 16 values. */
 #include <stddef.h>
 
+#include "formats/kquants/iq2xs_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -84,4 +85,6 @@ const struct splash_format_type kq_iq2_xs_type = {
     .to_float = iq2xs_to_float,
     .rows = iq2xs_rows,
     .n_rows = sizeof iq2xs_rows / sizeof iq2xs_rows[0],
+    .repack_to = "IQ2_XS_R16",
+    .repack = iq2xs_r16_repack,
 };

@@ -1,6 +1,7 @@
 /* IQ3_S (GGUF 21): 9-bit indices into a 512-point grid, explicit signs, 4-bit scales. */
 #include <stddef.h>
 
+#include "formats/kquants/iq3s_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -94,4 +95,6 @@ const struct splash_format_type kq_iq3_s_type = {
     .to_float = iq3s_to_float,
     .rows = iq3s_rows,
     .n_rows = sizeof iq3s_rows / sizeof iq3s_rows[0],
+    .repack_to = "IQ3_S_R16",
+    .repack = iq3s_r16_repack,
 };

@@ -1,0 +1,185 @@
+/* IQ2_S_R16: the load-time layout of IQ2_S the AVX-512 VNNI kernels read fastest
+ * (iq2s_r16.h). This file holds the descriptor, the repack, to_float, validate and the
+ * scalar reference kernel; the SIMD kernel is in iq2s_r16_avx512.c. */
+#include "formats/kquants/iq2s_r16.h"
+#include "formats/kquants/iq_blocks.h"
+#include "formats/kquants/iq_common.h"
+#include "formats/kquants/iq_grids.h"
+
+/* Bytes of n_rows IQ2_S rows of n elements: the plain image and the repacked one. */
+static size_t iq2s_r16_image_bytes(int64_t n, int64_t n_rows)
+{
+    return (size_t)(n / KQ_QK_K) * sizeof(struct iq2_s_block) * (size_t)n_rows;
+}
+
+/* Row r of a group block from its plain block x. */
+static void iq2s_r16_pack_row(const struct iq2_s_block *x, int r, struct iq2s_r16_block *o)
+{
+    o->d[r] = x->d;
+    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int l = 0; l < 4; l++) {
+            o->idx[ib][16 * l + r] = x->qs[4 * ib + l];
+            o->sg[ib][16 * l + r] = x->qs[KQ_QK_K / 8 + 4 * ib + l];
+        }
+        o->qh[ib][r] = x->qh[ib];
+        o->sc[ib][r] = x->scales[ib];
+    }
+}
+
+void iq2s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
+{
+    const int64_t nb = n / KQ_QK_K;
+    const size_t row_bytes = (size_t)nb * sizeof(struct iq2_s_block);
+    const int64_t n_groups = n_rows / IQ2S_R16_ROWS;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const char *rows = (const char *)src + (size_t)g * IQ2S_R16_ROWS * row_bytes;
+        struct iq2s_r16_block *o =
+            (struct iq2s_r16_block *)((char *)dst + (size_t)g * IQ2S_R16_ROWS * row_bytes);
+        for (int64_t i = 0; i < nb; i++, o++)
+            for (int r = 0; r < IQ2S_R16_ROWS; r++)
+                iq2s_r16_pack_row((const struct iq2_s_block *)(rows + r * row_bytes) + i, r, o);
+    }
+    /* the rows after the last whole group stay as they are */
+    const size_t done = (size_t)n_groups * IQ2S_R16_ROWS * row_bytes;
+    memcpy((char *)dst + done, (const char *)src + done, iq2s_r16_image_bytes(n, n_rows) - done);
+}
+
+/* A repacked image has the plain rows' size; where its groups end depends on the row
+ * length, which validate is not given, so only the size is checked here: the image is
+ * made at load from rows the plain IQ2_S validate has accepted (finite d). */
+static enum splash_status iq2s_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
+                                            struct splash_err *err)
+{
+    if (n_elems < 0 || n_elems % KQ_QK_K)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "IQ2_S_R16: %lld elements is not a multiple of the %d-element "
+                              "row block",
+                              (long long)n_elems, KQ_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq2_s_block);
+    if ((uint64_t)n_bytes != want)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "IQ2_S_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
+                              (long long)n_elems, (unsigned long long)want);
+    if (want && !data)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "IQ2_S_R16: no data");
+    return SPLASH_OK;
+}
+
+/* Grid index of group l (0..3) of sub-block ib of a plain block. */
+static inline uint32_t iq2s_r16_index(const struct iq2_s_block *b, int ib, int l)
+{
+    return b->qs[4 * ib + l] | (((uint32_t)b->qh[ib] << (8 - 2 * l)) & 0x300);
+}
+
+/* Block by block, each the 16 rows' 256 values row by row, with IQ2_S's arithmetic. */
+static void iq2s_r16_to_float(const void *blocks, float *out, int64_t n)
+{
+    const struct iq2s_r16_block *b = blocks;
+    for (int64_t i = 0; i < n / (IQ2S_R16_ROWS * KQ_QK_K); i++) {
+        for (int r = 0; r < IQ2S_R16_ROWS; r++) {
+            struct iq2_s_block x;
+            iq2s_r16_unpack_row(&b[i], r, &x);
+            const float d = splash_fp16_to_fp32(x.d);
+            const uint8_t *signs = x.qs + KQ_QK_K / 8;
+            for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+                float db[2];
+                db[0] = d * (0.5f + (float)(x.scales[ib] & 0xf)) * 0.25f;
+                db[1] = d * (0.5f + (float)(x.scales[ib] >> 4)) * 0.25f;
+                for (int l = 0; l < 4; l++, out += 8) {
+                    const uint64_t g = kq_iq2s_grid[iq2s_r16_index(&x, ib, l)];
+                    const uint8_t sg = signs[4 * ib + l];
+                    for (int j = 0; j < 8; j++)
+                        out[j] =
+                            db[l / 2] * (float)(uint8_t)(g >> 8 * j) * (sg >> j & 1 ? -1.f : 1.f);
+                }
+            }
+        }
+    }
+}
+
+/* sumf plus the dot of one plain block with one Q8_K block, in the plain reference's
+ * steps (iq2_s.c): so a row's blocks chained through it, times 1/8, give its bits. */
+static float iq2s_r16_block_dot(float sumf, const struct iq2_s_block *x, const struct q8_k_block *y)
+{
+    const float d = splash_fp16_to_fp32(x->d) * y->d;
+    const int8_t *q8 = y->qs;
+    const uint8_t *signs = x->qs + KQ_QK_K / 8;
+    int32_t bsum = 0;
+    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        int32_t sumi[2] = {0, 0};
+        for (int l = 0; l < 4; l++, q8 += 8) {
+            const uint64_t g = kq_iq2s_grid[iq2s_r16_index(x, ib, l)];
+            const uint8_t sg = signs[4 * ib + l];
+            for (int j = 0; j < 8; j++) {
+                const int v = (uint8_t)(g >> 8 * j) * q8[j];
+                sumi[l / 2] += sg >> j & 1 ? -v : v;
+            }
+        }
+        bsum +=
+            (1 + 2 * (x->scales[ib] & 0xf)) * sumi[0] + (1 + 2 * (x->scales[ib] >> 4)) * sumi[1];
+    }
+    return sumf + d * (float)bsum;
+}
+
+/* The reference: every (weight row, activation row) pair summed as the plain IQ2_S
+ * reference sums it, so it gives the plain reference's bits. */
+void iq2s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
+                          size_t act_stride, int64_t n_act, float *out, size_t out_stride)
+{
+    const int64_t nb = n / KQ_QK_K;
+    const int64_t n_full = n_w / IQ2S_R16_ROWS * IQ2S_R16_ROWS;
+    for (int64_t g = 0; g < n_full; g += IQ2S_R16_ROWS) {
+        const struct iq2s_r16_block *b =
+            (const struct iq2s_r16_block *)((const char *)w + (size_t)g * w_stride);
+        for (int64_t j = 0; j < n_act; j++) {
+            const struct q8_k_block *y =
+                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            for (int r = 0; r < IQ2S_R16_ROWS; r++) {
+                float sum = 0;
+                for (int64_t i = 0; i < nb; i++) {
+                    struct iq2_s_block x;
+                    iq2s_r16_unpack_row(&b[i], r, &x);
+                    sum = iq2s_r16_block_dot(sum, &x, &y[i]);
+                }
+                out[(size_t)j * out_stride + (size_t)(g + r)] = 0.125f * sum;
+            }
+        }
+    }
+    /* the rows after the last whole group are plain IQ2_S rows */
+    for (int64_t i = n_full; i < n_w; i++) {
+        const struct iq2_s_block *x =
+            (const struct iq2_s_block *)((const char *)w + (size_t)i * w_stride);
+        for (int64_t j = 0; j < n_act; j++) {
+            const struct q8_k_block *y =
+                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            float sum = 0;
+            for (int64_t k = 0; k < nb; k++)
+                sum = iq2s_r16_block_dot(sum, &x[k], &y[k]);
+            out[(size_t)j * out_stride + (size_t)i] = 0.125f * sum;
+        }
+    }
+}
+
+static const struct splash_kernel_row iq2s_r16_rows[] = {
+#if defined(__x86_64__)
+    /* vpgatherdq fetches the grid points, the sign bytes are their byte masks */
+    {SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI,
+     "avx512vnni", NULL, iq2s_r16_mul_q8k_avx512},
+#endif
+    {0, "scalar", NULL, iq2s_r16_mul_q8k_ref},
+};
+
+const struct splash_format_type kq_iq2_s_r16_type = {
+    .name = "IQ2_S_R16",
+    .gguf_type = -1,
+    .block_elems = IQ2S_R16_ROWS * KQ_QK_K,
+    .block_bytes = sizeof(struct iq2s_r16_block),
+    .bits_per_weight = 2.5625f,
+    .act_type = "Q8_K",
+    .flags = SPLASH_FORMAT_REPACKED,
+    .validate = iq2s_r16_validate,
+    .to_float = iq2s_r16_to_float,
+    .rows = iq2s_r16_rows,
+    .n_rows = sizeof iq2s_r16_rows / sizeof iq2s_r16_rows[0],
+    .row_group = IQ2S_R16_ROWS,
+};
