@@ -1,0 +1,448 @@
+/* The shared checks of a 16-row repacked format (repack_check.h). */
+#include "tests/support/repack_check.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "splash/format.h"
+#include "tests/support/formats.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/quantref.h"
+#include "tests/support/rng.h"
+
+#define GROUP 16
+
+static const struct test_repack_case *rc; /* the group's format */
+static int n_ref_rows, n_per_row;         /* the reference matrix: 8 rows of 1024 */
+static size_t row_bytes;
+static uint8_t *ref_q; /* ggml's blocks (<ref>.q) */
+static float *ref_deq; /* ggml's to_float of them (<ref>.deq.f32) */
+
+int test_repack_setup(void **state, const struct test_repack_case *c)
+{
+    if (test_formats_setup(state))
+        return -1;
+    rc = c;
+    char msg[768];
+    json_t *index = test_quant_index_load(msg, sizeof msg);
+    if (!index) {
+        fprintf(stderr, "%s\n", msg);
+        return -1;
+    }
+    n_ref_rows = (int)json_integer_value(json_object_get(index, "n_rows"));
+    n_per_row = (int)json_integer_value(json_object_get(index, "n_per_row"));
+    json_t *rb =
+        json_object_get(json_object_get(json_object_get(index, "types"), c->ref), "row_bytes");
+    row_bytes = (size_t)json_integer_value(rb);
+    json_decref(index);
+    if (n_ref_rows < 1 || n_per_row % c->block_values ||
+        row_bytes != (size_t)(n_per_row / c->block_values) * c->block_bytes) {
+        fprintf(stderr, "index.json: unexpected %s geometry\n", c->ref);
+        return -1;
+    }
+    ref_q = test_quant_load(c->ref, "q", (size_t)n_ref_rows * row_bytes, NULL);
+    ref_deq = test_quant_load(c->ref, "deq.f32", (size_t)n_ref_rows * n_per_row * 4, NULL);
+    return 0;
+}
+
+int test_repack_teardown(void **state)
+{
+    free(ref_deq);
+    free(ref_q);
+    ref_deq = NULL;
+    ref_q = NULL;
+    return test_formats_teardown(state);
+}
+
+/* ---- the test matrix -------------------------------------------------------- */
+
+/* Row i: reference row (5 i + 3) % n_ref_rows with its blocks rotated by i: only ggml's
+ * blocks, in an order no two neighbouring rows share, and their ggml values. */
+static void make_matrix(int64_t n_rows, uint8_t *q, float *deq)
+{
+    const int bv = rc->block_values, nb = n_per_row / bv;
+    const size_t bb = rc->block_bytes;
+    for (int64_t i = 0; i < n_rows; i++) {
+        const int src = (int)((5 * i + 3) % n_ref_rows);
+        for (int b = 0; b < nb; b++) {
+            const int sb = (int)((b + i) % nb);
+            memcpy(q + (size_t)i * row_bytes + (size_t)b * bb,
+                   ref_q + (size_t)src * row_bytes + (size_t)sb * bb, bb);
+            memcpy(deq + (size_t)i * n_per_row + (size_t)bv * b,
+                   ref_deq + (size_t)src * n_per_row + (size_t)bv * sb, (size_t)bv * sizeof(float));
+        }
+    }
+}
+
+/* Bytes of a row of n activations. */
+static size_t act_row_bytes(int64_t n)
+{
+    const struct splash_format_type *a = test_format_find(rc->act_type);
+    return (size_t)(n / a->block_elems) * a->block_bytes;
+}
+
+/* An activation row's values by its type's definition: d * q (Q8_K: float d, 256 int8;
+ * Q8_0: fp16 d, 32 int8). */
+static void act_values(const uint8_t *row, float *out, int64_t n)
+{
+    if (!strcmp(rc->act_type, "Q8_0")) {
+        test_q8_0_to_float(row, out, n);
+        return;
+    }
+    assert_string_equal(rc->act_type, "Q8_K");
+    const size_t q8k_block = test_format_find("Q8_K")->block_bytes;
+    for (int64_t b = 0; b < n / 256; b++, row += q8k_block) {
+        float d;
+        memcpy(&d, row, 4);
+        for (int k = 0; k < 256; k++)
+            out[256 * b + k] = d * (float)(int8_t)row[4 + k];
+    }
+}
+
+/* n_act rows of n activations (normal-ish with a few large ones) quantized by the
+ * registry's quantizer of the activation type; af gets their values. */
+static uint8_t *make_activations(uint64_t *rng, int64_t n, int64_t n_act, float *af)
+{
+    const struct splash_format_type *aft = test_format_find(rc->act_type);
+    assert_non_null(aft->from_float);
+    const size_t arb = act_row_bytes(n);
+    float *x = malloc((size_t)n * sizeof(float));
+    uint8_t *aq = malloc(arb * (size_t)n_act);
+    assert_non_null(x);
+    assert_non_null(aq);
+    for (int64_t j = 0; j < n_act; j++) {
+        for (int64_t k = 0; k < n; k++) {
+            float u = test_splitmix_uniform(rng) + test_splitmix_uniform(rng) +
+                      test_splitmix_uniform(rng) - 1.5f;
+            x[k] = k % 97 == (j * 7) % 97 ? 40.0f * u : u;
+        }
+        uint8_t *row = aq + (size_t)j * arb;
+        aft->from_float(x, row, n, NULL);
+        act_values(row, af + j * n, n);
+    }
+    free(x);
+    return aq;
+}
+
+/* ---- descriptor ------------------------------------------------------------- */
+
+void test_repack_check_descriptor(void)
+{
+    const struct splash_format_type *f = test_format_find(rc->repacked),
+                                    *p = test_format_find(rc->plain);
+    assert_true(f->flags & SPLASH_FORMAT_REPACKED);
+    assert_int_equal(f->gguf_type, -1);
+    assert_int_equal(f->row_group, GROUP);
+    assert_int_equal(f->block_elems, GROUP * rc->block_values);
+    assert_int_equal(f->block_bytes, GROUP * rc->block_bytes);
+    assert_true(f->bits_per_weight == p->bits_per_weight);
+    assert_string_equal(f->act_type, rc->act_type);
+    assert_non_null(f->rows);
+    assert_true(f->n_rows >= 1);
+    assert_int_equal(f->rows[f->n_rows - 1].cpu_requires, 0);
+    for (uint32_t r = 0; r < f->n_rows; r++)
+        assert_non_null(f->rows[r].mul_rows);
+    assert_non_null(p->repack_to);
+    assert_string_equal(p->repack_to, rc->repacked);
+    assert_non_null(p->repack);
+}
+
+/* ---- layout ----------------------------------------------------------------- */
+
+/* Repacks n_rows rows of the test matrix; to_float of every group block gives ggml's
+ * values of its 16 rows bit for bit, and the tail rows are the plain rows' bytes. */
+static void check_repack(int64_t n_rows)
+{
+    const struct splash_format_type *f = test_format_find(rc->repacked),
+                                    *p = test_format_find(rc->plain);
+    const int bv = rc->block_values;
+    const size_t bytes = (size_t)n_rows * row_bytes;
+    uint8_t *q = malloc(bytes), *img = malloc(bytes);
+    float *deq = malloc((size_t)n_rows * n_per_row * sizeof(float));
+    float *got = malloc((size_t)GROUP * n_per_row * sizeof(float));
+    assert_true(q && img && deq && got);
+    make_matrix(n_rows, q, deq);
+    memset(img, 0xA5, bytes);
+    p->repack(n_per_row, q, n_rows, img);
+    const int64_t n_groups = n_rows / GROUP, nb = n_per_row / bv;
+    size_t bad = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        f->to_float(img + (size_t)g * GROUP * row_bytes, got, GROUP * n_per_row);
+        for (int64_t i = 0; i < nb; i++)
+            for (int r = 0; r < GROUP; r++)
+                for (int k = 0; k < bv; k++) {
+                    const float a = got[(i * GROUP + r) * bv + k];
+                    const float b = deq[(g * GROUP + r) * n_per_row + bv * i + k];
+                    if (memcmp(&a, &b, sizeof a)) {
+                        if (bad++ < 8)
+                            print_error("  %lld rows: group %lld block %lld row %d value %d: "
+                                        "%.9g, ggml %.9g\n",
+                                        (long long)n_rows, (long long)g, (long long)i, r, k,
+                                        (double)a, (double)b);
+                    }
+                }
+    }
+    const size_t done = (size_t)n_groups * GROUP * row_bytes;
+    if (memcmp(img + done, q + done, bytes - done)) {
+        print_error("  %lld rows: the tail rows are not the plain rows\n", (long long)n_rows);
+        bad++;
+    }
+    assert_int_equal(bad, 0);
+    free(got);
+    free(deq);
+    free(img);
+    free(q);
+}
+
+void test_repack_check_to_float(void)
+{
+    check_repack(40); /* two groups and a tail of 8 */
+    check_repack(19); /* one group and a tail of 3 */
+    check_repack(32); /* groups only */
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+static const int64_t n_acts[] = {1, 2, 7, 8, 9, 16, 17, 33};
+static const int64_t n_ws[] = {16, 32, 40, 19};
+
+void test_repack_check_mul_rows(void)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const int64_t n = n_per_row, max_w = 40, max_act = 33;
+    const size_t arb = act_row_bytes(n);
+    uint64_t rng = 0x51D0C0DE4B16ull;
+    float *af = malloc((size_t)max_act * n * sizeof(float));
+    assert_non_null(af);
+    uint8_t *aq = make_activations(&rng, n, max_act, af);
+    float *deq = malloc((size_t)max_w * n * sizeof(float));
+    uint8_t *q = malloc((size_t)max_w * row_bytes), *img = malloc((size_t)max_w * row_bytes);
+    const size_t out_stride = (size_t)max_w + 3;
+    float *out = malloc((size_t)max_act * out_stride * sizeof(float));
+    assert_true(deq && q && img && out);
+    double worst[8] = {0};
+    int checked = 0;
+    for (size_t wi = 0; wi < sizeof n_ws / sizeof n_ws[0]; wi++) {
+        const int64_t n_w = n_ws[wi];
+        /* 16 and 32 rows are the leading groups of the 40-row image (no tail reached) */
+        const int64_t n_rows = n_w == 19 ? 19 : 40;
+        make_matrix(n_rows, q, deq);
+        p->repack(n, q, n_rows, img);
+        for (uint32_t ri = 0; ri < f->n_rows; ri++) {
+            const struct splash_kernel_row *row = &f->rows[ri];
+            if (!test_row_runs_here(row))
+                continue;
+            for (size_t ai = 0; ai < sizeof n_acts / sizeof n_acts[0]; ai++) {
+                const int64_t n_act = n_acts[ai];
+                for (size_t k = 0; k < (size_t)max_act * out_stride; k++)
+                    out[k] = -12345.0f;
+                row->mul_rows(n, img, row_bytes, n_w, aq, arb, n_act, out, out_stride);
+                for (int64_t j = 0; j < max_act; j++)
+                    for (int64_t i = 0; i < (int64_t)out_stride; i++) {
+                        const float o = out[j * out_stride + i];
+                        if (j >= n_act || i >= n_w) {
+                            if (o != -12345.0f)
+                                fail_msg("%s %s: n_w %lld n_act %lld wrote out[%lld][%lld]", name,
+                                         row->isa, (long long)n_w, (long long)n_act, (long long)j,
+                                         (long long)i);
+                            continue;
+                        }
+                        double ref = 0;
+                        for (int64_t k = 0; k < n; k++)
+                            ref += (double)deq[i * n + k] * (double)af[j * n + k];
+                        const double scale = test_abs_dot(deq + i * n, af + j * n, n);
+                        const double e = fabs((double)o - ref) / scale;
+                        if (ri < 8 && e > worst[ri])
+                            worst[ri] = e;
+                        if (!(e <= rc->dot_tol))
+                            fail_msg("%s %s: n_w %lld n_act %lld: dot[%lld][%lld] = %.9g, "
+                                     "float64 %.9g (rel %.3g)",
+                                     name, row->isa, (long long)n_w, (long long)n_act, (long long)j,
+                                     (long long)i, (double)o, ref, e);
+                        checked++;
+                    }
+                /* the scalar row sums as the plain reference does: the same bits */
+                if (rc->scalar_is_plain && row->cpu_requires == 0 && n_act == 9) {
+                    const struct splash_kernel_row *pr = &p->rows[p->n_rows - 1];
+                    for (int64_t j = 0; j < n_act; j++)
+                        for (int64_t i = 0; i < n_w; i++) {
+                            float s;
+                            pr->vec_dot(n, &s, q + (size_t)i * row_bytes, aq + (size_t)j * arb);
+                            if (memcmp(&s, &out[j * out_stride + i], sizeof s))
+                                fail_msg("%s scalar: dot[%lld][%lld] = %.9g, %s scalar %.9g", name,
+                                         (long long)j, (long long)i,
+                                         (double)out[j * out_stride + i], rc->plain, (double)s);
+                        }
+                }
+            }
+        }
+    }
+    for (uint32_t ri = 0; ri < f->n_rows && ri < 8; ri++)
+        if (test_row_runs_here(&f->rows[ri]))
+            print_message("  %s %s: worst |dot - float64| / sum|w a| = %.3g\n", name,
+                          f->rows[ri].isa, worst[ri]);
+    assert_true(checked > 0);
+    free(out);
+    free(img);
+    free(q);
+    free(deq);
+    free(aq);
+    free(af);
+}
+
+void test_repack_check_simd(void)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1];
+    const int64_t n = 2048, n_rows = 53, max_act = 33; /* 3 groups and a tail of 5 */
+    const int64_t nb = n / rc->block_values;
+    const size_t rb = (size_t)nb * rc->block_bytes, arb = act_row_bytes(n);
+    uint64_t rng = 0x7A11B0A7ull;
+    uint8_t *q = malloc((size_t)n_rows * rb), *img = malloc((size_t)n_rows * rb);
+    float *wf = malloc((size_t)n_rows * n * sizeof(float));
+    float *af = malloc((size_t)max_act * n * sizeof(float));
+    float *want = malloc((size_t)max_act * n_rows * sizeof(float));
+    float *got = malloc((size_t)max_act * n_rows * sizeof(float));
+    float *single = malloc((size_t)n_rows * sizeof(float));
+    assert_true(q && img && wf && af && want && got && single);
+    rc->random_blocks(&rng, q, n_rows * nb);
+    p->to_float(q, wf, n_rows * n);
+    p->repack(n, q, n_rows, img);
+    uint8_t *aq = make_activations(&rng, n, max_act, af);
+    for (uint32_t ri = 0; ri + 1 < f->n_rows; ri++) {
+        const struct splash_kernel_row *row = &f->rows[ri];
+        if (!test_row_runs_here(row)) {
+            print_message("  %s %s: not on this CPU, skipped\n", name, row->isa);
+            continue;
+        }
+        double worst = 0;
+        for (int64_t n_act = 1; n_act <= max_act; n_act += n_act < 17 ? 1 : 16) {
+            ref->mul_rows(n, img, rb, n_rows, aq, arb, n_act, want, n_rows);
+            row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, got, n_rows);
+            for (int64_t j = 0; j < n_act; j++)
+                for (int64_t i = 0; i < n_rows; i++) {
+                    const double e = fabs((double)got[j * n_rows + i] - want[j * n_rows + i]) /
+                                     test_abs_dot(wf + i * n, af + j * n, n);
+                    if (e > worst)
+                        worst = e;
+                    if (!(e <= rc->simd_tol))
+                        fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g, scalar %.9g "
+                                 "(rel %.3g)",
+                                 name, row->isa, (long long)n_act, (long long)j, (long long)i,
+                                 (double)got[j * n_rows + i], (double)want[j * n_rows + i], e);
+                }
+            if (!rc->simd_batch_bits)
+                continue;
+            /* each activation row alone gets the bits it got in the batch */
+            for (int64_t j = 0; j < n_act; j++) {
+                row->mul_rows(n, img, rb, n_rows, aq + (size_t)j * arb, arb, 1, single, n_rows);
+                for (int64_t i = 0; i < n_rows; i++)
+                    if (memcmp(&single[i], &got[j * n_rows + i], sizeof(float)))
+                        fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g in the batch, "
+                                 "%.9g alone",
+                                 name, row->isa, (long long)n_act, (long long)j, (long long)i,
+                                 (double)got[j * n_rows + i], (double)single[i]);
+            }
+        }
+        print_message("  %s %s: worst |simd - scalar| / sum|w a| = %.3g\n", name, row->isa, worst);
+    }
+    free(aq);
+    free(single);
+    free(got);
+    free(want);
+    free(af);
+    free(wf);
+    free(img);
+    free(q);
+}
+
+void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const int64_t max_act = 33, nb = n / rc->block_values;
+    const size_t rb = (size_t)nb * rc->block_bytes, arb = act_row_bytes(n);
+    uint64_t rng = seed;
+    uint8_t *q = malloc((size_t)n_rows * rb), *img = malloc((size_t)n_rows * rb);
+    float *af = malloc((size_t)max_act * n * sizeof(float));
+    float *all = malloc((size_t)max_act * n_rows * sizeof(float));
+    float *one = malloc((size_t)n_rows * sizeof(float));
+    assert_true(q && img && af && all && one);
+    rc->random_blocks(&rng, q, n_rows * nb);
+    p->repack(n, q, n_rows, img);
+    uint8_t *aq = make_activations(&rng, n, max_act, af);
+    for (uint32_t ri = 0; ri < f->n_rows; ri++) {
+        const struct splash_kernel_row *row = &f->rows[ri];
+        if (!test_row_runs_here(row))
+            continue;
+        for (int64_t n_act = 2; n_act <= max_act; n_act += n_act < 17 ? 7 : 16) {
+            row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, all, n_rows);
+            for (int64_t j = 0; j < n_act; j++) {
+                row->mul_rows(n, img, rb, n_rows, aq + (size_t)j * arb, arb, 1, one, n_rows);
+                for (int64_t i = 0; i < n_rows; i++)
+                    if (memcmp(&one[i], &all[j * n_rows + i], sizeof(float)))
+                        fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g, alone %.9g", name,
+                                 row->isa, (long long)n_act, (long long)j, (long long)i,
+                                 (double)all[j * n_rows + i], (double)one[i]);
+            }
+        }
+    }
+    free(aq);
+    free(one);
+    free(all);
+    free(af);
+    free(img);
+    free(q);
+}
+
+/* ---- validate --------------------------------------------------------------- */
+
+uint8_t *test_repack_image(int64_t n_rows, size_t *bytes, int64_t *n_elems)
+{
+    const struct splash_format_type *p = test_format_find(rc->plain);
+    *n_elems = n_rows * n_per_row;
+    *bytes = (size_t)n_rows * row_bytes;
+    uint8_t *q = malloc(*bytes), *img = malloc(*bytes);
+    float *deq = malloc((size_t)*n_elems * sizeof(float));
+    assert_true(q && img && deq);
+    make_matrix(n_rows, q, deq);
+    p->repack(n_per_row, q, n_rows, img);
+    free(deq);
+    free(q);
+    return img;
+}
+
+void test_repack_check_validate(void)
+{
+    const struct splash_format_type *f = test_format_find(rc->repacked),
+                                    *p = test_format_find(rc->plain);
+    const int64_t n_rows = rc->validate_rows ? rc->validate_rows : 40, n_elems = n_rows * n_per_row;
+    const size_t bytes = (size_t)n_rows * row_bytes;
+    uint8_t *q = malloc(bytes), *img = malloc(bytes);
+    float *deq = malloc((size_t)n_elems * sizeof(float));
+    assert_true(q && img && deq);
+    make_matrix(n_rows, q, deq);
+    p->repack(n_per_row, q, n_rows, img);
+    struct splash_err err = {{0}};
+    assert_int_equal(f->validate(img, bytes, n_elems, &err), SPLASH_OK);
+    assert_int_equal(f->validate(img, bytes - 1, n_elems, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, rc->repacked));
+    assert_int_equal(f->validate(img, bytes - rc->block_bytes, n_elems, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(f->validate(img, bytes - GROUP * rc->block_bytes, n_elems, &err),
+                     SPLASH_ERR_INVALID);
+    assert_int_equal(f->validate(img, bytes, n_elems - 100, &err), SPLASH_ERR_INVALID);
+    free(deq);
+    free(img);
+    free(q);
+}

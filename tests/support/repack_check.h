@@ -1,0 +1,65 @@
+/* The checks every 16-row repacked format (a plain format's load-time `repack`, e.g.
+ * Q4_K -> Q4_K_R16) gets against ggml's reference blocks of the plain type
+ * (../shared/testdata/quant, README.md section 5): its descriptor, to_float bit for bit,
+ * mul_rows of every kernel row against float64 dots, SIMD rows against the scalar row,
+ * and validate. A test file describes its format by a struct test_repack_case. */
+#ifndef SPLASH_TEST_REPACK_CHECK_H
+#define SPLASH_TEST_REPACK_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct test_repack_case {
+    const char *plain;    /* the plain type: "Q4_K" */
+    const char *repacked; /* its repacked type: "Q4_K_R16" */
+    const char *ref;      /* the reference files' stem and index.json key: "q4_K" */
+    int block_values;     /* values of a plain block: 256 */
+    size_t block_bytes;   /* bytes of a plain block: 144 */
+    const char *act_type; /* the activation type: "Q8_K" */
+    /* n_blocks valid random plain blocks from splitmix64 state *rng */
+    void (*random_blocks)(uint64_t *rng, uint8_t *q, int64_t n_blocks);
+    /* mul_rows against the float64 dot, as a fraction of sum |w a| */
+    double dot_tol;
+    /* SIMD row against the scalar row on random blocks, as a fraction of sum |w a|
+     * (0: the same value) */
+    double simd_tol;
+    /* the scalar row's results are the plain type's scalar vec_dot bit for bit */
+    int scalar_is_plain;
+    /* each SIMD row gives every activation row alone the bits it gets in a batch */
+    int simd_batch_bits;
+    /* rows of the image validate checks: 0 for 40 (two groups and plain tail rows); 32
+     * for formats whose validate takes whole 16-row blocks only */
+    int validate_rows;
+};
+
+/* Group setup and teardown (after test_formats_setup): load c's reference blocks and
+ * values. The case must outlive the group. */
+int test_repack_setup(void **state, const struct test_repack_case *c);
+int test_repack_teardown(void **state);
+
+/* The repacked type is flagged REPACKED, has no GGUF type, groups 16 plain rows of one
+ * block each, the plain bits per weight, c->act_type activations and a mul_rows on every
+ * row, the last one scalar; the plain type names it as repack_to and has a repack. */
+void test_repack_check_descriptor(void);
+/* Matrices of 40, 19 and 32 rows shuffled from the reference blocks, repacked: to_float
+ * of every group block gives ggml's values bit for bit and the tail rows stay plain. */
+void test_repack_check_to_float(void);
+/* Every kernel row's mul_rows on repacked reference rows for n_act {1,2,7,8,9,16,17,33}
+ * x n_w {16,32,40,19} within dot_tol of the float64 dot, writing nothing else; with
+ * scalar_is_plain, the scalar row's results the plain scalar vec_dot's bits. */
+void test_repack_check_mul_rows(void);
+/* Random blocks, 2048 values x 53 rows: every SIMD row within simd_tol of the scalar row
+ * for n_act 1..17 and 33 (and, with simd_batch_bits, each activation row alone gives
+ * the bits it got in the batch). */
+void test_repack_check_simd(void);
+/* Random blocks, n values x n_rows rows (seed): every row (scalar too) gives each
+ * activation row alone the bits it got in batches of 2, 9, 16, 17 and 33. */
+void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed);
+/* A repacked image of n_rows rows of the test matrix (caller frees); *bytes gets its size
+ * and *n_elems its values, for a format's own validate checks. */
+uint8_t *test_repack_image(int64_t n_rows, size_t *bytes, int64_t *n_elems);
+/* validate accepts a repacked image of validate_rows (40) rows and refuses it one byte, one block
+ * or one group short, or with fewer elements than it holds. */
+void test_repack_check_validate(void);
+
+#endif
