@@ -2,6 +2,7 @@
  * the fp16 block scale hides in the top nibbles of the scale words. */
 #include <stddef.h>
 
+#include "formats/kquants/iq1m_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -107,4 +108,6 @@ const struct splash_format_type kq_iq1_m_type = {
     .to_float = iq1m_to_float,
     .rows = iq1m_rows,
     .n_rows = sizeof iq1m_rows / sizeof iq1m_rows[0],
+    .repack_to = "IQ1_M_R16",
+    .repack = iq1m_r16_repack,
 };

@@ -2,6 +2,7 @@
 #include <stddef.h>
 
 #include "formats/kquants/iq4_quant.h"
+#include "formats/kquants/iq4nl_r16.h"
 #include "formats/kquants/iq_blocks.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
@@ -70,6 +71,8 @@ const struct splash_format_type kq_iq4_nl_type = {
     .block_bytes = sizeof(struct iq4_nl_block),
     .bits_per_weight = 4.5f,
     .act_type = "Q8_0",
+    .repack_to = "IQ4_NL_R16",
+    .repack = iq4nl_r16_repack,
     .validate = iq4nl_validate,
     .to_float = iq4nl_to_float,
     .from_float = iq4nl_from_float,

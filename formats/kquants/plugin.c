@@ -12,6 +12,7 @@
 extern const struct splash_format_type *const kq_iq_types[];
 extern const uint32_t kq_iq_n_types;
 extern const struct splash_format_type kq_iq4_xs_r16_type; /* iq4xs_r16.c */
+extern const struct splash_format_type kq_iq4_nl_r16_type; /* iq4nl_r16.c */
 extern const struct splash_format_type kq_q3_k_r16_type;   /* q3k_r16.c */
 extern const struct splash_format_type kq_q2_k_r16_type;   /* q2k_r16.c */
 extern const struct splash_format_type kq_iq2_xxs_r16_type; /* iq2xxs_r16.c */
@@ -19,7 +20,9 @@ extern const struct splash_format_type kq_iq2_xs_r16_type;  /* iq2xs_r16.c */
 extern const struct splash_format_type kq_iq3_xxs_r16_type; /* iq3xxs_r16.c */
 extern const struct splash_format_type kq_iq3_s_r16_type;   /* iq3s_r16.c */
 extern const struct splash_format_type kq_iq1_s_r16_type;   /* iq1s_r16.c */
+extern const struct splash_format_type kq_iq1_m_r16_type;   /* iq1m_r16.c */
 extern const struct splash_format_type kq_iq2_s_r16_type;   /* iq2s_r16.c */
+extern const struct splash_format_type kq_q4_0_r16_type;    /* q40_r16.c */
 
 static const struct splash_format_type *const kq_own_types[] = {
     &kq_q4_0_type, &kq_q4_1_type, &kq_q5_0_type, &kq_q5_1_type, &kq_q8_0_type, &kq_q8_1_type,
@@ -29,13 +32,16 @@ static const struct splash_format_type *const kq_own_types[] = {
     &kq_q5_k_r16_type,
     &kq_q2_k_r16_type,
     &kq_iq4_xs_r16_type,
+    &kq_iq4_nl_r16_type,
     &kq_q3_k_r16_type,
     &kq_iq3_xxs_r16_type,
     &kq_iq3_s_r16_type,
     &kq_iq1_s_r16_type,
+    &kq_iq1_m_r16_type,
     &kq_iq2_xxs_r16_type,
     &kq_iq2_xs_r16_type,
     &kq_iq2_s_r16_type,
+    &kq_q4_0_r16_type,
 };
 #define KQ_N_OWN (sizeof kq_own_types / sizeof kq_own_types[0])
 #define KQ_MAX_TYPES 64

@@ -2,6 +2,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q40_r16.h"
 
 static const struct kq_scale_field q4_0_fields[] = {{offsetof(struct q4_0_block, d), 0, "d"}};
 
@@ -85,4 +86,6 @@ const struct splash_format_type kq_q4_0_type = {
     .from_float = q4_0_from_float,
     .rows = q4_0_rows,
     .n_rows = sizeof q4_0_rows / sizeof q4_0_rows[0],
+    .repack_to = "Q4_0_R16",
+    .repack = q40_r16_repack,
 };

@@ -1,0 +1,195 @@
+/* IQ1_M_R16: the load-time layout of IQ1_M the AVX-512 VNNI kernels read fastest
+ * (iq1m_r16.h). This file holds the descriptor, the repack, to_float, validate and the
+ * scalar reference kernel; the SIMD kernel is in iq1m_r16_avx512.c. */
+#include "formats/kquants/iq1m_r16.h"
+#include "formats/kquants/iq_blocks.h"
+#include "formats/kquants/iq_common.h"
+#include "formats/kquants/iq_grids.h"
+
+/* Bytes of n_rows IQ1_M rows of n elements: the plain image and the repacked one. */
+static size_t iq1m_r16_image_bytes(int64_t n, int64_t n_rows)
+{
+    return (size_t)(n / KQ_QK_K) * sizeof(struct iq1_m_block) * (size_t)n_rows;
+}
+
+/* Row r of a group block from its plain block x. */
+static void iq1m_r16_pack_row(const struct iq1_m_block *x, int r, struct iq1m_r16_block *o)
+{
+    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        o->qh[ib][r] = (uint16_t)(x->qh[2 * ib] | x->qh[2 * ib + 1] << 8);
+        for (int l = 0; l < 4; l++)
+            o->qs[ib][16 * l + r] = x->qs[4 * ib + l];
+    }
+    for (int k = 0; k < 4; k++)
+        o->sc[k][r] = (uint16_t)(x->scales[2 * k] | x->scales[2 * k + 1] << 8);
+}
+
+void iq1m_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
+{
+    const int64_t nb = n / KQ_QK_K;
+    const size_t row_bytes = (size_t)nb * sizeof(struct iq1_m_block);
+    const int64_t n_groups = n_rows / IQ1M_R16_ROWS;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const char *rows = (const char *)src + (size_t)g * IQ1M_R16_ROWS * row_bytes;
+        struct iq1m_r16_block *o =
+            (struct iq1m_r16_block *)((char *)dst + (size_t)g * IQ1M_R16_ROWS * row_bytes);
+        for (int64_t i = 0; i < nb; i++, o++)
+            for (int r = 0; r < IQ1M_R16_ROWS; r++)
+                iq1m_r16_pack_row((const struct iq1_m_block *)(rows + r * row_bytes) + i, r, o);
+    }
+    /* the rows after the last whole group stay as they are */
+    const size_t done = (size_t)n_groups * IQ1M_R16_ROWS * row_bytes;
+    memcpy((char *)dst + done, (const char *)src + done, iq1m_r16_image_bytes(n, n_rows) - done);
+}
+
+/* A repacked image has the plain rows' size; where its groups end depends on the row
+ * length, which validate is not given, so only the size is checked here: the image is
+ * made at load from rows the plain IQ1_M validate has accepted (finite d). */
+static enum splash_status iq1m_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
+                                            struct splash_err *err)
+{
+    if (n_elems < 0 || n_elems % KQ_QK_K)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "IQ1_M_R16: %lld elements is not a multiple of the %d-element "
+                              "row block",
+                              (long long)n_elems, KQ_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq1_m_block);
+    if ((uint64_t)n_bytes != want)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "IQ1_M_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
+                              (long long)n_elems, (unsigned long long)want);
+    if (want && !data)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "IQ1_M_R16: no data");
+    return SPLASH_OK;
+}
+
+/* 3-bit scale of half h (0, 1) of sub-block ib, as 2s + 1. */
+static inline int32_t iq1m_r16_ls(const struct iq1_m_block *x, int ib, int h)
+{
+    const uint32_t sc = x->scales[2 * (ib / 2)] | (uint32_t)x->scales[2 * (ib / 2) + 1] << 8;
+    return (int32_t)(2 * ((sc >> (6 * (ib % 2) + 3 * h)) & 7) + 1);
+}
+
+/* Group l's 11-bit grid index in sub-block ib; *neg when its delta is negative. */
+static inline uint32_t iq1m_r16_index(const struct iq1_m_block *x, int ib, int l, int *neg)
+{
+    const uint32_t qh = (uint32_t)x->qh[2 * ib + l / 2] >> 4 * (l % 2);
+    *neg = (qh & 8) != 0;
+    return x->qs[4 * ib + l] | (qh & 7) << 8;
+}
+
+/* Block by block, each the 16 rows' 256 values row by row, with IQ1_M's arithmetic. */
+static void iq1m_r16_to_float(const void *blocks, float *y, int64_t n)
+{
+    const struct iq1m_r16_block *b = blocks;
+    for (int64_t i = 0; i < n / (IQ1M_R16_ROWS * KQ_QK_K); i++) {
+        for (int r = 0; r < IQ1M_R16_ROWS; r++) {
+            struct iq1_m_block x;
+            iq1m_r16_unpack_row(&b[i], r, &x);
+            const float d = splash_fp16_to_fp32(kq_iq1m_scale_bits(&x));
+            for (int ib = 0; ib < KQ_QK_K / 32; ib++)
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const float dl = d * (float)iq1m_r16_ls(&x, ib, l / 2);
+                    int neg;
+                    const uint64_t g = kq_iq1s_grid[iq1m_r16_index(&x, ib, l, &neg)];
+                    const float delta = neg ? -KQ_IQ1_DELTA : KQ_IQ1_DELTA;
+                    for (int j = 0; j < 8; j++)
+                        y[j] = dl * ((float)(int8_t)(g >> 8 * j) + delta);
+                }
+        }
+    }
+}
+
+/* sumf plus d * d_a * (the block's integer sum 8 sumi1 + sumi2) for one plain block and
+ * one Q8_K block, where sumi1 is the scaled grid dot and sumi2 the scaled delta signs times
+ * the 8-value activation sums; the sum is exact (|8 sumi1 + sumi2| <= 9 * 15 * 256 * 128 <
+ * 2^23), and the row's blocks chained through it, then times 1/8, give the bits
+ * iq1m_r16_avx512.c computes (and, 8 being a power of two, those of the plain reference,
+ * which adds d * d_a * (sumi1 + sumi2 / 8)). */
+static float iq1m_r16_block_dot(float sumf, const struct iq1_m_block *x, const struct q8_k_block *y)
+{
+    const float d = splash_fp16_to_fp32(kq_iq1m_scale_bits(x)) * y->d;
+    const int8_t *q8 = y->qs;
+    int32_t bsum = 0;
+    for (int ib = 0; ib < KQ_QK_K / 32; ib++)
+        for (int h = 0; h < 2; h++) {
+            int32_t lsum = 0;
+            for (int l = 2 * h; l < 2 * h + 2; l++, q8 += 8) {
+                int neg;
+                const uint64_t g = kq_iq1s_grid[iq1m_r16_index(x, ib, l, &neg)];
+                int32_t gs = 0, s = 0;
+                for (int j = 0; j < 8; j++) {
+                    gs += q8[j] * (int8_t)(g >> 8 * j);
+                    s += q8[j];
+                }
+                lsum += 8 * gs + (neg ? -s : s);
+            }
+            bsum += iq1m_r16_ls(x, ib, h) * lsum;
+        }
+    return sumf + d * (float)bsum;
+}
+
+/* The reference: every (weight row, activation row) pair summed block by block in the
+ * float steps of the AVX-512 kernel, so both give the same bits. */
+void iq1m_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
+                          size_t act_stride, int64_t n_act, float *out, size_t out_stride)
+{
+    const int64_t nb = n / KQ_QK_K;
+    const int64_t n_full = n_w / IQ1M_R16_ROWS * IQ1M_R16_ROWS;
+    for (int64_t g = 0; g < n_full; g += IQ1M_R16_ROWS) {
+        const struct iq1m_r16_block *b =
+            (const struct iq1m_r16_block *)((const char *)w + (size_t)g * w_stride);
+        for (int64_t j = 0; j < n_act; j++) {
+            const struct q8_k_block *y =
+                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            for (int r = 0; r < IQ1M_R16_ROWS; r++) {
+                float sum = 0;
+                for (int64_t i = 0; i < nb; i++) {
+                    struct iq1_m_block x;
+                    iq1m_r16_unpack_row(&b[i], r, &x);
+                    sum = iq1m_r16_block_dot(sum, &x, &y[i]);
+                }
+                out[(size_t)j * out_stride + (size_t)(g + r)] = 0.125f * sum;
+            }
+        }
+    }
+    /* the rows after the last whole group are plain IQ1_M rows */
+    for (int64_t i = n_full; i < n_w; i++) {
+        const struct iq1_m_block *x =
+            (const struct iq1_m_block *)((const char *)w + (size_t)i * w_stride);
+        for (int64_t j = 0; j < n_act; j++) {
+            const struct q8_k_block *y =
+                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            float sum = 0;
+            for (int64_t k = 0; k < nb; k++)
+                sum = iq1m_r16_block_dot(sum, &x[k], &y[k]);
+            out[(size_t)j * out_stride + (size_t)i] = 0.125f * sum;
+        }
+    }
+}
+
+static const struct splash_kernel_row iq1m_r16_rows[] = {
+#if defined(__x86_64__)
+    /* vpgatherdq fetches the weights; the rows after the last group use the plain AVX2
+     * row */
+    {SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW |
+         SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI,
+     "avx512vnni", NULL, iq1m_r16_mul_q8k_avx512},
+#endif
+    {0, "scalar", NULL, iq1m_r16_mul_q8k_ref},
+};
+
+const struct splash_format_type kq_iq1_m_r16_type = {
+    .name = "IQ1_M_R16",
+    .gguf_type = -1,
+    .block_elems = IQ1M_R16_ROWS * KQ_QK_K,
+    .block_bytes = sizeof(struct iq1m_r16_block),
+    .bits_per_weight = 1.75f,
+    .act_type = "Q8_K",
+    .flags = SPLASH_FORMAT_REPACKED,
+    .validate = iq1m_r16_validate,
+    .to_float = iq1m_r16_to_float,
+    .rows = iq1m_r16_rows,
+    .n_rows = sizeof iq1m_r16_rows / sizeof iq1m_r16_rows[0],
+    .row_group = IQ1M_R16_ROWS,
+};

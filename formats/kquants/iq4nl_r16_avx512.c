@@ -1,0 +1,173 @@
+/* AVX-512 VNNI kernel of IQ4_NL_R16 (iq4nl_r16.h) against Q8_0 activations.
+ *
+ * A group block's qs[k] holds row r's code bytes 4k .. 4k + 3 in int32 lane r. vpshufb
+ * looks the nibbles up (the low ones masked, the high ones shifted down and masked) in
+ * a 16-entry table of the IQ4_NL levels plus 128, unsigned for vpdpbusd. One vpdpbusd
+ * of such a vector against 4 activation bytes broadcast from memory adds the 16 rows'
+ * partial sums of 4 inputs, so 8 give a block's 16 integer dots (biased by 128 * sum(a),
+ * which the accumulator's start value -128 * sum(a) takes back: exact, as
+ * |dot| <= 32 * 127 * 127 < 2^24 is exact as a float too). The block's scale for 16
+ * rows is one vcvtph2ps of the stored d times the activation's d (one rounding, as the
+ * scalar row's d * d_act), and one FMA adds the converted sum to the rows' totals. Lane
+ * r of the totals is row r's dot: no horizontal sums.
+ *
+ * Every (weight row, activation row) pair takes these float steps, block by block, in
+ * every tile (1 to 8 activation rows, which share each decoded weight block), so results
+ * do not depend on n_act and equal the scalar row's bit for bit. Per activation row, the
+ * block's d and -128 sum(a) are prepared once per call (and K chunk) on the stack. A
+ * streaming mat-vec prefetches ahead. */
+#include <immintrin.h>
+
+#include "formats/kquants/iq4nl_r16.h"
+#include "formats/kquants/iq_grids.h"
+#include "formats/kquants/iq_simd.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define R16_MAX_NR 8
+/* (d, -128 sum) pairs on the stack: a tile of nr activation rows takes K chunks of
+ * R16_PREP / nr blocks (the totals wait in out between chunks: exact) */
+#define R16_PREP 2048
+/* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
+ * the caches) prefetches into L2 this far ahead of the block it reads. */
+#define R16_STREAM_BYTES (256u << 10)
+#ifndef R16_PREFETCH
+#define R16_PREFETCH 4096
+#endif
+
+/* One activation block's d and the bias correction -128 * sum(qs). */
+struct iq4nl_r16_act {
+    float d;
+    int32_t c;
+};
+
+static void iq4nl_r16_prepare(const struct q8_0_block *y, int64_t nk, struct iq4nl_r16_act *p)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nk; i++) {
+        /* sum(q + 128) of 8-byte quarters, then the whole block */
+        const __m256i s =
+            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+                            _mm256_setzero_si256());
+        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+        p[i].d = _cvtsh_ss(y[i].d);
+        p[i].c = -128 * (_mm_cvtsi128_si32(t) - 32 * 128);
+    }
+}
+
+INLINE __m512i iq4nl_r16_bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
+ * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
+INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
+                           const struct q8_0_block *const *y, const struct iq4nl_r16_act *const *p,
+                           const int nr, float *out, size_t out_stride, const int first,
+                           const int prefetch)
+{
+    /* the IQ4_NL levels + 128 in every 128-bit lane */
+    const __m512i lut =
+        _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kq_iq4nl_values)),
+                         _mm512_set1_epi8((char)0x80));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 tot[R16_MAX_NR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
+    for (int64_t i = 0; i < nk; i++, b++) {
+        if (prefetch) {
+            _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+                _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);
+        }
+        __m512i wv[8];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        {
+            const __m512i v = _mm512_loadu_si512(b->qs[k]);
+            wv[2 * k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+            wv[2 * k + 1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        {
+            const int8_t *a = y[r][i].qs;
+            /* two vpdpbusd chains (shorter latency for a mat-vec), added exactly */
+            __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            {
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], iq4nl_r16_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], iq4nl_r16_bcast4(a + 16 + 4 * k));
+            }
+            acc = _mm512_add_epi32(acc, acc2);
+            const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
+            tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, tot[r]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
+}
+
+#define R16_GROUP(g) ((const struct iq4nl_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+
+#define R16_CASE(NR)                                                                               \
+    case NR:                                                                                       \
+        for (int64_t g = 0; g < n_full; g += IQ4NL_R16_ROWS)                                       \
+            iq4nl_r16_tile(R16_GROUP(g), nk, y, pp, NR, o + g, out_stride, k0 == 0, pf);           \
+        break;
+
+void iq4nl_r16_mul_q80_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
+                              const void *act, size_t act_stride, int64_t n_act, float *out,
+                              size_t out_stride)
+{
+    const int64_t nb = n / KQ_QK4_NL;
+    const int64_t n_full = n_w / IQ4NL_R16_ROWS * IQ4NL_R16_ROWS;
+    const char *wb = w;
+    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
+    struct iq4nl_r16_act prep[R16_PREP];
+    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += R16_MAX_NR) {
+        const int nr = n_act - j0 < R16_MAX_NR ? (int)(n_act - j0) : R16_MAX_NR;
+        /* the first tile over streaming weights fetches ahead; later ones find them in L2 */
+        const int pf = stream && j0 == 0;
+        const int64_t kc = R16_PREP / nr;
+        float *o = out + (size_t)j0 * out_stride;
+        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
+            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
+            const struct q8_0_block *y[R16_MAX_NR];
+            const struct iq4nl_r16_act *pp[R16_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] =
+                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + r) * act_stride) +
+                    k0;
+                pp[r] = prep + (size_t)r * (size_t)nk;
+                iq4nl_r16_prepare(y[r], nk, prep + (size_t)r * (size_t)nk);
+            }
+            switch (nr) {
+            case 1:
+                for (int64_t g = 0; g < n_full; g += IQ4NL_R16_ROWS) {
+                    if (stream)
+                        iq4nl_r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 1);
+                    else
+                        iq4nl_r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 0);
+                }
+                break;
+                R16_CASE(2)
+                R16_CASE(3)
+                R16_CASE(4)
+                R16_CASE(5)
+                R16_CASE(6)
+                R16_CASE(7)
+            default:
+                for (int64_t g = 0; g < n_full; g += IQ4NL_R16_ROWS)
+                    iq4nl_r16_tile(R16_GROUP(g), nk, y, pp, R16_MAX_NR, o + g, out_stride, k0 == 0,
+                                   pf);
+                break;
+            }
+        }
+    }
+    /* the rows after the last whole group are plain IQ4_NL rows */
+    if (n_full < n_w)
+        iq4nl_mul_rows_q80_avx512(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
+                                  act_stride, n_act, out + n_full, out_stride);
+}

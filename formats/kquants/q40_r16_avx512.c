@@ -1,0 +1,211 @@
+/* AVX-512 VNNI kernel of Q4_0_R16 (q40_r16.h) against Q8_0 activations.
+ *
+ * A group block's qs[k] holds row r's code bytes 4k .. 4k + 3 in int32 lane r. vpermb
+ * of a 64-entry table i & 15 takes the low nibbles out (the bits above a nibble do not
+ * matter), and of the vpmultishiftqb-shifted bytes the high nibbles: the codes q in
+ * 0..15, unsigned for vpdpbusd. Both run on port 5, beside vpdpbusd on port 0, where a
+ * mask or shift would compete with it. One vpdpbusd of such a vector against 4
+ * activation bytes broadcast from memory adds the 16 rows' partial sums of 4 inputs, so 8
+ * give a block's 16 integer dots sum q a, and the accumulator's start value -8 * sum(a)
+ * makes them sum (q - 8) a: exact. The block's scales for 16 rows are one vcvtph2ps of
+ * the stored d, times the activation's d (rounded once, as the scalar row's d_w * d_act),
+ * and one FMA adds the converted sum to the rows' totals. Lane r of the totals is row r's
+ * dot: no horizontal sums.
+ *
+ * Every (weight row, activation row) pair takes these float steps, block by block, in
+ * every tile (1 to 8 activation rows, which share each decoded weight block), so results
+ * do not depend on n_act and equal the scalar row's bit for bit. Per activation row, the
+ * block's d and -8 sum(a) are prepared once per call (and K chunk) on the stack. A
+ * mat-vec streaming its rows from memory prefetches ahead. */
+#include <immintrin.h>
+#include <stdlib.h>
+
+#include "formats/kquants/kq_kernels.h"
+#include "formats/kquants/q40_r16.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define R16_MAX_NR 8
+/* (d, -8 sum) pairs on the stack: a tile of nr activation rows takes K chunks of
+ * R16_PREP / nr blocks (the totals wait in out between chunks: exact) */
+#define R16_PREP 2048
+/* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (18 KiB) and
+ * a tile's 8 activation rows (17 KiB) fit L1 together */
+#define R16_KC 64
+/* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
+ * the caches) prefetches into L2 this far ahead of the block it reads. */
+#define R16_STREAM_BYTES (256u << 10)
+#define R16_PREFETCH 4096
+
+/* i & 15 for vpermb's 64 entries: a byte's low nibble. */
+static const uint8_t q40_r16_lut[64] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,
+    6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+    12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+};
+
+/* One activation block's d and the offset correction -8 * sum(qs). */
+struct q40_r16_act {
+    float d;
+    int32_t c;
+};
+
+static void q40_r16_prepare(const struct q8_0_block *y, int64_t nk, struct q40_r16_act *p)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nk; i++) {
+        /* sum(q + 128) of 8-byte quarters, then the whole block */
+        const __m256i s =
+            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+                            _mm256_setzero_si256());
+        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+        p[i].d = kq_h2f(y[i].d);
+        p[i].c = -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
+    }
+}
+
+INLINE __m512i q40_r16_bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
+ * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
+INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
+                         const struct q8_0_block *const *y, const struct q40_r16_act *const *p,
+                         const int nr, float *out, size_t out_stride, const int first,
+                         const int prefetch)
+{
+    const __m512i lut = _mm512_loadu_si512(q40_r16_lut);
+    const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
+    __m512 tot[R16_MAX_NR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
+    for (int64_t i = 0; i < nk; i++, b++) {
+        if (prefetch) {
+            _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)
+                _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);
+        }
+        __m512i wv[8];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+        {
+            const __m512i v = _mm512_loadu_si512(b->qs[k]);
+            wv[2 * k] = _mm512_permutexvar_epi8(v, lut);
+            wv[2 * k + 1] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        {
+            const int8_t *a = y[r][i].qs;
+            /* two vpdpbusd chains (shorter latency for a mat-vec), added exactly */
+            __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            {
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], q40_r16_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], q40_r16_bcast4(a + 16 + 4 * k));
+            }
+            acc = _mm512_add_epi32(acc, acc2);
+            const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
+            tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, tot[r]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
+}
+
+#define R16_GROUP(g) ((const struct q40_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+
+/* Activation rows j0 .. j0 + nj (prepared blocks prep[j * nk ..]) against every whole
+ * group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation rows
+ * while the group's blocks are in L1/L2 (the first tile over streaming weights fetches
+ * ahead). */
+static void q40_r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
+                        const void *act, size_t act_stride, int64_t j0, int64_t nj,
+                        const struct q40_r16_act *prep, float *out, size_t out_stride, int stream)
+{
+    for (int64_t g = 0; g < n_full; g += Q40_R16_ROWS) {
+        for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
+            const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
+            const struct q8_0_block *y[R16_MAX_NR];
+            const struct q40_r16_act *pp[R16_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] = (const struct q8_0_block *)((const char *)act +
+                                                   (size_t)(j0 + t + r) * act_stride) +
+                       k0;
+                pp[r] = prep + (size_t)(t + r) * (size_t)nk;
+            }
+            const struct q40_r16_block *b = R16_GROUP(g);
+            float *o = out + (size_t)(j0 + t) * out_stride + g;
+            const int first = k0 == 0, pf = stream && t == 0;
+            switch (nr) {
+            case 1:
+                if (pf)
+                    q40_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
+                else
+                    q40_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
+                break;
+#define R16_CASE(NR)                                                                               \
+    case NR:                                                                                       \
+        q40_r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                   \
+        break;
+                R16_CASE(2)
+                R16_CASE(3)
+                R16_CASE(4)
+                R16_CASE(5)
+                R16_CASE(6)
+                R16_CASE(7)
+#undef R16_CASE
+            default:
+                if (pf)
+                    q40_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 1);
+                else
+                    q40_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 0);
+                break;
+            }
+        }
+    }
+}
+
+void q40_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
+                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
+{
+    const int64_t nb = n / KQ_QK4_0;
+    const int64_t n_full = n_w / Q40_R16_ROWS * Q40_R16_ROWS;
+    const char *wb = w;
+    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
+    struct q40_r16_act stack[R16_PREP], *prep = stack;
+    /* one tile: whole rows. More activation rows: all of them over K chunks of R16_KC
+     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
+     * once per call); their prepared blocks go on the heap when the stack does not hold
+     * them. Without the heap, batches of 8 rows (the same sums either way). */
+    int64_t nj = n_act, kc = n_act <= R16_MAX_NR || nb <= R16_KC ? nb : R16_KC;
+    if (n_full && (uint64_t)n_act * (uint64_t)kc > R16_PREP) {
+        prep = malloc((size_t)n_act * (size_t)kc * sizeof *prep);
+        if (!prep) {
+            prep = stack;
+            nj = R16_MAX_NR;
+            kc = kc < R16_PREP / R16_MAX_NR ? kc : R16_PREP / R16_MAX_NR;
+        }
+    }
+    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
+        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
+        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
+            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
+            for (int64_t j = 0; j < mj; j++)
+                q40_r16_prepare(
+                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
+                        k0,
+                    nk, prep + (size_t)j * (size_t)nk);
+            q40_r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,
+                        out_stride, stream);
+        }
+    }
+    if (prep != stack)
+        free(prep);
+    /* the rows after the last whole group are plain Q4_0 rows */
+    if (n_full < n_w)
+        q4_0_mul_q8_0_avx512(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
+                             act_stride, n_act, out + n_full, out_stride);
+}
