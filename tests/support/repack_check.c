@@ -26,6 +26,9 @@ static int n_ref_rows, n_per_row;         /* the reference matrix: 8 rows of 102
 static size_t row_bytes;
 static uint8_t *ref_q; /* ggml's blocks (<ref>.q) */
 static float *ref_deq; /* ggml's to_float of them (<ref>.deq.f32) */
+static size_t ref_act_row_bytes;
+static uint8_t *ref_actq; /* with dotref: ggml's activations (<ref>.actq) */
+static float *ref_dotref; /* float64 dots of deq and dequantized actq (<ref>.dotref.f32) */
 
 int test_repack_setup(void **state, const struct test_repack_case *c)
 {
@@ -43,21 +46,37 @@ int test_repack_setup(void **state, const struct test_repack_case *c)
     json_t *rb =
         json_object_get(json_object_get(json_object_get(index, "types"), c->ref), "row_bytes");
     row_bytes = (size_t)json_integer_value(rb);
+    const json_t *t = json_object_get(json_object_get(index, "types"), c->ref);
+    ref_act_row_bytes = (size_t)json_integer_value(json_object_get(t, "act_row_bytes"));
+    const int type_id = (int)json_integer_value(json_object_get(t, "ggml_type_id"));
     json_decref(index);
+    const struct splash_format_type *aft = test_format_find(c->act_type);
     if (n_ref_rows < 1 || n_per_row % c->block_values ||
-        row_bytes != (size_t)(n_per_row / c->block_values) * c->block_bytes) {
+        row_bytes != (size_t)(n_per_row / c->block_values) * c->block_bytes ||
+        (c->gguf_type_id && type_id != c->gguf_type_id) ||
+        (c->dotref &&
+         ref_act_row_bytes != (size_t)(n_per_row / aft->block_elems) * aft->block_bytes)) {
         fprintf(stderr, "index.json: unexpected %s geometry\n", c->ref);
         return -1;
     }
     ref_q = test_quant_load(c->ref, "q", (size_t)n_ref_rows * row_bytes, NULL);
     ref_deq = test_quant_load(c->ref, "deq.f32", (size_t)n_ref_rows * n_per_row * 4, NULL);
+    if (c->dotref) {
+        ref_actq = test_quant_load(c->ref, "actq", (size_t)n_ref_rows * ref_act_row_bytes, NULL);
+        ref_dotref =
+            test_quant_load(c->ref, "dotref.f32", (size_t)n_ref_rows * n_ref_rows * 4, NULL);
+    }
     return 0;
 }
 
 int test_repack_teardown(void **state)
 {
+    free(ref_dotref);
+    free(ref_actq);
     free(ref_deq);
     free(ref_q);
+    ref_dotref = NULL;
+    ref_actq = NULL;
     ref_deq = NULL;
     ref_q = NULL;
     return test_formats_teardown(state);
@@ -229,7 +248,8 @@ void test_repack_check_mul_rows(void)
     uint8_t *q = malloc((size_t)max_w * row_bytes), *img = malloc((size_t)max_w * row_bytes);
     const size_t out_stride = (size_t)max_w + 3;
     float *out = malloc((size_t)max_act * out_stride * sizeof(float));
-    assert_true(deq && q && img && out);
+    float *one = malloc(out_stride * sizeof(float));
+    assert_true(deq && q && img && out && one);
     double worst[8] = {0};
     int checked = 0;
     for (size_t wi = 0; wi < sizeof n_ws / sizeof n_ws[0]; wi++) {
@@ -247,7 +267,12 @@ void test_repack_check_mul_rows(void)
                 for (size_t k = 0; k < (size_t)max_act * out_stride; k++)
                     out[k] = -12345.0f;
                 row->mul_rows(n, img, row_bytes, n_w, aq, arb, n_act, out, out_stride);
-                for (int64_t j = 0; j < max_act; j++)
+                for (int64_t j = 0; j < max_act; j++) {
+                    /* activation row j alone: the batch must give it the same bits */
+                    const int alone = rc->mul_rows_batch_bits && j < n_act;
+                    if (alone)
+                        row->mul_rows(n, img, row_bytes, n_w, aq + (size_t)j * arb, arb, 1, one,
+                                      out_stride);
                     for (int64_t i = 0; i < (int64_t)out_stride; i++) {
                         const float o = out[j * out_stride + i];
                         if (j >= n_act || i >= n_w) {
@@ -257,6 +282,11 @@ void test_repack_check_mul_rows(void)
                                          (long long)i);
                             continue;
                         }
+                        if (alone && memcmp(&o, &one[i], sizeof o))
+                            fail_msg("%s %s: n_w %lld n_act %lld: dot[%lld][%lld] = %.9g, "
+                                     "alone %.9g",
+                                     name, row->isa, (long long)n_w, (long long)n_act, (long long)j,
+                                     (long long)i, (double)o, (double)one[i]);
                         double ref = 0;
                         for (int64_t k = 0; k < n; k++)
                             ref += (double)deq[i * n + k] * (double)af[j * n + k];
@@ -271,6 +301,7 @@ void test_repack_check_mul_rows(void)
                                      (long long)i, (double)o, ref, e);
                         checked++;
                     }
+                }
                 /* the scalar row sums as the plain reference does: the same bits */
                 if (rc->scalar_is_plain && row->cpu_requires == 0 && n_act == 9) {
                     const struct splash_kernel_row *pr = &p->rows[p->n_rows - 1];
@@ -292,6 +323,7 @@ void test_repack_check_mul_rows(void)
             print_message("  %s %s: worst |dot - float64| / sum|w a| = %.3g\n", name,
                           f->rows[ri].isa, worst[ri]);
     assert_true(checked > 0);
+    free(one);
     free(out);
     free(img);
     free(q);
@@ -302,10 +334,16 @@ void test_repack_check_mul_rows(void)
 
 void test_repack_check_simd(void)
 {
+    test_repack_check_simd_rows(2048, 53); /* 3 groups and a tail of 5 */
+}
+
+void test_repack_check_simd_rows(int64_t n, int64_t n_rows)
+{
     const char *name = rc->repacked;
     const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
     const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1];
-    const int64_t n = 2048, n_rows = 53, max_act = 33; /* 3 groups and a tail of 5 */
+    const int64_t max_act = 33, n_full = n_rows / GROUP * GROUP;
+    const double tol = rc->simd_tail_tol > 0 ? rc->simd_tail_tol : rc->simd_tol;
     const int64_t nb = n / rc->block_values;
     const size_t rb = (size_t)nb * rc->block_bytes, arb = act_row_bytes(n);
     uint64_t rng = 0x7A11B0A7ull;
@@ -332,11 +370,19 @@ void test_repack_check_simd(void)
             row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, got, n_rows);
             for (int64_t j = 0; j < n_act; j++)
                 for (int64_t i = 0; i < n_rows; i++) {
+                    if (rc->simd_tail_tol > 0 && i < n_full) {
+                        /* group rows: the scalar row's float steps, the same bits */
+                        if (memcmp(&got[j * n_rows + i], &want[j * n_rows + i], sizeof(float)))
+                            fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %a, scalar %a", name,
+                                     row->isa, (long long)n_act, (long long)j, (long long)i,
+                                     (double)got[j * n_rows + i], (double)want[j * n_rows + i]);
+                        continue;
+                    }
                     const double e = fabs((double)got[j * n_rows + i] - want[j * n_rows + i]) /
                                      test_abs_dot(wf + i * n, af + j * n, n);
                     if (e > worst)
                         worst = e;
-                    if (!(e <= rc->simd_tol))
+                    if (!(e <= tol))
                         fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g, scalar %.9g "
                                  "(rel %.3g)",
                                  name, row->isa, (long long)n_act, (long long)j, (long long)i,
@@ -355,7 +401,9 @@ void test_repack_check_simd(void)
                                  (double)got[j * n_rows + i], (double)single[i]);
             }
         }
-        print_message("  %s %s: worst |simd - scalar| / sum|w a| = %.3g\n", name, row->isa, worst);
+        print_message("  %s %s, %lld x %lld: worst |simd - scalar| / sum|w a| = %.3g%s\n", name,
+                      row->isa, (long long)n_rows, (long long)n, worst,
+                      rc->simd_tail_tol > 0 ? " (tail rows; group rows equal)" : "");
     }
     free(aq);
     free(single);
@@ -401,6 +449,53 @@ void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed)
     free(aq);
     free(one);
     free(all);
+    free(af);
+    free(img);
+    free(q);
+}
+
+/* ---- ggml's own activations ------------------------------------------------ */
+
+void test_repack_check_dotref(void)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const int64_t n = n_per_row, n_rows = 2 * GROUP + 5, n_act = n_ref_rows;
+    assert_non_null(ref_actq);
+    assert_non_null(ref_dotref);
+    uint8_t *q = malloc((size_t)n_rows * row_bytes), *img = malloc((size_t)n_rows * row_bytes);
+    float *af = malloc((size_t)n_act * n * sizeof(float));
+    float *out = malloc((size_t)n_act * n_rows * sizeof(float));
+    assert_true(q && img && af && out);
+    for (int64_t i = 0; i < n_rows; i++)
+        memcpy(q + (size_t)i * row_bytes, ref_q + (size_t)(i % n_ref_rows) * row_bytes, row_bytes);
+    for (int64_t j = 0; j < n_act; j++)
+        act_values(ref_actq + (size_t)j * ref_act_row_bytes, af + j * n, n);
+    p->repack(n, q, n_rows, img);
+    for (uint32_t ri = 0; ri < f->n_rows; ri++) {
+        const struct splash_kernel_row *row = &f->rows[ri];
+        if (!test_row_runs_here(row))
+            continue;
+        row->mul_rows(n, img, row_bytes, n_rows, ref_actq, ref_act_row_bytes, n_act, out,
+                      (size_t)n_rows);
+        double worst = 0;
+        for (int64_t j = 0; j < n_act; j++)
+            for (int64_t i = 0; i < n_rows; i++) {
+                const int64_t src = i % n_ref_rows;
+                const double ref = ref_dotref[src * n_ref_rows + j];
+                const double scale = test_abs_dot(ref_deq + src * n, af + j * n, n);
+                const double e = fabs((double)out[j * n_rows + i] - ref) / scale;
+                if (e > worst)
+                    worst = e;
+                if (!(e <= rc->dot_tol))
+                    fail_msg("%s %s: dot[%lld][%lld] = %.9g, ggml dotref %.9g (rel %.3g)", name,
+                             row->isa, (long long)j, (long long)i, (double)out[j * n_rows + i], ref,
+                             e);
+            }
+        print_message("  %s %s: worst |dot - ggml dotref| / sum|w a| = %.3g\n", name, row->isa,
+                      worst);
+    }
+    free(out);
     free(af);
     free(img);
     free(q);

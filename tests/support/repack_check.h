@@ -30,6 +30,17 @@ struct test_repack_case {
     /* rows of the image validate checks: 0 for 40 (two groups and plain tail rows); 32
      * for formats whose validate takes whole 16-row blocks only */
     int validate_rows;
+    /* optional, 0 for none: the GGUF type id index.json must give c->ref */
+    int gguf_type_id;
+    /* load ggml's own activations and dots (<ref>.actq, <ref>.dotref.f32) for
+     * test_repack_check_dotref */
+    int dotref;
+    /* mul_rows: each activation row alone gives the bits it gets in the batch (every row,
+     * every n_w and n_act) */
+    int mul_rows_batch_bits;
+    /* test_repack_check_simd_rows: nonzero makes the group rows the scalar row's bits and
+     * holds the plain tail rows within this fraction of sum |w a| (simd_tol unused) */
+    double simd_tail_tol;
 };
 
 /* Group setup and teardown (after test_formats_setup): load c's reference blocks and
@@ -46,12 +57,19 @@ void test_repack_check_descriptor(void);
 void test_repack_check_to_float(void);
 /* Every kernel row's mul_rows on repacked reference rows for n_act {1,2,7,8,9,16,17,33}
  * x n_w {16,32,40,19} within dot_tol of the float64 dot, writing nothing else; with
- * scalar_is_plain, the scalar row's results the plain scalar vec_dot's bits. */
+ * scalar_is_plain, the scalar row's results the plain scalar vec_dot's bits; with
+ * mul_rows_batch_bits, each activation row alone its bits in the batch. */
 void test_repack_check_mul_rows(void);
 /* Random blocks, 2048 values x 53 rows: every SIMD row within simd_tol of the scalar row
  * for n_act 1..17 and 33 (and, with simd_batch_bits, each activation row alone gives
  * the bits it got in the batch). */
 void test_repack_check_simd(void);
+/* The same on n values x n_rows rows (n a multiple of block_values), with
+ * simd_tail_tol's split between group and tail rows when it is set. */
+void test_repack_check_simd_rows(int64_t n, int64_t n_rows);
+/* With c->dotref: ggml's activations against its reference rows in place (37 rows, row i
+ * reference row i % n_ref_rows): every row's dot within dot_tol of ggml's dotref. */
+void test_repack_check_dotref(void);
 /* Random blocks, n values x n_rows rows (seed): every row (scalar too) gives each
  * activation row alone the bits it got in batches of 2, 9, 16, 17 and 33. */
 void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed);
