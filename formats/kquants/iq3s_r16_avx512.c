@@ -41,14 +41,6 @@
 #define IQ3S_R16_STREAM_BYTES (1u << 20)
 #endif
 
-/* 4 activation bytes at p broadcast to every int32 lane. */
-KQ_INLINE __m512i iq3s_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The grid's two nibble planes: p[0] (values 0 | 1 << 4) and p[1] (values 2 | 3 << 4)
  * of the 512 entries, 8 vectors of 64 entries each (built per call). */
 struct iq3s_r16_grid {
@@ -152,8 +144,8 @@ KQ_INLINE void iq3s_r16_tile(int64_t nb, const struct iq3s_r16_block *b, const c
                 __m512i acc0 = _mm512_set1_epi32(init[r][ib]), acc1 = _mm512_setzero_si512();
                 KQ_UNROLL for (int q = 0; q < 8; q += 2)
                 {
-                    acc0 = _mm512_dpbusd_epi32(acc0, w[q], iq3s_r16_bcast4(a + 4 * q));
-                    acc1 = _mm512_dpbusd_epi32(acc1, w[q + 1], iq3s_r16_bcast4(a + 4 * q + 4));
+                    acc0 = _mm512_dpbusd_epi32(acc0, w[q], kq_bcast4(a + 4 * q));
+                    acc1 = _mm512_dpbusd_epi32(acc1, w[q + 1], kq_bcast4(a + 4 * q + 4));
                 }
                 bsum[r] =
                     _mm512_add_epi32(bsum[r], _mm512_mullo_epi32(_mm512_add_epi32(acc0, acc1), ls));

@@ -54,14 +54,6 @@ static const uint8_t iq3xxs_r16_signs[128] __attribute__((aligned(64))) = {
     0xF0, 0x71, 0x72, 0xF3, 0x74, 0xF5, 0xF6, 0x77, 0x78, 0xF9, 0xFA, 0x7B, 0xFC, 0x7D, 0x7E, 0xFF,
 };
 
-/* 4 activation bytes at p broadcast to every int32 lane. */
-KQ_INLINE __m512i iq3xxs_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* 64 + byte t of the 256 grid entries, for t = 0..3, as 4 x 4 vectors (built per call). */
 struct iq3xxs_r16_grid {
     __m512i t[4][4];
@@ -165,8 +157,8 @@ KQ_INLINE void iq3xxs_r16_tile(int64_t nb, const struct iq3xxs_r16_block *b, con
                 __m512i acc0 = _mm512_set1_epi32(init[r][ib]), acc1 = _mm512_setzero_si512();
                 KQ_UNROLL for (int q = 0; q < 8; q += 2)
                 {
-                    acc0 = _mm512_dpbusd_epi32(acc0, w[q], iq3xxs_r16_bcast4(a + 4 * q));
-                    acc1 = _mm512_dpbusd_epi32(acc1, w[q + 1], iq3xxs_r16_bcast4(a + 4 * q + 4));
+                    acc0 = _mm512_dpbusd_epi32(acc0, w[q], kq_bcast4(a + 4 * q));
+                    acc1 = _mm512_dpbusd_epi32(acc1, w[q + 1], kq_bcast4(a + 4 * q + 4));
                 }
                 bsum[r] =
                     _mm512_add_epi32(bsum[r], _mm512_mullo_epi32(_mm512_add_epi32(acc0, acc1), ls));

@@ -55,14 +55,6 @@ KQ_INLINE __m512 iq4xs_r16_scale(__m512i w0, __m512i w1, const int j)
     return _mm512_cvtepi32_ps(_mm512_srai_epi32(t, 26));
 }
 
-/* 4 activation bytes at p broadcast to every int32 lane (an embedded broadcast). */
-KQ_INLINE __m512i iq4xs_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The 16 rows of one group against nr activation rows (at act, act_stride apart):
  * out[r * out_stride + l] = dot(row l, activation row r). */
 KQ_INLINE void iq4xs_r16_tile(int64_t nb, const struct iq4xs_r16_block *b, const char *act,
@@ -110,8 +102,8 @@ KQ_INLINE void iq4xs_r16_tile(int64_t nb, const struct iq4xs_r16_block *b, const
                 KQ_UNROLL for (int r = 0; r < nr; r++)
                 {
                     const int8_t *a = y[r]->qs + 32 * j + 4 * g;
-                    acc[k][r] = _mm512_dpbusd_epi32(acc[k][r], lo, iq4xs_r16_bcast4(a));
-                    acc[k][r] = _mm512_dpbusd_epi32(acc[k][r], hi, iq4xs_r16_bcast4(a + 16));
+                    acc[k][r] = _mm512_dpbusd_epi32(acc[k][r], lo, kq_bcast4(a));
+                    acc[k][r] = _mm512_dpbusd_epi32(acc[k][r], hi, kq_bcast4(a + 16));
                 }
             }
             /* the float steps in sub-block order, whatever nk */

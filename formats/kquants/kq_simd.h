@@ -4,6 +4,7 @@
 #define SPLASH_KQUANTS_SIMD_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "formats/kquants/kq_common.h"
 
@@ -19,6 +20,17 @@ static inline float kq_h2f_fast(uint16_t h)
 {
     return _cvtsh_ss(h);
 }
+
+#if defined(__AVX512F__)
+/* 4 bytes at p broadcast to every int32 lane: the activation operand of a vpdpbusd
+ * against 16 interleaved weight rows (compilers make it an embedded broadcast). */
+KQ_INLINE __m512i kq_bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+#endif
 
 /* A kernel `name(n, w_row, act, act_stride, nr, out, out_stride)` computes nr
  * dot products of one weight row with nr activation rows. These wrappers make

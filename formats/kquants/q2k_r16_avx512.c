@@ -34,14 +34,6 @@
  * (10.5 KB) and of 8 activation rows (18.7 KB) stay in L1 for every tile. */
 #define Q2K_R16_KC 8
 
-/* 4 bytes at p broadcast to every int32 lane (an embedded broadcast). */
-KQ_INLINE __m512i q2k_r16_bcast4(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* Byte p of every int32 lane, zero-extended to the lane. */
 KQ_INLINE __m512i q2k_r16_spread(__m512i v, int p)
 {
@@ -107,10 +99,10 @@ KQ_INLINE void q2k_r16_tile(int64_t nb, const struct q2k_r16_block *b, const cha
                     KQ_UNROLL for (int r = 0; r < nr; r++)
                     {
                         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0],
-                                                          q2k_r16_bcast4(y[r]->qs + a0));
-                        acc = _mm512_dpbusd_epi32(acc, w[1], q2k_r16_bcast4(y[r]->qs + a0 + 4));
-                        acc = _mm512_dpbusd_epi32(acc, w[2], q2k_r16_bcast4(y[r]->qs + a0 + 8));
-                        acc = _mm512_dpbusd_epi32(acc, w[3], q2k_r16_bcast4(y[r]->qs + a0 + 12));
+                                                          kq_bcast4(y[r]->qs + a0));
+                        acc = _mm512_dpbusd_epi32(acc, w[1], kq_bcast4(y[r]->qs + a0 + 4));
+                        acc = _mm512_dpbusd_epi32(acc, w[2], kq_bcast4(y[r]->qs + a0 + 8));
+                        acc = _mm512_dpbusd_epi32(acc, w[3], kq_bcast4(y[r]->qs + a0 + 12));
                         tq[r] = _mm512_dpwssd_epi32(tq[r], acc, sc);
                     }
                 }
@@ -125,8 +117,8 @@ KQ_INLINE void q2k_r16_tile(int64_t nb, const struct q2k_r16_block *b, const cha
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(s, 8), mmin);
             KQ_UNROLL for (int r = 0; r < nr; r++)
             {
-                tm[r] = _mm512_dpwssd_epi32(tm[r], lo, q2k_r16_bcast4(y[r]->bsums + 4 * q));
-                tm[r] = _mm512_dpwssd_epi32(tm[r], hi, q2k_r16_bcast4(y[r]->bsums + 4 * q + 2));
+                tm[r] = _mm512_dpwssd_epi32(tm[r], lo, kq_bcast4(y[r]->bsums + 4 * q));
+                tm[r] = _mm512_dpwssd_epi32(tm[r], hi, kq_bcast4(y[r]->bsums + 4 * q + 2));
             }
         }
         const __m512 dq = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d)),

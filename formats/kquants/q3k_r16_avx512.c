@@ -68,13 +68,6 @@ KQ_INLINE void q3k_r16_scales(const uint8_t *b, __m512 g[16])
     }
 }
 
-KQ_INLINE __m512i q3k_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
-}
-
 /* Blocks [i0, i1) of one group against nr activation rows (at act, act_stride apart):
  * out[r * out_stride + 0..15] gets (first) or adds the 16 rows' dot products. init holds
  * -4 F * bsums of the chunk's blocks, [r][i - i0][sub-block]. */
@@ -116,14 +109,14 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
                     ((const struct q8_k_block *)(act + r * act_stride) + i)->qs + 32 * p;
                 const int32_t *in = init + (r * kc + (i - i0)) * 16 + 2 * p;
                 __m512i ca = _mm512_set1_epi32(in[0]), cb = _mm512_set1_epi32(in[1]);
-                ca = _mm512_dpbusd_epi32(ca, a0, q3k_r16_bcast4(y));
-                cb = _mm512_dpbusd_epi32(cb, b0, q3k_r16_bcast4(y + 16));
-                ca = _mm512_dpbusd_epi32(ca, a1, q3k_r16_bcast4(y + 4));
-                cb = _mm512_dpbusd_epi32(cb, b1, q3k_r16_bcast4(y + 20));
-                ca = _mm512_dpbusd_epi32(ca, a2, q3k_r16_bcast4(y + 8));
-                cb = _mm512_dpbusd_epi32(cb, b2, q3k_r16_bcast4(y + 24));
-                ca = _mm512_dpbusd_epi32(ca, a3, q3k_r16_bcast4(y + 12));
-                cb = _mm512_dpbusd_epi32(cb, b3, q3k_r16_bcast4(y + 28));
+                ca = _mm512_dpbusd_epi32(ca, a0, kq_bcast4(y));
+                cb = _mm512_dpbusd_epi32(cb, b0, kq_bcast4(y + 16));
+                ca = _mm512_dpbusd_epi32(ca, a1, kq_bcast4(y + 4));
+                cb = _mm512_dpbusd_epi32(cb, b1, kq_bcast4(y + 20));
+                ca = _mm512_dpbusd_epi32(ca, a2, kq_bcast4(y + 8));
+                cb = _mm512_dpbusd_epi32(cb, b2, kq_bcast4(y + 24));
+                ca = _mm512_dpbusd_epi32(ca, a3, kq_bcast4(y + 12));
+                cb = _mm512_dpbusd_epi32(cb, b3, kq_bcast4(y + 28));
                 f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ca), g[2 * p], f[r]);
                 f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cb), g[2 * p + 1], f[r]);
             }

@@ -20,6 +20,7 @@
  * the scales as it goes, meets the mins with 32-value activation sums prepared once per
  * call, and spends ~190, about half the plain Q4_K kernel's; streaming from memory, it
  * prefetches ahead. */
+#include "formats/kquants/k4_r16_simd.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_simd.h"
 #include "formats/kquants/q4k_r16.h"
@@ -34,71 +35,9 @@
 /* Super-blocks per row up to which a mat-vec prepares its activation sums on the stack. */
 #define Q4K_R16_MATVEC_NB 512
 
-/* One Q4_K_R16 block's scales for every activation row. */
-struct q4k_r16_dec {
-    __m512 s[8];  /* sc_j (even j, low nibbles) and sc_j / 16 (odd j, high nibbles), exact */
-    __m512i m[8]; /* int16 pairs (m_j, m_j) */
-    __m512 d, dmin;
-};
-
-/* Bytes c0 and c1 of each int32 lane zero-extended to its two int16 halves (c1 < 0: c0
- * zero-extended to the whole lane). */
-KQ_INLINE __m512i q4k_r16_spread(__m512i v, int c0, int c1)
-{
-    /* vpshufb indexes within 128-bit lanes; 0x80 gives a zero byte */
-    const uint32_t w0 = 0x80008000u | (uint32_t)c0 | (c1 < 0 ? 0x800000u : (uint32_t)c1 << 16);
-    const uint32_t step = c1 < 0 ? 4 : 0x40004;
-    return _mm512_shuffle_epi8(v, _mm512_set4_epi32((int)(w0 + 3 * step), (int)(w0 + 2 * step),
-                                                    (int)(w0 + step), (int)w0));
-}
-
-/* The 6-bit fields of 16 rows' packed scales (kq_get_scale_min_k4 on each int32 lane):
- * bytes 4r + c of v[0..3] are row r's sc_c, sc_{4+c}, m_c, m_{4+c}. */
-KQ_INLINE void q4k_r16_fields(const struct q4k_r16_block *b, __m512i v[4])
-{
-    const __m512i x0 = _mm512_loadu_si512(b->scales[0]);
-    const __m512i x1 = _mm512_loadu_si512(b->scales[1]);
-    const __m512i x2 = _mm512_loadu_si512(b->scales[2]);
-    const __m512i m3f = _mm512_set1_epi8(0x3F), m0f = _mm512_set1_epi8(0x0F),
-                  m30 = _mm512_set1_epi8(0x30);
-    /* the ternlog 0xEC is (a & c) | b */
-    v[0] = _mm512_and_si512(x0, m3f);
-    v[1] =
-        _mm512_ternarylogic_epi32(x2, _mm512_and_si512(_mm512_srli_epi16(x0, 2), m30), m0f, 0xEC);
-    v[2] = _mm512_and_si512(x1, m3f);
-    v[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x2, 4),
-                                     _mm512_and_si512(_mm512_srli_epi16(x1, 2), m30), m0f, 0xEC);
-}
-
-/* Sub-block j's scale as a float for 16 rows: sc_j, or sc_j / 16 for the high nibbles
- * (exact). Both paths below use it the same way, so a pair's result does not depend on
- * how many activation rows share the call (a batch gives each lane what it gets alone). */
-KQ_INLINE __m512 q4k_r16_scale(const __m512i v[4], int j)
-{
-    const __m512 s = _mm512_cvtepi32_ps(q4k_r16_spread(v[j / 4], j % 4, -1));
-    return j & 1 ? _mm512_mul_ps(s, _mm512_set1_ps(1.0f / 16)) : s;
-}
-
-KQ_INLINE void q4k_r16_decode(const struct q4k_r16_block *b, struct q4k_r16_dec *o)
-{
-    __m512i v[4];
-    q4k_r16_fields(b, v);
-    o->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
-    o->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
-    KQ_UNROLL for (int j = 0; j < 8; j++)
-    {
-        o->s[j] = q4k_r16_scale(v, j);
-        o->m[j] = q4k_r16_spread(v[2 + j / 4], j % 4, j % 4);
-    }
-}
-
-/* 4 activation bytes at p broadcast to every int32 lane (an embedded broadcast). */
-KQ_INLINE __m512i q4k_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
+/* Sub-block scales: sc_j for the low nibbles, sc_j / 16 for the high ones, which the kernels use in
+ * place as 16 times their level. */
+#define Q4K_R16_SCALE_F 1.0f, 1.0f / 16
 
 /* The 16 rows of one group against NR activation rows (rows at act + r * act_stride):
  * out[r * out_stride + l] = dot(row l, activation row r). */
@@ -119,8 +58,8 @@ KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const voi
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + Q4K_R16_PREFETCH + l, _MM_HINT_T1);
         }
-        struct q4k_r16_dec dec;
-        q4k_r16_decode(b, &dec);
+        struct kq_k4r16_dec dec;
+        kq_k4r16_decode(b->scales, b->d, b->dmin, Q4K_R16_SCALE_F, &dec);
         const struct q8_k_block *y[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
             (const struct q8_k_block *)((const char *)act + r * act_stride) + i;
@@ -140,7 +79,7 @@ KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const voi
                     const __m512i wq = _mm512_and_si512(_mm512_loadu_si512(b->qs[8 * (j / 2) + g]),
                                                         j & 1 ? hi4 : lo4);
                     KQ_UNROLL for (int r = 0; r < nr; r++) acc[k][r] =
-                        _mm512_dpbusd_epi32(acc[k][r], wq, q4k_r16_bcast4(y[r]->qs + a0 + 4 * g));
+                        _mm512_dpbusd_epi32(acc[k][r], wq, kq_bcast4(y[r]->qs + a0 + 4 * g));
                 }
             }
             KQ_UNROLL for (int k = 0; k < nk; k++) KQ_UNROLL for (int r = 0; r < nr; r++) f[r] =
@@ -182,20 +121,20 @@ KQ_INLINE void q4k_r16_matvec(int64_t nb, const struct q4k_r16_block *b, const s
         {
             const __m512i v = _mm512_loadu_si512(b->qs[8 * p + g]);
             acc[2 * p] = _mm512_dpbusd_epi32(acc[2 * p], _mm512_and_si512(v, lo4),
-                                             q4k_r16_bcast4(y->qs + 64 * p + 4 * g));
+                                             kq_bcast4(y->qs + 64 * p + 4 * g));
             acc[2 * p + 1] = _mm512_dpbusd_epi32(acc[2 * p + 1], _mm512_and_si512(v, hi4),
-                                                 q4k_r16_bcast4(y->qs + 64 * p + 32 + 4 * g));
+                                                 kq_bcast4(y->qs + 64 * p + 32 + 4 * g));
         }
         __m512i v[4];
-        q4k_r16_fields(b, v);
+        kq_k4r16_fields(b->scales, v);
         /* even sub-blocks' sums are the levels', odd ones' 16 times theirs; the float
          * steps are q4k_r16_tile's, in its order */
         __m512 f = _mm512_setzero_ps();
         KQ_UNROLL for (int j = 0; j < 8; j++) f =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j]), q4k_r16_scale(v, j), f);
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j]), kq_k4r16_scale(v, j, Q4K_R16_SCALE_F), f);
         __m512i ms = _mm512_setzero_si512();
         KQ_UNROLL for (int t = 0; t < 4; t++) ms =
-            _mm512_dpwssd_epi32(ms, q4k_r16_spread(v[2 + t / 2], 2 * (t % 2), 2 * (t % 2) + 1),
+            _mm512_dpwssd_epi32(ms, kq_k4r16_spread(v[2 + t / 2], 2 * (t % 2), 2 * (t % 2) + 1),
                                 _mm512_set1_epi32(bp[t]));
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
@@ -203,16 +142,6 @@ KQ_INLINE void q4k_r16_matvec(int64_t nb, const struct q4k_r16_block *b, const s
         tot = _mm512_fmadd_ps(s, _mm512_set1_ps(y->d), tot);
     }
     _mm512_storeu_ps(out, tot);
-}
-
-/* The int16 pairs (B_2t, B_2t+1) of a Q8_K row's 32-value sums, 4 per super-block. */
-KQ_INLINE void q4k_r16_pairs(const struct q8_k_block *y, int64_t nb, int32_t *bp)
-{
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
-                                            _mm256_set1_epi16(1));
-        _mm_storeu_si128((__m128i *)(bp + 4 * i), _mm256_cvtepi32_epi16(s));
-    }
 }
 
 #define Q4K_R16_CASE(NR)                                                                           \
@@ -232,8 +161,8 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const int stream = (size_t)n_full * w_stride > Q4K_R16_STREAM_BYTES;
     int32_t bp[4 * Q4K_R16_MATVEC_NB];
     if (j1 < n_act)
-        q4k_r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
-                      bp);
+        kq_k4r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
+                       bp);
     /* group by group, every activation tile over the group's blocks while they are in L1/L2 */
     for (int64_t g = 0; g < n_full; g += Q4K_R16_ROWS) {
         const struct q4k_r16_block *b = (const struct q4k_r16_block *)(wb + (size_t)g * w_stride);

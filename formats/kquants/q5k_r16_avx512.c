@@ -14,6 +14,7 @@
  * (weight row, activation row) pair gets the same bits whatever else shares the call.
  * Measured in cache (64 rows of 4096, rdtsc): a mat-vec takes ~3x fewer cycles than
  * the plain Q5_K kernel, tiles of 8 activation rows ~4x (~70 int8 MACs per cycle). */
+#include "formats/kquants/k4_r16_simd.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_simd.h"
 #include "formats/kquants/q5k_r16.h"
@@ -32,61 +33,8 @@
 /* Super-blocks per row up to which a mat-vec prepares its activation sums on the stack. */
 #define Q5K_R16_MATVEC_NB 512
 
-/* One Q5_K_R16 block's scales for every activation row. */
-struct q5k_r16_dec {
-    __m512 s[8];  /* sc_j / 8 (exact) */
-    __m512i m[8]; /* int16 pairs (m_j, m_j) */
-    __m512 d, dmin;
-};
-
-/* Bytes c0 and c1 of each int32 lane zero-extended to its two int16 halves (c1 < 0: c0
- * zero-extended to the whole lane). */
-KQ_INLINE __m512i q5k_r16_spread(__m512i v, int c0, int c1)
-{
-    /* vpshufb indexes within 128-bit lanes; 0x80 gives a zero byte */
-    const uint32_t w0 = 0x80008000u | (uint32_t)c0 | (c1 < 0 ? 0x800000u : (uint32_t)c1 << 16);
-    const uint32_t step = c1 < 0 ? 4 : 0x40004;
-    return _mm512_shuffle_epi8(v, _mm512_set4_epi32((int)(w0 + 3 * step), (int)(w0 + 2 * step),
-                                                    (int)(w0 + step), (int)w0));
-}
-
-/* The 6-bit fields of 16 rows' packed scales (kq_get_scale_min_k4 on each int32 lane):
- * bytes 4r + c of v[0..3] are row r's sc_c, sc_{4+c}, m_c, m_{4+c}. */
-KQ_INLINE void q5k_r16_fields(const struct q5k_r16_block *b, __m512i v[4])
-{
-    const __m512i x0 = _mm512_loadu_si512(b->scales[0]);
-    const __m512i x1 = _mm512_loadu_si512(b->scales[1]);
-    const __m512i x2 = _mm512_loadu_si512(b->scales[2]);
-    const __m512i m3f = _mm512_set1_epi8(0x3F), m0f = _mm512_set1_epi8(0x0F),
-                  m30 = _mm512_set1_epi8(0x30);
-    /* the ternlog 0xEC is (a & c) | b */
-    v[0] = _mm512_and_si512(x0, m3f);
-    v[1] =
-        _mm512_ternarylogic_epi32(x2, _mm512_and_si512(_mm512_srli_epi16(x0, 2), m30), m0f, 0xEC);
-    v[2] = _mm512_and_si512(x1, m3f);
-    v[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x2, 4),
-                                     _mm512_and_si512(_mm512_srli_epi16(x1, 2), m30), m0f, 0xEC);
-}
-
-/* Sub-block j's scale as a float for 16 rows: sc_j / 8 (exact), as the quads are 8u. */
-KQ_INLINE __m512 q5k_r16_scale(const __m512i v[4], int j)
-{
-    const __m512 s = _mm512_cvtepi32_ps(q5k_r16_spread(v[j / 4], j % 4, -1));
-    return _mm512_mul_ps(s, _mm512_set1_ps(1.0f / 8));
-}
-
-KQ_INLINE void q5k_r16_decode(const struct q5k_r16_block *b, struct q5k_r16_dec *o)
-{
-    __m512i v[4];
-    q5k_r16_fields(b, v);
-    o->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
-    o->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
-    KQ_UNROLL for (int j = 0; j < 8; j++)
-    {
-        o->s[j] = q5k_r16_scale(v, j);
-        o->m[j] = q5k_r16_spread(v[2 + j / 4], j % 4, j % 4);
-    }
-}
+/* Sub-block scales: sc_j / 8, as the quads are 8u. */
+#define Q5K_R16_SCALE_F 1.0f / 8, 1.0f / 8
 
 /* 64-byte lookup tables for vpermb of a quad vector: entry i depends on the spare bits
  * i & 7 only, so each is one 8-byte pattern. Stream bit 3k + b is V_k's bit b; quad
@@ -127,14 +75,6 @@ KQ_INLINE void q5k_r16_quads(const struct q5k_r16_block *b, int j, __m512i w[8])
                            _mm512_permutexvar_epi8(v4, Q5K_R16_LUT(Q5K_R16_Q7B)));
 }
 
-/* 4 activation bytes at p broadcast to every int32 lane (an embedded broadcast). */
-KQ_INLINE __m512i q5k_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 KQ_INLINE void q5k_r16_prefetch(const struct q5k_r16_block *b)
 {
     KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += Q5K_R16_PF_STEP)
@@ -154,8 +94,8 @@ KQ_INLINE void q5k_r16_tile(int64_t nb, const struct q5k_r16_block *b, const voi
          * overlap its arithmetic; later tiles find the group in L1/L2 */
         if (prefetch)
             q5k_r16_prefetch(b);
-        struct q5k_r16_dec dec;
-        q5k_r16_decode(b, &dec);
+        struct kq_k4r16_dec dec;
+        kq_k4r16_decode(b->scales, b->d, b->dmin, Q5K_R16_SCALE_F, &dec);
         const struct q8_k_block *y[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
             (const struct q8_k_block *)((const char *)act + r * act_stride) + i;
@@ -171,7 +111,7 @@ KQ_INLINE void q5k_r16_tile(int64_t nb, const struct q5k_r16_block *b, const voi
             {
                 const int h = nr <= 4 ? t & 1 : 0;
                 acc[h][r] =
-                    _mm512_dpbusd_epi32(acc[h][r], w[t], q5k_r16_bcast4(y[r]->qs + 32 * j + 4 * t));
+                    _mm512_dpbusd_epi32(acc[h][r], w[t], kq_bcast4(y[r]->qs + 32 * j + 4 * t));
             }
             KQ_UNROLL for (int r = 0; r < nr; r++)
             {
@@ -218,21 +158,21 @@ KQ_INLINE void q5k_r16_matvec(int64_t nb, const struct q5k_r16_block *b, const s
             KQ_UNROLL for (int t = 0; t < 8; t++)
             {
                 a[0][t & 1] =
-                    _mm512_dpbusd_epi32(a[0][t & 1], w0[t], q5k_r16_bcast4(y->qs + 32 * j + 4 * t));
-                a[1][t & 1] = _mm512_dpbusd_epi32(a[1][t & 1], w1[t],
-                                                  q5k_r16_bcast4(y->qs + 32 * j + 32 + 4 * t));
+                    _mm512_dpbusd_epi32(a[0][t & 1], w0[t], kq_bcast4(y->qs + 32 * j + 4 * t));
+                a[1][t & 1] =
+                    _mm512_dpbusd_epi32(a[1][t & 1], w1[t], kq_bcast4(y->qs + 32 * j + 32 + 4 * t));
             }
             acc[j] = _mm512_add_epi32(a[0][0], a[0][1]);
             acc[j + 1] = _mm512_add_epi32(a[1][0], a[1][1]);
         }
         __m512i v[4];
-        q5k_r16_fields(b, v);
+        kq_k4r16_fields(b->scales, v);
         __m512 f = _mm512_setzero_ps();
         KQ_UNROLL for (int j = 0; j < 8; j++) f =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j]), q5k_r16_scale(v, j), f);
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j]), kq_k4r16_scale(v, j, Q5K_R16_SCALE_F), f);
         __m512i ms = _mm512_setzero_si512();
         KQ_UNROLL for (int t = 0; t < 4; t++) ms =
-            _mm512_dpwssd_epi32(ms, q5k_r16_spread(v[2 + t / 2], 2 * (t % 2), 2 * (t % 2) + 1),
+            _mm512_dpwssd_epi32(ms, kq_k4r16_spread(v[2 + t / 2], 2 * (t % 2), 2 * (t % 2) + 1),
                                 _mm512_set1_epi32(bp[t]));
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
@@ -240,16 +180,6 @@ KQ_INLINE void q5k_r16_matvec(int64_t nb, const struct q5k_r16_block *b, const s
         tot = _mm512_fmadd_ps(s, _mm512_set1_ps(y->d), tot);
     }
     _mm512_storeu_ps(out, tot);
-}
-
-/* The int16 pairs (B_2t, B_2t+1) of a Q8_K row's 32-value sums, 4 per super-block. */
-KQ_INLINE void q5k_r16_pairs(const struct q8_k_block *y, int64_t nb, int32_t *bp)
-{
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
-                                            _mm256_set1_epi16(1));
-        _mm_storeu_si128((__m128i *)(bp + 4 * i), _mm256_cvtepi32_epi16(s));
-    }
 }
 
 #define Q5K_R16_CASE(NR)                                                                           \
@@ -269,8 +199,8 @@ void q5k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const int stream = (size_t)n_full * w_stride > Q5K_R16_STREAM_BYTES;
     int32_t bp[4 * Q5K_R16_MATVEC_NB];
     if (j1 < n_act && n_full)
-        q5k_r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
-                      bp);
+        kq_k4r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
+                       bp);
     /* group by group, every activation tile over the group's blocks while they are in L1/L2 */
     for (int64_t g = 0; g < n_full; g += Q5K_R16_ROWS) {
         const struct q5k_r16_block *b = (const struct q5k_r16_block *)(wb + (size_t)g * w_stride);

@@ -34,13 +34,6 @@ KQ_INLINE __m512i q6k_r16_quad3(__m512i s0, __m512i s1, __m512i s2)
                                      _mm512_permutexvar_epi8(s2, lut2), 0xFE);
 }
 
-KQ_INLINE __m512i q6k_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
-}
-
 /* Blocks [i0, i1) of one group against nr activation rows (at act, act_stride apart):
  * out[r * out_stride + 0..15] gets (first) or adds the 16 rows' dot products. init holds
  * -128 * bsums of the chunk's blocks, [r][i - i0][sub-block]. */
@@ -77,10 +70,10 @@ KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
                 const int8_t *a =
                     ((const struct q8_k_block *)(act + r * act_stride) + i)->qs + 16 * s;
                 __m512i acc = _mm512_set1_epi32(init[(r * kc + (i - i0)) * 16 + s]);
-                acc = _mm512_dpbusd_epi32(acc, u0, q6k_r16_bcast4(a));
-                acc = _mm512_dpbusd_epi32(acc, u1, q6k_r16_bcast4(a + 4));
-                acc = _mm512_dpbusd_epi32(acc, u2, q6k_r16_bcast4(a + 8));
-                acc = _mm512_dpbusd_epi32(acc, u3, q6k_r16_bcast4(a + 12));
+                acc = _mm512_dpbusd_epi32(acc, u0, kq_bcast4(a));
+                acc = _mm512_dpbusd_epi32(acc, u1, kq_bcast4(a + 4));
+                acc = _mm512_dpbusd_epi32(acc, u2, kq_bcast4(a + 8));
+                acc = _mm512_dpbusd_epi32(acc, u3, kq_bcast4(a + 12));
                 const __m512 v = _mm512_cvtepi32_ps(acc);
                 f[r] = s ? _mm512_fmadd_ps(v, sc, f[r]) : _mm512_mul_ps(v, sc);
             }
