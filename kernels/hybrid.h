@@ -108,6 +108,13 @@ void hybrid_attention(struct splash_pool *pool, const struct splash_kv_pages *kv
 void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
                      int64_t channels, const float *w, int32_t kw, float *state, float *out);
 void hybrid_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args *a);
+void hybrid_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_lane *lanes,
+                           int32_t n_lanes, int64_t x_stride, int64_t channels, const float *w,
+                           int32_t kw);
+void hybrid_gdn_recurrent_lanes(struct splash_pool *pool, const struct splash_gdn_args *a,
+                                int32_t n_lanes);
+void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                                     const struct splash_gdn_args *a, int32_t n_lanes);
 void hybrid_gdn_chunked(struct splash_pool *pool, const struct splash_gdn_args *a);
 
 /* The same kernels on an explicit primitive table (tests compare ISAs through these). */

@@ -30,52 +30,66 @@
 
 struct conv_task {
     const struct hybrid_vec *vec;
-    const float *x;
-    int64_t x_stride, n, channels;
+    const struct splash_conv_lane *lanes;
+    int64_t x_stride, channels, blocks; /* blocks per lane */
     const float *w;
     int32_t kw;
-    float *state, *out;
 };
 
 static void conv_blocks(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct conv_task *t = ctx;
     int32_t kw = t->kw;
-    for (int64_t b = begin; b < end; b++) {
-        int64_t c0 = b * CONV_BLOCK;
+    for (int64_t it = begin; it < end; it++) {
+        const struct splash_conv_lane *ln = &t->lanes[it / t->blocks];
+        int64_t c0 = it % t->blocks * CONV_BLOCK;
         int64_t nc = t->channels - c0 < CONV_BLOCK ? t->channels - c0 : CONV_BLOCK;
-        t->vec->conv_silu(t->n, nc, t->x + c0, t->x_stride, t->state + c0, t->channels,
-                          t->w + c0 * kw, kw, t->out + c0, t->channels);
+        t->vec->conv_silu(ln->n, nc, ln->x + c0, t->x_stride, ln->state + c0, t->channels,
+                          t->w + c0 * kw, kw, ln->out + c0, t->channels);
         /* the state becomes the last kw - 1 rows of (state, x); row j reads row n + j > j,
          * so ascending j never reads a row it overwrote */
         for (int32_t j = 0; j < kw - 1; j++) {
-            int64_t r = t->n + j - (kw - 1);
+            int64_t r = ln->n + j - (kw - 1);
             const float *src =
-                r >= 0 ? t->x + r * t->x_stride : t->state + (kw - 1 + r) * t->channels;
-            memmove(t->state + (int64_t)j * t->channels + c0, src + c0, (size_t)nc * sizeof(float));
+                r >= 0 ? ln->x + r * t->x_stride : ln->state + (kw - 1 + r) * t->channels;
+            memmove(ln->state + (int64_t)j * t->channels + c0, src + c0,
+                    (size_t)nc * sizeof(float));
         }
     }
+}
+
+void hybrid_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_lane *lanes,
+                           int32_t n_lanes, int64_t x_stride, int64_t channels, const float *w,
+                           int32_t kw)
+{
+    if (kw < 1 || kw > 16 || n_lanes <= 0)
+        return; /* families check the kernel width at load */
+    int64_t max_n = 0;
+    for (int32_t l = 0; l < n_lanes; l++)
+        if (lanes[l].n > max_n)
+            max_n = lanes[l].n;
+    if (max_n <= 0)
+        return;
+    struct conv_task t = {.vec = hybrid_vec_get(),
+                          .lanes = lanes,
+                          .x_stride = x_stride,
+                          .channels = channels,
+                          .blocks = (channels + CONV_BLOCK - 1) / CONV_BLOCK,
+                          .w = w,
+                          .kw = kw};
+    /* items of at least ~16k multiply-adds */
+    int64_t work = max_n * kw * CONV_BLOCK;
+    int64_t grain = work >= 16384 ? 1 : 16384 / work;
+    splash_pool_parallel_for(pool, t.blocks * n_lanes, grain, conv_blocks, &t);
 }
 
 void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
                      int64_t channels, const float *w, int32_t kw, float *state, float *out)
 {
-    if (kw < 1 || kw > 16 || n <= 0)
-        return; /* families check the kernel width at load */
-    struct conv_task t = {.vec = hybrid_vec_get(),
-                          .x = x,
-                          .x_stride = x_stride,
-                          .n = n,
-                          .channels = channels,
-                          .w = w,
-                          .kw = kw,
-                          .state = state,
-                          .out = out};
-    /* items of at least ~16k multiply-adds */
-    int64_t work = n * kw * CONV_BLOCK;
-    int64_t grain = work >= 16384 ? 1 : 16384 / work;
-    splash_pool_parallel_for(pool, (channels + CONV_BLOCK - 1) / CONV_BLOCK, grain, conv_blocks,
-                             &t);
+    if (n <= 0)
+        return;
+    struct splash_conv_lane lane = {.x = x, .n = n, .state = state, .out = out};
+    hybrid_gdn_conv_lanes(pool, &lane, 1, x_stride, channels, w, kw);
 }
 
 /* ---- shared --------------------------------------------------------------- */
@@ -94,52 +108,93 @@ static size_t head_elems(const struct splash_gdn_args *a)
 
 #define ROWS_PER_ITEM 8
 
+/* Rows j0..j1 of value head h of one sequence, carried through all its tokens. */
+static void rec_rows(const struct hybrid_vec *vec, const struct splash_gdn_args *a, int32_t h,
+                     int32_t j0, int32_t j1, float *buf)
+{
+    int32_t m = key_head(a, h);
+    for (int32_t j = j0; j < j1; j++) {
+        size_t off = (size_t)h * head_elems(a) + (size_t)j * (size_t)a->d_k;
+        float *s;
+        if (a->state_bf16) {
+            const uint16_t *b = (const uint16_t *)a->state + off;
+            for (int32_t i = 0; i < a->d_k; i++)
+                buf[i] = splash_bf16_to_fp32(b[i]);
+            s = buf;
+        } else {
+            s = (float *)a->state + off;
+        }
+        for (int32_t tk = 0; tk < a->n_tokens; tk++) {
+            const float *k = a->k + tk * a->qk_stride + (int64_t)m * a->d_k;
+            const float *q = a->q + tk * a->qk_stride + (int64_t)m * a->d_k;
+            float vj = a->v[tk * a->v_stride + (int64_t)h * a->d_v + j];
+            float g = a->g[(int64_t)tk * a->n_v_heads + h];
+            float beta = a->beta[(int64_t)tk * a->n_v_heads + h];
+            a->out[tk * a->out_stride + (int64_t)h * a->d_v + j] =
+                vec->gdn_row(a->d_k, s, expf(g), k, q, vj, beta);
+        }
+        if (a->state_bf16) {
+            uint16_t *b = (uint16_t *)a->state + off;
+            for (int32_t i = 0; i < a->d_k; i++)
+                b[i] = splash_fp32_to_bf16(buf[i]);
+        }
+    }
+}
+
+/* Sequences of one layer (same head counts and dims), their rows as one list of items:
+ * a batched decode step streams every lane's state in one parallel section. */
 struct rec_task {
     const struct hybrid_vec *vec;
     const struct splash_gdn_args *a;
-    int64_t items_per_head;
+    int64_t items_per_head, items_per_lane;
 };
 
 static void rec_items(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct rec_task *t = ctx;
-    const struct splash_gdn_args *a = t->a;
-    const struct hybrid_vec *vec = t->vec;
     float buf[GDN_MAX_DK];
     unsigned csr = hybrid_ftz_begin();
     for (int64_t it = begin; it < end; it++) {
-        int32_t h = (int32_t)(it / t->items_per_head);
-        int32_t j0 = (int32_t)(it % t->items_per_head) * ROWS_PER_ITEM;
+        const struct splash_gdn_args *a = &t->a[it / t->items_per_lane];
+        int64_t in_lane = it % t->items_per_lane;
+        int32_t h = (int32_t)(in_lane / t->items_per_head);
+        int32_t j0 = (int32_t)(in_lane % t->items_per_head) * ROWS_PER_ITEM;
         int32_t j1 = j0 + ROWS_PER_ITEM < a->d_v ? j0 + ROWS_PER_ITEM : a->d_v;
-        int32_t m = key_head(a, h);
-        for (int32_t j = j0; j < j1; j++) {
-            size_t off = (size_t)h * head_elems(a) + (size_t)j * (size_t)a->d_k;
-            float *s;
-            if (a->state_bf16) {
-                const uint16_t *b = (const uint16_t *)a->state + off;
-                for (int32_t i = 0; i < a->d_k; i++)
-                    buf[i] = splash_bf16_to_fp32(b[i]);
-                s = buf;
-            } else {
-                s = (float *)a->state + off;
-            }
-            for (int32_t tk = 0; tk < a->n_tokens; tk++) {
-                const float *k = a->k + tk * a->qk_stride + (int64_t)m * a->d_k;
-                const float *q = a->q + tk * a->qk_stride + (int64_t)m * a->d_k;
-                float vj = a->v[tk * a->v_stride + (int64_t)h * a->d_v + j];
-                float g = a->g[(int64_t)tk * a->n_v_heads + h];
-                float beta = a->beta[(int64_t)tk * a->n_v_heads + h];
-                a->out[tk * a->out_stride + (int64_t)h * a->d_v + j] =
-                    vec->gdn_row(a->d_k, s, expf(g), k, q, vj, beta);
-            }
-            if (a->state_bf16) {
-                uint16_t *b = (uint16_t *)a->state + off;
-                for (int32_t i = 0; i < a->d_k; i++)
-                    b[i] = splash_fp32_to_bf16(buf[i]);
-            }
-        }
+        rec_rows(t->vec, a, h, j0, j1, buf);
     }
     hybrid_ftz_end(csr);
+}
+
+static int same_shape(const struct splash_gdn_args *a, const struct splash_gdn_args *b)
+{
+    return a->n_v_heads == b->n_v_heads && a->d_k == b->d_k && a->d_v == b->d_v;
+}
+
+void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                                     const struct splash_gdn_args *a, int32_t n_lanes)
+{
+    if (n_lanes <= 0)
+        return;
+    int32_t max_tokens = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        if (!same_shape(&a[0], &a[l]) || a[l].n_tokens < 0 || a[l].d_k > GDN_MAX_DK) {
+            /* not one layer's sequences: each on its own */
+            for (int32_t i = 0; i < n_lanes; i++)
+                hybrid_gdn_recurrent_with(vec, pool, &a[i]);
+            return;
+        }
+        if (a[l].n_tokens > max_tokens)
+            max_tokens = a[l].n_tokens;
+    }
+    if (max_tokens == 0)
+        return;
+    int64_t per_head = (a->d_v + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+    struct rec_task t = {
+        .vec = vec, .a = a, .items_per_head = per_head, .items_per_lane = per_head * a->n_v_heads};
+    /* items of at least ~64k multiply-adds: a small model's decode step stays here */
+    int64_t work = 4 * (int64_t)ROWS_PER_ITEM * max_tokens * a->d_k;
+    int64_t grain = work >= 65536 ? 1 : 65536 / work;
+    splash_pool_parallel_for(pool, t.items_per_lane * n_lanes, grain, rec_items, &t);
 }
 
 void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool *pool,
@@ -147,12 +202,13 @@ void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool 
 {
     if (a->n_tokens <= 0 || a->d_k > GDN_MAX_DK)
         return;
-    struct rec_task t = {
-        .vec = vec, .a = a, .items_per_head = (a->d_v + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM};
-    /* items of at least ~64k multiply-adds: a small model's decode step stays here */
-    int64_t work = 4 * (int64_t)ROWS_PER_ITEM * a->n_tokens * a->d_k;
-    int64_t grain = work >= 65536 ? 1 : 65536 / work;
-    splash_pool_parallel_for(pool, t.items_per_head * a->n_v_heads, grain, rec_items, &t);
+    hybrid_gdn_recurrent_lanes_with(vec, pool, a, 1);
+}
+
+void hybrid_gdn_recurrent_lanes(struct splash_pool *pool, const struct splash_gdn_args *a,
+                                int32_t n_lanes)
+{
+    hybrid_gdn_recurrent_lanes_with(hybrid_vec_get(), pool, a, n_lanes);
 }
 
 void hybrid_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args *a)

@@ -629,6 +629,85 @@ static void test_hybrid_gdn_matches_naive(void **state)
             gdn_case_run(&cases[i], bf16);
 }
 
+/* A batched step's lanes in one call give each lane exactly what it gets alone: three
+ * sequences of 1, 3 and 2 tokens, each with its own state, rows and output. */
+static void test_hybrid_gdn_lanes_match_alone(void **state)
+{
+    enum { LANES = 3 };
+    const int32_t nk = 2, nv = 4, dk = 32, dv = 24, kw = 4, tokens[LANES] = {1, 3, 2};
+    const int64_t qk = (int64_t)nk * dk, vs = (int64_t)nv * dv, ch = 2 * qk + vs;
+    const size_t se = (size_t)nv * dv * dk;
+    float *wconv = rand_vec(ch * kw, 1);
+    struct splash_gdn_args a[LANES];
+    struct splash_conv_lane cl[LANES];
+    float *x[LANES], *g[LANES], *beta[LANES], *st0[LANES], *cst0[LANES];
+    float *out[2][LANES], *conv_out[2][LANES], *states[2][LANES], *cstates[2][LANES];
+    for (int l = 0; l < LANES; l++) {
+        int n = tokens[l];
+        x[l] = rand_vec(n * ch, 1);
+        l2rows(x[l], (int64_t)n * 2 * nk, dk, 1.0f); /* q and k rows, as the family leaves them */
+        g[l] = rand_vec(n * nv, 1);
+        beta[l] = rand_vec(n * nv, 1);
+        for (int i = 0; i < n * nv; i++) {
+            g[l][i] = -fabsf(g[l][i]);
+            beta[l][i] = 0.5f + 0.5f * beta[l][i];
+        }
+        st0[l] = rand_vec((int64_t)se, 0.5f);
+        cst0[l] = rand_vec((kw - 1) * ch, 1);
+        for (int m = 0; m < 2; m++) {
+            out[m][l] = calloc((size_t)(n * vs), 4);
+            conv_out[m][l] = calloc((size_t)(n * ch), 4);
+            states[m][l] = malloc(se * 4);
+            memcpy(states[m][l], st0[l], se * 4);
+            cstates[m][l] = malloc((size_t)((kw - 1) * ch) * 4);
+            memcpy(cstates[m][l], cst0[l], (size_t)((kw - 1) * ch) * 4);
+        }
+    }
+    for (int m = 0; m < 2; m++) {
+        for (int l = 0; l < LANES; l++) {
+            cl[l] = (struct splash_conv_lane){
+                .x = x[l], .n = tokens[l], .state = cstates[m][l], .out = conv_out[m][l]};
+            const float *cv = conv_out[m][l];
+            a[l] = (struct splash_gdn_args){.n_tokens = tokens[l],
+                                            .n_k_heads = nk,
+                                            .n_v_heads = nv,
+                                            .d_k = dk,
+                                            .d_v = dv,
+                                            .q = cv,
+                                            .k = cv + qk,
+                                            .qk_stride = ch,
+                                            .v = cv + 2 * qk,
+                                            .v_stride = ch,
+                                            .g = g[l],
+                                            .beta = beta[l],
+                                            .state = states[m][l],
+                                            .out = out[m][l],
+                                            .out_stride = vs};
+        }
+        if (m == 0) {
+            for (int l = 0; l < LANES; l++) {
+                hybrid_gdn_conv(pool, cl[l].x, ch, cl[l].n, ch, wconv, kw, cl[l].state, cl[l].out);
+                hybrid_gdn_recurrent(pool, &a[l]);
+            }
+        } else {
+            hybrid_gdn_conv_lanes(pool, cl, LANES, ch, ch, wconv, kw);
+            hybrid_gdn_recurrent_lanes(pool, a, LANES);
+        }
+    }
+    for (int l = 0; l < LANES; l++) {
+        assert_memory_equal(conv_out[0][l], conv_out[1][l], (size_t)(tokens[l] * ch) * 4);
+        assert_memory_equal(cstates[0][l], cstates[1][l], (size_t)((kw - 1) * ch) * 4);
+        assert_memory_equal(out[0][l], out[1][l], (size_t)(tokens[l] * vs) * 4);
+        assert_memory_equal(states[0][l], states[1][l], se * 4);
+        /* and the step did something */
+        assert_memory_not_equal(states[1][l], st0[l], se * 4);
+        free(x[l]), free(g[l]), free(beta[l]), free(st0[l]), free(cst0[l]);
+        for (int m = 0; m < 2; m++)
+            free(out[m][l]), free(conv_out[m][l]), free(states[m][l]), free(cstates[m][l]);
+    }
+    free(wconv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_hybrid_attention_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_conv_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_matches_naive),
+        cmocka_unit_test(test_hybrid_gdn_lanes_match_alone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

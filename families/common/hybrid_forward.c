@@ -20,6 +20,9 @@ struct step {
     /* activations */
     float *x, *xn, *mix; /* (n, n_embd) */
     float *scratch;      /* mixer and FFN scratch */
+    /* per-lane kernel arguments (n_lanes each) */
+    struct splash_conv_lane *conv_lanes;
+    struct splash_gdn_args *gdn_args;
 };
 
 /* ---- element-wise helpers ------------------------------------------------------- */
@@ -107,12 +110,19 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     /* causal conv + SiLU, per lane on its rolling state */
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
-        float *state =
-            (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes);
         int64_t r0 = s->row0[l];
-        k->gdn_conv(pool, qkv + r0 * cd, cd, s->lanes[l].n_tokens, cd, L->conv_w, c->conv_kernel,
-                    state, conv + r0 * cd);
+        s->conv_lanes[l] = (struct splash_conv_lane){
+            .x = qkv + r0 * cd,
+            .n = s->lanes[l].n_tokens,
+            .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
+            .out = conv + r0 * cd};
     }
+    if (SPLASH_KERNELS_HAS(k, gdn_conv_lanes))
+        k->gdn_conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
+    else
+        for (int32_t l = 0; l < s->n_lanes; l++)
+            k->gdn_conv(pool, s->conv_lanes[l].x, cd, s->conv_lanes[l].n, cd, L->conv_w,
+                        c->conv_kernel, s->conv_lanes[l].state, s->conv_lanes[l].out);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
     struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
     hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
@@ -131,7 +141,9 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
             k->l2norm(pool, conv + (int64_t)(nk + m) * dk, cd, n, dk, c->rms_eps, 1.0f);
         }
     }
-    /* the delta rule, per lane on its state */
+    /* the delta rule, per lane on its state: long inputs chunked, the rest (a batched
+     * decode step's lanes) token by token in one section */
+    int32_t n_rec = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
         int64_t r0 = s->row0[l];
@@ -157,8 +169,13 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
         if (a.n_tokens >= HYBRID_CHUNK_MIN)
             k->gdn_chunked(pool, &a);
         else
-            k->gdn_recurrent(pool, &a);
+            s->gdn_args[n_rec++] = a;
     }
+    if (SPLASH_KERNELS_HAS(k, gdn_recurrent_lanes))
+        k->gdn_recurrent_lanes(pool, s->gdn_args, n_rec);
+    else
+        for (int32_t l = 0; l < n_rec; l++)
+            k->gdn_recurrent(pool, &s->gdn_args[l]);
     /* gated RMSNorm: norm(o) * silu(z) */
     k->rmsnorm(pool, o, dv, L->ssm_norm, o, dv, n * nv, dv, c->rms_eps);
     struct gate_task gt = {
@@ -393,12 +410,16 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     int64_t pairs = c->n_rot / 2;
     /* the lanes' first rows after the step's floats, 64-byte aligned */
     size_t floats = ((size_t)n * (size_t)(3 * E + per_row + 2 * pairs) + 15) & ~(size_t)15;
+    size_t per_lane =
+        sizeof(int64_t) + sizeof(struct splash_gdn_args) + sizeof(struct splash_conv_lane);
     float *arena = hybrid_buffer_get(model, &model->step_arena,
-                                     floats * sizeof(float) + (size_t)n_lanes * sizeof(int64_t));
+                                     floats * sizeof(float) + (size_t)n_lanes * per_lane);
     int64_t *row0 = arena ? (int64_t *)(arena + floats) : NULL;
     if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
     struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n, .row0 = row0};
+    s.gdn_args = (struct splash_gdn_args *)(row0 + n_lanes);
+    s.conv_lanes = (struct splash_conv_lane *)(s.gdn_args + n_lanes);
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;

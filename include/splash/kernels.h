@@ -21,6 +21,7 @@ struct splash_weight;
 /* Hybrid trunk arguments, defined below struct splash_kernels. */
 struct splash_kv_pages;
 struct splash_gdn_args;
+struct splash_conv_lane;
 
 struct splash_kernels {
     uint32_t size; /* sizeof(struct splash_kernels) as the core knows it */
@@ -102,6 +103,15 @@ struct splash_kernels {
      * matmul calls. */
     void (*matmul_many)(struct splash_pool *pool, const struct splash_weight *const *w, int n_w,
                         const float *x, int64_t n, float *const *y);
+    /* gdn_conv over the rows of n_lanes sequences of one layer (each its own rows, state
+     * and output) in one parallel section: a batched decode step's lanes. */
+    void (*gdn_conv_lanes)(struct splash_pool *pool, const struct splash_conv_lane *lanes,
+                           int32_t n_lanes, int64_t x_stride, int64_t channels, const float *w,
+                           int32_t kw);
+    /* gdn_recurrent over n_lanes sequences of one layer (a[0..n_lanes), same head counts
+     * and dims) in one parallel section. */
+    void (*gdn_recurrent_lanes)(struct splash_pool *pool, const struct splash_gdn_args *a,
+                                int32_t n_lanes);
 };
 
 /* Whether the kernel table k has member `m` (tables from older cores are shorter). */
@@ -119,6 +129,15 @@ struct splash_kv_pages {
     int32_t head_dim;
     void *const *pages;
     int64_t n_pages;
+};
+
+/* One sequence's rows for gdn_conv_lanes: n rows at x + i * x_stride, its state
+ * ((kw - 1) x channels) and its output ((n, channels), dense). */
+struct splash_conv_lane {
+    const float *x;
+    int64_t n;
+    float *state;
+    float *out;
 };
 
 /* One gated-delta-rule step over n_tokens tokens of one sequence, per value head h:
