@@ -29,7 +29,5 @@ void splash_log_set_level(enum splash_log_level level);
 
 void *splash_alloc_aligned(size_t align, size_t size);
 void splash_free_aligned(void *p);
-/* 2 MiB-aligned and on huge pages when big; freed with splash_free_aligned. */
-void *splash_alloc_large(size_t size);
 
 #endif

@@ -116,7 +116,7 @@ static void *packed_image(struct splash_weight *w)
     if (!img) {
         const size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
         const size_t total = weight_bytes(w);
-        img = splash_alloc_large(total);
+        img = splash_alloc_aligned(64, total);
         if (img) {
             const int64_t rg = w->packed_fmt->row_group;
             struct repack_task t = {.w = w, .img = img, .expert_bytes = expert_bytes,
