@@ -16,7 +16,7 @@
 KQ_DECL_MUL(q6k_r16_mul_q8k_avx512);
 
 #define Q6K_R16_NR 8  /* activation rows per tile */
-#define Q6K_R16_KC 64 /* blocks per chunk of prepared activation offsets */
+#define Q6K_R16_KC 64 /* blocks per float partial sum */
 /* Bytes ahead of the current block that a mat-vec prefetches into L2. */
 #ifndef Q6K_R16_PF
 #define Q6K_R16_PF 8192
@@ -35,18 +35,27 @@ KQ_INLINE __m512i q6k_r16_quad3(__m512i s0, __m512i s1, __m512i s2)
 }
 
 /* Blocks [i0, i1) of one group against nr activation rows (at act, act_stride apart):
- * out[r * out_stride + 0..15] gets (first) or adds the 16 rows' dot products. init holds
- * -128 * bsums of the chunk's blocks, [r][i - i0][sub-block]. */
+ * out[r * out_stride + 0..15] gets (first) or adds the 16 rows' dot products. Each
+ * block's -128 * bsums start the rows' sub-block sums (prepared per block: a tile then
+ * serves any activation rows in any order). */
 KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const char *act,
-                            size_t act_stride, const int32_t *init, const int nr, float *out,
-                            size_t out_stride, int first, const int prefetch)
+                            size_t act_stride, const int nr, float *out, size_t out_stride,
+                            int first, const int prefetch)
 {
-    const int64_t kc = i1 - i0;
     const __m512i mfc = _mm512_set1_epi8((char)0xFC);
     __m512 tot[Q6K_R16_NR];
+    _Alignas(64) int32_t init[Q6K_R16_NR][16];
     KQ_UNROLL for (int r = 0; r < nr; r++) tot[r] = _mm512_setzero_ps();
     for (int64_t i = i0; i < i1; i++) {
         const uint8_t *b = grp + i * Q6K_R16_BYTES;
+        KQ_UNROLL for (int r = 0; r < nr; r++)
+        {
+            const struct q8_k_block *y = (const struct q8_k_block *)(act + r * act_stride) + i;
+            const __m512i bs =
+                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums));
+            _mm512_store_si512(init[r], _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                         _mm512_slli_epi32(bs, 7)));
+        }
         __m512 f[Q6K_R16_NR];
         for (int s = 0; s < 16; s++) {
             const uint8_t *q = b + Q6K_R16_QS + 192 * s;
@@ -69,7 +78,7 @@ KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
             {
                 const int8_t *a =
                     ((const struct q8_k_block *)(act + r * act_stride) + i)->qs + 16 * s;
-                __m512i acc = _mm512_set1_epi32(init[(r * kc + (i - i0)) * 16 + s]);
+                __m512i acc = _mm512_set1_epi32(init[r][s]);
                 acc = _mm512_dpbusd_epi32(acc, u0, kq_bcast4(a));
                 acc = _mm512_dpbusd_epi32(acc, u1, kq_bcast4(a + 4));
                 acc = _mm512_dpbusd_epi32(acc, u2, kq_bcast4(a + 8));
@@ -94,7 +103,7 @@ KQ_INLINE void q6k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
 
 #define Q6K_R16_CASE(NR)                                                                           \
     case NR:                                                                                       \
-        q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, NR, o, out_stride, i0 == 0, j == 0);   \
+        q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, NR, o, out_stride, i0 == 0, pf);             \
         break;
 
 void q6k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
@@ -103,25 +112,19 @@ void q6k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
 {
     const int64_t nb = n / KQ_QK_K;
     const int64_t n_groups = n_w / Q6K_R16_ROWS;
-    _Alignas(64) int32_t init[Q6K_R16_NR * Q6K_R16_KC * 16];
-    for (int64_t j = 0; j < n_act && n_groups; j += Q6K_R16_NR) {
-        const int nr = n_act - j >= Q6K_R16_NR ? Q6K_R16_NR : (int)(n_act - j);
-        const char *a = (const char *)act + j * act_stride;
-        for (int64_t i0 = 0; i0 < nb; i0 += Q6K_R16_KC) {
-            const int64_t kc = nb - i0 < Q6K_R16_KC ? nb - i0 : Q6K_R16_KC;
-            for (int r = 0; r < nr; r++)
-                for (int64_t i = 0; i < kc; i++) {
-                    const struct q8_k_block *y =
-                        (const struct q8_k_block *)(a + r * act_stride) + i0 + i;
-                    const __m512i bs = _mm512_cvtepi16_epi32(
-                        _mm256_loadu_si256((const __m256i *)y->bsums));
-                    _mm512_store_si512(&init[(r * kc + i) * 16],
-                                       _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                        _mm512_slli_epi32(bs, 7)));
-                }
-            for (int64_t g = 0; g < n_groups; g++) {
-                const uint8_t *grp = (const uint8_t *)w + g * Q6K_R16_ROWS * w_stride;
-                float *o = out + j * out_stride + g * Q6K_R16_ROWS;
+    /* group by group, every activation tile over the group's blocks while they are in
+     * L1/L2, so the weights stream from memory once whatever the number of activation
+     * rows; the float sums restart every Q6K_R16_KC blocks whatever the tiling, so each
+     * (weight row, activation row) pair gets the same bits in any batch */
+    for (int64_t g = 0; g < n_groups; g++) {
+        const uint8_t *grp = (const uint8_t *)w + g * Q6K_R16_ROWS * w_stride;
+        for (int64_t j = 0; j < n_act; j += Q6K_R16_NR) {
+            const int nr = n_act - j >= Q6K_R16_NR ? Q6K_R16_NR : (int)(n_act - j);
+            const char *a = (const char *)act + j * act_stride;
+            float *o = out + j * out_stride + g * Q6K_R16_ROWS;
+            const int pf = j == 0;
+            for (int64_t i0 = 0; i0 < nb; i0 += Q6K_R16_KC) {
+                const int64_t kc = nb - i0 < Q6K_R16_KC ? nb - i0 : Q6K_R16_KC;
                 switch (nr) {
                     Q6K_R16_CASE(1)
                     Q6K_R16_CASE(2)
@@ -131,8 +134,8 @@ void q6k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
                     Q6K_R16_CASE(6)
                     Q6K_R16_CASE(7)
                 default:
-                    q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, Q6K_R16_NR, o,
-                                 out_stride, i0 == 0, j == 0);
+                    q6k_r16_tile(grp, i0, i0 + kc, a, act_stride, Q6K_R16_NR, o, out_stride,
+                                 i0 == 0, pf);
                     break;
                 }
             }
