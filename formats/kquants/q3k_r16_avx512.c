@@ -23,7 +23,7 @@
 KQ_DECL_MUL(q3k_r16_mul_q8k_avx512);
 
 #define Q3K_R16_NR 8  /* activation rows per tile (8 measured faster than 4..6) */
-#define Q3K_R16_KC 64 /* blocks per chunk of prepared activation offsets */
+#define Q3K_R16_KC 64 /* blocks per float partial sum */
 /* Bytes ahead of the current block that a call streaming its weights prefetches into
  * L2; a call over more than STREAM_BYTES of weights is taken to stream. */
 #ifndef Q3K_R16_PF
@@ -72,10 +72,12 @@ KQ_INLINE void q3k_r16_scales(const uint8_t *b, __m512 g[16])
  * out[r * out_stride + 0..15] gets (first) or adds the 16 rows' dot products. init holds
  * -4 F * bsums of the chunk's blocks, [r][i - i0][sub-block]. */
 KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const char *act,
-                            size_t act_stride, const int32_t *init, const int nr, float *out,
-                            size_t out_stride, int first, const int prefetch)
+                            size_t act_stride, const int nr, float *out, size_t out_stride,
+                            int first, const int prefetch)
 {
-    const int64_t kc = i1 - i0;
+    /* -4 F per sub-block: F = 4 (A, even) or 32 (B, odd), as shifts of the sums */
+    const __m512i shifts = _mm512_set_epi32(7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4);
+    _Alignas(64) int32_t init[Q3K_R16_NR][16];
     const __m512i ma = _mm512_set1_epi8(0x1C), mb = _mm512_set1_epi8((char)0xE0);
     const __m512i lut0 = _mm512_set1_epi32(0x0C080400);       /* byte i: (i & 3) << 2 */
     const __m512i lut1 = _mm512_set1_epi32(0x30201000);       /* (i & 3) << 4 */
@@ -87,6 +89,14 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
         if (prefetch) {
             KQ_UNROLL for (int l = 0; l < Q3K_R16_BYTES; l += 64)
                 _mm_prefetch((const char *)b + Q3K_R16_PF + l, _MM_HINT_T1);
+        }
+        KQ_UNROLL for (int r = 0; r < nr; r++)
+        {
+            const struct q8_k_block *y = (const struct q8_k_block *)(act + r * act_stride) + i;
+            const __m512i bs =
+                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums));
+            _mm512_store_si512(init[r], _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                         _mm512_sllv_epi32(bs, shifts)));
         }
         __m512 g[16];
         q3k_r16_scales(b, g);
@@ -107,7 +117,7 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
             {
                 const int8_t *y =
                     ((const struct q8_k_block *)(act + r * act_stride) + i)->qs + 32 * p;
-                const int32_t *in = init + (r * kc + (i - i0)) * 16 + 2 * p;
+                const int32_t *in = init[r] + 2 * p;
                 __m512i ca = _mm512_set1_epi32(in[0]), cb = _mm512_set1_epi32(in[1]);
                 ca = _mm512_dpbusd_epi32(ca, a0, kq_bcast4(y));
                 cb = _mm512_dpbusd_epi32(cb, b0, kq_bcast4(y + 16));
@@ -137,7 +147,7 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
 
 #define Q3K_R16_CASE(NR)                                                                           \
     case NR:                                                                                       \
-        q3k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, NR, o, out_stride, i0 == 0, pf);       \
+        q3k_r16_tile(grp, i0, i0 + kc, a, act_stride, NR, o, out_stride, i0 == 0, pf);             \
         break;
 
 void q3k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
@@ -148,28 +158,18 @@ void q3k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const int64_t n_groups = n_w / Q3K_R16_ROWS;
     /* a call streaming its rows from memory prefetches ahead in its first tile */
     const int stream = (size_t)n_groups * Q3K_R16_ROWS * w_stride > Q3K_R16_STREAM_BYTES;
-    /* -4 F per sub-block: F = 4 (A, even) or 32 (B, odd), as shifts of the sums */
-    const __m512i shifts = _mm512_set_epi32(7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4, 7, 4);
-    _Alignas(64) int32_t init[Q3K_R16_NR * Q3K_R16_KC * 16];
-    for (int64_t j = 0; j < n_act && n_groups; j += Q3K_R16_NR) {
-        const int nr = n_act - j >= Q3K_R16_NR ? Q3K_R16_NR : (int)(n_act - j);
-        const char *a = (const char *)act + j * act_stride;
-        const int pf = stream && j == 0;
-        for (int64_t i0 = 0; i0 < nb; i0 += Q3K_R16_KC) {
-            const int64_t kc = nb - i0 < Q3K_R16_KC ? nb - i0 : Q3K_R16_KC;
-            for (int r = 0; r < nr; r++)
-                for (int64_t i = 0; i < kc; i++) {
-                    const struct q8_k_block *y =
-                        (const struct q8_k_block *)(a + r * act_stride) + i0 + i;
-                    const __m512i bs =
-                        _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums));
-                    _mm512_store_si512(&init[(r * kc + i) * 16],
-                                       _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                        _mm512_sllv_epi32(bs, shifts)));
-                }
-            for (int64_t g = 0; g < n_groups; g++) {
-                const uint8_t *grp = (const uint8_t *)w + g * Q3K_R16_ROWS * w_stride;
-                float *o = out + j * out_stride + g * Q3K_R16_ROWS;
+    /* group by group, every activation tile over the group's blocks while they are in
+     * L1/L2, so the weights stream from memory once whatever the number of activation
+     * rows; the float sums restart every Q3K_R16_KC blocks whatever the tiling */
+    for (int64_t g = 0; g < n_groups; g++) {
+        const uint8_t *grp = (const uint8_t *)w + g * Q3K_R16_ROWS * w_stride;
+        for (int64_t j = 0; j < n_act; j += Q3K_R16_NR) {
+            const int nr = n_act - j >= Q3K_R16_NR ? Q3K_R16_NR : (int)(n_act - j);
+            const char *a = (const char *)act + j * act_stride;
+            float *o = out + j * out_stride + g * Q3K_R16_ROWS;
+            const int pf = stream && j == 0;
+            for (int64_t i0 = 0; i0 < nb; i0 += Q3K_R16_KC) {
+                const int64_t kc = nb - i0 < Q3K_R16_KC ? nb - i0 : Q3K_R16_KC;
                 switch (nr) {
                     Q3K_R16_CASE(1)
                     Q3K_R16_CASE(2)
@@ -179,8 +179,8 @@ void q3k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
                     Q3K_R16_CASE(6)
                     Q3K_R16_CASE(7)
                 default:
-                    q3k_r16_tile(grp, i0, i0 + kc, a, act_stride, init, Q3K_R16_NR, o,
-                                 out_stride, i0 == 0, pf);
+                    q3k_r16_tile(grp, i0, i0 + kc, a, act_stride, Q3K_R16_NR, o, out_stride,
+                                 i0 == 0, pf);
                     break;
                 }
             }
