@@ -12,6 +12,9 @@ json_t *splash_api_parse_body(const struct splash_http_request *req, struct spla
 /* The body's "model" names the served model (or is absent); else a 404 reply and 0. */
 int splash_api_check_model(struct splash_app *app, const json_t *body,
                            struct splash_http_reply *reply);
+/* Sets an OpenAI-shaped error's param to the request field its message opens with
+ * ("temperature must be ..." -> "temperature"), when the body has that field. */
+void splash_api_error_param(struct splash_http_reply *reply, const json_t *body);
 /* A fresh response id: prefix + 24 hex digits. */
 void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, size_t size);
 

@@ -18,6 +18,7 @@ struct chat {
     char id[48];
     int64_t created;
     int include_usage, stream, sent_role, finished;
+    size_t logprobs_sent; /* entries of run.gen.logprobs already streamed */
     char call_ids[16][40];
 };
 
@@ -28,12 +29,28 @@ static json_t *chunk_base(struct chat *c)
                      "system_fingerprint", "splash");
 }
 
+/* The logprobs of the tokens decoded since the last chunk that carried some: the chunks'
+ * logprobs.content join to the whole answer's. */
+static json_t *new_logprobs(struct chat *c)
+{
+    json_t *all = c->run.gen.logprobs;
+    if (!all || c->logprobs_sent >= json_array_size(all))
+        return json_null();
+    json_t *content = json_array();
+    for (; c->logprobs_sent < json_array_size(all); c->logprobs_sent++)
+        json_array_append(content, json_array_get(all, c->logprobs_sent));
+    return json_pack("{s:o}", "content", content);
+}
+
 static void emit_delta(struct chat *c, json_t *delta, const char *finish)
 {
     json_t *chunk = chunk_base(c);
+    /* the role's opening chunk carries no token */
+    json_t *logprobs = c->sent_role ? new_logprobs(c) : json_null();
     json_object_set_new(chunk, "choices",
-                        json_pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "delta", delta, "logprobs",
-                                  "finish_reason", finish ? json_string(finish) : json_null()));
+                        json_pack("[{s:i, s:o, s:o, s:o}]", "index", 0, "delta", delta, "logprobs",
+                                  logprobs, "finish_reason",
+                                  finish ? json_string(finish) : json_null()));
     splash_sse_event(&c->sse, NULL, chunk);
 }
 
@@ -105,8 +122,8 @@ static json_t *usage_json(struct chat *c)
 
 static json_t *error_json(const struct splash_gen *g)
 {
-    return json_pack("{s:{s:s, s:s, s:s}}", "error", "message", g->error_message, "type",
-                     "server_error", "code", g->error_code);
+    return json_pack("{s:{s:s, s:s, s:s, s:n}}", "error", "message", g->error_message, "type",
+                     "server_error", "code", g->error_code, "param");
 }
 
 static ssize_t produce(void *ctx, char *buf, size_t max)
@@ -274,6 +291,7 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
                                 "choices", ch, "usage", usage_json(c));
     }
 out:
+    splash_api_error_param(reply, body);
     if (c)
         chat_free(c);
     splash_api_prompt_free(&prompt);

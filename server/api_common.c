@@ -1,4 +1,5 @@
 /* Helpers every API handler uses. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,4 +75,35 @@ void splash_api_think_submit(struct splash_app *app, json_t *submit, int64_t bud
     if (app->call_open_id >= 0)
         json_object_set_new(think, "call_open", json_integer(app->call_open_id));
     json_object_set_new(submit, "think", think);
+}
+
+void splash_api_error_param(struct splash_http_reply *reply, const json_t *body)
+{
+    json_t *err = json_object_get(reply->json, "error");
+    if (reply->status < 400 || !json_is_object(err) || !json_is_null(json_object_get(err, "param")))
+        return;
+    const char *m = json_string_value(json_object_get(err, "message"));
+    if (!m)
+        return;
+    /* the messages name the field first: "temperature must be ...", "messages[0].role ...",
+     * "tool_choice: ..." */
+    size_t n = 0, top = 0;
+    while (isalnum((unsigned char)m[n]) || m[n] == '_' || m[n] == '.' || m[n] == '[' ||
+           m[n] == ']') {
+        if (!top && (m[n] == '.' || m[n] == '['))
+            top = n;
+        n++;
+    }
+    while (n && m[n - 1] == '.')
+        n--;
+    if (!top)
+        top = n;
+    if (!n || n >= 200 || (m[n] && m[n] != ' ' && m[n] != ':'))
+        return;
+    char field[200];
+    snprintf(field, sizeof field, "%.*s", (int)top, m);
+    /* only a field the request has, or the model it named */
+    if (!json_object_get(body, field) && !(reply->status == 404 && !strcmp(field, "model")))
+        return;
+    json_object_set_new(err, "param", json_stringn(m, n));
 }

@@ -18,6 +18,10 @@ struct completion {
     int64_t created;
     int include_usage;
     int finished;
+    char *echo;          /* echo: the prompt's text, sent before the completion */
+    size_t echo_len;
+    size_t logprobs_sent; /* entries of gen.logprobs already sent */
+    size_t text_chars;    /* characters of the text the sent logprobs cover (text_offset) */
 };
 
 static json_t *usage_json(const struct splash_gen *g)
@@ -36,6 +40,48 @@ static json_t *chunk(struct completion *c, const char *text, size_t len, const c
     return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", c->id, "object", "text_completion",
                      "created", (json_int_t)c->created, "model",
                      splash_app_model_reported(c->app), "choices", choice);
+}
+
+/* The completions API's own logprobs shape for the tokens decoded since the last call:
+ * {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}. NULL when none
+ * were asked for. */
+static json_t *new_logprobs(struct completion *c)
+{
+    json_t *all = c->gen.logprobs;
+    if (!all)
+        return NULL;
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(),
+           *offsets = json_array();
+    for (; c->logprobs_sent < json_array_size(all); c->logprobs_sent++) {
+        json_t *e = json_array_get(all, c->logprobs_sent);
+        json_array_append(tokens, json_object_get(e, "token"));
+        json_array_append(lps, json_object_get(e, "logprob"));
+        json_t *top = json_object(), *alts = json_object_get(e, "top_logprobs");
+        for (size_t i = 0; i < json_array_size(alts); i++) {
+            json_t *a = json_array_get(alts, i);
+            json_object_set(top, json_string_value(json_object_get(a, "token")),
+                            json_object_get(a, "logprob"));
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer((json_int_t)c->text_chars));
+        /* characters: the bytes that start one */
+        json_t *bytes = json_object_get(e, "bytes");
+        for (size_t i = 0; i < json_array_size(bytes); i++)
+            if ((json_integer_value(json_array_get(bytes, i)) & 0xc0) != 0x80)
+                c->text_chars++;
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offsets);
+}
+
+/* A chunk carrying the logprobs of the tokens decoded since the last one. */
+static json_t *chunk_lp(struct completion *c, const char *text, size_t len, const char *finish)
+{
+    json_t *r = chunk(c, text, len, finish);
+    json_t *lp = new_logprobs(c);
+    if (lp)
+        json_object_set_new(json_array_get(json_object_get(r, "choices"), 0), "logprobs", lp);
+    return r;
 }
 
 static const char *finish_reason(struct completion *c)
@@ -58,19 +104,20 @@ static ssize_t produce(void *ctx, char *buf, size_t max)
     int matched = text.len && splash_stop_filter_feed(&c->stops, text.data, text.len, &out, &out_len);
     splash_tok_bytes_free(&text);
     if (out_len)
-        splash_sse_event(&c->sse, NULL, chunk(c, out, out_len, NULL));
+        splash_sse_event(&c->sse, NULL, chunk_lp(c, out, out_len, NULL));
     free(out);
     if (!running || matched) {
         if (c->gen.error_code[0]) {
             splash_sse_event(&c->sse, NULL,
-                             json_pack("{s:{s:s, s:s, s:s}}", "error", "message", c->gen.error_message,
-                                       "type", "server_error", "code", c->gen.error_code));
+                             json_pack("{s:{s:s, s:s, s:s, s:n}}", "error", "message",
+                                       c->gen.error_message, "type", "server_error", "code",
+                                       c->gen.error_code, "param"));
         } else {
             splash_stop_filter_flush(&c->stops, &out, &out_len);
             if (out_len)
-                splash_sse_event(&c->sse, NULL, chunk(c, out, out_len, NULL));
+                splash_sse_event(&c->sse, NULL, chunk_lp(c, out, out_len, NULL));
             free(out);
-            splash_sse_event(&c->sse, NULL, chunk(c, NULL, 0, finish_reason(c)));
+            splash_sse_event(&c->sse, NULL, chunk_lp(c, NULL, 0, finish_reason(c)));
             if (c->include_usage) {
                 json_t *u = chunk(c, NULL, 0, NULL);
                 json_object_set_new(u, "choices", json_array());
@@ -91,7 +138,95 @@ static void done(void *ctx)
     splash_stop_filter_free(&c->stops);
     splash_sse_free(&c->sse);
     splash_app_release(c->app);
+    free(c->echo);
     free(c);
+}
+
+/* The prompt's token ids: a string, or an array of token ids (one prompt; a batch of several
+ * is refused). Returns 0, or -1 with msg. */
+static int read_prompt(struct splash_app *app, json_t *prompt, struct splash_token_buf *ids,
+                       char *msg, size_t msg_size)
+{
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+        (json_is_string(json_array_get(prompt, 0)) || json_is_array(json_array_get(prompt, 0))))
+        prompt = json_array_get(prompt, 0);
+    if (json_is_string(prompt)) {
+        struct splash_err err;
+        if (splash_tokenizer_encode(app->tok, json_string_value(prompt), json_string_length(prompt),
+                                    SPLASH_TOKENIZE_PARSE_SPECIAL, ids, &err) != SPLASH_OK) {
+            snprintf(msg, msg_size, "prompt: %s", err.msg);
+            return -1;
+        }
+        return 0;
+    }
+    if (json_is_array(prompt) && json_array_size(prompt) > 1 &&
+        (json_is_string(json_array_get(prompt, 0)) || json_is_array(json_array_get(prompt, 0)))) {
+        snprintf(msg, msg_size,
+                 "prompt: a batch of %zu prompts is not supported; send one prompt per request",
+                 json_array_size(prompt));
+        return -1;
+    }
+    if (!json_is_array(prompt) || !json_array_size(prompt)) {
+        snprintf(msg, msg_size, "prompt must be a non-empty string or an array of token ids");
+        return -1;
+    }
+    size_t n_vocab = splash_tokenizer_n_tokens(app->tok);
+    for (size_t i = 0; i < json_array_size(prompt); i++) {
+        json_t *t = json_array_get(prompt, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+            (size_t)json_integer_value(t) >= n_vocab) {
+            snprintf(msg, msg_size, "prompt[%zu] is not a token id of this model", i);
+            return -1;
+        }
+        if (ids->n == ids->cap) {
+            size_t cap = ids->cap ? ids->cap * 2 : 64;
+            int32_t *grown = realloc(ids->ids, cap * sizeof *grown);
+            if (!grown) {
+                snprintf(msg, msg_size, "out of memory");
+                return -1;
+            }
+            ids->ids = grown;
+            ids->cap = cap;
+        }
+        ids->ids[ids->n++] = (int32_t)json_integer_value(t);
+    }
+    return 0;
+}
+
+static int append_text(struct splash_tok_bytes *b, const char *text, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown)
+            return -1;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, text, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+/* echo: the prompt's text, its special tokens written out. */
+static int set_echo(struct completion *c, const struct splash_token_buf *ids)
+{
+    struct splash_tok_bytes text = {0};
+    struct splash_err err;
+    if (splash_tokenizer_decode(c->app->tok, ids->ids, ids->n, SPLASH_DETOK_SPECIAL, &text, &err) !=
+        SPLASH_OK) {
+        splash_tok_bytes_free(&text);
+        return -1;
+    }
+    c->echo = text.data;
+    c->echo_len = text.len;
+    for (size_t i = 0; i < text.len; i++)
+        if (((unsigned char)text.data[i] & 0xc0) != 0x80)
+            c->text_chars++;
+    return 0;
 }
 
 void splash_api_completions(void *appv, const struct splash_http_request *req,
@@ -102,96 +237,99 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;
+    struct splash_token_buf ids = {0};
+    struct completion *c = NULL;
+    json_t *submit = NULL;
+    struct splash_tok_bytes all = {0};
     if (!splash_api_check_model(app, body, reply))
-        goto out_body;
+        goto out;
     if (json_object_get(body, "thinking_token_budget")) {
         splash_reply_error(reply, 400, "invalid_request_error", "unsupported_parameter",
                            "thinking_token_budget: completions have no thinking to budget; use "
                            "/v1/chat/completions");
-        goto out_body;
+        goto out;
     }
-    json_t *prompt = json_object_get(body, "prompt");
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
-        json_is_string(json_array_get(prompt, 0)))
-        prompt = json_array_get(prompt, 0);
-    struct splash_token_buf ids = {0};
-    if (json_is_string(prompt)) {
-        struct splash_err err;
-        if (splash_tokenizer_encode(app->tok, json_string_value(prompt), json_string_length(prompt),
-                                    SPLASH_TOKENIZE_PARSE_SPECIAL, &ids, &err) != SPLASH_OK) {
-            snprintf(msg, sizeof msg, "prompt: %s", err.msg);
-            splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt", msg);
-            goto out_body;
-        }
-    } else if (json_is_array(prompt) && json_array_size(prompt) > 0 &&
-               json_is_integer(json_array_get(prompt, 0))) {
-        size_t n_vocab = splash_tokenizer_n_tokens(app->tok);
-        for (size_t i = 0; i < json_array_size(prompt); i++) {
-            json_t *t = json_array_get(prompt, i);
-            if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-                (size_t)json_integer_value(t) >= n_vocab) {
-                snprintf(msg, sizeof msg, "prompt[%zu] is not a token id of this model", i);
-                splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt", msg);
-                splash_token_buf_free(&ids);
-                goto out_body;
-            }
-            if (ids.n == ids.cap) {
-                size_t cap = ids.cap ? ids.cap * 2 : 64;
-                int32_t *grown = realloc(ids.ids, cap * sizeof *grown);
-                if (!grown)
-                    goto out_ids;
-                ids.ids = grown;
-                ids.cap = cap;
-            }
-            ids.ids[ids.n++] = (int32_t)json_integer_value(t);
-        }
-    } else {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt",
-                           "prompt must be a non-empty string or an array of token ids");
-        goto out_body;
+    json_t *v = json_object_get(body, "best_of");
+    if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) != 1)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter",
+                           "best_of must be 1: this server generates one choice per request");
+        goto out;
+    }
+    v = json_object_get(body, "echo");
+    if (v && !json_is_null(v) && !json_is_boolean(v)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter",
+                           "echo must be a boolean");
+        goto out;
+    }
+    if (read_prompt(app, json_object_get(body, "prompt"), &ids, msg, sizeof msg)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt", msg);
+        goto out;
     }
     if (ids.n == 0) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt", "prompt is empty");
-        goto out_ids;
+        goto out;
     }
-    struct completion *c = calloc(1, sizeof *c);
-    if (!c)
-        goto out_ids;
+    c = calloc(1, sizeof *c);
+    if (!c) {
+        splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");
+        goto out;
+    }
     c->app = app;
     c->created = (int64_t)time(NULL);
     splash_api_new_id(app, "cmpl-", c->id, sizeof c->id);
     if (splash_stop_filter_init(&c->stops, json_object_get(body, "stop"), msg, sizeof msg)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_stop", msg);
-        free(c);
-        goto out_ids;
+        goto out;
     }
-    json_t *submit = json_object();
+    submit = json_object();
     if (splash_gen_params(body, submit, msg, sizeof msg)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
-        goto out_submit;
+        goto out;
+    }
+    if (json_is_true(json_object_get(body, "echo")) && set_echo(c, &ids)) {
+        splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");
+        goto out;
     }
     if (!splash_app_admit(app, reply))
-        goto out_submit;
+        goto out;
     if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, NULL, reply)) {
         splash_app_release(app);
-        goto out_submit;
+        goto out;
     }
-    json_decref(submit);
-    splash_token_buf_free(&ids);
-    int stream = json_is_true(json_object_get(body, "stream"));
     c->include_usage =
         json_is_true(json_object_get(json_object_get(body, "stream_options"), "include_usage"));
-    json_decref(body);
-    if (stream) {
+    if (json_is_true(json_object_get(body, "stream"))) {
+        if (c->echo_len) {
+            json_t *first = chunk(c, c->echo, c->echo_len, NULL);
+            if (c->gen.logprobs) /* the prompt's tokens have no logprobs here: an empty list */
+                json_object_set_new(json_array_get(json_object_get(first, "choices"), 0),
+                                    "logprobs",
+                                    json_pack("{s:[], s:[], s:[], s:[]}", "tokens",
+                                              "token_logprobs", "top_logprobs", "text_offset"));
+            splash_sse_event(&c->sse, NULL, first);
+        }
         reply->produce = produce;
         reply->done = done;
         reply->stream_ctx = c;
-        return;
+        c = NULL;
+        goto out;
     }
-    /* not streamed: collect everything */
-    struct splash_tok_bytes all = {0};
-    while (splash_gen_next(&c->gen, &all, -1))
-        ;
+    /* not streamed: collect up to the end or a stop string, as a stream would */
+    int running = 1;
+    while (running) {
+        struct splash_tok_bytes piece = {0};
+        running = splash_gen_next(&c->gen, &piece, -1);
+        char *out = NULL;
+        size_t out_len = 0;
+        int matched = piece.len && splash_stop_filter_feed(&c->stops, piece.data, piece.len, &out,
+                                                          &out_len);
+        splash_tok_bytes_free(&piece);
+        if (out_len && append_text(&all, out, out_len))
+            running = 0;
+        free(out);
+        if (matched)
+            break;
+    }
     if (c->gen.error_code[0]) {
         int st = splash_gen_error_status(&c->gen);
         splash_reply_error(reply, st, st == 400 ? "invalid_request_error" : "server_error",
@@ -199,35 +337,35 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
         if (st == 503)
             reply->retry_after = 1;
     } else {
-        char *out = NULL, *tail = NULL;
-        size_t out_len = 0, tail_len = 0;
-        splash_stop_filter_feed(&c->stops, all.data ? all.data : "", all.len, &out, &out_len);
+        char *tail = NULL;
+        size_t tail_len = 0;
         splash_stop_filter_flush(&c->stops, &tail, &tail_len);
-        size_t total = out_len + tail_len;
+        size_t total = c->echo_len + all.len + tail_len;
         char *text = malloc(total + 1);
-        memcpy(text, out ? out : "", out_len);
-        memcpy(text + out_len, tail ? tail : "", tail_len);
-        text[total] = 0;
-        json_t *r = chunk(c, text, total, finish_reason(c));
-        if (c->gen.logprobs) {
-            json_t *choice = json_array_get(json_object_get(r, "choices"), 0);
-            json_object_set(choice, "logprobs", json_pack("{s:O}", "content", c->gen.logprobs));
+        if (text) {
+            memcpy(text, c->echo ? c->echo : "", c->echo_len);
+            memcpy(text + c->echo_len, all.data ? all.data : "", all.len);
+            memcpy(text + c->echo_len + all.len, tail ? tail : "", tail_len);
+            text[total] = 0;
+            json_t *r = chunk_lp(c, text, total, finish_reason(c));
+            json_object_set_new(r, "usage", usage_json(&c->gen));
+            reply->json = r;
+            free(text);
         }
-        json_object_set_new(r, "usage", usage_json(&c->gen));
-        reply->json = r;
-        free(text);
-        free(out);
         free(tail);
     }
-    splash_tok_bytes_free(&all);
     done(c);
-    return;
-out_submit:
-    json_decref(submit);
-    splash_stop_filter_free(&c->stops);
-    free(c);
-out_ids:
+    c = NULL;
+out:
+    splash_api_error_param(reply, body);
+    splash_tok_bytes_free(&all);
+    if (c) {
+        splash_stop_filter_free(&c->stops);
+        free(c->echo);
+        free(c);
+    }
+    if (submit)
+        json_decref(submit);
     splash_token_buf_free(&ids);
-out_body:
     json_decref(body);
 }

@@ -350,6 +350,53 @@ fail:
 
 /* ---- request preparation ------------------------------------------------------------------ */
 
+/* A final assistant message of text alone is a prefill, as in Anthropic's API: the answer
+ * continues it. Takes it off the converted messages; *text (malloc'ed) NULL when there is none. */
+static int take_prefill(json_t *converted, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    size_t n = json_array_size(converted);
+    json_t *last = n > 1 ? json_array_get(converted, n - 1) : NULL;
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (!role || strcmp(role, "assistant") || json_object_get(last, "tool_calls") ||
+        json_object_get(last, "reasoning_content"))
+        return 0;
+    json_t *content = json_object_get(last, "content");
+    if (!json_is_string(content) || !json_string_length(content))
+        return 0;
+    *text = strdup(json_string_value(content));
+    if (!*text)
+        return -1;
+    *len = json_string_length(content);
+    json_array_remove(converted, n - 1);
+    return 0;
+}
+
+/* Appends the prefill to the rendered prompt, after the generation prompt, and tokenizes the
+ * whole again. */
+static int add_prefill(struct splash_app *app, struct splash_api_prompt *p, const char *text,
+                       size_t len, char *msg, size_t size)
+{
+    char *grown = realloc(p->prompt.text, p->prompt.len + len + 1);
+    if (!grown) {
+        snprintf(msg, size, "out of memory");
+        return 500;
+    }
+    memcpy(grown + p->prompt.len, text, len);
+    p->prompt.text = grown;
+    p->prompt.len += len;
+    grown[p->prompt.len] = 0;
+    splash_token_buf_free(&p->ids);
+    struct splash_err err;
+    if (splash_tokenizer_encode(app->tok, p->prompt.text, p->prompt.len,
+                                SPLASH_TOKENIZE_PARSE_SPECIAL, &p->ids, &err) != SPLASH_OK) {
+        snprintf(msg, size, "messages: %s", err.msg);
+        return 400;
+    }
+    return 0;
+}
+
 struct prep {
     json_t *messages; /* normalised chat messages */
     json_t *tools;    /* OpenAI shape; NULL: none */
@@ -462,12 +509,30 @@ static int prepare(struct splash_app *app, const json_t *body, int64_t max_token
     json_t *converted = convert_messages(body, msg, sizeof msg);
     if (!converted)
         goto bad;
+    char *prefill = NULL;
+    size_t prefill_len = 0;
+    if (take_prefill(converted, &prefill, &prefill_len)) {
+        json_decref(converted);
+        splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
+        return -1;
+    }
     r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
     json_decref(converted);
-    if (!r->messages)
+    if (!r->messages) {
+        free(prefill);
         goto bad;
+    }
     int status = splash_api_prompt_make(app, r->messages, r->tools, r->effort, r->kwargs, &r->p,
                                         msg, sizeof msg);
+    if (!status && prefill && r->p.prompt.thinks) {
+        snprintf(msg, sizeof msg,
+                 "messages: a final assistant message (a prefill) cannot be continued while "
+                 "thinking is on");
+        status = 400;
+    } else if (!status && prefill) {
+        status = add_prefill(app, &r->p, prefill, prefill_len, msg, sizeof msg);
+    }
+    free(prefill);
     if (status) {
         splash_reply_error_anthropic(reply, status, anthropic_type(status), msg);
         return -1;

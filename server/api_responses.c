@@ -682,7 +682,11 @@ static json_t *base_json(struct resp *r, const json_t *body, int effort)
     json_object_set_new(o, "store", json_false());
     v = json_object_get(body, "temperature");
     json_object_set_new(o, "temperature", json_is_number(v) ? json_incref(v) : json_real(1.0));
-    json_object_set_new(o, "text", json_pack("{s:{s:s}}", "format", "type", "text"));
+    /* the text format the request asked for (json_object and json_schema constrain the output) */
+    v = json_object_get(json_object_get(body, "text"), "format");
+    json_object_set_new(o, "text",
+                        json_is_object(v) ? json_pack("{s:O}", "format", v)
+                                          : json_pack("{s:{s:s}}", "format", "type", "text"));
     v = json_object_get(body, "tool_choice");
     json_object_set_new(o, "tool_choice",
                         v && !json_is_null(v) ? json_incref(v) : json_string("auto"));
@@ -867,6 +871,7 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     else
         reply->json = response_json(r, final_status(r), output_json(r));
 out:
+    splash_api_error_param(reply, body);
     if (r)
         resp_free(r);
     prep_free(&pr);

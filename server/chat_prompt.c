@@ -10,6 +10,13 @@
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"
 
+/* A part's text: a text part's, or a refusal part's as an assistant turn replays it. */
+static json_t *part_text(const json_t *part)
+{
+    const char *type = json_string_value(json_object_get(part, "type"));
+    return json_object_get(part, type && !strcmp(type, "refusal") ? "refusal" : "text");
+}
+
 /* content: a string, null, or an array of text parts; images are refused (text-only). */
 static json_t *text_of(const json_t *content, const char *where, char *msg, size_t msg_size)
 {
@@ -35,9 +42,10 @@ static json_t *text_of(const json_t *content, const char *where, char *msg, size
                                     "model serves text only", where, i);
             return NULL;
         }
-        json_t *t = json_object_get(part, "text");
+        json_t *t = part_text(part);
         if (!json_is_string(t)) {
-            snprintf(msg, msg_size, "%s.content[%zu].text must be a string", where, i);
+            snprintf(msg, msg_size, "%s.content[%zu].%s must be a string", where, i,
+                     strcmp(type, "refusal") ? "text" : "refusal");
             return NULL;
         }
         total += json_string_length(t);
@@ -47,7 +55,7 @@ static json_t *text_of(const json_t *content, const char *where, char *msg, size
         return NULL;
     size_t off = 0;
     for (size_t i = 0; i < json_array_size(content); i++) {
-        json_t *t = json_object_get(json_array_get(content, i), "text");
+        json_t *t = part_text(json_array_get(content, i));
         memcpy(buf + off, json_string_value(t), json_string_length(t));
         off += json_string_length(t);
     }
@@ -74,7 +82,11 @@ static json_t *normalize_calls(const json_t *calls, const char *where, char *msg
         }
         json_t *args = json_object_get(fn, "arguments");
         json_t *obj;
-        if (json_is_string(args)) {
+        if (json_is_string(args) &&
+            !json_string_value(args)[strspn(json_string_value(args), " \t\r\n")]) {
+            /* a call without arguments, as clients replay one whose deltas carried none */
+            obj = json_object();
+        } else if (json_is_string(args)) {
             /* templates iterate the arguments: give them the object */
             obj = json_loads(json_string_value(args), 0, NULL);
             if (!json_is_object(obj)) {

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,6 +52,20 @@ int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_
             return -1;
         }
         json_object_set(sampling, "seed", v);
+    }
+    /* one choice per request: n > 1 is refused rather than silently answered once */
+    if ((v = json_object_get(body, "n")) && !json_is_null(v) &&
+        (!json_is_integer(v) || json_integer_value(v) != 1)) {
+        snprintf(msg, msg_size, "n must be 1: this server generates one choice per request");
+        return -1;
+    }
+    if ((v = json_object_get(body, "stream")) && !json_is_null(v) && !json_is_boolean(v)) {
+        snprintf(msg, msg_size, "stream must be a boolean");
+        return -1;
+    }
+    if ((v = json_object_get(body, "stream_options")) && !json_is_null(v) && !json_is_object(v)) {
+        snprintf(msg, msg_size, "stream_options must be an object");
+        return -1;
     }
     json_t *mt = json_object_get(body, "max_completion_tokens");
     if (!mt || json_is_null(mt))
@@ -156,25 +171,61 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     return 0;
 }
 
-static void append_logprob(struct splash_gen *g, int32_t id, double lp, json_t *top)
+/* A token's text as a JSON string: a byte-level token may hold part of a character, which
+ * becomes U+FFFD here (its exact bytes go in "bytes"). */
+static json_t *token_text(const char *piece, size_t len)
 {
-    size_t len;
-    const char *piece = splash_tokenizer_piece(g->app->tok, id, 0, &len);
+    json_t *s = json_stringn(piece ? piece : "", piece ? len : 0);
+    if (s)
+        return s;
+    char *clean = malloc(len * 3 + 1);
+    if (!clean)
+        return json_string("");
+    size_t o = 0;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)piece;
+    for (size_t i = 0; i < len;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(len - i), &cp);
+        if (k <= 0) {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(clean + o, p + i, (size_t)k);
+            o += (size_t)k;
+            i += (size_t)k;
+        }
+    }
+    s = json_stringn(clean, o);
+    free(clean);
+    return s ? s : json_string("");
+}
+
+/* {token, logprob, bytes} of one token, as OpenAI's logprobs give each; control tokens
+ * (an end of turn) show their text, as OpenAI's do. */
+static json_t *token_logprob(const struct splash_gen *g, int32_t id, double lp)
+{
+    size_t len = 0;
+    const char *piece = splash_tokenizer_piece(g->app->tok, id, SPLASH_DETOK_SPECIAL, &len);
     json_t *bytes = json_array();
     for (size_t i = 0; piece && i < len; i++)
         json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    return json_pack("{s:o, s:f, s:o}", "token", token_text(piece, len), "logprob", lp, "bytes",
+                     bytes);
+}
+
+static void append_logprob(struct splash_gen *g, int32_t id, double lp, json_t *top)
+{
     json_t *alts = json_array();
     for (size_t i = 0; json_is_array(top) && i < json_array_size(top); i++) {
         json_t *pair = json_array_get(top, i);
-        int32_t tid = (int32_t)json_integer_value(json_array_get(pair, 0));
-        size_t tl;
-        const char *tp = splash_tokenizer_piece(g->app->tok, tid, 0, &tl);
-        json_array_append_new(alts, json_pack("{s:s%, s:f}", "token", tp ? tp : "", tp ? tl : 0,
-                                              "logprob", json_number_value(json_array_get(pair, 1))));
+        json_array_append_new(alts,
+                              token_logprob(g, (int32_t)json_integer_value(json_array_get(pair, 0)),
+                                            json_number_value(json_array_get(pair, 1))));
     }
-    json_array_append_new(g->logprobs, json_pack("{s:s%, s:f, s:o, s:o}", "token", piece ? piece : "",
-                                                 piece ? len : 0, "logprob", lp, "bytes", bytes,
-                                                 "top_logprobs", alts));
+    json_t *entry = token_logprob(g, id, lp);
+    json_object_set_new(entry, "top_logprobs", alts);
+    json_array_append_new(g->logprobs, entry);
 }
 
 /* Replaces invalid UTF-8 in out[from..] with U+FFFD: a model may emit byte tokens that
