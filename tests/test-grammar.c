@@ -485,6 +485,28 @@ static void tool_walks(struct wv *w, int walks, int check_all)
     json_decref(all);
 }
 
+/* Agents' tool schemas bound string lengths often: a raw-string value (Qwen's XML
+ * parameters) compiles with them (unchecked there), a JSON one (GLM's) enforces them. */
+static void test_grammar_tool_calls_accept_string_length_bounds(void **state)
+{
+    json_t *tools = json_loads(
+        "[{\"type\":\"function\",\"function\":{\"name\":\"write_file\",\"parameters\":{"
+        "\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\",\"minLength\":1,"
+        "\"maxLength\":200},\"body\":{\"type\":\"string\",\"maxLength\":4}},"
+        "\"required\":[\"path\"]}}}]",
+        0, NULL);
+    assert_non_null(tools);
+    const struct wv *formats[] = {&qwen3, &glm};
+    for (size_t f = 0; f < 2; f++) {
+        struct splash_err err = {{0}};
+        struct splash_grammar *g = NULL;
+        if (splash_grammar_compile_tool_calls(tools, "write_file", 0, &formats[f]->fmt, &g, &err))
+            fail_msg("format %zu: %s", f, err.msg);
+        splash_grammar_destroy(g);
+    }
+    json_decref(tools);
+}
+
 static void test_grammar_tool_calls_qwen_xml(void **state)
 {
     tool_walks(&qwen3, 15, 0);
@@ -843,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_grammar_reasoning_optional_block),
         cmocka_unit_test(test_grammar_reasoning_open_then_json),
         cmocka_unit_test(test_grammar_tool_calls_qwen_xml),
+        cmocka_unit_test(test_grammar_tool_calls_accept_string_length_bounds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

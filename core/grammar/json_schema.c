@@ -1678,12 +1678,12 @@ uint32_t json_gen_raw_string(struct json_gen *j, const json_t *schema, const cha
         gram_seq_free(&s);
         return r;
     }
+    /* minLength and maxLength are not enforced on a raw value: it ends at the format's
+     * closing text, which a length count would have to tell from the value's own
+     * characters. Agents' tool schemas carry them often, and a request is better served
+     * with the limit unchecked than refused. */
     const json_t *fmt = json_object_get(schema, "format");
-    if (fmt || json_object_get(schema, "minLength") || json_object_get(schema, "maxLength")) {
-        if (json_object_get(schema, "minLength") || json_object_get(schema, "maxLength"))
-            return fail(st, err, SPLASH_ERR_UNSUPPORTED, path,
-                        "unsupported keyword \"%s\" in a raw string parameter",
-                        json_object_get(schema, "minLength") ? "minLength" : "maxLength");
+    if (fmt) {
         uint32_t body = json_is_string(fmt) ? format_body(j, json_string_value(fmt)) : GRAM_INF;
         if (body == GRAM_INF)
             return fail(st, err, SPLASH_ERR_UNSUPPORTED, path, "format \"%s\" is not supported",
