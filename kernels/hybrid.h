@@ -116,12 +116,17 @@ void hybrid_gdn_recurrent_lanes(struct splash_pool *pool, const struct splash_gd
 void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
                                      const struct splash_gdn_args *a, int32_t n_lanes);
 void hybrid_gdn_chunked(struct splash_pool *pool, const struct splash_gdn_args *a);
+void hybrid_attention_lanes(struct splash_pool *pool, const struct splash_attn_lane *lanes,
+                            int32_t n_lanes, int32_t n_head, float scale);
 
 /* The same kernels on an explicit primitive table (tests compare ISAs through these). */
 void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *pool,
                            const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
                            int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
                            int64_t out_stride);
+void hybrid_attention_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                                 const struct splash_attn_lane *lanes, int32_t n_lanes,
+                                 int32_t n_head, float scale);
 void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool *pool,
                                const struct splash_gdn_args *a);
 void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *pool,

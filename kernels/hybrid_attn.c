@@ -395,3 +395,125 @@ void hybrid_attention(struct splash_pool *pool, const struct splash_kv_pages *kv
     hybrid_attention_with(hybrid_vec_get(), pool, kv, q, q_stride, n_q, n_head, pos0, scale, out,
                           out_stride);
 }
+
+/* ---- lanes: a batched step's sequences in one section ------------------------------------
+ *
+ * Items are listed lane by lane (a lane's count may be 0); a range of them finds its lanes
+ * by walking the counts from the first lane. Each item computes what the per-lane call computes for
+ * it, so the lanes' results do not depend on what shares the section. */
+
+/* Store items of a lane: its rows times KV heads. */
+static int64_t lane_store_items(const struct splash_attn_lane *ln)
+{
+    return ln->k && ln->n_q > 0 ? ln->n_q * ln->kv.n_kv_heads : 0;
+}
+
+/* Row-form attention items of a lane: a lane of fewer than ATTN_QB rows, its rows times KV
+ * heads (longer lanes run the blocked form on their own). */
+static int64_t lane_attn_items(const struct splash_attn_lane *ln, int32_t n_head)
+{
+    int32_t group = ln->kv.n_kv_heads > 0 ? n_head / ln->kv.n_kv_heads : 0;
+    if (ln->n_q <= 0 || ln->n_q >= ATTN_QB || group < 1 || group > ATTN_MAX_GROUP)
+        return 0;
+    return ln->n_q * ln->kv.n_kv_heads;
+}
+
+struct lanes_task {
+    const struct hybrid_vec *vec;
+    const struct splash_attn_lane *lanes;
+    int32_t n_lanes, n_head;
+    float scale;
+};
+
+static void store_lane_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct lanes_task *t = ctx;
+    int32_t l = 0;
+    int64_t base = 0; /* first item of lane l */
+    for (int64_t it = begin; it < end; it++) {
+        while (it - base >= lane_store_items(&t->lanes[l]))
+            base += lane_store_items(&t->lanes[l++]);
+        const struct splash_attn_lane *ln = &t->lanes[l];
+        int32_t nh = ln->kv.n_kv_heads, hd = ln->kv.head_dim;
+        int64_t i = (it - base) / nh;
+        int32_t h = (int32_t)((it - base) % nh);
+        store_row(&ln->kv, 0, ln->pos0 + i, h, ln->k + i * ln->k_stride + (int64_t)h * hd);
+        store_row(&ln->kv, 1, ln->pos0 + i, h, ln->v + i * ln->v_stride + (int64_t)h * hd);
+    }
+}
+
+/* The per-lane call's task for lane ln. */
+static struct attn_task lane_task(const struct lanes_task *t, const struct splash_attn_lane *ln)
+{
+    return (struct attn_task){.vec = t->vec,
+                              .kv = &ln->kv,
+                              .q = ln->q,
+                              .q_stride = ln->q_stride,
+                              .n_head = t->n_head,
+                              .group = t->n_head / ln->kv.n_kv_heads,
+                              .pos0 = ln->pos0,
+                              .scale = t->scale,
+                              .out = ln->out,
+                              .out_stride = ln->out_stride};
+}
+
+static void attn_lane_items(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct lanes_task *t = ctx;
+    int32_t l = 0;
+    int64_t base = 0; /* first item of lane l */
+    const struct splash_attn_lane *ln = NULL;
+    struct attn_task at = {0};
+    for (int64_t it = begin; it < end; it++) {
+        while (it - base >= lane_attn_items(&t->lanes[l], t->n_head))
+            base += lane_attn_items(&t->lanes[l++], t->n_head);
+        if (ln != &t->lanes[l]) {
+            ln = &t->lanes[l];
+            at = lane_task(t, ln);
+        }
+        int32_t nh = ln->kv.n_kv_heads;
+        attn_item(&at, (it - base) / nh, (int32_t)((it - base) % nh));
+    }
+}
+
+void hybrid_attention_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+                                 const struct splash_attn_lane *lanes, int32_t n_lanes,
+                                 int32_t n_head, float scale)
+{
+    struct lanes_task t = {
+        .vec = vec, .lanes = lanes, .n_lanes = n_lanes, .n_head = n_head, .scale = scale};
+    /* every lane's keys and values first: a lane's rows read each other's */
+    int64_t n_store = 0, n_items = 0, work = 0;
+    for (int32_t l = 0; l < n_lanes; l++)
+        n_store += lane_store_items(&lanes[l]);
+    if (n_store > 0) {
+        int64_t grain = 4096 / (lanes[0].kv.head_dim > 0 ? lanes[0].kv.head_dim : 1);
+        splash_pool_parallel_for(pool, n_store, grain < 1 ? 1 : grain, store_lane_rows, &t);
+    }
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_attn_lane *ln = &lanes[l];
+        int64_t items = lane_attn_items(ln, n_head);
+        if (!items) {
+            /* long lanes in the blocked form (lanes of no rows or a bad head count: none) */
+            hybrid_attention_with(vec, pool, &ln->kv, ln->q, ln->q_stride, ln->n_q, n_head,
+                                  ln->pos0, scale, ln->out, ln->out_stride);
+            continue;
+        }
+        n_items += items;
+        /* multiply-adds of the lane's items */
+        for (int64_t i = 0; i < ln->n_q; i++)
+            work += 2 * (int64_t)n_head * ln->kv.head_dim * (ln->pos0 + i + 1);
+    }
+    if (!n_items)
+        return;
+    /* items of at least ~64k multiply-adds on average, as attention's row form asks */
+    int64_t mean = work / n_items;
+    int64_t grain = mean >= 65536 ? 1 : 65536 / (mean > 0 ? mean : 1);
+    splash_pool_parallel_for(pool, n_items, grain, attn_lane_items, &t);
+}
+
+void hybrid_attention_lanes(struct splash_pool *pool, const struct splash_attn_lane *lanes,
+                            int32_t n_lanes, int32_t n_head, float scale)
+{
+    hybrid_attention_lanes_with(hybrid_vec_get(), pool, lanes, n_lanes, n_head, scale);
+}

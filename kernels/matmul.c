@@ -586,6 +586,7 @@ static const struct splash_kernels kernels = {
     .matmul_many = matmul_many,
     .gdn_conv_lanes = hybrid_gdn_conv_lanes,
     .gdn_recurrent_lanes = hybrid_gdn_recurrent_lanes,
+    .attention_lanes = hybrid_attention_lanes,
 };
 
 const struct splash_kernels *splash_kernels_get(void)

@@ -468,6 +468,90 @@ static void test_hybrid_attention_matches_naive(void **state)
     }
 }
 
+/* A batched step's lanes in one attention_lanes call give each lane exactly what kv_store
+ * and attention give it alone: lanes at different positions and lengths (decode rows, a
+ * few rows, an empty lane, a lane of 40 rows in the blocked form, a lane whose rows are
+ * stored already), each with its own pages, strided rows and output. The store items
+ * outnumber their grain, so the pool's second share starts inside a lane. */
+static void test_hybrid_attention_lanes_match_alone(void **state)
+{
+    enum { LANES = 6 };
+    const int32_t n_kv = 2, n_head = 6, hd = 64, pt = 16;
+    const int64_t pos0[LANES] = {37, 5, 0, 21, 60, 12}, n_q[LANES] = {1, 3, 1, 40, 0, 2};
+    const int64_t qs = n_head * hd + 8, kvs = n_kv * hd + 4, os = n_head * hd + 16;
+    const int stored[LANES] = {0, 0, 0, 0, 0, 1}; /* lane 5: pages filled, k NULL */
+    const float scale = 0.125f;
+    for (int format = 0; format < 2; format++) {
+        for (size_t ti = 0; hybrid_vec_tables[ti]; ti++) {
+            const struct hybrid_vec *vec = hybrid_vec_tables[ti];
+            if (!supported(vec))
+                continue;
+            struct kv_fixture f[2][LANES];
+            struct splash_attn_lane ln[LANES];
+            float *k[LANES], *v[LANES], *q[LANES], *out[2][LANES];
+            for (int l = 0; l < LANES; l++) {
+                int64_t n = pos0[l] + n_q[l];
+                k[l] = rand_vec((n > 0 ? n : 1) * kvs, 2);
+                v[l] = rand_vec((n > 0 ? n : 1) * kvs, 1);
+                q[l] = rand_vec((n_q[l] > 0 ? n_q[l] : 1) * qs, 1);
+                for (int m = 0; m < 2; m++) {
+                    kv_init(&f[m][l], format, pt, n_kv, hd, n > 0 ? n : 1);
+                    size_t bytes = hybrid_kv_page_bytes(format, pt, n_kv, hd);
+                    for (int64_t p = 0; p < f[m][l].kv.n_pages; p++)
+                        memset(f[m][l].pages[p], 0, bytes);
+                    /* the tokens before the step (and lane 5's rows) */
+                    int64_t before = stored[l] ? n : pos0[l];
+                    hybrid_kv_store(pool, &f[m][l].kv, 0, before, k[l], kvs, v[l], kvs);
+                    out[m][l] = malloc((size_t)((n_q[l] > 0 ? n_q[l] : 1) * os) * 4);
+                    for (int64_t i = 0; i < (n_q[l] > 0 ? n_q[l] : 1) * os; i++)
+                        out[m][l][i] = -7.0f;
+                }
+            }
+            /* alone: each lane's store and attention */
+            for (int l = 0; l < LANES; l++) {
+                if (!stored[l])
+                    hybrid_kv_store(pool, &f[0][l].kv, pos0[l], n_q[l], k[l] + pos0[l] * kvs, kvs,
+                                    v[l] + pos0[l] * kvs, kvs);
+                hybrid_attention_with(vec, pool, &f[0][l].kv, q[l], qs, n_q[l], n_head, pos0[l],
+                                      scale, out[0][l], os);
+            }
+            /* together */
+            for (int l = 0; l < LANES; l++)
+                ln[l] = (struct splash_attn_lane){.kv = f[1][l].kv,
+                                                  .pos0 = pos0[l],
+                                                  .n_q = n_q[l],
+                                                  .q = q[l],
+                                                  .q_stride = qs,
+                                                  .out = out[1][l],
+                                                  .out_stride = os,
+                                                  .k = stored[l] ? NULL : k[l] + pos0[l] * kvs,
+                                                  .v = stored[l] ? NULL : v[l] + pos0[l] * kvs,
+                                                  .k_stride = kvs,
+                                                  .v_stride = kvs};
+            hybrid_attention_lanes_with(vec, pool, ln, LANES, n_head, scale);
+            size_t bytes = hybrid_kv_page_bytes(format, pt, n_kv, hd);
+            for (int l = 0; l < LANES; l++) {
+                for (int64_t i = 0; i < n_q[l] * os; i++)
+                    if (memcmp(&out[0][l][i], &out[1][l][i], 4))
+                        fail_msg("attention lanes %s kv %d lane %d row %lld col %lld: %.9g, "
+                                 "alone %.9g",
+                                 vec->isa, format, l, (long long)(i / os), (long long)(i % os),
+                                 (double)out[1][l][i], (double)out[0][l][i]);
+                for (int64_t p = 0; p < f[0][l].kv.n_pages; p++)
+                    assert_memory_equal(f[0][l].pages[p], f[1][l].pages[p], bytes);
+                /* and the step did something */
+                if (n_q[l] > 0)
+                    assert_true(out[1][l][0] != -7.0f);
+                free(k[l]), free(v[l]), free(q[l]);
+                for (int m = 0; m < 2; m++) {
+                    kv_free(&f[m][l]);
+                    free(out[m][l]);
+                }
+            }
+        }
+    }
+}
+
 /* ---- Gated DeltaNet ---------------------------------------------------------------------- */
 
 static void test_hybrid_gdn_conv_matches_naive(void **state)
@@ -717,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
         cmocka_unit_test(test_hybrid_kv_store_roundtrip),
         cmocka_unit_test(test_hybrid_attention_matches_naive),
+        cmocka_unit_test(test_hybrid_attention_lanes_match_alone),
         cmocka_unit_test(test_hybrid_gdn_conv_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_lanes_match_alone),

@@ -1,6 +1,6 @@
 /* The hybrid trunk's forward pass over lanes: every projection runs once over
  * the rows of all lanes; the token mixers (conv + delta rule, attention over the
- * KV pages) run per lane on its own caches. */
+ * KV pages) run per lane on its own caches, short lanes' in one parallel section. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@ struct step {
     /* per-lane kernel arguments (n_lanes each) */
     struct splash_conv_lane *conv_lanes;
     struct splash_gdn_args *gdn_args;
+    struct splash_attn_lane *attn_lanes;
 };
 
 /* ---- element-wise helpers ------------------------------------------------------- */
@@ -288,21 +289,39 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
     }
     struct split_task sp = {.qg = qg, .q = q, .n_head = H, .hd = hd};
     hybrid_parallel(model, n, grain_rows(qd), split_q_range, &sp);
-    /* KV pages and causal attention, per lane */
+    /* KV pages and causal attention, per lane on its pages: a batched decode step's lanes
+     * in one section */
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
         int64_t r0 = s->row0[l];
-        struct splash_kv_pages kv = {.format = model->opts.kv_format,
-                                     .page_tokens = model->page_tokens,
-                                     .n_kv_heads = KV,
-                                     .head_dim = hd,
-                                     .pages = seq->pages + (size_t)L->slot * seq->cap_pages,
-                                     .n_pages = seq->n_pages};
-        k->kv_store(pool, &kv, s->lanes[l].pos0, s->lanes[l].n_tokens, kk + r0 * kvd, kvd,
-                    vv + r0 * kvd, kvd);
-        k->attention(pool, &kv, q + r0 * qd, qd, s->lanes[l].n_tokens, H, s->lanes[l].pos0,
-                     1.0f / sqrtf((float)hd), att + r0 * qd, qd);
+        s->attn_lanes[l] = (struct splash_attn_lane){
+            .kv = {.format = model->opts.kv_format,
+                   .page_tokens = model->page_tokens,
+                   .n_kv_heads = KV,
+                   .head_dim = hd,
+                   .pages = seq->pages + (size_t)L->slot * seq->cap_pages,
+                   .n_pages = seq->n_pages},
+            .pos0 = s->lanes[l].pos0,
+            .n_q = s->lanes[l].n_tokens,
+            .q = q + r0 * qd,
+            .q_stride = qd,
+            .out = att + r0 * qd,
+            .out_stride = qd,
+            .k = kk + r0 * kvd,
+            .v = vv + r0 * kvd,
+            .k_stride = kvd,
+            .v_stride = kvd};
     }
+    float scale = 1.0f / sqrtf((float)hd);
+    if (SPLASH_KERNELS_HAS(k, attention_lanes))
+        k->attention_lanes(pool, s->attn_lanes, s->n_lanes, H, scale);
+    else
+        for (int32_t l = 0; l < s->n_lanes; l++) {
+            const struct splash_attn_lane *a = &s->attn_lanes[l];
+            k->kv_store(pool, &a->kv, a->pos0, a->n_q, a->k, a->k_stride, a->v, a->v_stride);
+            k->attention(pool, &a->kv, a->q, a->q_stride, a->n_q, H, a->pos0, scale, a->out,
+                         a->out_stride);
+        }
     /* output gate: att * sigmoid(gate), gate head h at qg + h * 2 hd + hd */
     struct head_gate_task gt = {.act = model->act, .att = att, .qg = qg, .n_head = H, .hd = hd};
     hybrid_parallel(model, n, grain_rows(qd), head_gate_range, &gt);
@@ -410,8 +429,8 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     int64_t pairs = c->n_rot / 2;
     /* the lanes' first rows after the step's floats, 64-byte aligned */
     size_t floats = ((size_t)n * (size_t)(3 * E + per_row + 2 * pairs) + 15) & ~(size_t)15;
-    size_t per_lane =
-        sizeof(int64_t) + sizeof(struct splash_gdn_args) + sizeof(struct splash_conv_lane);
+    size_t per_lane = sizeof(int64_t) + sizeof(struct splash_gdn_args) +
+                      sizeof(struct splash_conv_lane) + sizeof(struct splash_attn_lane);
     float *arena = hybrid_buffer_get(model, &model->step_arena,
                                      floats * sizeof(float) + (size_t)n_lanes * per_lane);
     int64_t *row0 = arena ? (int64_t *)(arena + floats) : NULL;
@@ -420,6 +439,7 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n, .row0 = row0};
     s.gdn_args = (struct splash_gdn_args *)(row0 + n_lanes);
     s.conv_lanes = (struct splash_conv_lane *)(s.gdn_args + n_lanes);
+    s.attn_lanes = (struct splash_attn_lane *)(s.conv_lanes + n_lanes);
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;

@@ -15,20 +15,26 @@
  * Every (weight row, activation row) pair takes these float steps, block by block, in
  * every tile (1 to 8 activation rows, which share each decoded weight block), so results
  * do not depend on n_act and equal the scalar row's bit for bit. Per activation row, the
- * block's d and -128 sum(a) are prepared once per call (and K chunk) on the stack. A
- * mat-vec block is ~26 vector ops (8 vpermb, 4 vpmultishiftqb, 8 vpdpbusd, scale and
+ * block's d and -128 sum(a) are prepared once per call (and K chunk), on the stack or, for
+ * many rows, the heap. The loops run group-outer: each group's weights are read from
+ * memory once per call, however many tiles of activation rows share them. A mat-vec
+ * block is ~26 vector ops (8 vpermb, 4 vpmultishiftqb, 8 vpdpbusd, scale and
  * sum), about half the plain MXFP4 kernel's cycles per weight; with 8 activation rows the
  * decoded block serves 8 rows' 64 vpdpbusd (~70 int8 multiply-adds per cycle). A mat-vec
  * streaming its rows from memory prefetches ahead. */
 #include <immintrin.h>
+#include <stdlib.h>
 
 #include "formats/mxfp4/mxfp4_r16.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define R16_MAX_NR 8
-/* (d, -128 sum) pairs on the stack: a tile of nr activation rows takes K chunks of
- * R16_PREP / nr blocks (the totals wait in out between chunks: exact) */
+/* (d, -128 sum) pairs on the stack (more on the heap); the totals wait in out between K
+ * chunks: exact */
 #define R16_PREP 2048
+/* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (17 KiB) and
+ * a tile's 8 activation rows (17 KiB) fit L1 together */
+#define R16_KC 64
 /* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
  * the caches, as the engine splits it) prefetches into L2 this far ahead of the block it
  * reads: from memory that takes it from ~60% to ~85% of the read bandwidth; in cache it
@@ -117,14 +123,58 @@ INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
 }
 
+#define R16_GROUP(g) ((const struct mxfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+
+/* Activation rows j0 .. j0 + nj (prepared blocks prep[j * nk ..]) against every whole
+ * group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation rows
+ * while the group's blocks are in L1/L2 (the first tile over streaming weights fetches
+ * ahead). */
+static void r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
+                    const void *act, size_t act_stride, int64_t j0, int64_t nj,
+                    const struct r16_act *prep, float *out, size_t out_stride, int stream)
+{
+    for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS) {
+        for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
+            const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
+            const struct q8_0_block *y[R16_MAX_NR];
+            const struct r16_act *pp[R16_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] = (const struct q8_0_block *)((const char *)act +
+                                                   (size_t)(j0 + t + r) * act_stride) +
+                       k0;
+                pp[r] = prep + (size_t)(t + r) * (size_t)nk;
+            }
+            const struct mxfp4_r16_block *b = R16_GROUP(g);
+            float *o = out + (size_t)(j0 + t) * out_stride + g;
+            const int first = k0 == 0, pf = stream && t == 0;
+            switch (nr) {
+            case 1:
+                if (pf)
+                    r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
+                else
+                    r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
+                break;
 #define R16_CASE(NR)                                                                               \
     case NR:                                                                                       \
-        for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)                                       \
-            r16_tile(R16_GROUP(g), nk, y, pp, NR, o + g, out_stride, k0 == 0, pf);                 \
+        r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                       \
         break;
-
-#define R16_GROUP(g)                                                                               \
-    ((const struct mxfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+                R16_CASE(2)
+                R16_CASE(3)
+                R16_CASE(4)
+                R16_CASE(5)
+                R16_CASE(6)
+                R16_CASE(7)
+#undef R16_CASE
+            default:
+                if (pf)
+                    r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 1);
+                else
+                    r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 0);
+                break;
+            }
+        }
+    }
+}
 
 void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
                              const void *act, size_t act_stride, int64_t n_act, float *out,
@@ -134,47 +184,35 @@ void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
     const int64_t n_full = n_w / MXFP4_R16_ROWS * MXFP4_R16_ROWS;
     const char *wb = w;
     const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
-    struct r16_act prep[R16_PREP];
-    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += R16_MAX_NR) {
-        const int nr = n_act - j0 < R16_MAX_NR ? (int)(n_act - j0) : R16_MAX_NR;
-        /* the first tile over streaming weights fetches ahead; later ones find them in L2 */
-        const int pf = stream && j0 == 0;
-        const int64_t kc = R16_PREP / nr;
-        float *o = out + (size_t)j0 * out_stride;
-        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
-            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
-            const struct q8_0_block *y[R16_MAX_NR];
-            const struct r16_act *pp[R16_MAX_NR];
-            for (int r = 0; r < nr; r++) {
-                y[r] = (const struct q8_0_block *)((const char *)act +
-                                                   (size_t)(j0 + r) * act_stride) +
-                       k0;
-                pp[r] = prep + (size_t)r * (size_t)nk;
-                r16_prepare(y[r], nk, prep + (size_t)r * (size_t)nk);
-            }
-            switch (nr) {
-            case 1:
-                for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS) {
-                    if (stream)
-                        r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 1);
-                    else
-                        r16_tile(R16_GROUP(g), nk, y, pp, 1, o + g, out_stride, k0 == 0, 0);
-                }
-                break;
-                R16_CASE(2)
-                R16_CASE(3)
-                R16_CASE(4)
-                R16_CASE(5)
-                R16_CASE(6)
-                R16_CASE(7)
-            default:
-                for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS)
-                    r16_tile(R16_GROUP(g), nk, y, pp, R16_MAX_NR, o + g, out_stride, k0 == 0,
-                             pf);
-                break;
-            }
+    struct r16_act stack[R16_PREP], *prep = stack;
+    /* one tile: whole rows. More activation rows: all of them over K chunks of R16_KC
+     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
+     * once per call); their prepared blocks go on the heap when the stack does not hold
+     * them. Without the heap, batches of 8 rows (the same sums either way). */
+    int64_t nj = n_act, kc = n_act <= R16_MAX_NR || nb <= R16_KC ? nb : R16_KC;
+    if (n_full && (uint64_t)n_act * (uint64_t)kc > R16_PREP) {
+        prep = malloc((size_t)n_act * (size_t)kc * sizeof *prep);
+        if (!prep) {
+            prep = stack;
+            nj = R16_MAX_NR;
+            kc = kc < R16_PREP / R16_MAX_NR ? kc : R16_PREP / R16_MAX_NR;
         }
     }
+    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
+        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
+        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
+            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
+            for (int64_t j = 0; j < mj; j++)
+                r16_prepare(
+                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
+                        k0,
+                    nk, prep + (size_t)j * (size_t)nk);
+            r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out, out_stride,
+                    stream);
+        }
+    }
+    if (prep != stack)
+        free(prep);
     /* the rows after the last whole group are plain MXFP4 rows */
     if (n_full < n_w)
         mxfp4_q8_avx512vnni_mul_rows(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full,

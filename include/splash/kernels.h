@@ -22,6 +22,7 @@ struct splash_weight;
 struct splash_kv_pages;
 struct splash_gdn_args;
 struct splash_conv_lane;
+struct splash_attn_lane;
 
 struct splash_kernels {
     uint32_t size; /* sizeof(struct splash_kernels) as the core knows it */
@@ -95,7 +96,8 @@ struct splash_kernels {
      * gdn_recurrent up to float rounding. */
     void (*gdn_chunked)(struct splash_pool *pool, const struct splash_gdn_args *a);
 
-    /* ---- Appended members: check `size` (offsetof + sizeof) before calling them. ---- */
+    /* ---- Appended members: check `size` (offsetof + sizeof; SPLASH_KERNELS_HAS below)
+     * before calling them. ---- */
 
     /* y[i] = x W[i]^T for n_w weights of the same input width: one parallel section for
      * all of them and, where their activation formats agree, one activation
@@ -112,6 +114,13 @@ struct splash_kernels {
      * and dims) in one parallel section. */
     void (*gdn_recurrent_lanes)(struct splash_pool *pool, const struct splash_gdn_args *a,
                                 int32_t n_lanes);
+    /* kv_store, then attention, for n_lanes sequences of one layer (each its own KV pages,
+     * rows and output; n_head query heads, one scale): every lane's rows are stored in one
+     * parallel section, then the (query row, KV head) items of every lane of fewer than 16
+     * rows (a batched decode step's lanes) in one more; longer lanes run as attention does.
+     * The lanes' pages must be distinct. Same results as kv_store and attention per lane. */
+    void (*attention_lanes)(struct splash_pool *pool, const struct splash_attn_lane *lanes,
+                            int32_t n_lanes, int32_t n_head, float scale);
 };
 
 /* Whether the kernel table k has member `m` (tables from older cores are shorter). */
@@ -138,6 +147,22 @@ struct splash_conv_lane {
     int64_t n;
     float *state;
     float *out;
+};
+
+/* One sequence's rows for attention_lanes: n_q rows at positions pos0 .. pos0 + n_q - 1.
+ * Row i's keys and values (n_kv_heads * head_dim floats each, at k + i * k_stride and
+ * v + i * v_stride; k NULL: none, the pages hold them already) are stored into kv; its
+ * query (n_head * head_dim at q + i * q_stride) attends to kv tokens 0 .. pos0 + i and
+ * out + i * out_stride receives n_head * head_dim floats, as attention gives them. */
+struct splash_attn_lane {
+    struct splash_kv_pages kv;
+    int64_t pos0, n_q;
+    const float *q;
+    int64_t q_stride;
+    float *out;
+    int64_t out_stride;
+    const float *k, *v;
+    int64_t k_stride, v_stride;
 };
 
 /* One gated-delta-rule step over n_tokens tokens of one sequence, per value head h:
