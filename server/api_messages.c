@@ -594,7 +594,7 @@ static json_t *usage_json(const struct msg *m)
 
 static json_t *tool_input(const char *args, size_t len)
 {
-    json_t *v = args ? json_loadb(args, len, 0, NULL) : NULL;
+    json_t *v = args ? json_loadb(args, len, JSON_ALLOW_NUL, NULL) : NULL;
     if (json_is_object(v))
         return v;
     if (v)

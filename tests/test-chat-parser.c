@@ -399,6 +399,33 @@ static void test_format_token_check(void **state)
     assert_null(splash_chat_format_find("llama"));
 }
 
+/* Cases the chat-parser fuzzer found where the split into tokens changed the result: a
+ * blank after a call before text that only starts like a call tag, and a key that ends
+ * just inside the key limit while its closing tag is still arriving. */
+static void test_parser_split_edges_found_by_fuzzing(void **state)
+{
+    (void)state;
+    struct splash_chat_result r;
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    parse_all_ways(&splash_chat_format_flint, false, tools, "answer<tool_call>f</tool_call> <tx", &r);
+    assert_int_equal(r.n_calls, 1);
+    assert_true(str_eq(r.content, r.content_len, "answer <tx"));
+    splash_chat_result_free(&r);
+    char out[512];
+    char key[251];
+    memset(key, 'k', 250);
+    key[250] = 0;
+    snprintf(out, sizeof out, "<tool_call>f<arg_key>%s</arg_key><arg_value>v</arg_value></tool_call>",
+             key);
+    parse_all_ways(&splash_chat_format_flint, false, tools, out, &r);
+    assert_int_equal(r.n_calls, 1);
+    json_t *args = json_loadb(r.calls[0].args, r.calls[0].args_len, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(args, key)), "v");
+    json_decref(args);
+    splash_chat_result_free(&r);
+    json_decref(tools);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_parser_reasoning_and_answers),
         cmocka_unit_test(test_parser_argument_types),
         cmocka_unit_test(test_parser_malformed_keeps_every_byte),
+        cmocka_unit_test(test_parser_split_edges_found_by_fuzzing),
         cmocka_unit_test(test_format_token_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,8 +25,9 @@ struct splash_chat_parser {
     const struct splash_chat_format *f;
     const json_t *tools;
     enum state state;
+    char *buf;        /* held-back output: pend = buf + head, n bytes */
     char *pend;
-    size_t n, cap;
+    size_t head, n, cap;
     int n_calls;
     int n_args;
     const json_t *props; /* the current tool's parameter properties */
@@ -69,9 +70,12 @@ static void emit(splash_chat_delta_fn fn, void *user, enum splash_chat_delta_kin
     fn(user, &d);
 }
 
+/* Drops the first k pending bytes: the start moves, so a long feed is parsed in one pass
+ * (feed moves what is left to the front once). */
 static void consume(struct splash_chat_parser *p, size_t k)
 {
-    memmove(p->pend, p->pend + k, p->n - k);
+    p->head += k;
+    p->pend += k;
     p->n -= k;
 }
 
@@ -259,6 +263,8 @@ static void close_call(struct splash_chat_parser *p, splash_chat_delta_fn fn, vo
 static void open_value(struct splash_chat_parser *p, splash_chat_delta_fn fn, void *user)
 {
     json_t *key = json_string(p->key);
+    if (!key) /* not UTF-8 (output the server has not sanitized): still a key */
+        key = json_string("\xEF\xBF\xBD");
     char *k = key ? json_dumps(key, JSON_ENCODE_ANY) : NULL;
     json_decref(key);
     if (p->n_args)
@@ -366,7 +372,9 @@ static bool step(struct splash_chat_parser *p, splash_chat_delta_fn fn, void *us
             size_t w = skip_ws(s, n);
             if (w == n && !final)
                 return false; /* may be the space between two calls */
-            if (!starts(s + w, n - w, f->call_open) && !prefix_of(s + w, n - w, f->call_open))
+            if (!final && prefix_of(s + w, n - w, f->call_open))
+                return false; /* the blanks go only before a whole call tag */
+            if (!starts(s + w, n - w, f->call_open))
                 p->after_call = false;
             else if (w > 0) {
                 consume(p, w);
@@ -503,7 +511,8 @@ static bool step(struct splash_chat_parser *p, splash_chat_delta_fn fn, void *us
     case S_KEY: {
         const char *markers[] = {"</arg_key>"};
         int m = scan(s, n, markers, 1, &at);
-        if (m < 0 && !final && n <= MAX_NAME)
+        /* wait while the key may still end within its limit, however the bytes arrive */
+        if (m < 0 && !final && at < sizeof p->key)
             return false;
         if (m < 0 || at >= sizeof p->key) {
             close_call(p, fn, user);
@@ -609,7 +618,7 @@ void splash_chat_parser_destroy(struct splash_chat_parser *p)
 {
     if (!p)
         return;
-    free(p->pend);
+    free(p->buf);
     free(p->val);
     free(p);
 }
@@ -617,11 +626,17 @@ void splash_chat_parser_destroy(struct splash_chat_parser *p)
 void splash_chat_parser_feed(struct splash_chat_parser *p, const char *text, size_t len,
                              splash_chat_delta_fn fn, void *user)
 {
-    if (!grow(&p->pend, &p->cap, p->n + len + 1)) {
+    if (p->head) {
+        memmove(p->buf, p->pend, p->n);
+        p->head = 0;
+        p->pend = p->buf;
+    }
+    if (!grow(&p->buf, &p->cap, p->n + len + 1)) {
         /* keep the bytes flowing as text rather than lose them */
         emit(fn, user, SPLASH_DELTA_CONTENT, 0, text, len);
         return;
     }
+    p->pend = p->buf;
     memcpy(p->pend + p->n, text, len);
     p->n += len;
     while (step(p, fn, user, false))
@@ -652,11 +667,24 @@ void splash_chat_parser_finish(struct splash_chat_parser *p, splash_chat_delta_f
 
 /* ---- accumulation ------------------------------------------------------------------------- */
 
+/* The bytes a string of n bytes (and its 0) is allocated with: powers of two, so a reply
+ * accumulated token by token is copied O(log n) times, not once per token. */
+static size_t text_cap(size_t n)
+{
+    size_t c = 64;
+    while (c < n)
+        c *= 2;
+    return c;
+}
+
 static void append(char **s, size_t *n, const char *text, size_t len)
 {
-    char *np = realloc(*s, *n + len + 1);
-    if (!np)
-        return;
+    char *np = *s;
+    if (!np || text_cap(*n + len + 1) > text_cap(*n + 1)) {
+        np = realloc(*s, text_cap(*n + len + 1));
+        if (!np)
+            return;
+    }
     memcpy(np + *n, text, len);
     *n += len;
     np[*n] = 0;

@@ -40,7 +40,8 @@ struct splash_chat_parser;
 
 struct splash_chat_parser *splash_chat_parser_create(const struct splash_chat_parser_opts *o);
 void splash_chat_parser_destroy(struct splash_chat_parser *p);
-/* Feeds one token's text (any split works); deltas go to fn as soon as they are certain. */
+/* Feeds one token's text (any split works); deltas go to fn as soon as they are certain.
+ * The whole output must be UTF-8 (the server replaces what is not before it gets here). */
 void splash_chat_parser_feed(struct splash_chat_parser *p, const char *text, size_t len,
                              splash_chat_delta_fn fn, void *user);
 /* The output ended: flushes what was held back (an unfinished tag stays text). */
