@@ -170,7 +170,8 @@ $(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) $(LIBBUILTI
 	    $(RPATH_SUB) $(LIBS) -lcmocka
 
 test: all $(TESTS) $(BROKEN_SOS)
-	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/integration
+	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
+	    tests/integration
 
 # ---- benchmarks ----------------------------------------------------------
 $(BUILD)/bench/%: bench/%.c $(LIBBUILTIN) $(LIBSPLASH)

@@ -3,9 +3,10 @@
 # from the repository root, then prints one summary line.
 set -u
 cd "$(dirname "$0")/.."
-passed=0 failed=0 failed_names=()
+passed=0 failed=0 skipped=0 failed_names=()
 for t in "$@"; do
     name=$(basename "$t")
+    case "$t" in *.sh) name=$(basename "$(dirname "$t")") ;; esac
     echo "=== $name"
     if [ -d "$t" ]; then
         if [ ! -d "$t/node_modules" ]; then
@@ -18,8 +19,12 @@ for t in "$@"; do
     else
         cmd=("$t")
     fi
-    if "${cmd[@]}"; then
+    "${cmd[@]}"
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
         passed=$((passed + 1))
+    elif [ "$rc" -eq 77 ]; then
+        skipped=$((skipped + 1)) # the test said why
     else
         failed=$((failed + 1))
         failed_names+=("$name")
@@ -28,5 +33,5 @@ done
 if [ "$failed" -gt 0 ]; then
     echo "failed: ${failed_names[*]}"
 fi
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

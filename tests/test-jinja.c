@@ -332,6 +332,47 @@ static void test_jinja_undefined_behaves_as_jinja2(void **state)
     expect_error("{{ 'a' + [1] }}", NULL, "can only concatenate str (not \"list\") to str");
 }
 
+/* Found by tests/jinja-diff (random requests against Python Jinja2); the expected strings are
+ * what Jinja2 3.1.6 on Python 3.11 rendered. */
+static void test_jinja_repr_escapes_unprintable_like_python(void **state)
+{
+    (void)state;
+    /* soft hyphen, bidi override, NEL, line separator; a Unicode 15 emoji (unassigned in
+     * Python 3.11's Unicode 14) next to an old one; ideographic and no-break spaces */
+    expect("{{ ['a\\u00ad\\u202e\\x85\\u2028', '\\U0001fa77\\U0001f600', '\\u3000\\xa0 '] }}",
+           NULL, "['a\\xad\\u202e\\x85\\u2028', '\\U0001fa77😀', '\\u3000\\xa0 ']");
+    expect("{{ {'k': 'x\\x1b\\u200b'} }}", NULL, "{'k': 'x\\x1b\\u200b'}");
+}
+
+static void test_jinja_numbers_follow_python(void **state)
+{
+    (void)state;
+    expect("{{ 7.0 // 0.5 }} {{ -0.0 // 3 }} {{ 5 % -3.0 }} {{ -1.0 % 1 }} "
+           "{{ 9007199254740993 / 3 }}", NULL, "14.0 -0.0 -1.0 0.0 3002399751580331.0");
+    expect("{{ 1250 | round(-2) }} {{ 1350 | round(-2) }} {{ 2.675 | round(2) }} "
+           "{{ 9007199254740993 | round(2) }} {{ 1.7976931348623157e308 | round(2) }} "
+           "{{ 2.5 | round }}", NULL,
+           "1200 1400 2.67 9007199254740993 1.7976931348623157e+308 2.0");
+    expect_error("{{ [{'a': 1}] | unique | list }}", NULL, "unhashable type: 'dict'");
+}
+
+static void test_jinja_unicode_text_rules_follow_python(void **state)
+{
+    (void)state;
+    /* every Python line boundary: \v, \x1c, U+2028, NEL, U+2029, \f */
+    expect("{{ 'a\\x0bb\\x1cc\\u2028d\\x85e' | indent(2) }}|{{ 'x\\u2029y\\x0cz'.splitlines() }}",
+           NULL, "a\n  b\n  c\n  d\n  e|['x', 'y', 'z']");
+    /* \w+ is Unicode: a combining mark splits a word, a superscript digit is one */
+    expect("{{ 'e\\u0301x ab_c \\u00b2 caf\\u00e9' | wordcount }} {{ '\\u00b2'.isdigit() }}"
+           "{{ '\\u2170b'.islower() }}{{ '\\u2160'.isupper() }}{{ '123'.isupper() }}"
+           "{{ 'ǅ'.isupper() }}", NULL, "5 TrueTrueTrueFalseFalse");
+    /* full case mappings, final sigma, Jinja's title (upper first) against str.title */
+    expect("{{ 'straße ﬁx ŉ' | upper }}|{{ 'ΌΣΟΣ ΣΑΣ.' | lower }}|{{ 'İx' | lower }}|"
+           "{{ 'ǆemal ßa' | title }}|{{ 'ǆemal ßa'.title() }}|{{ 'ßa ΣΑΣ' | capitalize }}|"
+           "{{ 'aΣ-σΣ' | title }}", NULL,
+           "STRASSE FIX ʼN|όσος σας.|i̇x|Ǆemal SSa|ǅemal Ssa|Ssa σας|Aσ-Σσ");
+}
+
 static void test_jinja_sandbox_limits(void **state)
 {
     (void)state;
@@ -407,6 +448,9 @@ int main(void)
         cmocka_unit_test(test_jinja_filters_and_methods),
         cmocka_unit_test(test_jinja_tojson_matches_json_dumps),
         cmocka_unit_test(test_jinja_undefined_behaves_as_jinja2),
+        cmocka_unit_test(test_jinja_repr_escapes_unprintable_like_python),
+        cmocka_unit_test(test_jinja_numbers_follow_python),
+        cmocka_unit_test(test_jinja_unicode_text_rules_follow_python),
         cmocka_unit_test(test_jinja_sandbox_limits),
         cmocka_unit_test(test_jinja_render_is_fast),
     };

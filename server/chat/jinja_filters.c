@@ -364,18 +364,11 @@ static struct jj_value f_indent(struct jj_ctx *c, struct jj_value v, struct jj_a
         ind = (struct jj_str){sp, (size_t)width};
     }
     struct jj_str s = str_of(c, v);
-    /* s + "\n", then splitlines */
-    struct jj_list *lines = jj_list_new(c, 0);
-    size_t start = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        if (s.p[i] != '\n' && s.p[i] != '\r')
-            continue;
-        jj_list_push(c, lines, jj_str(s.p + start, i - start));
-        if (s.p[i] == '\r' && i + 1 < s.n && s.p[i + 1] == '\n')
-            i++;
-        start = i + 1;
-    }
-    jj_list_push(c, lines, jj_str(s.p + start, s.n - start));
+    /* Jinja appends "\n" before splitlines (so a trailing break keeps an empty last line) */
+    struct jj_buf sn = {0};
+    jj_buf_put(c, &sn, s.p, s.n);
+    jj_buf_putc(c, &sn, '\n');
+    struct jj_list *lines = jj_splitlines(c, jj_buf_to_str(c, &sn).u.s);
     struct jj_buf b = {0};
     if (first)
         jj_buf_put(c, &b, ind.p, ind.n);
@@ -563,28 +556,70 @@ static struct jj_value f_reverse(struct jj_ctx *c, struct jj_value v, struct jj_
     return jj_list_value(r);
 }
 
+/* Python's round(int, n): n >= 0 keeps it, n < 0 rounds half to even to a multiple of 10^-n */
+static struct jj_value round_int(int64_t x, int64_t prec)
+{
+    if (prec >= 0)
+        return jj_int(x);
+    if (prec < -18)
+        return jj_int(0);
+    int64_t m = 1;
+    for (int64_t i = 0; i < -prec; i++)
+        m *= 10;
+    int64_t q = x / m, r = x % m;
+    if (r < 0) {
+        q--;
+        r += m;
+    }
+    /* x = q*m + r with 0 <= r < m */
+    if (2 * r > m || (2 * r == m && (q & 1)))
+        q++;
+    int64_t out;
+    if (__builtin_mul_overflow(q, m, &out))
+        return jj_int(x);
+    return jj_int(out);
+}
+
+/* Python's round(float, n): the correctly rounded decimal, as printf's %.*f gives it */
+static double round_float(double x, int64_t prec)
+{
+    if (!isfinite(x) || prec > 323)
+        return x;
+    if (prec >= 0) {
+        char buf[720]; /* 309 integer digits, the point, 323 decimals */
+        snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+        return strtod(buf, NULL);
+    }
+    if (prec < -308)
+        return 0.0 * x;
+    double scale = pow(10.0, (double)-prec);
+    double r = nearbyint(x / scale) * scale;
+    return isfinite(r) ? r : x;
+}
+
 static struct jj_value f_round(struct jj_ctx *c, struct jj_value v, struct jj_args *a)
 {
     int64_t prec = int_arg(c, jj_arg(a, 0, "precision"), 0, "precision");
     struct jj_value *method = jj_arg(a, 1, "method");
+    bool ceil_m = method && method->kind == JJ_STR && method->u.s.n == 4 &&
+                  memcmp(method->u.s.p, "ceil", 4) == 0;
+    bool floor_m = method && method->kind == JJ_STR && method->u.s.n == 5 &&
+                   memcmp(method->u.s.p, "floor", 5) == 0;
+    bool common_m = !method || (method->kind == JJ_STR && method->u.s.n == 6 &&
+                                memcmp(method->u.s.p, "common", 6) == 0);
+    if (!ceil_m && !floor_m && !common_m)
+        jj_fail(c, SPLASH_JINJA_RUNTIME, "method must be common, ceil or floor");
     if (!jj_is_number(v))
         jj_fail(c, SPLASH_JINJA_RUNTIME, "type %s doesn't define __round__ method",
                 jj_type_name(v));
+    if (common_m)
+        return v.kind == JJ_FLOAT ? jj_float(round_float(v.u.f, prec))
+                                  : round_int(v.kind == JJ_BOOL ? v.u.b : v.u.i, prec);
+    /* math.ceil/floor(value * 10**precision) / 10**precision */
     if (prec < -20 || prec > 20)
         prec = prec < 0 ? -20 : 20;
-    double x = jj_as_double(v), scale = pow(10.0, (double)prec), r;
-    if (method && method->kind == JJ_STR && method->u.s.n == 4 &&
-        memcmp(method->u.s.p, "ceil", 4) == 0)
-        r = ceil(x * scale) / scale;
-    else if (method && method->kind == JJ_STR && method->u.s.n == 5 &&
-             memcmp(method->u.s.p, "floor", 5) == 0)
-        r = floor(x * scale) / scale;
-    else
-        r = nearbyint(x * scale) / scale; /* Python's round: half to even */
-    if (v.kind != JJ_FLOAT && (!method || method->kind != JJ_STR ||
-                                (method->u.s.n == 6 && memcmp(method->u.s.p, "common", 6) == 0)))
-        return jj_int((int64_t)r);
-    return jj_float(r);
+    double x = jj_as_double(v), scale = pow(10.0, (double)prec);
+    return jj_float(ceil_m ? ceil(x * scale) / scale : floor(x * scale) / scale);
 }
 
 static struct jj_value f_safe(struct jj_ctx *c, struct jj_value v, struct jj_args *a)
@@ -729,6 +764,8 @@ static struct jj_value f_unique(struct jj_ctx *c, struct jj_value v, struct jj_a
         if (!none_or_missing(attr))
             k = attr_path(c, k, *attr);
         k = fold(c, k, cs && jj_truthy(*cs));
+        if (k.kind == JJ_DICT || k.kind == JJ_NS || (k.kind == JJ_LIST && !k.u.list->is_tuple))
+            jj_fail(c, SPLASH_JINJA_RUNTIME, "unhashable type: '%s'", jj_type_name(k));
         bool dup = false;
         for (size_t j = 0; j < seen->n && !dup; j++)
             dup = jj_equal(seen->items[j], k);
@@ -746,13 +783,14 @@ static struct jj_value f_wordcount(struct jj_ctx *c, struct jj_value v, struct j
     struct jj_str s = str_of(c, v);
     int64_t n = 0;
     bool in_word = false;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-        bool w = ch >= 0x80 || ch == '_' || (ch >= '0' && ch <= '9') ||
-                 ((ch | 32) >= 'a' && (ch | 32) <= 'z');
+    /* len(re.findall(r"\w+", s)) */
+    for (size_t i = 0; i < s.n;) {
+        size_t len;
+        bool w = jj_cp_class(jj_utf8_decode(s.p + i, s.n - i, &len), JJ_CP_WORD);
         if (w && !in_word)
             n++;
         in_word = w;
+        i += len;
     }
     return jj_int(n);
 }
@@ -829,9 +867,8 @@ static bool t_cmp(struct jj_ctx *c, struct jj_value v, struct jj_args *a, int op
 
 static bool all_case(struct jj_ctx *c, struct jj_value v, bool upper)
 {
-    struct jj_str s = str_of(c, v);
-    struct jj_value other = jj_str_case(c, s, upper ? 1 : 0);
-    return other.u.s.n == s.n && memcmp(other.u.s.p, s.p, s.n) == 0;
+    /* Jinja's upper and lower tests: str(value).isupper() / islower() */
+    return jj_str_all_case(str_of(c, v), upper);
 }
 
 static bool same(struct jj_value a, struct jj_value b)

@@ -426,6 +426,24 @@ struct jj_value *jj_arg(struct jj_args *a, size_t i, const char *name);
 
 /* ---- strings (jinja_strings.c) ------------------------------------------------------------ */
 
+/* The code point at p (its length in *len); an invalid byte reads as itself, length 1. */
+int32_t jj_utf8_decode(const char *p, size_t n, size_t *len);
+/* Python 3.11's str.isprintable for one code point (what repr() leaves unescaped). */
+bool jj_cp_printable(int32_t cp);
+enum jj_cp_class {
+    JJ_CP_ALPHA, /* str.isalpha */
+    JJ_CP_DIGIT, /* str.isdigit */
+    JJ_CP_ALNUM, /* str.isalnum */
+    JJ_CP_WORD,  /* re's \w */
+    JJ_CP_LOWER, /* Unicode Lowercase, as str.islower reads it */
+    JJ_CP_UPPER, /* Unicode Uppercase */
+    JJ_CP_TITLE, /* titlecase (Lt) */
+    JJ_CP_SPACE, /* str.isspace */
+};
+/* Python 3.11's character classes for one code point. */
+bool jj_cp_class(int32_t cp, enum jj_cp_class k);
+/* str.splitlines(): every Python line boundary, no ends kept. */
+struct jj_list *jj_splitlines(struct jj_ctx *c, struct jj_str s);
 /* Python's str.isspace for the code point at p (its length in *len). */
 bool jj_utf8_space(const char *p, size_t n, size_t *len);
 /* Python str.strip/lstrip/rstrip with chars or whitespace (chars NULL). */
@@ -433,5 +451,7 @@ struct jj_str jj_strip(struct jj_str s, const struct jj_str *chars, bool left, b
 /* mode: 0 lower, 1 upper, 2 Jinja's title filter, 3 capitalize, 4 Python's str.title */
 struct jj_value jj_str_case(struct jj_ctx *c, struct jj_str s, int mode);
 size_t jj_utf8_count(struct jj_str s);
+/* str.isupper() (upper) or str.islower() */
+bool jj_str_all_case(struct jj_str s, bool upper);
 
 #endif

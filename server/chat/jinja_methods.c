@@ -368,31 +368,22 @@ static int64_t find(struct jj_str s, struct jj_str sub, bool from_right)
     return -1;
 }
 
+/* str.isdigit, isalpha, isalnum, isspace (kind 0..3), isupper (4), islower (5) */
 static bool all_chars(struct jj_str s, int kind)
 {
+    static const enum jj_cp_class cls[] = {JJ_CP_DIGIT, JJ_CP_ALPHA, JJ_CP_ALNUM, JJ_CP_SPACE};
+    if (kind >= 4)
+        return jj_str_all_case(s, kind == 4);
     if (s.n == 0)
         return false;
-    bool cased = false;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-        bool ok;
-        switch (kind) {
-        case 0: ok = ch >= '0' && ch <= '9'; break;
-        case 1: ok = (ch | 32) >= 'a' && (ch | 32) <= 'z'; break;
-        case 2: ok = (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z'); break;
-        case 3: {
-            size_t len;
-            ok = jj_utf8_space(s.p + i, s.n - i, &len);
-            i += len - 1;
-            break;
-        }
-        case 4: ok = !(ch >= 'a' && ch <= 'z'); cased |= ch >= 'A' && ch <= 'Z'; break;
-        default: ok = !(ch >= 'A' && ch <= 'Z'); cased |= ch >= 'a' && ch <= 'z'; break;
-        }
-        if (!ok)
+    for (size_t i = 0; i < s.n;) {
+        size_t len;
+        int32_t cp = jj_utf8_decode(s.p + i, s.n - i, &len);
+        i += len;
+        if (!jj_cp_class(cp, cls[kind]))
             return false;
     }
-    return kind < 4 || cased;
+    return true;
 }
 
 static struct jj_value str_format(struct jj_ctx *c, struct jj_str fmt, struct jj_args *a)
@@ -494,21 +485,7 @@ static struct jj_value call_str_method(struct jj_ctx *c, enum method m, struct j
     case M_RSPLIT:
         return split(c, s, jj_arg(a, 0, "sep"), want_int(c, jj_arg(a, 1, "maxsplit"), -1),
                      m == M_RSPLIT);
-    case M_SPLITLINES: {
-        struct jj_list *l = jj_list_new(c, 0);
-        size_t start = 0;
-        for (size_t i = 0; i < s.n; i++) {
-            if (s.p[i] != '\n' && s.p[i] != '\r')
-                continue;
-            jj_list_push(c, l, jj_str(s.p + start, i - start));
-            if (s.p[i] == '\r' && i + 1 < s.n && s.p[i + 1] == '\n')
-                i++;
-            start = i + 1;
-        }
-        if (start < s.n)
-            jj_list_push(c, l, jj_str(s.p + start, s.n - start));
-        return jj_list_value(l);
-    }
+    case M_SPLITLINES: return jj_list_value(jj_splitlines(c, s));
     case M_REPLACE:
         return replace(c, s, want_str(c, a0, "replace()"), want_str(c, a1, "replace()"),
                        want_int(c, jj_arg(a, 2, "count"), -1));

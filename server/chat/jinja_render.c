@@ -247,6 +247,10 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
             fail_operands(c, op, a, b);
         if (jj_as_double(b) == 0.0)
             jj_fail(c, SPLASH_JINJA_RUNTIME, "division by zero");
+        if (ints && (ival(a) > (1LL << 53) || ival(a) < -(1LL << 53) || ival(b) > (1LL << 53) ||
+                     ival(b) < -(1LL << 53)))
+            /* Python rounds int / int once; int64s are exact in long double */
+            return jj_float((double)((long double)ival(a) / (long double)ival(b)));
         return jj_float(jj_as_double(a) / jj_as_double(b));
     case JJ_OP_FLOORDIV:
     case JJ_OP_MOD:
@@ -272,10 +276,24 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
             double x = jj_as_double(a), y = jj_as_double(b);
             if (y == 0.0)
                 jj_fail(c, SPLASH_JINJA_RUNTIME, "float modulo");
-            double r = fmod(x, y);
-            if (r != 0 && ((r < 0) != (y < 0)))
-                r += y;
-            return jj_float(op == JJ_OP_MOD ? r : floor((x - r) / y + 0.5));
+            /* CPython's float divmod, signed zeros included */
+            double mod = fmod(x, y), div = (x - mod) / y, q;
+            if (mod != 0) {
+                if ((y < 0) != (mod < 0)) {
+                    mod += y;
+                    div -= 1.0;
+                }
+            } else {
+                mod = copysign(0.0, y);
+            }
+            if (div != 0) {
+                q = floor(div);
+                if (div - q > 0.5)
+                    q += 1.0;
+            } else {
+                q = copysign(0.0, x / y);
+            }
+            return jj_float(op == JJ_OP_MOD ? mod : q);
         }
     case JJ_OP_POW:
         if (!nums)

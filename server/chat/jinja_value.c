@@ -456,7 +456,7 @@ static void repr_str(struct jj_ctx *c, struct jj_buf *b, struct jj_str s)
     jj_buf_putc(c, b, q);
     for (size_t i = 0; i < s.n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
-        char esc[8];
+        char esc[16];
         if (ch == (unsigned char)q || ch == '\\') {
             esc[0] = '\\';
             esc[1] = (char)ch;
@@ -470,13 +470,21 @@ static void repr_str(struct jj_ctx *c, struct jj_buf *b, struct jj_str s)
         } else if (ch < 0x20 || ch == 0x7f) {
             snprintf(esc, sizeof esc, "\\x%02x", ch);
             jj_buf_put(c, b, esc, 4);
-        } else if (ch == 0xC2 && i + 1 < s.n && (unsigned char)s.p[i + 1] < 0xA0) {
-            /* C1 controls U+0080..U+009F are not printable */
-            snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)s.p[i + 1]);
-            jj_buf_put(c, b, esc, 4);
-            i++;
-        } else {
+        } else if (ch < 0x80) {
             jj_buf_putc(c, b, (char)ch);
+        } else {
+            /* Python escapes what str.isprintable rejects: C1 controls, format characters,
+             * separators other than ' ', unassigned code points */
+            size_t len;
+            int32_t cp = jj_utf8_decode(s.p + i, s.n - i, &len);
+            if (len == 1 || jj_cp_printable(cp)) {
+                jj_buf_put(c, b, s.p + i, len);
+            } else {
+                int n = snprintf(esc, sizeof esc, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ?
+                                 "\\u%04x" : "\\U%08x", (unsigned)cp);
+                jj_buf_put(c, b, esc, (size_t)n);
+            }
+            i += len - 1;
         }
     }
     jj_buf_putc(c, b, q);
