@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "formats/nvfp4/nvfp4.h"
+#include "formats/nvfp4/nvfp4_r16.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 
@@ -352,6 +353,8 @@ static const struct splash_format_type nvfp4_type = {
     .from_float = nvfp4_from_float,
     .rows = nvfp4_rows,
     .n_rows = N_OF(nvfp4_rows),
+    .repack_to = "NVFP4_R16",
+    .repack = nvfp4_r16_repack,
 };
 
 static const struct splash_format_type nvfp4g_type = {
@@ -391,6 +394,7 @@ static const struct splash_format_type *const nvfp4_types[] = {
     &nvfp4_type,
     &nvfp4g_type,
     &nvfp4_fp8_type,
+    &nvfp4_r16_type,
 };
 
 static const char *const nvfp4_checkpoint_formats[] = {

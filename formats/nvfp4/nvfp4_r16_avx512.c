@@ -1,0 +1,238 @@
+/* AVX-512 VNNI kernel of NVFP4_R16 (nvfp4_r16.h) against Q8_0 activations.
+ *
+ * A group block's qs[k] holds row r's code bytes 4k .. 4k + 3 in int32 lane r. vpermb
+ * looks the low nibbles up (a 16-entry table repeated over its 64 entries, so the bits
+ * above a nibble do not matter) as the doubled E2M1 values plus 128, unsigned for
+ * vpdpbusd; the high nibbles are brought down by vpmultishiftqb first (port 5, beside
+ * vpermb, where a shift would compete with vpdpbusd for port 0). One vpdpbusd of such a
+ * vector against 4 activation bytes broadcast from memory adds the 16 rows' partial sums
+ * of 4 inputs, so 4 give a 16-value sub-block's 16 integer dots (biased by 128 * sum(a),
+ * which the accumulator's start value -128 * sum(a) takes back: exact). The rows' 16
+ * scales of two sub-blocks are one byte unpack with zero, a shift and two vcvtph2ps of
+ * the canonical bytes (c << 7 is their binary16); per Q8_0 block two converts, a multiply
+ * and an FMA give p = fma(i1, w1, i0 w0) and one FMA adds p times the activation's 128 d
+ * to the rows' totals. Lane r of the totals is row r's dot: no horizontal sums.
+ *
+ * Every (weight row, activation row) pair takes these float steps, Q8_0 block by Q8_0
+ * block, in every tile (1 to 8 activation rows, which share each decoded weight half
+ * block), so results do not depend on n_act and equal the scalar row's bit for bit. Per
+ * activation row, each Q8_0 block's 128 d and its halves' -128 sum(a) are prepared once
+ * per call (and K chunk), on the stack or, for many rows, the heap. The loops run
+ * group-outer: each group's weights are read from memory once per call, however many
+ * tiles of activation rows share them. A mat-vec streaming its rows from memory
+ * prefetches ahead. */
+#include <immintrin.h>
+#include <stdlib.h>
+
+#include "formats/nvfp4/nvfp4_r16.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define R16_MAX_NR 8
+/* prepared Q8_0 blocks on the stack (more on the heap); the totals wait in out between K
+ * chunks: exact */
+#define R16_PREP 2048
+/* K chunk (64-value blocks) of a call with more than one tile: 16 weight rows' chunk
+ * (18 KiB) and a tile's 8 activation rows (17 KiB) fit L1 together */
+#define R16_KC 32
+/* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
+ * the caches, as the engine hands each thread) prefetches into L2 this far ahead of the
+ * block it reads. */
+#define R16_STREAM_BYTES (16u << 10)
+#define R16_PREFETCH 4096
+
+/* Doubled E2M1 values plus 128 per code (GGUF's NVFP4 values times two, biased to be
+ * unsigned), repeated to vpermb's 64 entries. */
+static const uint8_t nvfp4_r16_lut[64] = {
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+    128, 129, 130, 131, 132, 134, 136, 140, 128, 127, 126, 125, 124, 122, 120, 116,
+};
+
+/* One Q8_0 block's 128 d and the bias corrections -128 * sum(qs) of its two halves. */
+struct nvfp4_r16_act {
+    float d;
+    int32_t c[2];
+};
+
+static void nvfp4_r16_prepare(const struct q8_0_block *y, int64_t n_q8, struct nvfp4_r16_act *p)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < n_q8; i++) {
+        /* sum(q + 128) of 8-byte quarters, then of each half */
+        const __m256i s =
+            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+                            _mm256_setzero_si256());
+        const __m128i lo = _mm256_castsi256_si128(s), hi = _mm256_extracti128_si256(s, 1);
+        const int32_t s0 = _mm_cvtsi128_si32(_mm_add_epi64(lo, _mm_unpackhi_epi64(lo, lo)));
+        const int32_t s1 = _mm_cvtsi128_si32(_mm_add_epi64(hi, _mm_unpackhi_epi64(hi, hi)));
+        p[i].d = _cvtsh_ss(y[i].d) * 128.0f;
+        p[i].c[0] = -128 * (s0 - 16 * 128);
+        p[i].c[1] = -128 * (s1 - 16 * 128);
+    }
+}
+
+INLINE __m512i nvfp4_r16_bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The 16 rows of one group over nk blocks from b against nr activation rows (Q8_0 blocks
+ * y[r], prepared p[r], two per block): out[r * out_stride + l] = (first ? 0 : its value)
+ * + dot. Each block is taken in two halves (one Q8_0 block each), which keeps a half's 8
+ * decoded vectors and the tile's totals in registers. */
+INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
+                           const struct q8_0_block *const *y, const struct nvfp4_r16_act *const *p,
+                           const int nr, float *out, size_t out_stride, const int first,
+                           const int prefetch)
+{
+    const __m512i lut = _mm512_loadu_si512(nvfp4_r16_lut);
+    const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
+    __m512 tot[R16_MAX_NR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
+    for (int64_t i = 0; i < nk; i++, b++) {
+        if (prefetch) {
+            _Pragma("GCC unroll 9") for (int l = 0; l < 9; l++)
+                _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);
+        }
+        const __m512i draw = _mm512_loadu_si512(b->d);
+        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
+        {
+            /* sub-blocks 2q and 2q + 1: scales, then codes */
+            const __m512i h =
+                _mm512_srli_epi16(q ? _mm512_unpackhi_epi8(_mm512_setzero_si512(), draw)
+                                    : _mm512_unpacklo_epi8(_mm512_setzero_si512(), draw),
+                                  1);
+            const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+            const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+            __m512i wv[8];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            {
+                const __m512i v = _mm512_loadu_si512(b->qs[4 * q + k]);
+                wv[2 * k] = _mm512_permutexvar_epi8(v, lut);
+                wv[2 * k + 1] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);
+            }
+            _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+            {
+                const struct q8_0_block *yq = &y[r][2 * i + q];
+                const struct nvfp4_r16_act *pq = &p[r][2 * i + q];
+                const int8_t *a = yq->qs;
+                /* sub-block 2q: codes qs[4q], qs[4q + 1] (values 0..7 low, 8..15 high) */
+                __m512i i0 = _mm512_set1_epi32(pq->c[0]), i1 = _mm512_set1_epi32(pq->c[1]);
+                i0 = _mm512_dpbusd_epi32(i0, wv[0], nvfp4_r16_bcast4(a + 0));
+                i1 = _mm512_dpbusd_epi32(i1, wv[4], nvfp4_r16_bcast4(a + 16));
+                i0 = _mm512_dpbusd_epi32(i0, wv[2], nvfp4_r16_bcast4(a + 4));
+                i1 = _mm512_dpbusd_epi32(i1, wv[6], nvfp4_r16_bcast4(a + 20));
+                i0 = _mm512_dpbusd_epi32(i0, wv[1], nvfp4_r16_bcast4(a + 8));
+                i1 = _mm512_dpbusd_epi32(i1, wv[5], nvfp4_r16_bcast4(a + 24));
+                i0 = _mm512_dpbusd_epi32(i0, wv[3], nvfp4_r16_bcast4(a + 12));
+                i1 = _mm512_dpbusd_epi32(i1, wv[7], nvfp4_r16_bcast4(a + 28));
+                const __m512 pf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), w1,
+                                                  _mm512_mul_ps(_mm512_cvtepi32_ps(i0), w0));
+                tot[r] = _mm512_fmadd_ps(pf, _mm512_set1_ps(pq->d), tot[r]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+        _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
+}
+
+#define R16_GROUP(g) ((const struct nvfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
+
+/* Activation rows j0 .. j0 + nj (prepared Q8_0 blocks prep[j * 2 nk ..]) against every
+ * whole group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation
+ * rows while the group's blocks are in L1/L2 (the first tile over streaming weights
+ * fetches ahead). */
+static void nvfp4_r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
+                          const void *act, size_t act_stride, int64_t j0, int64_t nj,
+                          const struct nvfp4_r16_act *prep, float *out, size_t out_stride,
+                          int stream)
+{
+    for (int64_t g = 0; g < n_full; g += NVFP4_R16_ROWS) {
+        for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
+            const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
+            const struct q8_0_block *y[R16_MAX_NR];
+            const struct nvfp4_r16_act *pp[R16_MAX_NR];
+            for (int r = 0; r < nr; r++) {
+                y[r] = (const struct q8_0_block *)((const char *)act +
+                                                   (size_t)(j0 + t + r) * act_stride) +
+                       2 * k0;
+                pp[r] = prep + (size_t)(t + r) * 2 * (size_t)nk;
+            }
+            const struct nvfp4_r16_block *b = R16_GROUP(g);
+            float *o = out + (size_t)(j0 + t) * out_stride + g;
+            const int first = k0 == 0, pf = stream && t == 0;
+            switch (nr) {
+            case 1:
+                if (pf)
+                    nvfp4_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
+                else
+                    nvfp4_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
+                break;
+#define R16_CASE(NR)                                                                               \
+    case NR:                                                                                       \
+        nvfp4_r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                 \
+        break;
+                R16_CASE(2)
+                R16_CASE(3)
+                R16_CASE(4)
+                R16_CASE(5)
+                R16_CASE(6)
+                R16_CASE(7)
+#undef R16_CASE
+            default:
+                if (pf)
+                    nvfp4_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 1);
+                else
+                    nvfp4_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 0);
+                break;
+            }
+        }
+    }
+}
+
+void nvfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
+                             const void *act, size_t act_stride, int64_t n_act, float *out,
+                             size_t out_stride)
+{
+    const int64_t nb = n / NVFP4_QK;
+    const int64_t n_full = n_w / NVFP4_R16_ROWS * NVFP4_R16_ROWS;
+    const char *wb = w;
+    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
+    struct nvfp4_r16_act stack[R16_PREP], *prep = stack;
+    /* one tile: whole rows. More activation rows: all of them over K chunks of R16_KC
+     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
+     * once per call); their prepared blocks go on the heap when the stack does not hold
+     * them. Without the heap, batches of 8 rows (the same sums either way). */
+    int64_t nj = n_act, kc = n_act <= R16_MAX_NR || nb <= R16_KC ? nb : R16_KC;
+    if (n_full && (uint64_t)n_act * 2 * (uint64_t)kc > R16_PREP) {
+        prep = malloc((size_t)n_act * 2 * (size_t)kc * sizeof *prep);
+        if (!prep) {
+            prep = stack;
+            nj = R16_MAX_NR;
+            kc = kc < R16_PREP / (2 * R16_MAX_NR) ? kc : R16_PREP / (2 * R16_MAX_NR);
+        }
+    }
+    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
+        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
+        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
+            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
+            for (int64_t j = 0; j < mj; j++)
+                nvfp4_r16_prepare(
+                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
+                        2 * k0,
+                    2 * nk, prep + (size_t)j * 2 * (size_t)nk);
+            nvfp4_r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,
+                          out_stride, stream);
+        }
+    }
+    if (prep != stack)
+        free(prep);
+    /* the rows after the last whole group are plain NVFP4 rows */
+    if (n_full < n_w)
+        nvfp4_q8_avx512vnni_mul_rows(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
+                                     act_stride, n_act, out + n_full, out_stride);
+}
