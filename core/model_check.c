@@ -270,6 +270,37 @@ struct plan_ctx {
     struct problem_list problems;
 };
 
+/* NAME.scale and NAME.input_scale (llama.cpp's NVFP4 files) stand beside a weight
+ * NAME.weight whose format takes a per-tensor scale; beside any other weight, or alone,
+ * they are refused before any download. */
+static void check_tensor_scales(const struct splash_meta *m, struct problem_list *pl)
+{
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const char *name = m->tensors[i]->name;
+        size_t n = strlen(name), k = 0;
+        if (n > 12 && !strcmp(name + n - 12, ".input_scale"))
+            k = 12;
+        else if (n > 6 && !strcmp(name + n - 6, ".scale"))
+            k = 6;
+        if (!k || n - k + 8 > 160)
+            continue;
+        char weight[160];
+        snprintf(weight, sizeof weight, "%.*s.weight", (int)(n - k), name);
+        const struct splash_tensor_info *w = splash_meta_api_get()->tensor_find(m, weight);
+        int32_t layer = -1;
+        if (sscanf(name, "blk.%d.", &layer) != 1)
+            layer = -1;
+        if (!w)
+            problem_add(pl, "unsupported", name, layer, "a scale without its weight");
+        else if (!w->format || !(w->format->flags & SPLASH_FORMAT_TENSOR_SCALE)) {
+            char detail[96];
+            snprintf(detail, sizeof detail, "beside a %s weight (only NVFP4 takes one)",
+                     w->type_name ? w->type_name : "?");
+            problem_add(pl, "unsupported", name, layer, detail);
+        }
+    }
+}
+
 static void shape_str(char *buf, size_t size, int n_dims, const int64_t *ne)
 {
     size_t used = 0;
@@ -347,6 +378,7 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
         res->problems = strdup(err->msg);
         return st;
     }
+    check_tensor_scales(m, &pc.problems);
     if (pc.problems.n) {
         res->problems = problems_text(&pc.problems);
         free(pc.problems.items);

@@ -2,6 +2,7 @@
  * the weight's act_type once per row (by a SIMD quantizer giving the format's own
  * bytes where kernels/matmul_act.h has one), then weight rows are split over the
  * pool and each piece reads its weight rows once for every activation row. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ struct splash_weight {
     _Atomic(void *) packed; /* the image; NULL while released (made again on use) */
     int64_t unit;           /* pieces of the rows start at multiples of this */
     struct splash_weight *next_packed, *prev_packed;
+    float *scales; /* per expert: the products' per-tensor scale (weight_set_scale); NULL: 1 */
 };
 
 /* Bytes of w's rows (all experts): its mapped tensor's, and its image's. */
@@ -243,7 +245,31 @@ static void weight_destroy(struct splash_weight *w)
         pthread_mutex_unlock(&packed_lock);
         splash_free_aligned(atomic_load(&w->packed));
     }
+    free(w->scales);
     free(w);
+}
+
+static enum splash_status weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
+                                           struct splash_err *err)
+{
+    if (n != 1 && n != w->n_experts)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: %lld scale values for %lld experts (1 or one per expert)",
+                              w->t.name, (long long)n, (long long)w->n_experts);
+    float *s = malloc((size_t)w->n_experts * sizeof *s);
+    if (!s)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", w->t.name);
+    for (int64_t e = 0; e < w->n_experts; e++) {
+        s[e] = scales[n == 1 ? 0 : e];
+        if (!isfinite(s[e])) {
+            free(s);
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: scale %lld is not finite",
+                                  w->t.name, (long long)(n == 1 ? 0 : e));
+        }
+    }
+    free(w->scales);
+    w->scales = s;
+    return SPLASH_OK;
 }
 
 /* Per-thread scratch for quantized activations, grown on demand. */
@@ -302,6 +328,7 @@ struct mm_task {
     int64_t n_act;
     float *y;
     size_t y_stride;
+    float scale; /* the products' per-tensor scale (0 taken as 1) */
 };
 
 #define ACT_TILE 8
@@ -312,6 +339,18 @@ struct mm_task {
 /* Activation rows a repacked kernel takes per call: they stay in L2 while it walks the
  * weight rows once, one interleaved group at a time from L1. */
 #define PACKED_ACT_BLOCK 128
+
+/* Rows [r0, r1) of every activation row's products times the per-tensor scale. */
+static void scale_piece(const struct mm_task *m, int64_t r0, int64_t r1)
+{
+    if (m->scale == 0.0f || m->scale == 1.0f)
+        return;
+    for (int64_t j = 0; j < m->n_act; j++) {
+        float *y = m->y + (size_t)j * m->y_stride;
+        for (int64_t r = r0; r < r1; r++)
+            y[r] *= m->scale;
+    }
+}
 
 static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
@@ -328,6 +367,7 @@ static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
                                     m->act + (size_t)j * w->act_row_bytes, w->act_row_bytes, nj,
                                     m->y + (size_t)j * m->y_stride + (size_t)begin, m->y_stride);
         }
+        scale_piece(m, begin, end);
         return;
     }
     int64_t block = end - begin;
@@ -346,6 +386,7 @@ static void mm_rows(void *ctx, int64_t begin, int64_t end, int thread)
                                    m->y_stride);
         }
     }
+    scale_piece(m, begin, end);
 }
 
 /* w read as stored, for a call that could not make its image again. The view lives in
@@ -370,7 +411,7 @@ static void matmul(struct splash_pool *pool, const struct splash_weight *w, cons
     if (!wdata) /* out of memory making the image again: read the rows as stored */
         wdata = w->t.data, w = plain_view(w);
     struct mm_task m = {.w = w, .wdata = wdata, .act = act, .n_act = n, .y = y,
-                        .y_stride = (size_t)w->n_out};
+                        .y_stride = (size_t)w->n_out, .scale = w->scales ? w->scales[0] : 1.0f};
     /* chunks of at least ~64k multiply-adds, so a small product is not split into tasks
      * that cost more to hand out than to run */
     int64_t macs = w->n_in * n;
@@ -423,7 +464,8 @@ static void matmul_many(struct splash_pool *pool, const struct splash_weight *co
             const struct splash_weight *w = ws[i0 + i];
             const void *wdata = w->packed_fmt ? atomic_load(&w->packed) : w->t.data;
             t.m[i] = (struct mm_task){.w = w, .wdata = wdata, .act = act, .n_act = n,
-                                      .y = y[i0 + i], .y_stride = (size_t)w->n_out};
+                                      .y = y[i0 + i], .y_stride = (size_t)w->n_out,
+                                      .scale = w->scales ? w->scales[0] : 1.0f};
             t.first[i + 1] = t.first[i] + (w->n_out + w->unit - 1) / w->unit;
             int64_t macs = w->n_in * n;
             int64_t g = macs >= 4096 ? 16 : 65536 / (macs > 0 ? macs : 1);
@@ -472,7 +514,8 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
                             .act = t->act + (size_t)g->first * w->act_row_bytes,
                             .n_act = g->n,
                             .y = t->ys + g->first * w->n_out,
-                            .y_stride = (size_t)w->n_out};
+                            .y_stride = (size_t)w->n_out,
+                            .scale = w->scales ? w->scales[g->expert] : 1.0f};
         /* block is a multiple of w->unit, the unit mm_rows counts in */
         mm_rows(&m, row0 / w->unit, (row1 + w->unit - 1) / w->unit, thread);
     }
@@ -587,6 +630,7 @@ static const struct splash_kernels kernels = {
     .gdn_conv_lanes = hybrid_gdn_conv_lanes,
     .gdn_recurrent_lanes = hybrid_gdn_recurrent_lanes,
     .attention_lanes = hybrid_attention_lanes,
+    .weight_set_scale = weight_set_scale,
 };
 
 const struct splash_kernels *splash_kernels_get(void)

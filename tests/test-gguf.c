@@ -18,6 +18,7 @@
 #include "core/gguf_write.h"
 #include "core/meta.h"
 #include "tests/support/testdata.h"
+#include "tests/support/gguf_copy.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -347,30 +348,6 @@ static void test_gguf_split_three_parts_read_as_one(void **state)
     splash_meta_close(m);
 }
 
-/* Copies every key of a parsed GGUF into a writer, in its own representation. */
-static void copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv *kv)
-{
-    struct splash_err err;
-    enum splash_status st;
-    if (kv->type == GGUF_STRING) {
-        st = splash_gguf_writer_set_str(w, kv->key, kv->v.str, &err);
-    } else if (kv->type == GGUF_ARRAY) {
-        st = splash_gguf_writer_set_array(w, kv->key, kv->arr_type, kv->arr, (size_t)kv->n, &err);
-    } else {
-        union { uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; float f32; double f64; } u;
-        switch (kv->type) {
-        case GGUF_U8: case GGUF_I8: case GGUF_BOOL: u.u8 = (uint8_t)kv->v.u64; break;
-        case GGUF_U16: case GGUF_I16: u.u16 = (uint16_t)kv->v.u64; break;
-        case GGUF_U32: case GGUF_I32: u.u32 = (uint32_t)kv->v.u64; break;
-        case GGUF_F32: u.f32 = (float)kv->v.f64; break;
-        case GGUF_F64: u.f64 = kv->v.f64; break;
-        default: u.u64 = kv->v.u64; break;
-        }
-        st = splash_gguf_writer_set_scalar(w, kv->key, kv->type, &u, &err);
-    }
-    assert_int_equal(st, 0);
-}
-
 /* llama.cpp's Q4_K_M model split into 3 parts keeps every tensor's type (golden) and bytes. */
 static void test_gguf_split_testdata_model_keeps_golden_types(void **state)
 {
@@ -381,7 +358,7 @@ static void test_gguf_split_testdata_model_keeps_golden_types(void **state)
     assert_int_equal(splash_gguf_open(src, 0, &g, &err), 0);
     struct splash_gguf_writer *w = splash_gguf_writer_create();
     for (size_t i = 0; i < g->n_kv; i++)
-        copy_kv(w, &g->kv[i]);
+        test_gguf_copy_kv(w, &g->kv[i]);
     for (size_t i = 0; i < g->n_tensors; i++) {
         const struct splash_tensor_info *t = &g->tensors[i].info;
         assert_int_equal(splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne,

@@ -309,11 +309,71 @@ static void test_repack_drops_only_file_pages(void **state)
     free(own);
 }
 
+/* A per-tensor scale (llama.cpp's NVFP4 NAME.scale) multiplies the products exactly: a
+ * power of two on every path (matmul, matmul_many, experts with one scale each), repacked
+ * or not; other counts and non-finite values are refused. */
+static void test_weight_scale_multiplies_products(void **state)
+{
+    (void)state;
+    const struct splash_kernels *k = splash_kernels_get();
+    if (!SPLASH_KERNELS_HAS(k, weight_set_scale))
+        fail_msg("the kernel table has no weight_set_scale");
+    const struct splash_format_type *f =
+        splash_registry_format_by_name(splash_registry_global(), "NVFP4");
+    assert_non_null(f);
+    assert_true(f->flags & SPLASH_FORMAT_TENSOR_SCALE);
+    const int64_t n_in = 256, rows = 40, n_experts = 3, n = 5;
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    float *y0 = calloc((size_t)(n * rows), sizeof *y0), *y1 = calloc((size_t)(n * rows), sizeof *y1);
+    assert_true(x && y0 && y1);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand();
+    for (int packed = 0; packed < 2; packed++) {
+        struct mapped_weight mw;
+        mapped_weight_make(&mw, f, n_in, rows, 1);
+        struct splash_weight *w = weight_make(&mw.t, packed);
+        k->matmul(pool, w, x, n, y0);
+        struct splash_err err = {0};
+        const float half = 0.5f, bad[2] = {1.0f, 2.0f}, inf = INFINITY;
+        assert_int_not_equal(k->weight_set_scale(w, bad, 2, &err), SPLASH_OK);
+        assert_int_not_equal(k->weight_set_scale(w, &inf, 1, &err), SPLASH_OK);
+        assert_int_equal(k->weight_set_scale(w, &half, 1, &err), SPLASH_OK);
+        k->matmul(pool, w, x, n, y1);
+        for (int64_t i = 0; i < n * rows; i++)
+            assert_true(y1[i] == 0.5f * y0[i]);
+        const struct splash_weight *ws[2] = {w, w};
+        float *ys[2] = {y1, y1};
+        memset(y1, 0, (size_t)(n * rows) * sizeof *y1);
+        k->matmul_many(pool, ws, 2, x, n, ys);
+        for (int64_t i = 0; i < n * rows; i++)
+            assert_true(y1[i] == 0.5f * y0[i]);
+        k->weight_destroy(w);
+        mapped_weight_free(&mw);
+
+        mapped_weight_make(&mw, f, n_in, rows, n_experts);
+        w = weight_make(&mw.t, packed);
+        int32_t expert[5] = {0, 2, 1, 2, 0};
+        k->matmul_experts(pool, w, x, expert, n, y0);
+        const float scales[3] = {2.0f, 0.25f, 8.0f};
+        assert_int_equal(k->weight_set_scale(w, scales, n_experts, &err), SPLASH_OK);
+        k->matmul_experts(pool, w, x, expert, n, y1);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < rows; i++)
+                assert_true(y1[r * rows + i] == scales[expert[r]] * y0[r * rows + i]);
+        k->weight_destroy(w);
+        mapped_weight_free(&mw);
+    }
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repack_matches_rows_as_stored),
         cmocka_unit_test(test_repack_drops_only_file_pages),
+        cmocka_unit_test(test_weight_scale_multiplies_products),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,7 @@
 #include "core/model_check.h"
 #include "core/registry.h"
 #include "tests/support/testdata.h"
+#include "tests/support/gguf_copy.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 static struct splash_registry *reg;
@@ -41,28 +42,6 @@ struct edit {
     const char *arch;          /* another general.architecture */
 };
 
-static void copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv *kv)
-{
-    struct splash_err err;
-    if (kv->type == GGUF_STRING) {
-        splash_gguf_writer_set_str(w, kv->key, kv->v.str, &err);
-    } else if (kv->type == GGUF_ARRAY) {
-        splash_gguf_writer_set_array(w, kv->key, kv->arr_type, kv->arr, (size_t)kv->n, &err);
-    } else {
-        /* scalars: write back in their own width */
-        union { uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; float f32; double f64; } v;
-        switch (kv->type) {
-        case GGUF_U8: case GGUF_I8: case GGUF_BOOL: v.u8 = (uint8_t)kv->v.u64; break;
-        case GGUF_U16: case GGUF_I16: v.u16 = (uint16_t)kv->v.u64; break;
-        case GGUF_U32: case GGUF_I32: v.u32 = (uint32_t)kv->v.u64; break;
-        case GGUF_F32: v.f32 = (float)kv->v.f64; break;
-        case GGUF_F64: v.f64 = kv->v.f64; break;
-        default: v.u64 = kv->v.u64; break;
-        }
-        splash_gguf_writer_set_scalar(w, kv->key, kv->type, &v, &err);
-    }
-}
-
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -81,7 +60,7 @@ static char *edited_copy(const char *name, const struct edit *e)
         fail_msg("%s", err.msg);
     struct splash_gguf_writer *w = splash_gguf_writer_create();
     for (size_t i = 0; i < g->n_kv; i++)
-        copy_kv(w, &g->kv[i]);
+        test_gguf_copy_kv(w, &g->kv[i]);
     if (e->arch)
         splash_gguf_writer_set_str(w, "general.architecture", e->arch, &err);
     void **scratch = calloc(g->n_tensors, sizeof *scratch);

@@ -36,6 +36,7 @@
 #include "tests/support/golden.h"
 #include "tests/support/model_run.h"
 #include "tests/support/testdata.h"
+#include "tests/support/gguf_copy.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
@@ -278,52 +279,6 @@ static void test_qwen_moe_simd_rows_match_reference(void **state)
 
 /* ---- fused gate and up ------------------------------------------------------------------ */
 
-static void copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv *kv)
-{
-    struct splash_err err;
-    enum splash_status st;
-    if (kv->type == GGUF_STRING) {
-        st = splash_gguf_writer_set_str(w, kv->key, kv->v.str, &err);
-    } else if (kv->type == GGUF_ARRAY) {
-        st = splash_gguf_writer_set_array(w, kv->key, kv->arr_type, kv->arr, (size_t)kv->n, &err);
-    } else {
-        union {
-            uint8_t u8;
-            uint16_t u16;
-            uint32_t u32;
-            uint64_t u64;
-            float f32;
-            double f64;
-        } u;
-        switch (kv->type) {
-        case GGUF_U8:
-        case GGUF_I8:
-        case GGUF_BOOL:
-            u.u8 = (uint8_t)kv->v.u64;
-            break;
-        case GGUF_U16:
-        case GGUF_I16:
-            u.u16 = (uint16_t)kv->v.u64;
-            break;
-        case GGUF_U32:
-        case GGUF_I32:
-            u.u32 = (uint32_t)kv->v.u64;
-            break;
-        case GGUF_F32:
-            u.f32 = (float)kv->v.f64;
-            break;
-        case GGUF_F64:
-            u.f64 = kv->v.f64;
-            break;
-        default:
-            u.u64 = kv->v.u64;
-            break;
-        }
-        st = splash_gguf_writer_set_scalar(w, kv->key, kv->type, &u, &err);
-    }
-    assert_int_equal(st, SPLASH_OK);
-}
-
 /* The test data's model rewritten as llama.cpp's fused layout writes it: each layer's
  * gate and up experts in one ffn_gate_up_exps, each expert's gate rows then its up
  * rows (same type, bytes moved verbatim). */
@@ -334,7 +289,7 @@ static void write_fused(const char *src, const char *dst)
     assert_int_equal(splash_gguf_open(src, 0, &g, &err), SPLASH_OK);
     struct splash_gguf_writer *w = splash_gguf_writer_create();
     for (size_t i = 0; i < g->n_kv; i++)
-        copy_kv(w, &g->kv[i]);
+        test_gguf_copy_kv(w, &g->kv[i]);
     void *bufs[64];
     int n_bufs = 0;
     for (size_t i = 0; i < g->n_tensors; i++) {
@@ -586,7 +541,7 @@ static void test_qwen_moe_fewer_experts(void **state)
     assert_int_equal(splash_gguf_open(path, 0, &g, &err), SPLASH_OK);
     struct splash_gguf_writer *w = splash_gguf_writer_create();
     for (size_t i = 0; i < g->n_kv; i++)
-        copy_kv(w, &g->kv[i]);
+        test_gguf_copy_kv(w, &g->kv[i]);
     assert_int_equal(splash_gguf_writer_set_u32(w, "qwen35moe.expert_count", 8, &err), SPLASH_OK);
     for (size_t i = 0; i < g->n_tensors; i++) {
         const struct splash_tensor_info *t = &g->tensors[i].info;

@@ -118,6 +118,7 @@ struct hybrid_model {
     struct splash_model_opts opts;
     const struct hybrid_ffn_ops *ffn;
     const struct splash_tensor_info *tok_embd;
+    float tok_embd_scale; /* token_embd.scale (NVFP4), 1 without one */
     struct splash_weight *output; /* the LM head (token_embd when tied) */
     float *output_norm;
     struct hybrid_layer *layers;
@@ -158,6 +159,13 @@ void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight
 
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes);
+/* Weight t's per-tensor scale (NAME.scale beside NAME.weight, one value or one per expert,
+ * F32), given to w (NULL: only checked, *single gets a one-value scale); NAME.input_scale
+ * beside it plays no part. Either beside a weight whose format takes no such scale is
+ * refused, naming the tensor. */
+enum splash_status hybrid_weight_scale(struct hybrid_model *model,
+                                       const struct splash_tensor_info *t, struct splash_weight *w,
+                                       float *single, struct splash_err *err);
 
 enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
                                        const char *arch, const struct hybrid_ffn_ops *ffn,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "splash/format.h"
 #include "splash/fp.h"
 
 #define HYBRID_PAGE_TOKENS 64
@@ -30,6 +31,61 @@ static const struct splash_tensor_info *find(struct hybrid_model *model, int32_t
     return t && t->data ? t : NULL;
 }
 
+enum splash_status hybrid_weight_scale(struct hybrid_model *model,
+                                       const struct splash_tensor_info *t, struct splash_weight *w,
+                                       float *single, struct splash_err *err)
+{
+    const struct splash_meta_api *api = model->host->meta;
+    const char *path = api->path(model->meta);
+    size_t base = strlen(t->name);
+    if (base > 7 && !strcmp(t->name + base - 7, ".weight"))
+        base -= 7;
+    char name[160], input_name[160];
+    snprintf(name, sizeof name, "%.*s.scale", (int)base, t->name);
+    snprintf(input_name, sizeof input_name, "%.*s.input_scale", (int)base, t->name);
+    const struct splash_tensor_info *sc = api->tensor_find(model->meta, name);
+    const struct splash_tensor_info *in = api->tensor_find(model->meta, input_name);
+    if (!sc && !in)
+        return SPLASH_OK;
+    const struct splash_format_type *f = t->format;
+    if (!f || !(f->flags & SPLASH_FORMAT_TENSOR_SCALE))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s beside a %s weight is refused: only NVFP4 rows take a "
+                              "per-tensor scale",
+                              path, sc ? name : input_name, f ? f->name : "?");
+    if (!sc)
+        return SPLASH_OK; /* NVIDIA's activation scale alone plays no part */
+    int64_t n = 1, experts = t->n_dims >= 3 ? t->ne[2] : 1;
+    for (int32_t d = 0; d < sc->n_dims; d++)
+        n *= sc->ne[d];
+    const struct splash_format_type *sf = sc->format;
+    if (!sf || strcmp(sf->name, "F32") || !sc->data || (n != 1 && n != experts))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: %s must be F32 with 1 value or one per expert (%lld), not "
+                              "%lld %s values",
+                              path, name, (long long)experts, (long long)n, sf ? sf->name : "?");
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    model->k->to_float(sc, v);
+    enum splash_status st = SPLASH_OK;
+    if (w) {
+        if (!SPLASH_KERNELS_HAS(model->k, weight_set_scale))
+            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                "%s: %s needs a core whose kernels take a per-tensor scale", path,
+                                name);
+        else
+            st = model->k->weight_set_scale(w, v, n, err);
+    } else if (single) {
+        *single = v[0];
+        if (n != 1 || !isfinite(v[0]))
+            st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s must be one finite value", path,
+                                name);
+    }
+    free(v);
+    return st;
+}
+
 static enum splash_status load_weight(struct hybrid_model *model, int32_t il, const char *name,
                                       struct splash_weight **out, struct splash_err *err)
 {
@@ -37,7 +93,10 @@ static enum splash_status load_weight(struct hybrid_model *model, int32_t il, co
     if (!t)
         return SPLASH_ERR_NOT_FOUND;
     model->weight_bytes += t->n_bytes;
-    return model->k->weight_create(t, out, err);
+    enum splash_status st = model->k->weight_create(t, out, err);
+    if (!st)
+        st = hybrid_weight_scale(model, t, *out, NULL, err);
+    return st;
 }
 
 /* A small tensor as n floats (norms, conv, decay); `plus_one` adds 1 (HF's zero-centred norms). */
@@ -267,12 +326,17 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
         goto out_destroy;
     }
     model->weight_bytes += model->tok_embd->n_bytes;
+    model->tok_embd_scale = 1.0f;
+    if ((st = hybrid_weight_scale(model, model->tok_embd, NULL, &model->tok_embd_scale, err)))
+        goto out_destroy;
     if ((st = load_floats(model, -1, "output_norm.weight", c->n_embd, c->norm_plus_one,
                           &model->output_norm, err)))
         goto out_destroy;
-    if (c->tied)
+    if (c->tied) {
         st = model->k->weight_create(model->tok_embd, &model->output, err);
-    else
+        if (!st)
+            st = hybrid_weight_scale(model, model->tok_embd, model->output, NULL, err);
+    } else
         st = load_weight(model, -1, "output.weight", &model->output, err);
     if (st)
         goto out_destroy;

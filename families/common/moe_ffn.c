@@ -237,7 +237,10 @@ static enum splash_status load(struct hybrid_model *model, int32_t il, const cha
     if (!t)
         return SPLASH_ERR_INVALID;
     model->weight_bytes += t->n_bytes;
-    return model->k->weight_create(t, out, err);
+    enum splash_status st = model->k->weight_create(t, out, err);
+    if (!st)
+        st = hybrid_weight_scale(model, t, *out, NULL, err);
+    return st;
 }
 
 static void moe_destroy(struct hybrid_model *model, void *layer_ffn)

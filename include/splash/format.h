@@ -43,6 +43,9 @@ struct splash_planes {
 #define SPLASH_FORMAT_ACTIVATION_ONLY (1u << 0) /* Q8_K and friends: no vec_dot rows */
 #define SPLASH_FORMAT_FLOAT (1u << 1)           /* F32, F16, BF16: unquantized values */
 #define SPLASH_FORMAT_REPACKED (1u << 2)        /* a load-time layout of another format (ABI 1.1) */
+/* its products are multiplied by a per-tensor F32 scale stored beside the weight (NAME.scale:
+ * one value, or one per expert), as llama.cpp's NVFP4 GGUFs keep one */
+#define SPLASH_FORMAT_TENSOR_SCALE (1u << 3)
 
 struct splash_format_type {
     const char *name;         /* "Q4_K", "MXFP4", "af4g64", "BF16" */

@@ -121,6 +121,11 @@ struct splash_kernels {
      * The lanes' pages must be distinct. Same results as kv_store and attention per lane. */
     void (*attention_lanes)(struct splash_pool *pool, const struct splash_attn_lane *lanes,
                             int32_t n_lanes, int32_t n_head, float scale);
+    /* Multiplies w's products by scales[e] for expert e (n = the weight's experts) or by
+     * scales[0] (n = 1): a SPLASH_FORMAT_TENSOR_SCALE format's per-tensor scale. Refuses
+     * another count or a value that is not finite. */
+    enum splash_status (*weight_set_scale)(struct splash_weight *w, const float *scales,
+                                           int64_t n, struct splash_err *err);
 };
 
 /* Whether the kernel table k has member `m` (tables from older cores are shorter). */
