@@ -3,6 +3,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q50_r16.h"
 
 static const struct kq_scale_field q5_0_fields[] = {{offsetof(struct q5_0_block, d), 0, "d"}};
 
@@ -95,4 +96,6 @@ const struct splash_format_type kq_q5_0_type = {
     .from_float = q5_0_from_float,
     .rows = q5_0_rows,
     .n_rows = sizeof q5_0_rows / sizeof q5_0_rows[0],
+    .repack_to = "Q5_0_R16",
+    .repack = q50_r16_repack,
 };
