@@ -5,7 +5,9 @@
 #include "splash/format.h"
 #include "splash/plugin.h"
 
-static const struct splash_format_type *const pq2_types[] = {&pq2_q2_0_type, &pq2_pq2_0_type};
+static const struct splash_format_type *const pq2_types[] = {&pq2_q2_0_type, &pq2_pq2_0_type,
+                                                             &pq2_q2_0_r16_type,
+                                                             &pq2_pq2_0_r16_type};
 
 static const struct splash_format_plugin pq2_plugin = {
     .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FORMAT, "pq2", "0.1.0",

@@ -6,6 +6,7 @@
 
 #include "formats/pq2/pq2.h"
 #include "formats/pq2/pq2_types.h"
+#include "formats/pq2/q20_r16.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 
@@ -146,6 +147,8 @@ const struct splash_format_type pq2_q2_0_type = {
     .from_float = pq2_q2_0_from_float,
     .rows = pq2_q2_0_rows,
     .n_rows = sizeof pq2_q2_0_rows / sizeof pq2_q2_0_rows[0],
+    .repack_to = "Q2_0_R16",
+    .repack = q20_r16_repack,
 };
 
 /* ---- PQ2_0 ---------------------------------------------------------------- */
@@ -193,4 +196,6 @@ const struct splash_format_type pq2_pq2_0_type = {
     .from_float = pq2_pq2_0_from_float,
     .rows = pq2_pq2_0_rows,
     .n_rows = sizeof pq2_pq2_0_rows / sizeof pq2_pq2_0_rows[0],
+    .repack_to = "PQ2_0_R16",
+    .repack = pq20_r16_repack,
 };

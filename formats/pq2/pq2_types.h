@@ -12,5 +12,7 @@
 
 extern const struct splash_format_type pq2_q2_0_type;
 extern const struct splash_format_type pq2_pq2_0_type;
+extern const struct splash_format_type pq2_q2_0_r16_type;
+extern const struct splash_format_type pq2_pq2_0_r16_type;
 
 #endif
