@@ -24,6 +24,8 @@ extern const struct splash_format_type kq_iq1_m_r16_type;   /* iq1m_r16.c */
 extern const struct splash_format_type kq_iq2_s_r16_type;   /* iq2s_r16.c */
 extern const struct splash_format_type kq_q4_0_r16_type;    /* q40_r16.c */
 extern const struct splash_format_type kq_q5_0_r16_type;    /* q50_r16.c */
+extern const struct splash_format_type kq_q4_1_r16_type;    /* q41_r16.c */
+extern const struct splash_format_type kq_q5_1_r16_type;    /* q51_r16.c */
 
 static const struct splash_format_type *const kq_own_types[] = {
     &kq_q4_0_type, &kq_q4_1_type, &kq_q5_0_type, &kq_q5_1_type, &kq_q8_0_type, &kq_q8_1_type,
@@ -44,6 +46,8 @@ static const struct splash_format_type *const kq_own_types[] = {
     &kq_iq2_s_r16_type,
     &kq_q4_0_r16_type,
     &kq_q5_0_r16_type,
+    &kq_q4_1_r16_type,
+    &kq_q5_1_r16_type,
 };
 #define KQ_N_OWN (sizeof kq_own_types / sizeof kq_own_types[0])
 #define KQ_MAX_TYPES 64

@@ -5,6 +5,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q41_r16.h"
 
 static const struct kq_scale_field q4_1_fields[] = {
     {offsetof(struct q4_1_block, d), 0, "d"},
@@ -92,4 +93,6 @@ const struct splash_format_type kq_q4_1_type = {
     .from_float = q4_1_from_float,
     .rows = q4_1_rows,
     .n_rows = sizeof q4_1_rows / sizeof q4_1_rows[0],
+    .repack_to = "Q4_1_R16",
+    .repack = q41_r16_repack,
 };

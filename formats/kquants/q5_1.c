@@ -5,6 +5,7 @@
 #include "formats/kquants/kq_common.h"
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/kq_types.h"
+#include "formats/kquants/q51_r16.h"
 
 static const struct kq_scale_field q5_1_fields[] = {
     {offsetof(struct q5_1_block, d), 0, "d"},
@@ -102,4 +103,6 @@ const struct splash_format_type kq_q5_1_type = {
     .from_float = q5_1_from_float,
     .rows = q5_1_rows,
     .n_rows = sizeof q5_1_rows / sizeof q5_1_rows[0],
+    .repack_to = "Q5_1_R16",
+    .repack = q51_r16_repack,
 };

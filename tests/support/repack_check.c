@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "splash/format.h"
+#include "splash/fp.h"
 #include "tests/support/formats.h"
 #include "tests/support/kernel_rows.h"
 #include "tests/support/quantref.h"
@@ -110,11 +111,20 @@ static size_t act_row_bytes(int64_t n)
 }
 
 /* An activation row's values by its type's definition: d * q (Q8_K: float d, 256 int8;
- * Q8_0: fp16 d, 32 int8). */
+ * Q8_0: fp16 d, 32 int8; Q8_1: fp16 d and s, 32 int8). */
 static void act_values(const uint8_t *row, float *out, int64_t n)
 {
     if (!strcmp(rc->act_type, "Q8_0")) {
         test_q8_0_to_float(row, out, n);
+        return;
+    }
+    if (!strcmp(rc->act_type, "Q8_1")) {
+        /* fp16 d, fp16 s (d * sum(q), a cached sum, not a value), 32 int8: d * q */
+        for (int64_t b = 0; b < n / 32; b++, row += 36) {
+            const float d = splash_fp16_to_fp32((uint16_t)(row[0] | row[1] << 8));
+            for (int k = 0; k < 32; k++)
+                out[32 * b + k] = d * (float)(int8_t)row[4 + k];
+        }
         return;
     }
     assert_string_equal(rc->act_type, "Q8_K");
@@ -454,6 +464,54 @@ void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed)
     free(q);
 }
 
+/* Random blocks (n values x 53 rows: 3 groups and a tail of 5): every kernel row gives
+ * the plain type's row of isa `plain_isa` bit for bit, for n_act 1 .. 17 and 33. */
+void test_repack_check_plain_row_bits(int64_t n, const char *plain_isa, uint64_t seed)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const struct splash_kernel_row *plain = NULL;
+    for (uint32_t i = 0; i < p->n_rows; i++)
+        if (!strcmp(p->rows[i].isa, plain_isa))
+            plain = &p->rows[i];
+    if (!plain || !test_row_runs_here(plain)) {
+        print_message("  %s %s row: not on this CPU, skipped\n", rc->plain, plain_isa);
+        return;
+    }
+    const int64_t n_rows = 53, max_act = 33, nb = n / rc->block_values;
+    const size_t rb = (size_t)nb * rc->block_bytes, arb = act_row_bytes(n);
+    uint64_t rng = seed;
+    uint8_t *q = malloc((size_t)n_rows * rb), *img = malloc((size_t)n_rows * rb);
+    float *af = malloc((size_t)max_act * n * sizeof(float));
+    float *want = malloc((size_t)max_act * n_rows * sizeof(float));
+    float *got = malloc((size_t)max_act * n_rows * sizeof(float));
+    assert_true(q && img && af && want && got);
+    rc->random_blocks(&rng, q, n_rows * nb);
+    p->repack(n, q, n_rows, img);
+    uint8_t *aq = make_activations(&rng, n, max_act, af);
+    for (uint32_t ri = 0; ri < f->n_rows; ri++) {
+        const struct splash_kernel_row *row = &f->rows[ri];
+        if (!test_row_runs_here(row))
+            continue;
+        for (int64_t n_act = 1; n_act <= max_act; n_act += n_act < 17 ? 1 : 16) {
+            plain->mul_rows(n, q, rb, n_rows, aq, arb, n_act, want, n_rows);
+            row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, got, n_rows);
+            for (int64_t k = 0; k < n_act * n_rows; k++)
+                if (memcmp(&got[k], &want[k], sizeof(float)))
+                    fail_msg("%s %s: n %lld n_act %lld: dot[%lld][%lld] = %a, %s %s %a", name,
+                             row->isa, (long long)n, (long long)n_act, (long long)(k / n_rows),
+                             (long long)(k % n_rows), (double)got[k], rc->plain, plain_isa,
+                             (double)want[k]);
+        }
+    }
+    free(aq);
+    free(got);
+    free(want);
+    free(af);
+    free(img);
+    free(q);
+}
+
 /* ---- ggml's own activations ------------------------------------------------ */
 
 void test_repack_check_dotref(void)
@@ -499,6 +557,41 @@ void test_repack_check_dotref(void)
     free(af);
     free(img);
     free(q);
+}
+
+void test_repack_check_ggml_dot_bits(void)
+{
+    const char *name = rc->repacked;
+    const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
+    const int64_t n = n_per_row, n_rows = 2 * GROUP + 5, n_act = n_ref_rows;
+    assert_non_null(ref_actq);
+    float *dot =
+        test_quant_load(rc->ref, "dot.f32", (size_t)n_ref_rows * n_ref_rows * sizeof(float), NULL);
+    uint8_t *q = malloc((size_t)n_rows * row_bytes), *img = malloc((size_t)n_rows * row_bytes);
+    float *out = malloc((size_t)n_act * n_rows * sizeof(float));
+    assert_true(dot && q && img && out);
+    for (int64_t i = 0; i < n_rows; i++)
+        memcpy(q + (size_t)i * row_bytes, ref_q + (size_t)(i % n_ref_rows) * row_bytes, row_bytes);
+    p->repack(n, q, n_rows, img);
+    for (uint32_t ri = 0; ri < f->n_rows; ri++) {
+        const struct splash_kernel_row *row = &f->rows[ri];
+        if (!test_row_runs_here(row))
+            continue;
+        row->mul_rows(n, img, row_bytes, n_rows, ref_actq, ref_act_row_bytes, n_act, out,
+                      (size_t)n_rows);
+        for (int64_t j = 0; j < n_act; j++)
+            for (int64_t i = 0; i < n_rows; i++) {
+                const float want = dot[(i % n_ref_rows) * n_ref_rows + j];
+                if (memcmp(&out[j * n_rows + i], &want, sizeof(float)))
+                    fail_msg("%s %s: dot[%lld][%lld] = %a, ggml vec_dot %a", name, row->isa,
+                             (long long)j, (long long)i, (double)out[j * n_rows + i],
+                             (double)want);
+            }
+    }
+    free(out);
+    free(img);
+    free(q);
+    free(dot);
 }
 
 /* ---- validate --------------------------------------------------------------- */

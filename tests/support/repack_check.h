@@ -70,6 +70,13 @@ void test_repack_check_simd_rows(int64_t n, int64_t n_rows);
 /* With c->dotref: ggml's activations against its reference rows in place (37 rows, row i
  * reference row i % n_ref_rows): every row's dot within dot_tol of ggml's dotref. */
 void test_repack_check_dotref(void);
+/* With c->dotref: ggml's activations against its reference rows in place: every row's
+ * dot is ggml's own vec_dot (<ref>.dot.f32) bit for bit (kernels that take ggml's float
+ * steps). */
+void test_repack_check_ggml_dot_bits(void);
+/* Random blocks, n values x 53 rows (seed): every row gives the plain type's row of isa
+ * plain_isa bit for bit for n_act 1..17 and 33 (skipped where that row cannot run). */
+void test_repack_check_plain_row_bits(int64_t n, const char *plain_isa, uint64_t seed);
 /* Random blocks, n values x n_rows rows (seed): every row (scalar too) gives each
  * activation row alone the bits it got in batches of 2, 9, 16, 17 and 33. */
 void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed);

@@ -1,0 +1,69 @@
+/* Q4_1_R16: Q4_1 rows repacked at load in groups of 16 for the AVX-512 VNNI kernels.
+ *
+ * A block is block i of 16 consecutive rows, 16 x 20 = 320 bytes (the plain rows' bytes
+ * exactly, so 5 bits per weight):
+ *
+ *   d   [16 rows]            the rows' fp16 scales   } one 64-byte line: two vcvtph2ps
+ *   m   [16 rows]            the rows' fp16 minimums } decode all 16 rows' d and m
+ *   qs  [4][4 x 16 rows]     qs[k][4r + c] = qs[4k + c] of row r
+ *
+ * so 32-bit lane r of the 64-byte vector qs[k] is row r's code bytes 4k .. 4k + 3: their
+ * low nibbles are values 4k .. 4k + 3 and their high nibbles values 16 + 4k .. 16 + 4k + 3
+ * (the plain nibble order). The codes q (0..15) are the unsigned operand of vpdpbusd as
+ * they are; one vpdpbusd against 4 broadcast activations gives the 16 rows' partial sums
+ * of 4 consecutive inputs in 16 int32 lanes. Rows after the last whole group keep the
+ * plain Q4_1 layout.
+ *
+ * A Q8_1 activation block carries d_a and s_a = fp16(d_a * sum(a)), and a weight value is
+ * q d_w + m, so a block's dot is d_w d_a sum(q a) + m s_a, as Q4_1's own kernels (and
+ * ggml's) take it. Both kernel rows take the float steps of Q4_1's AVX2 kernel (ggml's
+ * order), so a repacked matrix gives the plain one's results bit for bit: per block, the
+ * exact integer sums p_l of q a over values 4l .. 4l + 3 (l = 0..7: lane l), t = d_w * d_a
+ * (one rounding), lane_l = fma(p_l, t, lane_l), and msum = fma(m, s_a, msum) (m s_a, a
+ * product of two fp16 values, is exact); at the end ((lane_0 + lane_4) + (lane_2 +
+ * lane_6)) + ((lane_1 + lane_5) + (lane_3 + lane_7)), plus msum. Some tiny models' logits
+ * move by more than their test bounds under any other summation order. */
+#ifndef SPLASH_KQUANTS_Q41_R16_H
+#define SPLASH_KQUANTS_Q41_R16_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "formats/kquants/kq_common.h"
+#include "splash/format.h"
+
+#define Q41_R16_ROWS 16
+
+struct q41_r16_block {
+    uint16_t d[Q41_R16_ROWS];
+    uint16_t m[Q41_R16_ROWS];
+    uint8_t qs[4][4 * Q41_R16_ROWS];
+};
+_Static_assert(sizeof(struct q41_r16_block) == Q41_R16_ROWS * sizeof(struct q4_1_block),
+               "a Q4_1_R16 block takes exactly the bytes of 16 Q4_1 blocks");
+
+/* Row r's plain Q4_1 block of a Q4_1_R16 block (the repack's inverse). */
+static inline void q41_r16_unpack_row(const struct q41_r16_block *b, int r, struct q4_1_block *o)
+{
+    o->d = b->d[r];
+    o->m = b->m[r];
+    for (int k = 0; k < 4; k++)
+        memcpy(o->qs + 4 * k, &b->qs[k][4 * r], 4);
+}
+
+/* The descriptor (plugin.c lists it) and the repack Q4_1's descriptor names. */
+extern const struct splash_format_type kq_q4_1_r16_type;
+void q41_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst);
+
+/* mul_rows of Q4_1_R16 weights (struct splash_kernel_row): whole groups of 16 rows, then
+ * fewer than 16 plain Q4_1 rows at the matrix's end (Q4_1's own kernels). */
+void q41_r16_mul_q8_1_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
+                          size_t act_stride, int64_t n_act, float *out, size_t out_stride);
+#if defined(__x86_64__)
+void q41_r16_mul_q8_1_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
+                             const void *act, size_t act_stride, int64_t n_act, float *out,
+                             size_t out_stride);
+#endif
+
+#endif
