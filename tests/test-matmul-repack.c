@@ -342,11 +342,14 @@ static void test_weight_scale_multiplies_products(void **state)
         for (int64_t i = 0; i < n * rows; i++)
             assert_true(y1[i] == 0.5f * y0[i]);
         const struct splash_weight *ws[2] = {w, w};
-        float *ys[2] = {y1, y1};
+        float *y2 = calloc((size_t)(n * rows), sizeof *y2);
+        assert_non_null(y2);
+        float *ys[2] = {y1, y2};
         memset(y1, 0, (size_t)(n * rows) * sizeof *y1);
         k->matmul_many(pool, ws, 2, x, n, ys);
         for (int64_t i = 0; i < n * rows; i++)
-            assert_true(y1[i] == 0.5f * y0[i]);
+            assert_true(y1[i] == 0.5f * y0[i] && y2[i] == 0.5f * y0[i]);
+        free(y2);
         k->weight_destroy(w);
         mapped_weight_free(&mw);
 
