@@ -423,6 +423,15 @@ static void test_parser_split_edges_found_by_fuzzing(void **state)
     assert_string_equal(json_string_value(json_object_get(args, key)), "v");
     json_decref(args);
     splash_chat_result_free(&r);
+    /* a call name after a long run of blanks */
+    memset(out, '\t', 300);
+    memcpy(out, "<tool_call>", 11);
+    snprintf(out + 300, sizeof out - 300, "f</tool_call>done");
+    parse_all_ways(&splash_chat_format_flint, false, tools, out, &r);
+    assert_int_equal(r.n_calls, 1);
+    assert_string_equal(r.calls[0].name, "f");
+    assert_true(str_eq(r.content, r.content_len, "done"));
+    splash_chat_result_free(&r);
     json_decref(tools);
 }
 

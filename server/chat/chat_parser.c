@@ -438,7 +438,12 @@ static bool step(struct splash_chat_parser *p, splash_chat_delta_fn fn, void *us
             const char *markers[] = {"<arg_key>", f->call_close};
             int m = scan(r, rn, markers, 2, &at);
             if (m < 0) {
-                wait = rn <= MAX_NAME + 16;
+                /* wait while what has come could still be a name: one already too long or
+                 * holding a '<' is text, as the whole output would make it */
+                size_t b = skip_ws(r, at), e = at;
+                while (e > b && (r[e - 1] == ' ' || r[e - 1] == '\n' || r[e - 1] == '\t'))
+                    e--;
+                wait = e - b <= MAX_NAME && !memchr(r + b, '<', e - b);
             } else {
                 size_t b = skip_ws(r, at), e = at;
                 while (e > b && (r[e - 1] == ' ' || r[e - 1] == '\n' || r[e - 1] == '\t'))
