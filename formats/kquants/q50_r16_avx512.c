@@ -22,12 +22,8 @@
 
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/q50_r16.h"
+#include "formats/r16_q8_0.h"
 
-#define INLINE static inline __attribute__((always_inline))
-#define Q50_MAX_NR 8
-/* (d, -128 sum) pairs on the stack: a tile of nr activation rows takes K chunks of
- * Q50_PREP / nr blocks (the totals wait in out between chunks: exact) */
-#define Q50_PREP 2048
 /* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (22 KiB) and
  * a tile's 8 activation rows (17 KiB) fit L1 together */
 #define Q50_KC 64
@@ -67,17 +63,10 @@ static void q50_r16_prepare(const struct q8_0_block *y, int64_t nk, struct q50_r
     }
 }
 
-INLINE __m512i q50_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The eight quads (8u) of a block. The stream of quads 5..7 is V0..V4's spare bits
  * (q50_r16.h): quad 5 = V0 bits 0..2, V1 bits 0..1; quad 6 = V1 bit 2, V2 bits 0..2, V3
  * bit 0; quad 7 = V3 bits 1..2, V4 bits 0..2. */
-INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
+R16_Q8_0_INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
 {
     const __m512i f8 = _mm512_set1_epi8((char)0xF8);
     const __m512i v0 = _mm512_loadu_si512(b->qs[0]), v1 = _mm512_loadu_si512(b->qs[1]),
@@ -100,13 +89,13 @@ INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
-INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
-                         const struct q8_0_block *const *y, const struct q50_r16_act *const *p,
-                         const int nr, float *out, size_t out_stride, const int first,
-                         const int prefetch)
+R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
+                                  const struct q8_0_block *const *y,
+                                  const struct q50_r16_act *const *p, const int nr, float *out,
+                                  size_t out_stride, const int first, const int prefetch)
 {
     const __m512 eighth = _mm512_set1_ps(0.125f);
-    __m512 tot[Q50_MAX_NR];
+    __m512 tot[R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -125,8 +114,8 @@ INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
             __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
             {
-                acc = _mm512_dpbusd_epi32(acc, w[2 * k], q50_r16_bcast4(a + 8 * k));
-                acc2 = _mm512_dpbusd_epi32(acc2, w[2 * k + 1], q50_r16_bcast4(a + 8 * k + 4));
+                acc = _mm512_dpbusd_epi32(acc, w[2 * k], r16_q8_0_bcast4(a + 8 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, w[2 * k + 1], r16_q8_0_bcast4(a + 8 * k + 4));
             }
             acc = _mm512_add_epi32(acc, acc2);
             const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
@@ -137,97 +126,6 @@ INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
 }
 
-#define Q50_GROUP(g) ((const struct q50_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
-
-/* Activation rows j0 .. j0 + nj (prepared blocks prep[j * nk ..]) against every whole
- * group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation rows
- * while the group's blocks are in L1/L2 (the first tile over streaming weights fetches
- * ahead). */
-static void q50_r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
-                        const void *act, size_t act_stride, int64_t j0, int64_t nj,
-                        const struct q50_r16_act *prep, float *out, size_t out_stride, int stream)
-{
-    for (int64_t g = 0; g < n_full; g += Q50_R16_ROWS) {
-        for (int64_t t = 0; t < nj; t += Q50_MAX_NR) {
-            const int nr = nj - t < Q50_MAX_NR ? (int)(nj - t) : Q50_MAX_NR;
-            const struct q8_0_block *y[Q50_MAX_NR];
-            const struct q50_r16_act *pp[Q50_MAX_NR];
-            for (int r = 0; r < nr; r++) {
-                y[r] = (const struct q8_0_block *)((const char *)act +
-                                                   (size_t)(j0 + t + r) * act_stride) +
-                       k0;
-                pp[r] = prep + (size_t)(t + r) * (size_t)nk;
-            }
-            const struct q50_r16_block *b = Q50_GROUP(g);
-            float *o = out + (size_t)(j0 + t) * out_stride + g;
-            const int first = k0 == 0, pf = stream && t == 0;
-            switch (nr) {
-            case 1:
-                if (pf)
-                    q50_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
-                else
-                    q50_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
-                break;
-#define Q50_CASE(NR)                                                                               \
-    case NR:                                                                                       \
-        q50_r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                   \
-        break;
-                Q50_CASE(2)
-                Q50_CASE(3)
-                Q50_CASE(4)
-                Q50_CASE(5)
-                Q50_CASE(6)
-                Q50_CASE(7)
-#undef Q50_CASE
-            default:
-                if (pf)
-                    q50_r16_tile(b, nk, y, pp, Q50_MAX_NR, o, out_stride, first, 1);
-                else
-                    q50_r16_tile(b, nk, y, pp, Q50_MAX_NR, o, out_stride, first, 0);
-                break;
-            }
-        }
-    }
-}
-
-void q50_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
-                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
-{
-    const int64_t nb = n / KQ_QK5_0;
-    const int64_t n_full = n_w / Q50_R16_ROWS * Q50_R16_ROWS;
-    const char *wb = w;
-    const int stream = (size_t)n_full * w_stride > Q50_STREAM_BYTES;
-    struct q50_r16_act stack[Q50_PREP], *prep = stack;
-    /* one tile: whole rows. More activation rows: all of them over K chunks of Q50_KC
-     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
-     * once per call); their prepared blocks go on the heap when the stack does not hold
-     * them. Without the heap, batches of 8 rows (the same sums either way). */
-    int64_t nj = n_act, kc = n_act <= Q50_MAX_NR || nb <= Q50_KC ? nb : Q50_KC;
-    if (n_full && (uint64_t)n_act * (uint64_t)kc > Q50_PREP) {
-        prep = malloc((size_t)n_act * (size_t)kc * sizeof *prep);
-        if (!prep) {
-            prep = stack;
-            nj = Q50_MAX_NR;
-            kc = kc < Q50_PREP / Q50_MAX_NR ? kc : Q50_PREP / Q50_MAX_NR;
-        }
-    }
-    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
-        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
-        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
-            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
-            for (int64_t j = 0; j < mj; j++)
-                q50_r16_prepare(
-                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
-                        k0,
-                    nk, prep + (size_t)j * (size_t)nk);
-            q50_r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,
-                        out_stride, stream);
-        }
-    }
-    if (prep != stack)
-        free(prep);
-    /* the rows after the last whole group are plain Q5_0 rows */
-    if (n_full < n_w)
-        q5_0_mul_q8_0_avx2(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
-                           act_stride, n_act, out + n_full, out_stride);
-}
+/* the rows after the last whole group are the plain format's */
+R16_Q8_0_DEFINE_MUL(q50_r16_mul_q8_avx512, struct q50_r16_block, struct q50_r16_act, KQ_QK5_0, 1,
+                    q50_r16_tile, q50_r16_prepare, q5_0_mul_q8_0_avx2, Q50_KC, Q50_STREAM_BYTES)

@@ -26,12 +26,8 @@
 #include <stdlib.h>
 
 #include "formats/mxfp4/mxfp4_r16.h"
+#include "formats/r16_q8_0.h"
 
-#define INLINE static inline __attribute__((always_inline))
-#define R16_MAX_NR 8
-/* (d, -128 sum) pairs on the stack (more on the heap); the totals wait in out between K
- * chunks: exact */
-#define R16_PREP 2048
 /* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (17 KiB) and
  * a tile's 8 activation rows (17 KiB) fit L1 together */
 #define R16_KC 64
@@ -61,9 +57,9 @@ static void r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_act *
     const __m256i k80 = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < nk; i++) {
         /* sum(q + 128) of 8-byte quarters, then the whole block */
-        const __m256i s = _mm256_sad_epu8(
-            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
-            _mm256_setzero_si256());
+        const __m256i s =
+            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+                            _mm256_setzero_si256());
         __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
         p[i].d = _cvtsh_ss(y[i].d);
@@ -71,23 +67,16 @@ static void r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_act *
     }
 }
 
-INLINE __m512i r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
-INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
-                     const struct q8_0_block *const *y, const struct r16_act *const *p,
-                     const int nr, float *out, size_t out_stride, const int first,
-                     const int prefetch)
+R16_Q8_0_INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
+                              const struct q8_0_block *const *y, const struct r16_act *const *p,
+                              const int nr, float *out, size_t out_stride, const int first,
+                              const int prefetch)
 {
     const __m512i lut = _mm512_loadu_si512(r16_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
-    __m512 tot[R16_MAX_NR];
+    __m512 tot[R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -111,8 +100,8 @@ INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
             __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
             {
-                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], r16_bcast4(a + 4 * k));
-                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], r16_bcast4(a + 16 + 4 * k));
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], r16_q8_0_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], r16_q8_0_bcast4(a + 16 + 4 * k));
             }
             acc = _mm512_add_epi32(acc, acc2);
             const __m512 s = _mm512_scalef_ps(_mm512_set1_ps(p[r][i].d), x);
@@ -123,98 +112,6 @@ INLINE void r16_tile(const struct mxfp4_r16_block *b, int64_t nk,
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
 }
 
-#define R16_GROUP(g) ((const struct mxfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
-
-/* Activation rows j0 .. j0 + nj (prepared blocks prep[j * nk ..]) against every whole
- * group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation rows
- * while the group's blocks are in L1/L2 (the first tile over streaming weights fetches
- * ahead). */
-static void r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
-                    const void *act, size_t act_stride, int64_t j0, int64_t nj,
-                    const struct r16_act *prep, float *out, size_t out_stride, int stream)
-{
-    for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS) {
-        for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
-            const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
-            const struct q8_0_block *y[R16_MAX_NR];
-            const struct r16_act *pp[R16_MAX_NR];
-            for (int r = 0; r < nr; r++) {
-                y[r] = (const struct q8_0_block *)((const char *)act +
-                                                   (size_t)(j0 + t + r) * act_stride) +
-                       k0;
-                pp[r] = prep + (size_t)(t + r) * (size_t)nk;
-            }
-            const struct mxfp4_r16_block *b = R16_GROUP(g);
-            float *o = out + (size_t)(j0 + t) * out_stride + g;
-            const int first = k0 == 0, pf = stream && t == 0;
-            switch (nr) {
-            case 1:
-                if (pf)
-                    r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
-                else
-                    r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
-                break;
-#define R16_CASE(NR)                                                                               \
-    case NR:                                                                                       \
-        r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                       \
-        break;
-                R16_CASE(2)
-                R16_CASE(3)
-                R16_CASE(4)
-                R16_CASE(5)
-                R16_CASE(6)
-                R16_CASE(7)
-#undef R16_CASE
-            default:
-                if (pf)
-                    r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 1);
-                else
-                    r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 0);
-                break;
-            }
-        }
-    }
-}
-
-void mxfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
-                             const void *act, size_t act_stride, int64_t n_act, float *out,
-                             size_t out_stride)
-{
-    const int64_t nb = n / MXFP4_QK;
-    const int64_t n_full = n_w / MXFP4_R16_ROWS * MXFP4_R16_ROWS;
-    const char *wb = w;
-    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
-    struct r16_act stack[R16_PREP], *prep = stack;
-    /* one tile: whole rows. More activation rows: all of them over K chunks of R16_KC
-     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
-     * once per call); their prepared blocks go on the heap when the stack does not hold
-     * them. Without the heap, batches of 8 rows (the same sums either way). */
-    int64_t nj = n_act, kc = n_act <= R16_MAX_NR || nb <= R16_KC ? nb : R16_KC;
-    if (n_full && (uint64_t)n_act * (uint64_t)kc > R16_PREP) {
-        prep = malloc((size_t)n_act * (size_t)kc * sizeof *prep);
-        if (!prep) {
-            prep = stack;
-            nj = R16_MAX_NR;
-            kc = kc < R16_PREP / R16_MAX_NR ? kc : R16_PREP / R16_MAX_NR;
-        }
-    }
-    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
-        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
-        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
-            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
-            for (int64_t j = 0; j < mj; j++)
-                r16_prepare(
-                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
-                        k0,
-                    nk, prep + (size_t)j * (size_t)nk);
-            r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out, out_stride,
-                    stream);
-        }
-    }
-    if (prep != stack)
-        free(prep);
-    /* the rows after the last whole group are plain MXFP4 rows */
-    if (n_full < n_w)
-        mxfp4_q8_avx512vnni_mul_rows(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full,
-                                     act, act_stride, n_act, out + n_full, out_stride);
-}
+/* the rows after the last whole group are the plain format's */
+R16_Q8_0_DEFINE_MUL(mxfp4_r16_mul_q8_avx512, struct mxfp4_r16_block, struct r16_act, MXFP4_QK, 1,
+                    r16_tile, r16_prepare, mxfp4_q8_avx512vnni_mul_rows, R16_KC, R16_STREAM_BYTES)

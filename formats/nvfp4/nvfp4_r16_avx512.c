@@ -25,12 +25,8 @@
 #include <stdlib.h>
 
 #include "formats/nvfp4/nvfp4_r16.h"
+#include "formats/r16_q8_0.h"
 
-#define INLINE static inline __attribute__((always_inline))
-#define R16_MAX_NR 8
-/* prepared Q8_0 blocks on the stack (more on the heap); the totals wait in out between K
- * chunks: exact */
-#define R16_PREP 2048
 /* K chunk (64-value blocks) of a call with more than one tile: 16 weight rows' chunk
  * (18 KiB) and a tile's 8 activation rows (17 KiB) fit L1 together */
 #define R16_KC 32
@@ -72,25 +68,18 @@ static void nvfp4_r16_prepare(const struct q8_0_block *y, int64_t n_q8, struct n
     }
 }
 
-INLINE __m512i nvfp4_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* The 16 rows of one group over nk blocks from b against nr activation rows (Q8_0 blocks
  * y[r], prepared p[r], two per block): out[r * out_stride + l] = (first ? 0 : its value)
  * + dot. Each block is taken in two halves (one Q8_0 block each), which keeps a half's 8
  * decoded vectors and the tile's totals in registers. */
-INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
-                           const struct q8_0_block *const *y, const struct nvfp4_r16_act *const *p,
-                           const int nr, float *out, size_t out_stride, const int first,
-                           const int prefetch)
+R16_Q8_0_INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
+                                    const struct q8_0_block *const *y,
+                                    const struct nvfp4_r16_act *const *p, const int nr, float *out,
+                                    size_t out_stride, const int first, const int prefetch)
 {
     const __m512i lut = _mm512_loadu_si512(nvfp4_r16_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
-    __m512 tot[R16_MAX_NR];
+    __m512 tot[R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -122,14 +111,14 @@ INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
                 const int8_t *a = yq->qs;
                 /* sub-block 2q: codes qs[4q], qs[4q + 1] (values 0..7 low, 8..15 high) */
                 __m512i i0 = _mm512_set1_epi32(pq->c[0]), i1 = _mm512_set1_epi32(pq->c[1]);
-                i0 = _mm512_dpbusd_epi32(i0, wv[0], nvfp4_r16_bcast4(a + 0));
-                i1 = _mm512_dpbusd_epi32(i1, wv[4], nvfp4_r16_bcast4(a + 16));
-                i0 = _mm512_dpbusd_epi32(i0, wv[2], nvfp4_r16_bcast4(a + 4));
-                i1 = _mm512_dpbusd_epi32(i1, wv[6], nvfp4_r16_bcast4(a + 20));
-                i0 = _mm512_dpbusd_epi32(i0, wv[1], nvfp4_r16_bcast4(a + 8));
-                i1 = _mm512_dpbusd_epi32(i1, wv[5], nvfp4_r16_bcast4(a + 24));
-                i0 = _mm512_dpbusd_epi32(i0, wv[3], nvfp4_r16_bcast4(a + 12));
-                i1 = _mm512_dpbusd_epi32(i1, wv[7], nvfp4_r16_bcast4(a + 28));
+                i0 = _mm512_dpbusd_epi32(i0, wv[0], r16_q8_0_bcast4(a + 0));
+                i1 = _mm512_dpbusd_epi32(i1, wv[4], r16_q8_0_bcast4(a + 16));
+                i0 = _mm512_dpbusd_epi32(i0, wv[2], r16_q8_0_bcast4(a + 4));
+                i1 = _mm512_dpbusd_epi32(i1, wv[6], r16_q8_0_bcast4(a + 20));
+                i0 = _mm512_dpbusd_epi32(i0, wv[1], r16_q8_0_bcast4(a + 8));
+                i1 = _mm512_dpbusd_epi32(i1, wv[5], r16_q8_0_bcast4(a + 24));
+                i0 = _mm512_dpbusd_epi32(i0, wv[3], r16_q8_0_bcast4(a + 12));
+                i1 = _mm512_dpbusd_epi32(i1, wv[7], r16_q8_0_bcast4(a + 28));
                 const __m512 pf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), w1,
                                                   _mm512_mul_ps(_mm512_cvtepi32_ps(i0), w0));
                 tot[r] = _mm512_fmadd_ps(pf, _mm512_set1_ps(pq->d), tot[r]);
@@ -140,99 +129,7 @@ INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
 }
 
-#define R16_GROUP(g) ((const struct nvfp4_r16_block *)(wb + (size_t)(g)*w_stride) + k0)
-
-/* Activation rows j0 .. j0 + nj (prepared Q8_0 blocks prep[j * 2 nk ..]) against every
- * whole group over blocks k0 .. k0 + nk: group by group, every tile of up to 8 activation
- * rows while the group's blocks are in L1/L2 (the first tile over streaming weights
- * fetches ahead). */
-static void nvfp4_r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0, int64_t nk,
-                          const void *act, size_t act_stride, int64_t j0, int64_t nj,
-                          const struct nvfp4_r16_act *prep, float *out, size_t out_stride,
-                          int stream)
-{
-    for (int64_t g = 0; g < n_full; g += NVFP4_R16_ROWS) {
-        for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
-            const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
-            const struct q8_0_block *y[R16_MAX_NR];
-            const struct nvfp4_r16_act *pp[R16_MAX_NR];
-            for (int r = 0; r < nr; r++) {
-                y[r] = (const struct q8_0_block *)((const char *)act +
-                                                   (size_t)(j0 + t + r) * act_stride) +
-                       2 * k0;
-                pp[r] = prep + (size_t)(t + r) * 2 * (size_t)nk;
-            }
-            const struct nvfp4_r16_block *b = R16_GROUP(g);
-            float *o = out + (size_t)(j0 + t) * out_stride + g;
-            const int first = k0 == 0, pf = stream && t == 0;
-            switch (nr) {
-            case 1:
-                if (pf)
-                    nvfp4_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 1);
-                else
-                    nvfp4_r16_tile(b, nk, y, pp, 1, o, out_stride, first, 0);
-                break;
-#define R16_CASE(NR)                                                                               \
-    case NR:                                                                                       \
-        nvfp4_r16_tile(b, nk, y, pp, NR, o, out_stride, first, 0);                                 \
-        break;
-                R16_CASE(2)
-                R16_CASE(3)
-                R16_CASE(4)
-                R16_CASE(5)
-                R16_CASE(6)
-                R16_CASE(7)
-#undef R16_CASE
-            default:
-                if (pf)
-                    nvfp4_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 1);
-                else
-                    nvfp4_r16_tile(b, nk, y, pp, R16_MAX_NR, o, out_stride, first, 0);
-                break;
-            }
-        }
-    }
-}
-
-void nvfp4_r16_mul_q8_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
-                             const void *act, size_t act_stride, int64_t n_act, float *out,
-                             size_t out_stride)
-{
-    const int64_t nb = n / NVFP4_QK;
-    const int64_t n_full = n_w / NVFP4_R16_ROWS * NVFP4_R16_ROWS;
-    const char *wb = w;
-    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
-    struct nvfp4_r16_act stack[R16_PREP], *prep = stack;
-    /* one tile: whole rows. More activation rows: all of them over K chunks of R16_KC
-     * blocks, so a group's chunk stays in L1 while every tile reads it (each weight is read
-     * once per call); their prepared blocks go on the heap when the stack does not hold
-     * them. Without the heap, batches of 8 rows (the same sums either way). */
-    int64_t nj = n_act, kc = n_act <= R16_MAX_NR || nb <= R16_KC ? nb : R16_KC;
-    if (n_full && (uint64_t)n_act * 2 * (uint64_t)kc > R16_PREP) {
-        prep = malloc((size_t)n_act * 2 * (size_t)kc * sizeof *prep);
-        if (!prep) {
-            prep = stack;
-            nj = R16_MAX_NR;
-            kc = kc < R16_PREP / (2 * R16_MAX_NR) ? kc : R16_PREP / (2 * R16_MAX_NR);
-        }
-    }
-    for (int64_t j0 = 0; n_full && j0 < n_act; j0 += nj) {
-        const int64_t mj = n_act - j0 < nj ? n_act - j0 : nj;
-        for (int64_t k0 = 0; k0 < nb; k0 += kc) {
-            const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
-            for (int64_t j = 0; j < mj; j++)
-                nvfp4_r16_prepare(
-                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
-                        2 * k0,
-                    2 * nk, prep + (size_t)j * 2 * (size_t)nk);
-            nvfp4_r16_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,
-                          out_stride, stream);
-        }
-    }
-    if (prep != stack)
-        free(prep);
-    /* the rows after the last whole group are plain NVFP4 rows */
-    if (n_full < n_w)
-        nvfp4_q8_avx512vnni_mul_rows(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
-                                     act_stride, n_act, out + n_full, out_stride);
-}
+/* the rows after the last whole group are the plain format's */
+R16_Q8_0_DEFINE_MUL(nvfp4_r16_mul_q8_avx512, struct nvfp4_r16_block, struct nvfp4_r16_act, NVFP4_QK,
+                    2, nvfp4_r16_tile, nvfp4_r16_prepare, nvfp4_q8_avx512vnni_mul_rows, R16_KC,
+                    R16_STREAM_BYTES)
