@@ -4,7 +4,7 @@
  * own copy into its *_avx512.c (plugins link nothing of each other's).
  *
  * A kernel defines its block type, its per-block activation data (prepared once per
- * call), `PREPARE(y, n_q8_blocks, prep)` and
+ * call; most take struct r16_q8_0_act), `PREPARE(y, n_q8_blocks, prep)` and
  * `TILE(b, nk, y, pp, nr, out, out_stride, first, prefetch)`: the 16 rows of one group over
  * nk weight blocks against nr <= R16_Q8_0_MAX_NR activation rows, `first` starting the
  * sums at 0 and later K chunks continuing them from out, so every (weight row, activation
@@ -29,6 +29,29 @@ R16_Q8_0_INLINE __m512i r16_q8_0_bcast4(const int8_t *p)
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
+}
+
+/* A Q8_0 activation block as the kernels meet it: d, and `scale` times the block's sum,
+ * the correction a code stored with an offset needs. */
+struct r16_q8_0_act {
+    float d;
+    int32_t c;
+};
+
+R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
+                                      struct r16_q8_0_act *p, int32_t scale)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nk; i++) {
+        /* sum(q + 128) of 8-byte quarters, then the whole block */
+        const __m256i s =
+            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
+                            _mm256_setzero_si256());
+        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+        p[i].d = _cvtsh_ss(y[i].d);
+        p[i].c = scale * (_mm_cvtsi128_si32(t) - 32 * 128);
+    }
 }
 
 /* Defines the mul_rows NAME of a format whose weight blocks (BLOCK_T, QK values) each meet

@@ -36,32 +36,17 @@
 #define R16_PREFETCH 4096
 #endif
 
-/* One activation block's d and the bias correction -128 * sum(qs). */
-struct iq4nl_r16_act {
-    float d;
-    int32_t c;
-};
-
-static void iq4nl_r16_prepare(const struct q8_0_block *y, int64_t nk, struct iq4nl_r16_act *p)
+/* d and -128 sum(q): the looked-up values carry a +128 bias */
+static void iq4nl_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
 {
-    const __m256i k80 = _mm256_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < nk; i++) {
-        /* sum(q + 128) of 8-byte quarters, then the whole block */
-        const __m256i s =
-            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
-                            _mm256_setzero_si256());
-        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-        p[i].d = _cvtsh_ss(y[i].d);
-        p[i].c = -128 * (_mm_cvtsi128_si32(t) - 32 * 128);
-    }
+    r16_q8_0_prepare(y, nk, p, -128);
 }
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
 R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
                                     const struct q8_0_block *const *y,
-                                    const struct iq4nl_r16_act *const *p, const int nr, float *out,
+                                    const struct r16_q8_0_act *const *p, const int nr, float *out,
                                     size_t out_stride, const int first, const int prefetch)
 {
     /* the IQ4_NL levels + 128 in every 128-bit lane */
@@ -105,6 +90,6 @@ R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(iq4nl_r16_mul_q80_avx512, struct iq4nl_r16_block, struct iq4nl_r16_act,
+R16_Q8_0_DEFINE_MUL(iq4nl_r16_mul_q80_avx512, struct iq4nl_r16_block, struct r16_q8_0_act,
                     KQ_QK4_NL, 1, iq4nl_r16_tile, iq4nl_r16_prepare, iq4nl_mul_rows_q80_avx512,
                     R16_KC, R16_STREAM_BYTES)

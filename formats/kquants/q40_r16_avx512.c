@@ -39,32 +39,17 @@ static const uint8_t q40_r16_lut[64] = {
     12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
 };
 
-/* One activation block's d and the offset correction -8 * sum(qs). */
-struct q40_r16_act {
-    float d;
-    int32_t c;
-};
-
-static void q40_r16_prepare(const struct q8_0_block *y, int64_t nk, struct q40_r16_act *p)
+/* d and -8 sum(q): the levels 0..15 stand for q - 8 */
+static void q40_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
 {
-    const __m256i k80 = _mm256_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < nk; i++) {
-        /* sum(q + 128) of 8-byte quarters, then the whole block */
-        const __m256i s =
-            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
-                            _mm256_setzero_si256());
-        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-        p[i].d = kq_h2f(y[i].d);
-        p[i].c = -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
-    }
+    r16_q8_0_prepare(y, nk, p, -8);
 }
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
 R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
                                   const struct q8_0_block *const *y,
-                                  const struct q40_r16_act *const *p, const int nr, float *out,
+                                  const struct r16_q8_0_act *const *p, const int nr, float *out,
                                   size_t out_stride, const int first, const int prefetch)
 {
     const __m512i lut = _mm512_loadu_si512(q40_r16_lut);
@@ -105,5 +90,5 @@ R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(q40_r16_mul_q8_avx512, struct q40_r16_block, struct q40_r16_act, KQ_QK4_0, 1,
+R16_Q8_0_DEFINE_MUL(q40_r16_mul_q8_avx512, struct q40_r16_block, struct r16_q8_0_act, KQ_QK4_0, 1,
                     q40_r16_tile, q40_r16_prepare, q4_0_mul_q8_0_avx512, R16_KC, R16_STREAM_BYTES)

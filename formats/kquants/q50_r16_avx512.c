@@ -42,25 +42,10 @@
                                   Q50_LUT_B(4, src, cnt, dst) | Q50_LUT_B(5, src, cnt, dst) |      \
                                   Q50_LUT_B(6, src, cnt, dst) | Q50_LUT_B(7, src, cnt, dst)))
 
-/* One activation block's d and the offset correction -128 * sum(qs) (8u against u - 16). */
-struct q50_r16_act {
-    float d;
-    int32_t c;
-};
-
-static void q50_r16_prepare(const struct q8_0_block *y, int64_t nk, struct q50_r16_act *p)
+/* d and -128 sum(q): the kernels use 8u against u - 16 */
+static void q50_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
 {
-    const __m256i k80 = _mm256_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < nk; i++) {
-        /* sum(q + 128) of 8-byte quarters, then the whole block */
-        const __m256i s =
-            _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y[i].qs), k80),
-                            _mm256_setzero_si256());
-        __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-        p[i].d = kq_h2f(y[i].d);
-        p[i].c = -128 * (_mm_cvtsi128_si32(t) - 32 * 128);
-    }
+    r16_q8_0_prepare(y, nk, p, -128);
 }
 
 /* The eight quads (8u) of a block. The stream of quads 5..7 is V0..V4's spare bits
@@ -91,7 +76,7 @@ R16_Q8_0_INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
 R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
                                   const struct q8_0_block *const *y,
-                                  const struct q50_r16_act *const *p, const int nr, float *out,
+                                  const struct r16_q8_0_act *const *p, const int nr, float *out,
                                   size_t out_stride, const int first, const int prefetch)
 {
     const __m512 eighth = _mm512_set1_ps(0.125f);
@@ -127,5 +112,5 @@ R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(q50_r16_mul_q8_avx512, struct q50_r16_block, struct q50_r16_act, KQ_QK5_0, 1,
+R16_Q8_0_DEFINE_MUL(q50_r16_mul_q8_avx512, struct q50_r16_block, struct r16_q8_0_act, KQ_QK5_0, 1,
                     q50_r16_tile, q50_r16_prepare, q5_0_mul_q8_0_avx2, Q50_KC, Q50_STREAM_BYTES)
