@@ -23,13 +23,10 @@
 
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/q51_r16.h"
+#include "formats/kquants/r16_q8_1.h"
+#include "formats/r16_q8_0.h"
 
 #define INLINE static inline __attribute__((always_inline))
-/* activation rows of a tile: their 2 x 9 totals, scales, the code vectors of one qs line
- * and the constants fill the 32 vector registers (4 rows spill) */
-#define R16_MAX_NR 2
-/* (d, s) pairs on the stack; more go on the heap */
-#define R16_PREP 2048
 /* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than
  * the caches) prefetches into L2 this far ahead of the block it reads. */
 #define R16_STREAM_BYTES (256u << 10)
@@ -42,26 +39,6 @@ static const uint8_t q51_r16_lut[64] = {
     12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
 };
 
-/* One activation block's d and s = d * sum(qs), as floats. */
-struct q51_r16_act {
-    float d, s;
-};
-
-static void q51_r16_prepare(const struct q8_1_block *y, int64_t nk, struct q51_r16_act *p)
-{
-    for (int64_t i = 0; i < nk; i++) {
-        p[i].d = kq_h2f(y[i].d);
-        p[i].s = kq_h2f(y[i].s);
-    }
-}
-
-INLINE __m512i q51_r16_bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* A fifth-bit mask of the block (q51_r16.h) as a mask register (one kmovq load). */
 INLINE __mmask64 q51_r16_kmask(const uint8_t *qh)
 {
@@ -73,7 +50,7 @@ INLINE __mmask64 q51_r16_kmask(const uint8_t *qh)
 /* The 16 rows of one group over its nb blocks against nr activation rows (blocks y[r],
  * prepared p[r], or with conv their scales converted here): out[r * out_stride + l] = dot. */
 INLINE void q51_r16_tile(const struct q51_r16_block *b, int64_t nb,
-                         const struct q8_1_block *const *y, const struct q51_r16_act *const *p,
+                         const struct q8_1_block *const *y, const struct r16_q8_1_act *const *p,
                          const int nr, float *out, size_t out_stride, const int prefetch,
                          const int conv)
 {
@@ -81,7 +58,7 @@ INLINE void q51_r16_tile(const struct q51_r16_block *b, int64_t nb,
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
     const __m512i k16 = _mm512_set1_epi8(16);
     /* tot[r][l]: lane sums l of the plain kernel; totm[r]: its sum of m s_a */
-    __m512 tot[R16_MAX_NR][8], totm[R16_MAX_NR];
+    __m512 tot[R16_Q8_1_MAX_NR][8], totm[R16_Q8_1_MAX_NR];
     _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)
     {
         totm[r] = _mm512_setzero_ps();
@@ -94,7 +71,7 @@ INLINE void q51_r16_tile(const struct q51_r16_block *b, int64_t nb,
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->m));
-        __m512 t[R16_MAX_NR];
+        __m512 t[R16_Q8_1_MAX_NR];
         _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)
         {
             const float da = conv ? kq_h2f(y[r][i].d) : p[r][i].d;
@@ -113,9 +90,9 @@ INLINE void q51_r16_tile(const struct q51_r16_block *b, int64_t nb,
             {
                 const int8_t *a = y[r][i].qs;
                 const __m512i pl =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, q51_r16_bcast4(a + 4 * k));
-                const __m512i ph =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, q51_r16_bcast4(a + 16 + 4 * k));
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, r16_q8_0_bcast4(a + 4 * k));
+                const __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi,
+                                                       r16_q8_0_bcast4(a + 16 + 4 * k));
                 tot[r][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), t[r], tot[r][k]);
                 tot[r][4 + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), t[r], tot[r][4 + k]);
             }
@@ -133,70 +110,6 @@ INLINE void q51_r16_tile(const struct q51_r16_block *b, int64_t nb,
     }
 }
 
-/* Every activation row (prepared blocks prep[j * nb ..], or NULL to convert the scales in
- * the tiles) against every whole group: group by group, every tile of up to 2 activation
- * rows while the group's blocks are in L1/L2 (the first tile over streaming weights
- * fetches ahead). */
-static void q51_r16_run(const char *wb, size_t w_stride, int64_t n_full, int64_t nb,
-                        const void *act, size_t act_stride, int64_t n_act,
-                        const struct q51_r16_act *prep, float *out, size_t out_stride, int stream)
-{
-    for (int64_t g = 0; g < n_full; g += Q51_R16_ROWS) {
-        const struct q51_r16_block *b = (const struct q51_r16_block *)(wb + (size_t)g * w_stride);
-        for (int64_t j = 0; j < n_act; j += R16_MAX_NR) {
-            const int nr = n_act - j < R16_MAX_NR ? (int)(n_act - j) : R16_MAX_NR;
-            const struct q8_1_block *y[R16_MAX_NR];
-            const struct q51_r16_act *pp[R16_MAX_NR] = {NULL};
-            for (int r = 0; r < nr; r++) {
-                y[r] =
-                    (const struct q8_1_block *)((const char *)act + (size_t)(j + r) * act_stride);
-                if (prep)
-                    pp[r] = prep + (size_t)(j + r) * (size_t)nb;
-            }
-            float *o = out + (size_t)j * out_stride + g;
-            const int pf = stream && j == 0;
-            if (!prep) {
-                for (int r = 0; r < nr; r++)
-                    q51_r16_tile(b, nb, y + r, pp, 1, o + (size_t)r * out_stride, out_stride, 0, 1);
-            } else if (nr == 1 && pf) {
-                q51_r16_tile(b, nb, y, pp, 1, o, out_stride, 1, 0);
-            } else if (nr == 1) {
-                q51_r16_tile(b, nb, y, pp, 1, o, out_stride, 0, 0);
-            } else if (pf) {
-                q51_r16_tile(b, nb, y, pp, 2, o, out_stride, 1, 0);
-            } else {
-                q51_r16_tile(b, nb, y, pp, 2, o, out_stride, 0, 0);
-            }
-        }
-    }
-}
-
-void q51_r16_mul_q8_1_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w,
-                             const void *act, size_t act_stride, int64_t n_act, float *out,
-                             size_t out_stride)
-{
-    const int64_t nb = n / KQ_QK5_1;
-    const int64_t n_full = n_w / Q51_R16_ROWS * Q51_R16_ROWS;
-    const char *wb = w;
-    const int stream = (size_t)n_full * w_stride > R16_STREAM_BYTES;
-    /* every activation row's scales converted once (so each group is read from memory
-     * once per call), on the stack or the heap; without either, the tiles convert them
-     * (the same values: the same sums either way) */
-    struct q51_r16_act stack[R16_PREP], *prep = NULL;
-    if (n_full && (uint64_t)n_act * (uint64_t)nb <= R16_PREP)
-        prep = stack;
-    else if (n_full)
-        prep = malloc((size_t)n_act * (size_t)nb * sizeof *prep);
-    for (int64_t j = 0; prep && j < n_act; j++)
-        q51_r16_prepare((const struct q8_1_block *)((const char *)act + (size_t)j * act_stride), nb,
-                        prep + (size_t)j * (size_t)nb);
-    if (n_full)
-        q51_r16_run(wb, w_stride, n_full, nb, act, act_stride, n_act, prep, out, out_stride,
-                    stream);
-    if (prep != stack)
-        free(prep);
-    /* the rows after the last whole group are plain Q5_1 rows */
-    if (n_full < n_w)
-        q5_1_mul_q8_1_avx2(n, wb + (size_t)n_full * w_stride, w_stride, n_w - n_full, act,
-                           act_stride, n_act, out + n_full, out_stride);
-}
+/* the rows after the last whole group are the plain format's */
+R16_Q8_1_DEFINE_MUL(q51_r16_mul_q8_1_avx512, struct q51_r16_block, KQ_QK5_1, q51_r16_tile,
+                    q5_1_mul_q8_1_avx2, R16_STREAM_BYTES)
