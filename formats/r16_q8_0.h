@@ -23,6 +23,13 @@
 #define R16_Q8_0_MAX_NR 8  /* activation rows per tile */
 #define R16_Q8_0_PREP 2048 /* prepared activation blocks on the stack */
 
+/* i & 15 for vpermb's 64 entries: a byte's low nibble. */
+static const uint8_t r16_nibble_lut[64] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,
+    6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+    12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+};
+
 /* 4 activation bytes broadcast to every 32-bit lane (vpbroadcastd from memory). */
 R16_Q8_0_INLINE __m512i r16_q8_0_bcast4(const int8_t *p)
 {

@@ -32,13 +32,6 @@
 #define R16_STREAM_BYTES (256u << 10)
 #define R16_PREFETCH 4096
 
-/* i & 15 for vpermb's 64 entries: a byte's low nibble. */
-static const uint8_t q40_r16_lut[64] = {
-    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,
-    6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-    12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
-};
-
 /* d and -8 sum(q): the levels 0..15 stand for q - 8 */
 static void q40_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
 {
@@ -52,7 +45,7 @@ R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
                                   const struct r16_q8_0_act *const *p, const int nr, float *out,
                                   size_t out_stride, const int first, const int prefetch)
 {
-    const __m512i lut = _mm512_loadu_si512(q40_r16_lut);
+    const __m512i lut = _mm512_loadu_si512(r16_nibble_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
     __m512 tot[R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =

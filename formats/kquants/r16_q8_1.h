@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "formats/kquants/kq_kernels.h"
+#include "formats/r16_q8_0.h"
 
 #define R16_Q8_1_ROWS 16
 /* activation rows of a tile: their 2 x 9 totals, scales, the code vectors of one qs line
@@ -33,6 +34,71 @@ static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, stru
         p[i].s = kq_h2f(y[i].s);
     }
 }
+
+/* Defines NAME, the tile of a format with BLOCK_T blocks (d[16], m[16] and qs[4][64] as
+ * Q4_1_R16 lays them out): the 16 rows of one group over its nb blocks against nr
+ * activation rows (blocks y[r], prepared p[r], or with conv their scales converted here):
+ * out[r * out_stride + l] = dot. Each qs line gives its 16 rows' low and high nibbles;
+ * CODES(b, k, &lo, &hi) makes the codes of line k from them (Q5_1 adds its fifth bits).
+ * These are the plain AVX2 kernels' float steps: 8 lane sums, then the minimum's. */
+#define R16_Q8_1_DEFINE_TILE(NAME, BLOCK_T, CODES)                                                 \
+    R16_Q8_0_INLINE void NAME(const BLOCK_T *b, int64_t nb, const struct q8_1_block *const *y,     \
+                              const struct r16_q8_1_act *const *p, const int nr, float *out,       \
+                              size_t out_stride, const int prefetch, const int conv)               \
+    {                                                                                              \
+        const __m512i lut = _mm512_loadu_si512(r16_nibble_lut);                                    \
+        const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);                                \
+        /* tot[r][l]: lane sums l of the plain kernel; totm[r]: its sum of m s_a */                \
+        __m512 tot[R16_Q8_1_MAX_NR][8], totm[R16_Q8_1_MAX_NR];                                     \
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                                       \
+        {                                                                                          \
+            totm[r] = _mm512_setzero_ps();                                                         \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) tot[r][l] = _mm512_setzero_ps();   \
+        }                                                                                          \
+        for (int64_t i = 0; i < nb; i++, b++) {                                                    \
+            if (prefetch) {                                                                        \
+                for (int l = 0; l < (int)(sizeof *b / 64); l++)                                    \
+                    _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);            \
+            }                                                                                      \
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));          \
+            const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->m));          \
+            __m512 t[R16_Q8_1_MAX_NR];                                                             \
+            _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                                   \
+            {                                                                                      \
+                const float da = conv ? kq_h2f(y[r][i].d) : p[r][i].d;                             \
+                const float sa = conv ? kq_h2f(y[r][i].s) : p[r][i].s;                             \
+                t[r] = _mm512_mul_ps(dw, _mm512_set1_ps(da));                                      \
+                totm[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa), totm[r]);                        \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                    \
+            {                                                                                      \
+                const __m512i v = _mm512_loadu_si512(b->qs[k]);                                    \
+                __m512i lo = _mm512_permutexvar_epi8(v, lut);                                      \
+                __m512i hi = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);  \
+                CODES(b, k, &lo, &hi);                                                             \
+                _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                               \
+                {                                                                                  \
+                    const int8_t *a = y[r][i].qs;                                                  \
+                    const __m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,             \
+                                                           r16_q8_0_bcast4(a + 4 * k));            \
+                    const __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi,             \
+                                                           r16_q8_0_bcast4(a + 16 + 4 * k));       \
+                    tot[r][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), t[r], tot[r][k]);          \
+                    tot[r][4 + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), t[r], tot[r][4 + k]);  \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        /* the plain kernel's horizontal sum of its 8 lanes, then the minimum's total */           \
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                                       \
+        {                                                                                          \
+            const __m512 s0 = _mm512_add_ps(tot[r][0], tot[r][4]);                                 \
+            const __m512 s1 = _mm512_add_ps(tot[r][1], tot[r][5]);                                 \
+            const __m512 s2 = _mm512_add_ps(tot[r][2], tot[r][6]);                                 \
+            const __m512 s3 = _mm512_add_ps(tot[r][3], tot[r][7]);                                 \
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));        \
+            _mm512_storeu_ps(out + (size_t)r * out_stride, _mm512_add_ps(sum, totm[r]));           \
+        }                                                                                          \
+    }
 
 /* Defines the mul_rows NAME of a format with BLOCK_T blocks of QK values, its tiles TILE
  * and its plain rows PLAIN for the rows after the last whole group. Every activation
