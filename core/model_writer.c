@@ -15,6 +15,7 @@
 #include "core/gguf_write.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
+#include "core/family.h"
 #include "core/model_check.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
@@ -615,12 +616,7 @@ enum splash_status splash_model_plan_create(const struct splash_registry *r,
     const struct splash_tensor_decl **order = NULL;
     if ((st = splash_family_select(r, hm.m, &family, &verdict, err)))
         goto out_meta;
-    if (!family->declare_tensors) {
-        st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family %s declares no tensors",
-                            family->header.name);
-        goto out_meta;
-    }
-    if ((st = family->declare_tensors(splash_host_get(), hm.m, collect_decl, &list, err)))
+    if ((st = splash_family_declare_tensors(r, family, hm.m, collect_decl, &list, err)))
         goto out_meta;
     plan = calloc(1, sizeof *plan);
     order = malloc((list.n ? list.n : 1) * sizeof *order);

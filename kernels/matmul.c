@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "core/file_map.h"
+#include "core/format_links.h"
 #include "core/host_impl.h"
-#include "core/registry.h"
+#include "core/load_progress.h"
 #include "core/threadpool.h"
 #include "kernels/hybrid.h"
 #include "kernels/kernels_impl.h"
@@ -42,13 +43,6 @@ static size_t weight_bytes(const struct splash_weight *w)
     return w->row_bytes * (size_t)w->n_out * (size_t)w->n_experts;
 }
 
-static atomic_uint_least64_t bytes_prepared;
-
-uint64_t splash_matmul_bytes_prepared(void)
-{
-    return atomic_load(&bytes_prepared);
-}
-
 /* Every weight with a repacked image, for splash_matmul_release_images. */
 static pthread_mutex_t packed_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct splash_weight *packed_list;
@@ -60,8 +54,7 @@ static const struct splash_format_type *repack_target(const struct splash_format
 {
     if (!fmt->repack_to || !fmt->repack || getenv("SPLASH_NO_REPACK"))
         return NULL;
-    const struct splash_format_type *to =
-        splash_registry_format_by_name(splash_registry_global(), fmt->repack_to);
+    const struct splash_format_type *to = splash_format_links_of(fmt)->repack;
     if (!to || !(to->flags & SPLASH_FORMAT_REPACKED) || !to->row_group)
         return NULL;
     *row = splash_format_pick_row(to, splash_cpu_features());
@@ -172,8 +165,6 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
 {
     const struct splash_format_type *fmt = t->format;
     if (!fmt)
-        fmt = splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
-    if (!fmt)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: no format plugin decodes %s",
                               t->name, t->type_name ? t->type_name : "its type");
     if (!fmt->rows || !fmt->n_rows)
@@ -192,7 +183,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     w->row_bytes = splash_format_row_bytes(fmt, w->n_in);
     w->row = splash_format_pick_row(fmt, splash_cpu_features());
     if (fmt->act_type && strcmp(fmt->act_type, "F32") != 0) {
-        w->act = splash_registry_format_by_name(splash_registry_global(), fmt->act_type);
+        w->act = splash_format_links_of(fmt)->act;
         if (!w->act || !w->act->from_float) {
             free(w);
             return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
@@ -211,7 +202,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     }
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
-    atomic_fetch_add(&bytes_prepared, t->n_bytes);
+    splash_load_progress_add(t->n_bytes);
     if (w->packed_fmt) {
         w->unit = w->packed_fmt->row_group;
         if (!packed_image(w)) {
@@ -589,14 +580,22 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
 }
 
+/* The format bound to t (model-check refuses a model with a tensor no format decodes,
+ * so a missing one is a caller's bug: logged, and the rows read as zeros). */
 static const struct splash_format_type *tensor_format(const struct splash_tensor_info *t)
 {
-    return t->format ? t->format : splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
+    if (!t->format)
+        splash_log(SPLASH_LOG_ERROR, "kernels", "%s: no format is bound to this tensor", t->name);
+    return t->format;
 }
 
 static void embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
+    if (!f) {
+        memset(out, 0, (size_t)n * (size_t)t->ne[0] * sizeof *out);
+        return;
+    }
     size_t row_bytes = splash_format_row_bytes(f, t->ne[0]);
     for (int64_t i = 0; i < n; i++)
         f->to_float((const char *)t->data + (size_t)ids[i] * row_bytes, out + i * t->ne[0], t->ne[0]);
@@ -606,6 +605,10 @@ static void to_float(const struct splash_tensor_info *t, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
     int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    if (!f) {
+        memset(out, 0, (size_t)n * sizeof *out);
+        return;
+    }
     f->to_float(t->data, out, n);
 }
 

@@ -404,7 +404,7 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
                               SPLASH_GGUF_HEADERS_ONLY, &m, &err),
         SPLASH_OK);
     struct splash_family_verdict v;
-    assert_int_equal(fam->check_config(splash_host_get(), m, &v, &err), SPLASH_OK);
+    assert_int_equal(fam->check_config(splash_registry_host(splash_registry_global()), m, &v, &err), SPLASH_OK);
     assert_true(v.score > 0);
     assert_string_equal(v.architecture, "Qwen hybrid (qwen35)");
     assert_string_equal(v.size_name, ""); /* the tiny test shape is no named size */
@@ -428,7 +428,7 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
         "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
     struct test_config cf;
     m = test_config_open(&cf, "/tmp/splash-qh-XXXXXX", cfg);
-    assert_int_equal(fam->check_config(splash_host_get(), m, &v, &err), SPLASH_OK);
+    assert_int_equal(fam->check_config(splash_registry_host(splash_registry_global()), m, &v, &err), SPLASH_OK);
     assert_true(v.score > 0);
     assert_string_equal(v.size_name, "Qwen3.5-0.8B");
     assert_string_equal(v.draft_repo, "incoai/Qwen3.5-0.8B-DFlash2");

@@ -160,7 +160,7 @@ static void test_scale_beside_other_type_refused(void **state)
     splash_meta_bind_formats(m, splash_registry_global());
     struct splash_model_opts opts = {.pool = pool};
     void *model = NULL;
-    assert_int_not_equal(fam->model_create(splash_host_get(), m, &opts, &model, &err), SPLASH_OK);
+    assert_int_not_equal(fam->model_create(splash_registry_host(splash_registry_global()), m, &opts, &model, &err), SPLASH_OK);
     assert_non_null(strstr(err.msg, "blk.0.ffn_down.scale"));
     splash_meta_close(m);
     unlink(bad), unlink(alone);

@@ -33,7 +33,7 @@ int test_run_open(struct test_run *r, const struct test_run_opts *o, const char 
     }
     struct splash_model_opts opts = {
         .pool = o->pool, .kv_format = o->kv_format, .state_format = o->state_format};
-    if (r->fam->model_create(splash_host_get(), r->meta, &opts, &r->model, &err))
+    if (r->fam->model_create(splash_registry_host(splash_registry_global()), r->meta, &opts, &r->model, &err))
         fail_msg("%s: %s", label, err.msg);
     r->fam->model_info(r->model, &r->info);
     return 0;
