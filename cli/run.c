@@ -11,8 +11,8 @@
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
-#include "core/tokenizer/tokenizer.h"
-#include "kernels/sampling.h"
+#include "server/text/tokenizer/tokenizer.h"
+#include "server/engine/sampling.h"
 
 static void usage(FILE *f)
 {

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "core/demo_model.h"
-#include "core/engine/engine.h"
+#include "cli/modelgen/demo_model.h"
+#include "server/engine/engine.h"
 #include "core/meta.h"
 #include "core/target.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/api.h"
 #include "server/app.h"
 #include "server/chat_setup.h"

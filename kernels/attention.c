@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/threadpool.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "splash/family.h"
 #include "splash/fp.h"
 
@@ -26,7 +26,7 @@ static size_t data_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads
     return (b + 63) & ~(size_t)63;
 }
 
-size_t hybrid_kv_page_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads,
+size_t kernel_kv_page_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads,
                             int32_t head_dim)
 {
     size_t b = data_bytes(format, page_tokens, n_kv_heads, head_dim);
@@ -72,7 +72,7 @@ static void store_row(const struct splash_kv_pages *kv, int which, int64_t pos, 
     *scale = d;
 }
 
-void hybrid_kv_read_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t head,
+void kernel_kv_read_row(const struct splash_kv_pages *kv, int which, int64_t pos, int32_t head,
                         float *out)
 {
     float *scale;
@@ -101,7 +101,7 @@ static void store_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void hybrid_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv, int64_t pos0,
+void kernel_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv, int64_t pos0,
                      int64_t n, const float *k, int64_t k_stride, const float *v, int64_t v_stride)
 {
     struct store_task t = {
@@ -116,7 +116,7 @@ void hybrid_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv,
 #define ATTN_MAX_GROUP 64
 
 struct attn_task {
-    const struct hybrid_vec *vec;
+    const struct kernel_vec *vec;
     const struct splash_kv_pages *kv;
     const float *q;
     int64_t q_stride;
@@ -132,7 +132,7 @@ struct attn_task {
 static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
 {
     const struct splash_kv_pages *kv = t->kv;
-    const struct hybrid_vec *vec = t->vec;
+    const struct kernel_vec *vec = t->vec;
     int32_t hd = kv->head_dim, group = t->group;
     int64_t n_kv = t->pos0 + i + 1;
     const float *q0 = t->q + i * t->q_stride + (int64_t)g * group * hd;
@@ -255,7 +255,7 @@ static void attn_block_item(const struct attn_block_task *bt, int64_t qb, int32_
 {
     const struct attn_task *t = bt->t;
     const struct splash_kv_pages *kv = t->kv;
-    const struct hybrid_vec *vec = t->vec;
+    const struct kernel_vec *vec = t->vec;
     int32_t hd = kv->head_dim, group = t->group, pt = kv->page_tokens;
     int64_t i0 = qb * ATTN_QB, rows = bt->n_q - i0 < ATTN_QB ? bt->n_q - i0 : ATTN_QB;
     int64_t M = rows * group;
@@ -335,15 +335,15 @@ static void attn_block_items(void *ctx, int64_t begin, int64_t end, int thread)
     sc.s = p, p += m * pt;
     sc.mx = p, p += m;
     sc.sum = p;
-    unsigned csr = hybrid_ftz_begin();
+    unsigned csr = kernel_ftz_begin();
     /* the last query blocks see the most keys: they go first, so the pool's shrinking
      * pieces at the end are the cheap blocks */
     for (int64_t it = begin; it < end; it++)
         attn_block_item(bt, bt->n_blocks - 1 - it / n_kv_heads, (int32_t)(it % n_kv_heads), &sc);
-    hybrid_ftz_end(csr);
+    kernel_ftz_end(csr);
 }
 
-void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *pool,
                            const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
                            int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
                            int64_t out_stride)
@@ -388,11 +388,11 @@ void hybrid_attention_with(const struct hybrid_vec *vec, struct splash_pool *poo
     splash_pool_parallel_for(pool, n_q * kv->n_kv_heads, grain, attn_items, &t);
 }
 
-void hybrid_attention(struct splash_pool *pool, const struct splash_kv_pages *kv, const float *q,
+void kernel_attention(struct splash_pool *pool, const struct splash_kv_pages *kv, const float *q,
                       int64_t q_stride, int64_t n_q, int32_t n_head, int64_t pos0, float scale,
                       float *out, int64_t out_stride)
 {
-    hybrid_attention_with(hybrid_vec_get(), pool, kv, q, q_stride, n_q, n_head, pos0, scale, out,
+    kernel_attention_with(kernel_vec_get(), pool, kv, q, q_stride, n_q, n_head, pos0, scale, out,
                           out_stride);
 }
 
@@ -419,7 +419,7 @@ static int64_t lane_attn_items(const struct splash_attn_lane *ln, int32_t n_head
 }
 
 struct lanes_task {
-    const struct hybrid_vec *vec;
+    const struct kernel_vec *vec;
     const struct splash_attn_lane *lanes;
     int32_t n_lanes, n_head;
     float scale;
@@ -476,7 +476,7 @@ static void attn_lane_items(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void hybrid_attention_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+void kernel_attention_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
                                  const struct splash_attn_lane *lanes, int32_t n_lanes,
                                  int32_t n_head, float scale)
 {
@@ -495,7 +495,7 @@ void hybrid_attention_lanes_with(const struct hybrid_vec *vec, struct splash_poo
         int64_t items = lane_attn_items(ln, n_head);
         if (!items) {
             /* long lanes in the blocked form (lanes of no rows or a bad head count: none) */
-            hybrid_attention_with(vec, pool, &ln->kv, ln->q, ln->q_stride, ln->n_q, n_head,
+            kernel_attention_with(vec, pool, &ln->kv, ln->q, ln->q_stride, ln->n_q, n_head,
                                   ln->pos0, scale, ln->out, ln->out_stride);
             continue;
         }
@@ -512,8 +512,8 @@ void hybrid_attention_lanes_with(const struct hybrid_vec *vec, struct splash_poo
     splash_pool_parallel_for(pool, n_items, grain, attn_lane_items, &t);
 }
 
-void hybrid_attention_lanes(struct splash_pool *pool, const struct splash_attn_lane *lanes,
+void kernel_attention_lanes(struct splash_pool *pool, const struct splash_attn_lane *lanes,
                             int32_t n_lanes, int32_t n_head, float scale)
 {
-    hybrid_attention_lanes_with(hybrid_vec_get(), pool, lanes, n_lanes, n_head, scale);
+    kernel_attention_lanes_with(kernel_vec_get(), pool, lanes, n_lanes, n_head, scale);
 }

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/threadpool.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "splash/fp.h"
 
 #define GDN_MAX_DK 1024 /* row buffer for a bf16 state; families check d_k at load */
@@ -29,7 +29,7 @@
 #define CONV_BLOCK 64 /* channels per item */
 
 struct conv_task {
-    const struct hybrid_vec *vec;
+    const struct kernel_vec *vec;
     const struct splash_conv_lane *lanes;
     int64_t x_stride, channels, blocks; /* blocks per lane */
     const float *w;
@@ -58,7 +58,7 @@ static void conv_blocks(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void hybrid_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_lane *lanes,
+void kernel_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_lane *lanes,
                            int32_t n_lanes, int64_t x_stride, int64_t channels, const float *w,
                            int32_t kw)
 {
@@ -70,7 +70,7 @@ void hybrid_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_la
             max_n = lanes[l].n;
     if (max_n <= 0)
         return;
-    struct conv_task t = {.vec = hybrid_vec_get(),
+    struct conv_task t = {.vec = kernel_vec_get(),
                           .lanes = lanes,
                           .x_stride = x_stride,
                           .channels = channels,
@@ -83,13 +83,13 @@ void hybrid_gdn_conv_lanes(struct splash_pool *pool, const struct splash_conv_la
     splash_pool_parallel_for(pool, t.blocks * n_lanes, grain, conv_blocks, &t);
 }
 
-void hybrid_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
+void kernel_gdn_conv(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
                      int64_t channels, const float *w, int32_t kw, float *state, float *out)
 {
     if (n <= 0)
         return;
     struct splash_conv_lane lane = {.x = x, .n = n, .state = state, .out = out};
-    hybrid_gdn_conv_lanes(pool, &lane, 1, x_stride, channels, w, kw);
+    kernel_gdn_conv_lanes(pool, &lane, 1, x_stride, channels, w, kw);
 }
 
 /* ---- shared --------------------------------------------------------------- */
@@ -109,7 +109,7 @@ static size_t head_elems(const struct splash_gdn_args *a)
 #define ROWS_PER_ITEM 8
 
 /* Rows j0..j1 of value head h of one sequence, carried through all its tokens. */
-static void rec_rows(const struct hybrid_vec *vec, const struct splash_gdn_args *a, int32_t h,
+static void rec_rows(const struct kernel_vec *vec, const struct splash_gdn_args *a, int32_t h,
                      int32_t j0, int32_t j1, float *buf)
 {
     int32_t m = key_head(a, h);
@@ -144,7 +144,7 @@ static void rec_rows(const struct hybrid_vec *vec, const struct splash_gdn_args 
 /* Sequences of one layer (same head counts and dims), their rows as one list of items:
  * a batched decode step streams every lane's state in one parallel section. */
 struct rec_task {
-    const struct hybrid_vec *vec;
+    const struct kernel_vec *vec;
     const struct splash_gdn_args *a;
     int64_t items_per_head, items_per_lane;
 };
@@ -153,7 +153,7 @@ static void rec_items(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct rec_task *t = ctx;
     float buf[GDN_MAX_DK];
-    unsigned csr = hybrid_ftz_begin();
+    unsigned csr = kernel_ftz_begin();
     for (int64_t it = begin; it < end; it++) {
         const struct splash_gdn_args *a = &t->a[it / t->items_per_lane];
         int64_t in_lane = it % t->items_per_lane;
@@ -162,7 +162,7 @@ static void rec_items(void *ctx, int64_t begin, int64_t end, int thread)
         int32_t j1 = j0 + ROWS_PER_ITEM < a->d_v ? j0 + ROWS_PER_ITEM : a->d_v;
         rec_rows(t->vec, a, h, j0, j1, buf);
     }
-    hybrid_ftz_end(csr);
+    kernel_ftz_end(csr);
 }
 
 static int same_shape(const struct splash_gdn_args *a, const struct splash_gdn_args *b)
@@ -170,7 +170,7 @@ static int same_shape(const struct splash_gdn_args *a, const struct splash_gdn_a
     return a->n_v_heads == b->n_v_heads && a->d_k == b->d_k && a->d_v == b->d_v;
 }
 
-void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+void kernel_gdn_recurrent_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
                                      const struct splash_gdn_args *a, int32_t n_lanes)
 {
     if (n_lanes <= 0)
@@ -180,7 +180,7 @@ void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash
         if (!same_shape(&a[0], &a[l]) || a[l].n_tokens < 0 || a[l].d_k > GDN_MAX_DK) {
             /* not one layer's sequences: each on its own */
             for (int32_t i = 0; i < n_lanes; i++)
-                hybrid_gdn_recurrent_with(vec, pool, &a[i]);
+                kernel_gdn_recurrent_with(vec, pool, &a[i]);
             return;
         }
         if (a[l].n_tokens > max_tokens)
@@ -197,23 +197,23 @@ void hybrid_gdn_recurrent_lanes_with(const struct hybrid_vec *vec, struct splash
     splash_pool_parallel_for(pool, t.items_per_lane * n_lanes, grain, rec_items, &t);
 }
 
-void hybrid_gdn_recurrent_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+void kernel_gdn_recurrent_with(const struct kernel_vec *vec, struct splash_pool *pool,
                                const struct splash_gdn_args *a)
 {
     if (a->n_tokens <= 0 || a->d_k > GDN_MAX_DK)
         return;
-    hybrid_gdn_recurrent_lanes_with(vec, pool, a, 1);
+    kernel_gdn_recurrent_lanes_with(vec, pool, a, 1);
 }
 
-void hybrid_gdn_recurrent_lanes(struct splash_pool *pool, const struct splash_gdn_args *a,
+void kernel_gdn_recurrent_lanes(struct splash_pool *pool, const struct splash_gdn_args *a,
                                 int32_t n_lanes)
 {
-    hybrid_gdn_recurrent_lanes_with(hybrid_vec_get(), pool, a, n_lanes);
+    kernel_gdn_recurrent_lanes_with(kernel_vec_get(), pool, a, n_lanes);
 }
 
-void hybrid_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args *a)
+void kernel_gdn_recurrent(struct splash_pool *pool, const struct splash_gdn_args *a)
 {
-    hybrid_gdn_recurrent_with(hybrid_vec_get(), pool, a);
+    kernel_gdn_recurrent_with(kernel_vec_get(), pool, a);
 }
 
 /* ---- chunked form ------------------------------------------------------------ */
@@ -256,7 +256,7 @@ static struct chunk_scratch chunk_scratch_at(const struct splash_gdn_args *a, in
 }
 
 struct chunk_task {
-    const struct hybrid_vec *vec;
+    const struct kernel_vec *vec;
     const struct splash_gdn_args *a;
     int32_t c;
     float *scratch;
@@ -267,7 +267,7 @@ static void chunk_one(const struct chunk_task *t, int32_t h, const struct chunk_
                       int32_t t0, int32_t len)
 {
     const struct splash_gdn_args *a = t->a;
-    const struct hybrid_vec *vec = t->vec;
+    const struct kernel_vec *vec = t->vec;
     int32_t dk = a->d_k, dv = a->d_v, m = key_head(a, h);
     int64_t ld = a->qk_stride;
     float *st = sc->st;
@@ -331,7 +331,7 @@ static void chunk_heads(void *ctx, int64_t begin, int64_t end, int thread)
         chunk_scratch_at(a, t->c, t->scratch + (size_t)thread * t->per_thread);
     size_t n = head_elems(a);
     int32_t dk = a->d_k, dv = a->d_v;
-    unsigned csr = hybrid_ftz_begin();
+    unsigned csr = kernel_ftz_begin();
     for (int64_t h = begin; h < end; h++) {
         /* S (d_v x d_k, row-major) into St (d_k x d_v) */
         if (a->state_bf16) {
@@ -361,10 +361,10 @@ static void chunk_heads(void *ctx, int64_t begin, int64_t end, int thread)
                     f[(size_t)j * dk + i] = sc.st[(size_t)i * dv + j];
         }
     }
-    hybrid_ftz_end(csr);
+    kernel_ftz_end(csr);
 }
 
-void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *pool,
+void kernel_gdn_chunked_with(const struct kernel_vec *vec, struct splash_pool *pool,
                              const struct splash_gdn_args *a)
 {
     if (a->n_tokens <= 0)
@@ -375,7 +375,7 @@ void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *p
     float *scratch = malloc((size_t)n_threads * per_thread * sizeof(float));
     if (!scratch) {
         /* the recurrent form needs no scratch and gives the same values */
-        hybrid_gdn_recurrent_with(vec, pool, a);
+        kernel_gdn_recurrent_with(vec, pool, a);
         return;
     }
     struct chunk_task t = {
@@ -384,7 +384,7 @@ void hybrid_gdn_chunked_with(const struct hybrid_vec *vec, struct splash_pool *p
     free(scratch);
 }
 
-void hybrid_gdn_chunked(struct splash_pool *pool, const struct splash_gdn_args *a)
+void kernel_gdn_chunked(struct splash_pool *pool, const struct splash_gdn_args *a)
 {
-    hybrid_gdn_chunked_with(hybrid_vec_get(), pool, a);
+    kernel_gdn_chunked_with(kernel_vec_get(), pool, a);
 }

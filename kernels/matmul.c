@@ -13,7 +13,7 @@
 #include "core/host_impl.h"
 #include "core/load_progress.h"
 #include "core/threadpool.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/matmul_act.h"
 
@@ -160,7 +160,7 @@ static void (*fast_quantizer(const struct splash_format_type *act))(const float 
     return NULL;
 }
 
-static enum splash_status weight_create(const struct splash_tensor_info *t,
+enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
                                         struct splash_weight **out, struct splash_err *err)
 {
     const struct splash_format_type *fmt = t->format;
@@ -221,7 +221,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     return SPLASH_OK;
 }
 
-static void weight_destroy(struct splash_weight *w)
+void kernel_weight_destroy(struct splash_weight *w)
 {
     if (!w)
         return;
@@ -240,7 +240,7 @@ static void weight_destroy(struct splash_weight *w)
     free(w);
 }
 
-static enum splash_status weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
+enum splash_status kernel_weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
                                            struct splash_err *err)
 {
     if (n != 1 && n != w->n_experts)
@@ -392,7 +392,7 @@ static const struct splash_weight *plain_view(const struct splash_weight *w)
     return &view;
 }
 
-static void matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                    int64_t n, float *y)
 {
     if (n <= 0)
@@ -432,7 +432,7 @@ static void many_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-static void matmul_many(struct splash_pool *pool, const struct splash_weight *const *ws, int n_w,
+void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *const *ws, int n_w,
                         const float *x, int64_t n, float *const *y)
 {
     if (n <= 0)
@@ -444,7 +444,7 @@ static void matmul_many(struct splash_pool *pool, const struct splash_weight *co
             ws[i]->act_fast != ws[0]->act_fast ||
             (ws[i]->packed_fmt && !packed_image((struct splash_weight *)ws[i]))) {
             for (int j = 0; j < n_w; j++)
-                matmul(pool, ws[j], x, n, y[j]);
+                kernel_matmul(pool, ws[j], x, n, y[j]);
             return;
         }
     for (int i0 = 0; i0 < n_w; i0 += MANY_MAX) {
@@ -528,7 +528,7 @@ static void *grow(void **buf, size_t *size, size_t need)
     return *buf;
 }
 
-static void matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                            const int32_t *expert, int64_t n, float *y)
 {
     if (n <= 0)
@@ -589,7 +589,7 @@ static const struct splash_format_type *tensor_format(const struct splash_tensor
     return t->format;
 }
 
-static void embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
+void kernel_embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
     if (!f) {
@@ -601,7 +601,7 @@ static void embed_rows(const struct splash_tensor_info *t, const int32_t *ids, i
         f->to_float((const char *)t->data + (size_t)ids[i] * row_bytes, out + i * t->ne[0], t->ne[0]);
 }
 
-static void to_float(const struct splash_tensor_info *t, float *out)
+void kernel_to_float(const struct splash_tensor_info *t, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
     int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
@@ -610,33 +610,4 @@ static void to_float(const struct splash_tensor_info *t, float *out)
         return;
     }
     f->to_float(t->data, out, n);
-}
-
-static const struct splash_kernels kernels = {
-    .size = sizeof(struct splash_kernels),
-    .weight_create = weight_create,
-    .weight_destroy = weight_destroy,
-    .matmul = matmul,
-    .matmul_experts = matmul_experts,
-    .embed_rows = embed_rows,
-    .to_float = to_float,
-    .rmsnorm = hybrid_rmsnorm,
-    .l2norm = hybrid_l2norm,
-    .rope = hybrid_rope,
-    .kv_page_bytes = hybrid_kv_page_bytes,
-    .kv_store = hybrid_kv_store,
-    .attention = hybrid_attention,
-    .gdn_conv = hybrid_gdn_conv,
-    .gdn_recurrent = hybrid_gdn_recurrent,
-    .gdn_chunked = hybrid_gdn_chunked,
-    .matmul_many = matmul_many,
-    .gdn_conv_lanes = hybrid_gdn_conv_lanes,
-    .gdn_recurrent_lanes = hybrid_gdn_recurrent_lanes,
-    .attention_lanes = hybrid_attention_lanes,
-    .weight_set_scale = weight_set_scale,
-};
-
-const struct splash_kernels *splash_kernels_get(void)
-{
-    return &kernels;
 }

@@ -1,10 +1,10 @@
-/* Scalar reference primitives of the hybrid trunk's kernels, and the choice of
+/* Scalar reference vector primitives of the kernels, and the choice of
  * the primitive table for this CPU. */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "core/host_impl.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "splash/fp.h"
 
 static float ref_dot(int64_t n, const float *a, const float *b)
@@ -140,7 +140,7 @@ static float ref_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
-const struct hybrid_vec hybrid_vec_ref = {
+const struct kernel_vec kernel_vec_ref = {
     .isa = "scalar",
     .cpu_requires = 0,
     .dot = ref_dot,
@@ -160,26 +160,26 @@ const struct hybrid_vec hybrid_vec_ref = {
     .exp_sum = ref_exp_sum,
 };
 
-const struct hybrid_vec *const hybrid_vec_tables[] = {
+const struct kernel_vec *const kernel_vec_tables[] = {
 #if defined(__x86_64__)
-    &hybrid_vec_avx512,
-    &hybrid_vec_avx2,
+    &kernel_vec_avx512,
+    &kernel_vec_avx2,
 #endif
-    &hybrid_vec_ref,
+    &kernel_vec_ref,
     NULL,
 };
 
-static _Atomic(const struct hybrid_vec *) chosen;
+static _Atomic(const struct kernel_vec *) chosen;
 
-const struct hybrid_vec *hybrid_vec_get(void)
+const struct kernel_vec *kernel_vec_get(void)
 {
-    const struct hybrid_vec *v = atomic_load_explicit(&chosen, memory_order_acquire);
+    const struct kernel_vec *v = atomic_load_explicit(&chosen, memory_order_acquire);
     if (v)
         return v;
     uint64_t have = splash_cpu_features();
-    for (size_t i = 0; hybrid_vec_tables[i]; i++) {
-        if ((hybrid_vec_tables[i]->cpu_requires & have) == hybrid_vec_tables[i]->cpu_requires) {
-            v = hybrid_vec_tables[i];
+    for (size_t i = 0; kernel_vec_tables[i]; i++) {
+        if ((kernel_vec_tables[i]->cpu_requires & have) == kernel_vec_tables[i]->cpu_requires) {
+            v = kernel_vec_tables[i];
             break;
         }
     }

@@ -1,8 +1,8 @@
-/* AVX2 + FMA primitives of the hybrid trunk's kernels (scalar reference: hybrid_ref.c). */
+/* AVX2 + FMA vector primitives of the kernels (scalar reference: vec.c). */
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "splash/fp.h"
 
 static inline float hsum256(__m256 v)
@@ -381,7 +381,7 @@ static float avx2_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
-const struct hybrid_vec hybrid_vec_avx2 = {
+const struct kernel_vec kernel_vec_avx2 = {
     .isa = "avx2",
     .cpu_requires = SPLASH_CPU_AVX2 | SPLASH_CPU_FMA,
     .dot = avx2_dot,

@@ -1,7 +1,7 @@
-/* AVX-512 primitives of the hybrid trunk's kernels (scalar reference: hybrid_ref.c). */
+/* AVX-512 vector primitives of the kernels (scalar reference: vec.c). */
 #include <immintrin.h>
 
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "splash/fp.h"
 
 static inline __m512 load_bf16(const uint16_t *p)
@@ -413,7 +413,7 @@ static float avx512_exp_sum(int64_t n, const float *x, float m, float *y)
     return _mm512_reduce_add_ps(acc);
 }
 
-const struct hybrid_vec hybrid_vec_avx512 = {
+const struct kernel_vec kernel_vec_avx512 = {
     .isa = "avx512",
     .cpu_requires =
         SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512DQ,

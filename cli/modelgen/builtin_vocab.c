@@ -1,5 +1,5 @@
 /* The built-in byte-level BPE vocabulary and ChatML template of generated models. */
-#include "core/builtin_vocab.h"
+#include "cli/modelgen/builtin_vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>

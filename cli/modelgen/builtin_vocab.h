@@ -3,8 +3,8 @@
  * merges trained at build time on a list of common English pieces, the Qwen
  * special tokens, reserved fillers up to the model's vocabulary size, and a
  * ChatML template of our own. Part of make-model (core/model_writer.c). */
-#ifndef SPLASH_CORE_BUILTIN_VOCAB_H
-#define SPLASH_CORE_BUILTIN_VOCAB_H
+#ifndef SPLASH_MODELGEN_BUILTIN_VOCAB_H
+#define SPLASH_MODELGEN_BUILTIN_VOCAB_H
 
 #include <stdint.h>
 

@@ -1,12 +1,12 @@
 /* The demonstration model: built once into the data directory. */
-#include "core/demo_model.h"
+#include "cli/modelgen/demo_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/paths.h"
 #include "core/registry.h"
 

@@ -1,7 +1,7 @@
 /* The demonstration model `splash serve --demo` serves: a small random-weight
  * qwen35 model with the built-in tokenizer, built once into the data directory. */
-#ifndef SPLASH_CORE_DEMO_MODEL_H
-#define SPLASH_CORE_DEMO_MODEL_H
+#ifndef SPLASH_MODELGEN_DEMO_MODEL_H
+#define SPLASH_MODELGEN_DEMO_MODEL_H
 
 #include <stddef.h>
 

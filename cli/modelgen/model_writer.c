@@ -1,5 +1,5 @@
 /* make-model: random-weight GGUF models of a family's shape (see model_writer.h). */
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/builtin_vocab.h"
+#include "cli/modelgen/builtin_vocab.h"
 #include "core/gguf.h"
 #include "core/gguf_write.h"
 #include "core/host_impl.h"

@@ -9,8 +9,8 @@
  * with the registered formats' from_float, choosing types by the reference
  * quantizer's mix rules (Q4_K_M promotes the token table and some layers to
  * Q6_K ...). A built-in byte-level tokenizer and ChatML template come along. */
-#ifndef SPLASH_CORE_MODEL_WRITER_H
-#define SPLASH_CORE_MODEL_WRITER_H
+#ifndef SPLASH_MODELGEN_MODEL_WRITER_H
+#define SPLASH_MODELGEN_MODEL_WRITER_H
 
 #include <stddef.h>
 #include <stdint.h>

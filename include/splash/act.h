@@ -1,6 +1,8 @@
-/* Activation block types (GGML's Q8_0, Q8_1, Q8_K), shared by every kquants file. */
-#ifndef SPLASH_KQUANTS_Q8_BLOCKS_H
-#define SPLASH_KQUANTS_Q8_BLOCKS_H
+/* Activation layouts (GGML's Q8_0, Q8_1, Q8_K blocks): the bytes a format's kernel rows
+ * read when its act_type names one of them. Installed, so a format plugin built outside
+ * the tree reads the same layout as the built-in ones. */
+#ifndef SPLASH_ACT_H
+#define SPLASH_ACT_H
 
 #include <stdint.h>
 

@@ -1,7 +1,8 @@
 /* What every 16-row repacked (R16) AVX-512 kernel against Q8_0 activations shares: the
  * broadcast of 4 activation bytes, and the driver that walks a call's weight groups once
  * whatever the number of activation rows. Header only: each format plugin compiles its
- * own copy into its *_avx512.c (plugins link nothing of each other's).
+ * own copy into its *_avx512.c (plugins link nothing of each other's), an out-of-tree
+ * one from the installed header.
  *
  * A kernel defines its block type, its per-block activation data (prepared once per
  * call; most take struct r16_q8_0_act), `PREPARE(y, n_q8_blocks, prep)` and
@@ -10,8 +11,8 @@
  * sums at 0 and later K chunks continuing them from out, so every (weight row, activation
  * row) pair takes the same float steps however the call is tiled. Then
  * R16_Q8_0_DEFINE_MUL defines the format's mul_rows. */
-#ifndef SPLASH_FORMATS_R16_Q8_0_H
-#define SPLASH_FORMATS_R16_Q8_0_H
+#ifndef SPLASH_R16_Q8_0_H
+#define SPLASH_R16_Q8_0_H
 
 #include <immintrin.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* The engine loop. Each step batches one token of every decoding request with
  * one chunk of the oldest waiting prompt, so weights are read once per step for
  * all lanes; requests join and leave between steps. */
-#include "core/engine/engine.h"
+#include "server/engine/engine.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,16 +12,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/engine/protocol.h"
-#include "core/grammar/grammar.h"
+#include "server/engine/protocol.h"
+#include "server/text/grammar/grammar.h"
+#include "core/family.h"
 #include "core/host_impl.h"
 #include "core/memory_plan.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "kernels/kernels_impl.h"
-#include "kernels/sampling.h"
+#include "server/engine/sampling.h"
 
 enum req_state { REQ_PREFILL, REQ_DECODE };
 
@@ -113,7 +114,7 @@ static void send_error(struct engine *e, uint64_t id, const char *code, const ch
 static void request_free(struct engine *e, struct request *r)
 {
     if (r->seq) {
-        e->lm->family->seq_destroy(e->lm->model, r->seq);
+        splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
         e->n_active--;
     }
     if (r->matcher)
@@ -516,7 +517,7 @@ static int step(struct engine *e)
         if (r->state == REQ_PREFILL && (have_prefill || (!r->seq && e->n_active >= e->max_lanes)))
             continue;
         if (!r->seq) {
-            if (fam->seq_create(e->lm->model, &r->seq, &err) != SPLASH_OK) {
+            if (splash_family_seq_create(fam, e->lm->model, &r->seq, &err) != SPLASH_OK) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "no memory for the caches of lane %d at admission (prompt "
                          "of %d tokens): %s", n, r->n_prompt, err.msg);
@@ -549,7 +550,7 @@ static int step(struct engine *e)
     if (!n)
         return 0;
     double t0 = mono_now();
-    enum splash_status st = fam->forward(e->lm->model, e->lanes, n, &err);
+    enum splash_status st = splash_family_forward(fam, e->lm->model, e->lanes, n, &err);
     if (st == SPLASH_ERR_NOMEM) {
         /* a cache could not grow: the step's requests end with what failed, the engine goes on */
         for (int i = 0; i < n; i++) {

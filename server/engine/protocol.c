@@ -1,5 +1,5 @@
 /* Frame I/O for the engine protocol. */
-#include "core/engine/protocol.h"
+#include "server/engine/protocol.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,6 +1,6 @@
 /* Sampling. Filters apply in llama.cpp's usual order (penalties, top-k, top-p,
  * min-p, temperature) on a candidate list sorted once by logit. */
-#include "kernels/sampling.h"
+#include "server/engine/sampling.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Token sampling: penalties, temperature, top-k, top-p, min-p, seeded draws,
  * and log-probabilities with top alternatives. Used by the engine, not plugins. */
-#ifndef SPLASH_KERNELS_SAMPLING_H
-#define SPLASH_KERNELS_SAMPLING_H
+#ifndef SPLASH_ENGINE_SAMPLING_H
+#define SPLASH_ENGINE_SAMPLING_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,10 +1,11 @@
 /* The batched decode step, timed in-process over the family's forward. */
-#include "core/engine/step_bench.h"
+#include "server/engine/step_bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/family.h"
 #include "core/model_load.h"
 
 #define STEP_BENCH_MAX_LANES 64
@@ -49,7 +50,7 @@ static enum splash_status decode_step(struct bench_seqs *b, int32_t n, double *s
                                            .logits_all = 0};
     }
     double t0 = now_seconds();
-    enum splash_status st = b->lm->family->forward(b->lm->model, b->lanes, n, err);
+    enum splash_status st = splash_family_forward(b->lm->family, b->lm->model, b->lanes, n, err);
     *seconds = now_seconds() - t0;
     if (st)
         return st;
@@ -90,7 +91,7 @@ enum splash_status splash_step_bench(struct splash_loaded_model *lm, const int32
     b->lm = lm;
     b->rng = 0x9E3779B97F4A7C15ull;
     for (int32_t i = 0; i < n_seqs; i++)
-        if ((st = fam->seq_create(lm->model, &b->seq[i], err))) {
+        if ((st = splash_family_seq_create(fam, lm->model, &b->seq[i], err))) {
             b->seq[i] = NULL;
             goto out_seqs;
         }
@@ -109,7 +110,7 @@ enum splash_status splash_step_bench(struct splash_loaded_model *lm, const int32
         b->pos[i] = n_prefill;
         b->next[i] = next_token(&b->rng, n_vocab);
     }
-    if ((st = fam->forward(lm->model, b->lanes, n_seqs, err)))
+    if ((st = splash_family_forward(fam, lm->model, b->lanes, n_seqs, err)))
         goto out_seqs;
 
     /* warm-up: buffers sized for the widest step and the narrowest */
@@ -134,7 +135,7 @@ enum splash_status splash_step_bench(struct splash_loaded_model *lm, const int32
 out_seqs:
     for (int32_t i = 0; i < n_seqs; i++)
         if (b->seq[i])
-            fam->seq_destroy(lm->model, b->seq[i]);
+            splash_family_seq_destroy(fam, lm->model, b->seq[i]);
 out_free:
     if (b)
         free(b->logits);

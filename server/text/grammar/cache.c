@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 #define CANON_MAX 8192
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 #define GRAM_DEFAULT_LIMIT (4u << 20)
 

@@ -24,8 +24,8 @@
  * a chat format), and the stop tokens only where the grammar is complete. Text
  * crosses token boundaries byte by byte, so a token may end inside a UTF-8
  * character and the next complete it. */
-#ifndef SPLASH_CORE_GRAMMAR_GRAMMAR_H
-#define SPLASH_CORE_GRAMMAR_GRAMMAR_H
+#ifndef SPLASH_TEXT_GRAMMAR_GRAMMAR_H
+#define SPLASH_TEXT_GRAMMAR_GRAMMAR_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,13 +1,13 @@
 /* Inside the grammar module: the flat grammar, its builder, the vocabulary trie
  * and the stack walker the matcher and the mask cache share. */
-#ifndef SPLASH_CORE_GRAMMAR_INTERNAL_H
-#define SPLASH_CORE_GRAMMAR_INTERNAL_H
+#ifndef SPLASH_TEXT_GRAMMAR_INTERNAL_H
+#define SPLASH_TEXT_GRAMMAR_INTERNAL_H
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/grammar/grammar.h"
+#include "server/text/grammar/grammar.h"
 
 /* ---- grammar ------------------------------------------------------------------------------
  * Rules are lists of alternatives; an alternative is a sequence of elements ended

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 #define MAX_DEPTH 64
 #define MAX_LENGTH_BOUND 32

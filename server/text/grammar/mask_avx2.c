@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "core/grammar/mask_impl.h"
+#include "server/text/grammar/mask_impl.h"
 
 /* logits[0 .. 32 * n_words): -inf where the mask's bit is clear */
 void gram_mask_apply_avx2(const uint32_t *mask, float *logits, size_t n_words)

@@ -1,6 +1,6 @@
 /* ISA-specific mask application (mask_avx2.c), chosen by splash_grammar_mask_apply. */
-#ifndef SPLASH_CORE_GRAMMAR_MASK_IMPL_H
-#define SPLASH_CORE_GRAMMAR_MASK_IMPL_H
+#ifndef SPLASH_TEXT_GRAMMAR_MASK_IMPL_H
+#define SPLASH_TEXT_GRAMMAR_MASK_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>

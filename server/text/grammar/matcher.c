@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 #define HISTORY 64
 #define MASK_CACHE 4

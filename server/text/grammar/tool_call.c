@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/grammar/internal.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 /* ==== formats ============================================================================== */
 

@@ -1,9 +1,9 @@
 /* Appending a depth-first trie node by node (the vocabulary, and the subtries of
  * the mask cache). */
-#ifndef SPLASH_CORE_GRAMMAR_TRIE_BUILD_H
-#define SPLASH_CORE_GRAMMAR_TRIE_BUILD_H
+#ifndef SPLASH_TEXT_GRAMMAR_TRIE_BUILD_H
+#define SPLASH_TEXT_GRAMMAR_TRIE_BUILD_H
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 struct trie_build {
     struct gram_trie t;

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
-#include "core/grammar/mask_impl.h"
-#include "core/grammar/trie_build.h"
+#include "server/text/grammar/internal.h"
+#include "server/text/grammar/mask_impl.h"
+#include "server/text/grammar/trie_build.h"
 #include "core/host_impl.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 /* ---- trie building ------------------------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/internal.h"
+#include "server/text/grammar/internal.h"
 
 static uint32_t mix64(uint64_t x)
 {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tokenizer/internal.h"
+#include "server/text/tokenizer/internal.h"
 
 void splash_tok_bytes_free(struct splash_tok_bytes *b)
 {

@@ -4,7 +4,7 @@
 
 #include <utf8proc.h>
 
-#include "core/tokenizer/internal.h"
+#include "server/text/tokenizer/internal.h"
 
 enum splash_status splash_tok_buf_push(struct splash_token_buf *buf, int32_t id,
                                        struct splash_err *err)

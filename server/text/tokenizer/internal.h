@@ -1,11 +1,11 @@
 /* What the tokenizer's files share: the tokenizer struct, profiles, scratch. */
-#ifndef SPLASH_CORE_TOKENIZER_INTERNAL_H
-#define SPLASH_CORE_TOKENIZER_INTERNAL_H
+#ifndef SPLASH_TEXT_TOKENIZER_INTERNAL_H
+#define SPLASH_TEXT_TOKENIZER_INTERNAL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 #define SPLASH_TOK_MAX_SPLITS 3
 

@@ -2,7 +2,7 @@
 #include <sys/stat.h>
 
 #include "core/meta.h"
-#include "core/tokenizer/internal.h"
+#include "server/text/tokenizer/internal.h"
 
 enum splash_status splash_tokenizer_load_gguf(const char *path, struct splash_tokenizer **out,
                                               struct splash_err *err)

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "core/tokenizer/internal.h"
+#include "server/text/tokenizer/internal.h"
 
 /* Messages name the files as a user sees them in the model directory. */
 #define TOKENIZER_JSON "tokenizer.json"

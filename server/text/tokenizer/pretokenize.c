@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tokenizer/internal.h"
+#include "server/text/tokenizer/internal.h"
 
 /* ---- profiles ----------------------------------------------------------------- */
 

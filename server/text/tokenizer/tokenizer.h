@@ -5,8 +5,8 @@
  * GGUF metadata through the host's metadata API (tokenizer.ggml.*), and a
  * Hugging Face tokenizer.json + tokenizer_config.json. Once created it is
  * immutable: encode and decode may run on any number of threads at once. */
-#ifndef SPLASH_CORE_TOKENIZER_H
-#define SPLASH_CORE_TOKENIZER_H
+#ifndef SPLASH_TEXT_TOKENIZER_H
+#define SPLASH_TEXT_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
