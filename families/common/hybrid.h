@@ -113,6 +113,7 @@ struct hybrid_buffer {
 struct hybrid_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
+    const struct splash_ssm_kernels *ssm;
     const struct splash_meta *meta;
     struct hybrid_config cfg;
     struct splash_model_opts opts;
@@ -182,6 +183,17 @@ enum splash_status hybrid_seq_truncate(struct hybrid_model *model, struct hybrid
 
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
                                   int32_t n_lanes, struct splash_err *err);
+
+/* The vtable members both families share, as struct splash_family_plugin declares them
+ * (hybrid_family.c). */
+void hybrid_family_model_destroy(void *model);
+void hybrid_family_model_info(const void *model, struct splash_model_info *info);
+enum splash_status hybrid_family_seq_create(void *model, void **seq, struct splash_err *err);
+void hybrid_family_seq_destroy(void *model, void *seq);
+enum splash_status hybrid_family_seq_truncate(void *model, void *seq, int32_t n_keep,
+                                              struct splash_err *err);
+enum splash_status hybrid_family_forward(void *model, const struct splash_lane *lanes,
+                                         int32_t n_lanes, struct splash_err *err);
 
 /* Element-wise helpers split over the pool. */
 void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,

@@ -92,6 +92,7 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
 {
     struct hybrid_model *model = s->model;
     const struct splash_kernels *k = model->k;
+    const struct splash_ssm_kernels *ssm = model->ssm;
     const struct hybrid_config *c = &model->cfg;
     struct splash_pool *pool = model->opts.pool;
     int64_t n = s->n, cd = c->conv_dim, inner = (int64_t)c->n_v_heads * c->d_v;
@@ -118,12 +119,7 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
             .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
             .out = conv + r0 * cd};
     }
-    if (SPLASH_KERNELS_HAS(k, gdn_conv_lanes))
-        k->gdn_conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
-    else
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            k->gdn_conv(pool, s->conv_lanes[l].x, cd, s->conv_lanes[l].n, cd, L->conv_w,
-                        c->conv_kernel, s->conv_lanes[l].state, s->conv_lanes[l].out);
+    ssm->conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
     struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
     hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
@@ -168,15 +164,11 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
                                     .out = o + r0 * inner,
                                     .out_stride = inner};
         if (a.n_tokens >= HYBRID_CHUNK_MIN)
-            k->gdn_chunked(pool, &a);
+            ssm->chunked(pool, &a);
         else
             s->gdn_args[n_rec++] = a;
     }
-    if (SPLASH_KERNELS_HAS(k, gdn_recurrent_lanes))
-        k->gdn_recurrent_lanes(pool, s->gdn_args, n_rec);
-    else
-        for (int32_t l = 0; l < n_rec; l++)
-            k->gdn_recurrent(pool, &s->gdn_args[l]);
+    ssm->recurrent_lanes(pool, s->gdn_args, n_rec);
     /* gated RMSNorm: norm(o) * silu(z) */
     k->rmsnorm(pool, o, dv, L->ssm_norm, o, dv, n * nv, dv, c->rms_eps);
     struct gate_task gt = {
@@ -313,15 +305,13 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
             .v_stride = kvd};
     }
     float scale = 1.0f / sqrtf((float)hd);
-    if (SPLASH_KERNELS_HAS(k, attention_lanes))
-        k->attention_lanes(pool, s->attn_lanes, s->n_lanes, H, scale);
-    else
-        for (int32_t l = 0; l < s->n_lanes; l++) {
-            const struct splash_attn_lane *a = &s->attn_lanes[l];
-            k->kv_store(pool, &a->kv, a->pos0, a->n_q, a->k, a->k_stride, a->v, a->v_stride);
-            k->attention(pool, &a->kv, a->q, a->q_stride, a->n_q, H, a->pos0, scale, a->out,
-                         a->out_stride);
-        }
+    const struct splash_attn_lanes_args la = {.size = sizeof la,
+                                              .n_lanes = s->n_lanes,
+                                              .lanes = s->attn_lanes,
+                                              .lane_size = sizeof *s->attn_lanes,
+                                              .n_head = H,
+                                              .scale = scale};
+    k->attend_lanes(pool, &la);
     /* output gate: att * sigmoid(gate), gate head h at qg + h * 2 hd + hd */
     struct head_gate_task gt = {.act = model->act, .att = att, .qg = qg, .n_head = H, .hd = hd};
     hybrid_parallel(model, n, grain_rows(qd), head_gate_range, &gt);

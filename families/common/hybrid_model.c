@@ -70,12 +70,7 @@ enum splash_status hybrid_weight_scale(struct hybrid_model *model,
     model->k->to_float(sc, v);
     enum splash_status st = SPLASH_OK;
     if (w) {
-        if (!SPLASH_KERNELS_HAS(model->k, weight_set_scale))
-            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                "%s: %s needs a core whose kernels take a per-tensor scale", path,
-                                name);
-        else
-            st = model->k->weight_set_scale(w, v, n, err);
+        st = model->k->weight_set_scale(w, v, n, err);
     } else if (single) {
         *single = v[0];
         if (n != 1 || !isfinite(v[0]))
@@ -299,6 +294,7 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     model->host = host;
     model->k = host->kernels;
+    model->ssm = host->ssm;
     model->meta = m;
     model->opts = *opts;
     model->ffn = ffn ? ffn : &hybrid_ffn_dense;
@@ -407,13 +403,7 @@ void hybrid_model_destroy(struct hybrid_model *model)
 void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight *const *w, int n_w,
                     const float *x, int64_t n, float *const *y)
 {
-    const struct splash_kernels *k = model->k;
-    if (SPLASH_KERNELS_HAS(k, matmul_many)) {
-        k->matmul_many(model->opts.pool, w, n_w, x, n, y);
-        return;
-    }
-    for (int i = 0; i < n_w; i++)
-        k->matmul(model->opts.pool, w[i], x, n, y[i]);
+    model->k->matmul_many(model->opts.pool, w, n_w, x, n, y);
 }
 
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes)
