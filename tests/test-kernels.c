@@ -1,4 +1,4 @@
-/* The hybrid trunk's kernels (kernels/hybrid_*.c): every SIMD primitive table
+/* The compute layer's kernels (kernels/): every SIMD primitive table
  * against the scalar reference, and each kernel against a plain double-precision
  * implementation of its contract written here. */
 #include <setjmp.h>
