@@ -302,7 +302,9 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
     pthread_mutex_lock(&c->write_lock);
     c->fd = sv[0];
     pthread_mutex_unlock(&c->write_lock);
+    pthread_mutex_lock(&c->lock);
     c->pid = pid;
+    pthread_mutex_unlock(&c->lock);
     return 0;
 }
 
@@ -402,34 +404,52 @@ static void fail_pending(struct splash_engine_client *c, const char *code, const
         pending_push(p, SPLASH_EV_ERROR, json_pack("{s:s, s:s}", "code", code, "message", message));
 }
 
+/* The supervisor's end once the server stops: no engine runs any more. */
+static void *supervisor_stopped(struct splash_engine_client *c)
+{
+    fail_pending(c, "engine_failed", "the server is stopping");
+    set_state(c, SPLASH_ENGINE_STOPPED);
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
 static void *supervise(void *arg)
 {
     struct splash_engine_client *c = arg;
     for (;;) {
         char why[256] = "";
         pthread_mutex_lock(&c->lock);
+        /* a stop during the restart wait starts no engine */
+        if (c->stopping)
+            return supervisor_stopped(c);
         c->started_at = now_s();
         c->last_status_reply = 0;
         c->last_status_sent = 0;
         pthread_mutex_unlock(&c->lock);
         int spawned = spawn_engine(c, why, sizeof why) == 0;
-        if (spawned)
+        if (spawned) {
+            /* a stop that came while it spawned saw no pid to signal: signal it here */
+            pthread_mutex_lock(&c->lock);
+            if (c->stopping)
+                kill(c->pid, SIGTERM);
+            pthread_mutex_unlock(&c->lock);
             read_loop(c);
+        }
         int status = 0;
-        if (spawned)
+        if (spawned) {
             waitpid(c->pid, &status, 0);
+            pthread_mutex_lock(&c->lock);
+            c->pid = 0; /* reaped: its number may be reused, never signal it again */
+            pthread_mutex_unlock(&c->lock);
+        }
         pthread_mutex_lock(&c->write_lock);
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;
         pthread_mutex_unlock(&c->write_lock);
         pthread_mutex_lock(&c->lock);
-        if (c->stopping) {
-            fail_pending(c, "engine_failed", "the server is stopping");
-            set_state(c, SPLASH_ENGINE_STOPPED);
-            pthread_mutex_unlock(&c->lock);
-            return NULL;
-        }
+        if (c->stopping)
+            return supervisor_stopped(c);
         double lived = now_s() - c->started_at;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
