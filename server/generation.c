@@ -151,8 +151,11 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         int status = !strcmp(code, "engine_recovering") ? 503
                      : !strcmp(code, "request_quarantined") ? 400
                                                              : 500;
-        splash_reply_error(reply, status, status == 503 ? "overloaded_error" : "server_error", code,
-                           message);
+        splash_reply_error(reply, status,
+                           status == 503   ? "overloaded_error"
+                           : status == 400 ? "invalid_request_error"
+                                           : "server_error",
+                           code, message);
         reply->retry_after = status == 503 ? retry_after : 0;
         if (g->logprobs)
             json_decref(g->logprobs);

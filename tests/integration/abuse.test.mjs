@@ -222,3 +222,52 @@ test("each request refused with a 4xx prints one Refused line, rate-limited", as
     assert.equal(await server.stop(), 0);
   }
 });
+
+// Streams a completion until its first chunk, fails the engine with `signal`, and
+// resolves once the stream has ended with its error.
+async function failEngineUnder(server, body, signal) {
+  const pid = await waitEngine(server.proc.pid);
+  const res = await fetch(`${server.url}/v1/completions`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  await reader.read();
+  process.kill(pid, signal);
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString();
+  }
+  assert.match(text, /engine/);
+  await waitReady(server.port);
+}
+
+test("quarantine: two fault crashes with a started request refuse it with 400; two kills do not", async () => {
+  const server = await startServer();
+  try {
+    const crash = { model: "test/stories", prompt: "Once upon a time", max_tokens: 3000, stream: true };
+    await failEngineUnder(server, crash, "SIGSEGV");
+    await failEngineUnder(server, crash, "SIGSEGV");
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/completions", body: JSON.stringify(crash) });
+    assert.equal(r.status, 400, r.body);
+    const err = JSON.parse(r.body).error;
+    assert.equal(err.code, "request_quarantined");
+    assert.equal(err.type, "invalid_request_error");
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  const killed = await startServer();
+  try {
+    const body = { model: "test/stories", prompt: "The dog", max_tokens: 3000, stream: true };
+    await failEngineUnder(killed, body, "SIGKILL");
+    await failEngineUnder(killed, body, "SIGKILL");
+    const r = await rawRequest(killed.port, { method: "POST", path: "/v1/completions",
+                                              body: JSON.stringify({ ...body, max_tokens: 2, stream: false }) });
+    assert.equal(r.status, 200, r.body);
+    const again = await rawRequest(killed.port, { method: "POST", path: "/v1/completions", body: JSON.stringify(body) });
+    assert.equal(again.status, 200, again.body.slice(0, 300));
+  } finally {
+    assert.equal(await killed.stop(), 0);
+  }
+});
