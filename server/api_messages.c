@@ -881,6 +881,15 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
         splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
         goto out;
     }
+    int64_t full = splash_gen_context_overflow(app, r.p.ids.n);
+    if (full) {
+        /* Anthropic's words exactly: Claude Code matches them to compact the conversation.
+         * The maximum is a token short of the context, which the output needs. */
+        snprintf(msg, sizeof msg, "prompt is too long: %zu tokens > %lld maximum", r.p.ids.n,
+                 (long long)full - 1);
+        bad_request(reply, msg);
+        goto out;
+    }
     char reasoning[96];
     splash_api_reasoning_line(r.effort, &r.p, reasoning, sizeof reasoning);
     if (splash_api_run_start(&m->run, &r.p, submit, reasoning, reply))

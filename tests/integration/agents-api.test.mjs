@@ -1,6 +1,7 @@
 // The request shapes real agents send, through the unmodified SDKs: Claude Code's system
 // messages inside Messages' messages (its mid-conversation-system beta), Codex's namespaced and
-// hosted tools in Responses.
+// hosted tools in Responses, and a prompt over the context refused with 400 before a stream
+// starts, on every endpoint, in that API's own error shape.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
@@ -177,4 +178,39 @@ test("responses: a name two namespaces share is qualified by its namespace", asy
     assert.equal(e.status, 400);
     assert.match(e.body.error.message, re);
   }
+});
+
+test("a prompt over the context gets 400 context_length_exceeded before any stream, on every endpoint", async () => {
+  const long = "The cat sat on the mat and looked at the dog. ".repeat(200);
+  const openaiShape = (r) => {
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.type, /application\/json/);
+    assert.equal(r.body.error.code, "context_length_exceeded");
+    assert.equal(r.body.error.type, "invalid_request_error");
+    assert.match(r.body.error.message, /maximum context length is 1024 tokens, and the prompt has \d+/);
+  };
+  for (const stream of [true, false]) {
+    openaiShape(await post("/v1/chat/completions", { model: "test/stories", stream,
+      messages: [{ role: "user", content: long }] }));
+    openaiShape(await post("/v1/completions", { model: "test/stories", stream, prompt: long }));
+    openaiShape(await post("/v1/responses", { model: "test/stories", stream, input: long }));
+    const m = await post("/v1/messages", { model: "test/stories", stream, max_tokens: 8,
+      messages: [{ role: "user", content: long }] });
+    assert.equal(m.status, 400, m.text);
+    assert.match(m.type, /application\/json/);
+    assert.equal(m.body.type, "error");
+    assert.equal(m.body.error.type, "invalid_request_error");
+    assert.match(m.body.error.message, /^prompt is too long: \d+ tokens > 1023 maximum$/);
+  }
+  // the SDKs see their own error classes
+  await assert.rejects(anthropic.messages.create({ model: "test/stories", max_tokens: 8, stream: true,
+    messages: [{ role: "user", content: long }] }), (e) => e instanceof Anthropic.BadRequestError);
+  await assert.rejects(openai.chat.completions.create({ model: "test/stories", stream: true,
+    messages: [{ role: "user", content: long }] }),
+  (e) => e instanceof OpenAI.BadRequestError && e.code === "context_length_exceeded");
+  // one that fits still streams
+  const ok = await post("/v1/chat/completions", { model: "test/stories", stream: true, max_tokens: 4,
+    messages: [{ role: "user", content: "Hi" }] });
+  assert.equal(ok.status, 200);
+  assert.match(ok.text, /data: \[DONE\]/);
 });
