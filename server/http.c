@@ -9,11 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/console.h"
+#include "server/ip_limit.h"
 #include "server/refused_lines.h"
+
+/* Connection bounds (issue "Hardening" item 3): a request's headers must come
+ * within HEADER_TIMEOUT_S of silence, a kept-alive or slow connection is closed
+ * after IDLE_TIMEOUT_S without a byte either way, and one address holds at most
+ * PER_IP_CONNECTIONS, so idle sockets cannot lock others out. */
+#define HEADER_TIMEOUT_S 10
+#define IDLE_TIMEOUT_S 60
+#define PER_IP_CONNECTIONS 256
+#define MAX_CONNECTIONS 4096
 
 struct splash_http {
     struct MHD_Daemon *daemon;
@@ -24,6 +35,7 @@ struct splash_http {
     pthread_mutex_t lock;
     char refused_origins[32][128]; /* printed once each */
     struct splash_refused_lines refused;
+    struct splash_ip_limit ip_limit;
     int n_refused_origins;
 };
 
@@ -388,6 +400,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx)
             return MHD_NO;
         *con_cls = ctx;
+        /* the headers are in: from here on only silence closes it */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S);
         enum MHD_Result ret = MHD_YES;
         ctx->route = admit(h, c, url, method, &ret);
         return ret;
@@ -425,6 +439,40 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         free(ctx);
         *con_cls = NULL;
     }
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    struct splash_http *h = cls;
+    return splash_ip_limit_take(&h->ip_limit, addr) ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct splash_http *h = cls;
+    if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
+        return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr)
+        splash_ip_limit_give(&h->ip_limit, ci->client_addr);
+}
+
+/* Each connection is a descriptor and a thread: the limit is what the process
+ * may open (its soft limit raised to the hard one), less room for the rest. */
+static unsigned connection_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 512;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > MAX_CONNECTIONS + 256)
+        return MAX_CONNECTIONS;
+    return rl.rlim_cur > 512 ? (unsigned)rl.rlim_cur - 256 : 256;
 }
 
 /* The listening socket, bound here rather than by libmicrohttpd so a port in use
@@ -480,6 +528,7 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     h->app = app;
     pthread_mutex_init(&h->lock, NULL);
     splash_refused_lines_init(&h->refused);
+    splash_ip_limit_init(&h->ip_limit, PER_IP_CONNECTIONS);
     int fd = listen_socket(opts, msg, msg_size);
     if (fd < 0) {
         free(h);
@@ -487,11 +536,12 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     }
     h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                      MHD_USE_POLL,
-                                 (uint16_t)opts->port, NULL, NULL, on_request, h,
+                                 (uint16_t)opts->port, on_accept, h, on_request, h,
                                  MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
+                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(), MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
         close(fd);

@@ -271,3 +271,67 @@ test("quarantine: two fault crashes with a started request refuse it with 400; t
     assert.equal(await killed.stop(), 0);
   }
 });
+
+// Opens n connections from localAddress that each send half a request line and hold.
+function holdIdle(port, n, localAddress = "127.0.0.1") {
+  return Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
+    const sock = net.connect({ port, host: "127.0.0.1", localAddress });
+    const held = { sock, closedAt: 0 };
+    sock.on("error", () => {});
+    sock.on("close", () => { held.closedAt = Date.now(); });
+    sock.on("connect", () => { sock.write("GET /v1/mod"); resolve(held); });
+    setTimeout(() => resolve(held), 3000);
+  })));
+}
+
+test("1,100 idle half-requests: a keyed /ready answers in < 1 s; one address is limited; headers time out", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  const held = [];
+  try {
+    const { port } = server;
+    held.push(...await holdIdle(port, 1100));
+    const t0 = Date.now();
+    const r = await Promise.race([
+      rawRequest(port, { path: "/ready", headers: { Authorization: "Bearer sekrit" } }),
+      sleep(5000).then(() => ({ status: "timeout" })),
+    ]);
+    assert.equal(r.status, 200);
+    assert.ok(Date.now() - t0 < 1000, `/ready took ${Date.now() - t0} ms`);
+    // another address than the local clients' own is held to 256 connections
+    const opened = Date.now();
+    const other = await holdIdle(port, 300, "127.0.0.2");
+    held.push(...other);
+    await sleep(500);
+    const refused = other.filter((h) => h.closedAt && h.closedAt - opened < 2000).length;
+    assert.equal(refused, 300 - 256, `${refused} of 300 connections from 127.0.0.2 refused`);
+    // a request whose headers stop coming is closed after 10 s
+    for (let i = 0; i < 140 && !held[0].closedAt; i++) await sleep(100);
+    assert.ok(held[0].closedAt, "the half request was not closed within 14 s");
+    assert.ok(held[0].closedAt - t0 < 14000);
+  } finally {
+    for (const h of held) h.sock.destroy();
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a client that stops reading its stream holds up no one else", async () => {
+  const server = await startServer();
+  try {
+    const { port } = server;
+    const body = JSON.stringify({ model: "test/stories", prompt: "Once", max_tokens: 4000, stream: true });
+    const slow = net.connect(port, "127.0.0.1");
+    slow.on("error", () => {});
+    slow.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${body.length}\r\n\r\n${body}`);
+    slow.pause(); // never reads
+    await sleep(500);
+    const t0 = Date.now();
+    const r = await rawRequest(port, { method: "POST", path: "/v1/completions",
+                                       body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 3 }) });
+    assert.equal(r.status, 200);
+    assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms beside a stalled reader`);
+    slow.destroy();
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
