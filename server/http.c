@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/console.h"
+#include "server/http_framing.h"
 #include "server/ip_limit.h"
 #include "server/refused_lines.h"
 
@@ -75,16 +76,8 @@ static int host_allowed(const struct splash_http *h, const char *host)
     if (!host)
         return 1; /* HTTP/1.0 clients send none */
     char name[256];
-    snprintf(name, sizeof name, "%s", host);
-    if (name[0] == '[') {
-        char *end = strchr(name, ']');
-        if (end)
-            end[1] = 0;
-    } else {
-        char *colon = strrchr(name, ':');
-        if (colon)
-            *colon = 0;
-    }
+    if (!splash_http_host_name(host, name, sizeof name))
+        return 0;
     if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1") || !strcmp(name, "[::1]"))
         return 1;
     if (!strcmp(name, h->opts->host) && strcmp(h->opts->host, "0.0.0.0"))
@@ -243,6 +236,8 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
     if (!r)
         return MHD_NO;
     add_common_headers(h, r, origin, reply->retry_after);
+    if (reply->close_connection)
+        MHD_add_response_header(r, "Connection", "close");
     if (reply->status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply->status, r);
@@ -310,17 +305,23 @@ static long long declared_length(struct MHD_Connection *c)
  * buffered, and an Expect: 100-continue gets the final status instead of 100.
  * Returns NULL once an answer is queued, else the route to run. */
 static const struct splash_route *admit(struct splash_http *h, struct MHD_Connection *c,
-                                        const char *url, const char *method, enum MHD_Result *ret)
+                                        const char *url, const char *method, const char *version,
+                                        enum MHD_Result *ret)
 {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     char msg[700];
+    const char *framing = splash_http_framing_problem(c, method, version);
+    if (framing) {
+        struct splash_http_reply reply = {.close_connection = 1};
+        snprintf(msg, sizeof msg, "malformed request: %s", framing);
+        splash_reply_error(&reply, 400, "invalid_request_error", "bad_request", msg);
+        *ret = send_reply(h, c, method, url, &reply, NULL);
+        return NULL;
+    }
     if (!host_allowed(h, host)) {
-        char name[128];
-        snprintf(name, sizeof name, "%s", host);
-        char *colon = strrchr(name, ':');
-        if (colon && name[0] != '[')
-            *colon = 0;
+        char name[256];
+        splash_http_host_name(host, name, sizeof name);
         snprintf(msg, sizeof msg,
                  "this server does not answer to the host name %s; serve --allowed-host %s accepts it",
                  name, name);
@@ -338,8 +339,10 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         *ret = answer_preflight(h, c, origin);
         return NULL;
     }
+    /* HEAD answers as GET does; libmicrohttpd sends the headers alone */
     int path_known;
-    const struct splash_route *route = find_route(h, method, url, &path_known);
+    const struct splash_route *route =
+        find_route(h, !strcmp(method, "HEAD") ? "GET" : method, url, &path_known);
     if (!route) {
         if (path_known) {
             *ret = simple_error(h, c, method, url, 405, "invalid_request_error", "method_not_allowed",
@@ -403,7 +406,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* the headers are in: from here on only silence closes it */
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S);
         enum MHD_Result ret = MHD_YES;
-        ctx->route = admit(h, c, url, method, &ret);
+        ctx->route = admit(h, c, url, method, version, &ret);
         return ret;
     }
     if (!ctx->route)
@@ -541,7 +544,8 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
-                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(), MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                                 MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
         close(fd);
