@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -147,15 +148,45 @@ static int key_ok(const struct splash_http *h, struct MHD_Connection *c)
     return xkey && !strcmp(xkey, key);
 }
 
+/* ---- the client of the request this thread answers ----------------------------- */
+
+/* libmicrohttpd runs each connection on its own thread, and a route handler (or a
+ * stream's producer) blocks on that thread while the engine works: the socket it
+ * answers is this thread's. */
+static _Thread_local int answering_fd = -1;
+
+static void answer_on(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    answering_fd = ci ? ci->connect_fd : -1;
+}
+
+int splash_http_client_gone(void)
+{
+    if (answering_fd < 0)
+        return 0;
+    struct pollfd pfd = {.fd = answering_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) <= 0)
+        return 0;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return 1;
+    /* readable: the end of its stream (as nginx reads it), or a pipelined request */
+    char byte;
+    ssize_t n = recv(answering_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* ---- responses ------------------------------------------------------------------ */
 
 struct stream_box {
     struct splash_http_reply reply;
+    int fd; /* the client's socket */
 };
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream_box *b = cls;
+    answering_fd = b->fd;
     for (;;) {
         ssize_t n = b->reply.produce(b->reply.stream_ctx, buf, max);
         if (n < 0)
@@ -216,6 +247,7 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
         if (!b)
             return MHD_NO;
         b->reply = *reply;
+        b->fd = answering_fd;
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, b, stream_free);
         MHD_add_response_header(r, "Content-Type",
                                 reply->content_type ? reply->content_type : "text/event-stream");
@@ -426,6 +458,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (ctx->body)
         ctx->body[ctx->len] = 0;
     struct splash_http_reply reply = {.status = 200};
+    answer_on(c);
     ctx->route->fn(h->app, &req, &reply);
     if (!reply.json && !reply.text && !reply.produce && reply.status == 200)
         splash_reply_error(&reply, 500, "server_error", "internal_error",

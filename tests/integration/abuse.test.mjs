@@ -373,3 +373,27 @@ test("smuggling shapes are answered 400 and closed; HEAD answers like GET withou
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("a non-streamed request whose client disconnects is cancelled, not run to the end", async () => {
+  const server = await startServer();
+  try {
+    const { port } = server;
+    // a schema that forbids an early end: the output runs to max_tokens unless cancelled
+    const body = JSON.stringify({
+      model: "test/stories", messages: [{ role: "user", content: "Tell a story" }], max_tokens: 3500,
+      response_format: { type: "json_schema", json_schema: { name: "s", schema: {
+        type: "array", minItems: 1000, items: { type: "string", minLength: 32 } } } },
+    });
+    const sock = net.connect(port, "127.0.0.1");
+    sock.on("error", () => {});
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${body.length}\r\n\r\n${body}`);
+    for (let i = 0; i < 100 && !server.output().includes("Started · request"); i++) await sleep(20);
+    sock.destroy();
+    for (let i = 0; i < 50 && !/(Cancelled|Done) · request/.test(server.output()); i++) await sleep(20);
+    assert.match(server.output(), /Cancelled · request \d+ · output/);
+    assert.doesNotMatch(server.output(), /Done · request/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
