@@ -153,9 +153,7 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
                      : !strcmp(code, "request_quarantined") ? 400
                                                              : 500;
         splash_reply_error(reply, status,
-                           status == 503   ? "overloaded_error"
-                           : status == 400 ? "invalid_request_error"
-                                           : "server_error",
+                           status == 400 ? "invalid_request_error" : "server_error",
                            code, message);
         reply->retry_after = status == 503 ? retry_after : 0;
         if (g->logprobs)
@@ -391,7 +389,8 @@ void splash_gen_end(struct splash_gen *g)
 
 int splash_gen_error_status(const struct splash_gen *g)
 {
-    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering"))
+    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering") ||
+        !strcmp(g->error_code, "shutting_down"))
         return 503;
     if (!strcmp(g->error_code, "request_timeout"))
         return 504;

@@ -38,6 +38,8 @@ struct splash_http {
     char refused_origins[32][128]; /* printed once each */
     struct splash_refused_lines refused;
     struct splash_ip_limit ip_limit;
+    int draining;  /* stopping: new requests get 503 shutting_down */
+    int in_flight; /* requests admitted and not yet completed */
     int n_refused_origins;
 };
 
@@ -277,13 +279,32 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
     return ret;
 }
 
+/* An error the front answers itself, in the vocabulary of the API the path belongs to:
+ * Anthropic's {"type":"error","error":{"type"}} under /v1/messages, OpenAI's
+ * {"error":{"type","code"}} elsewhere. */
+static void front_error(struct splash_http_reply *reply, const char *url, int status,
+                        const char *type, const char *code, const char *message)
+{
+    if (strncmp(url, "/v1/messages", 12)) {
+        splash_reply_error(reply, status, type, code, message);
+        return;
+    }
+    const char *anthropic = status == 401   ? "authentication_error"
+                            : status == 403 ? "permission_error"
+                            : status == 404 ? "not_found_error"
+                            : status == 413 ? "request_too_large"
+                            : status == 503 ? "overloaded_error"
+                                            : "invalid_request_error";
+    splash_reply_error_anthropic(reply, status, anthropic, message);
+}
+
 static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection *c,
                                     const char *method, const char *url, int status,
                                     const char *type, const char *code, const char *message,
                                     const char *origin)
 {
     struct splash_http_reply reply = {0};
-    splash_reply_error(&reply, status, type, code, message);
+    front_error(&reply, url, status, type, code, message);
     return send_reply(h, c, method, url, &reply, origin);
 }
 
@@ -347,7 +368,7 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
     if (framing) {
         struct splash_http_reply reply = {.close_connection = 1};
         snprintf(msg, sizeof msg, "malformed request: %s", framing);
-        splash_reply_error(&reply, 400, "invalid_request_error", "bad_request", msg);
+        front_error(&reply, url, 400, "invalid_request_error", "bad_request", msg);
         *ret = send_reply(h, c, method, url, &reply, NULL);
         return NULL;
     }
@@ -362,8 +383,13 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
     }
     if (origin && !origin_allowed(h, origin) && !same_origin(origin, host)) {
         note_refused_origin(h, origin);
-        snprintf(msg, sizeof msg, "origin %.300s is not allowed; serve --allowed-origin %.300s admits it",
-                 origin, origin);
+        if (!strcmp(origin, "null"))
+            snprintf(msg, sizeof msg, "origin null (a file:// page or a sandboxed frame) is not "
+                                      "allowed; only serve --allowed-origin '*' admits it");
+        else
+            snprintf(msg, sizeof msg,
+                     "origin %.300s is not allowed; serve --allowed-origin %.300s admits it", origin,
+                     origin);
         *ret = simple_error(h, c, method, url, 403, "forbidden", "origin_not_allowed", msg, NULL);
         return NULL;
     }
@@ -385,6 +411,16 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         *ret = simple_error(h, c, method, url, 404, "invalid_request_error", "not_found", msg, origin);
         return NULL;
     }
+    pthread_mutex_lock(&h->lock);
+    int draining = h->draining;
+    pthread_mutex_unlock(&h->lock);
+    if (draining && strcmp(route->path, "/health")) {
+        struct splash_http_reply reply = {.retry_after = 5, .close_connection = 1};
+        front_error(&reply, url, 503, "server_error", "shutting_down",
+                    "the server is stopping; retry once it is back");
+        *ret = send_reply(h, c, method, url, &reply, origin);
+        return NULL;
+    }
     if (!route->public_route && !key_ok(h, c)) {
         *ret = simple_error(h, c, method, url, 401, "authentication_error", "invalid_api_key",
                             "a valid API key is required (Authorization: Bearer KEY or x-api-key)",
@@ -399,6 +435,9 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         *ret = simple_error(h, c, method, url, 413, "invalid_request_error", "request_too_large", msg, origin);
         return NULL;
     }
+    pthread_mutex_lock(&h->lock);
+    h->in_flight++;
+    pthread_mutex_unlock(&h->lock);
     return route;
 }
 
@@ -469,8 +508,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct splash_http *h = cls;
     struct conn_ctx *ctx = *con_cls;
     if (ctx) {
+        if (ctx->route) {
+            pthread_mutex_lock(&h->lock);
+            h->in_flight--;
+            pthread_mutex_unlock(&h->lock);
+        }
         free(ctx->body);
         free(ctx);
         *con_cls = NULL;
@@ -586,6 +631,21 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
         return NULL;
     }
     return h;
+}
+
+void splash_http_drain(struct splash_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->draining = 1;
+    pthread_mutex_unlock(&h->lock);
+}
+
+int splash_http_in_flight(struct splash_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = h->in_flight;
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 void splash_http_stop(struct splash_http *h)

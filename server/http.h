@@ -61,6 +61,12 @@ int splash_http_client_gone(void);
 struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                       const struct splash_route *routes, size_t n_routes,
                                       void *app, char *msg, size_t msg_size);
+/* Stopping: from now on every request but /health gets 503 shutting_down with
+ * Retry-After, while those in flight go on. */
+void splash_http_drain(struct splash_http *h);
+/* Requests admitted and not yet answered in full (streams included). */
+int splash_http_in_flight(struct splash_http *h);
+/* Closes every connection and stops listening. */
 void splash_http_stop(struct splash_http *h);
 
 /* Error bodies in each API's shape. */

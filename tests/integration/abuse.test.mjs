@@ -397,3 +397,63 @@ test("a non-streamed request whose client disconnects is cancelled, not run to t
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("SIGTERM drains: streams end with an error event and [DONE], new requests get 503 shutting_down, exit 0", async () => {
+  const server = await startServer();
+  const { port } = server;
+  const body = JSON.stringify({ model: "test/stories", max_tokens: 3500, stream: true,
+    messages: [{ role: "user", content: "Tell a story" }],
+    response_format: { type: "json_schema", json_schema: { name: "s", schema: {
+      type: "array", minItems: 1000, items: { type: "string", minLength: 32 } } } } });
+  const streamHead = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${body.length}\r\n\r\n${body}`;
+  // a reader that stalls holds the drain open for its flush; the other reads to the end
+  const stalled = net.connect(port, "127.0.0.1");
+  stalled.on("error", () => {});
+  stalled.write(streamHead);
+  stalled.pause();
+  let text = "";
+  const reader = net.connect(port, "127.0.0.1");
+  reader.on("error", () => {});
+  const ended = new Promise((res) => reader.on("close", res));
+  reader.on("data", (d) => { text += d; });
+  reader.write(streamHead);
+  for (let i = 0; i < 200 && !text.includes("data: "); i++) await sleep(10);
+  const t0 = Date.now();
+  server.proc.kill("SIGTERM");
+  for (let i = 0; i < 100 && !server.output().includes("Stopping · SIGTERM"); i++) await sleep(5);
+  const late = await rawRequest(port, { method: "POST", path: "/v1/completions",
+                                        body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 2 }) });
+  assert.equal(late.status, 503, late.body);
+  assert.equal(JSON.parse(late.body).error.code, "shutting_down");
+  assert.ok(Number(late.headers["retry-after"]) >= 1);
+  await ended;
+  const events = text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+  assert.equal(events.at(-1), "[DONE]", text.slice(-400));
+  assert.equal(JSON.parse(events.at(-2)).error.code, "shutting_down");
+  const code = await exitWithin(server.proc, 15000);
+  if (code === "timeout") server.proc.kill("SIGKILL");
+  stalled.destroy();
+  assert.equal(code, 0);
+  assert.ok(Date.now() - t0 < 15000);
+});
+
+test("error shapes: each API's vocabulary; Origin null names the flag that admits it", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const m = await rawRequest(port, { method: "POST", path: "/v1/messages", body: "{}" });
+    assert.equal(m.status, 401);
+    const mb = JSON.parse(m.body);
+    assert.equal(mb.type, "error");
+    assert.equal(mb.error.type, "authentication_error");
+    const o = await rawRequest(port, { method: "POST", path: "/v1/chat/completions", body: "{}" });
+    assert.equal(JSON.parse(o.body).error.type, "authentication_error");
+    const n = await rawRequest(port, { path: "/v1/models", headers: { Origin: "null", Authorization: "Bearer sekrit" } });
+    assert.equal(n.status, 403);
+    assert.doesNotMatch(n.body, /--allowed-origin null/);
+    assert.match(n.body, /--allowed-origin '\*'/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
