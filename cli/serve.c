@@ -249,8 +249,14 @@ int splash_cmd_serve(int argc, char **argv)
         if (idle)
             splash_engine_client_release(app.engine);
     }
-    splash_http_stop(http);
+    /* drain (server.md: a stop ends within the engine's 15 s): new requests get 503
+     * shutting_down; the engine's stop ends the requests in flight, each stream with an
+     * error event and its end; their last bytes get up to 2 s to leave */
+    splash_http_drain(http);
     splash_engine_client_stop(app.engine, 0, second_interrupt);
+    for (int i = 0; i < 20 && splash_http_in_flight(http) > 0; i++)
+        usleep(100000);
+    splash_http_stop(http);
     splash_console_stop(1000);
     return status;
 }

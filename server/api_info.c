@@ -35,7 +35,7 @@ void splash_api_info_ready(void *appv, const struct splash_http_request *req,
         reply->json = json_pack("{s:s}", "status", "ready");
         return;
     }
-    splash_reply_error(reply, 503, "overloaded_error",
+    splash_reply_error(reply, 503, "server_error",
                        s == SPLASH_ENGINE_FAILED ? "engine_failed" : "engine_recovering",
                        why[0] ? why : "the engine is starting");
     reply->retry_after = s == SPLASH_ENGINE_FAILED ? 0 : retry;

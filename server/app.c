@@ -39,7 +39,7 @@ int splash_app_admit(struct splash_app *app, struct splash_http_reply *reply)
         char msg[160];
         snprintf(msg, sizeof msg, "the server holds %d requests already (--queue-size); retry shortly",
                  app->opts->queue_size);
-        splash_reply_error(reply, 503, "overloaded_error", "capacity_exhausted", msg);
+        splash_reply_error(reply, 503, "server_error", "capacity_exhausted", msg);
         reply->retry_after = 1;
         return 0;
     }

@@ -467,7 +467,7 @@ static void fail_pending(struct splash_engine_client *c, const char *code, const
 /* The supervisor's end once the server stops: no engine runs any more. */
 static void *supervisor_stopped(struct splash_engine_client *c)
 {
-    fail_pending(c, "engine_failed", "the server is stopping");
+    fail_pending(c, "shutting_down", "the server is stopping");
     set_state(c, SPLASH_ENGINE_STOPPED);
     pthread_mutex_unlock(&c->lock);
     return NULL;

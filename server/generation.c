@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "server/console.h"
+#include "server/http.h"
 #include <utf8proc.h>
 
 static int number_in(const json_t *body, const char *key, double lo, double hi, json_t *dst,
@@ -169,9 +170,7 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
                      : !strcmp(code, "request_quarantined") ? 400
                                                              : 500;
         splash_reply_error(reply, status,
-                           status == 503   ? "overloaded_error"
-                           : status == 400 ? "invalid_request_error"
-                                           : "server_error",
+                           status == 400 ? "invalid_request_error" : "server_error",
                            code, message);
         reply->retry_after = status == 503 ? retry_after : 0;
         if (g->logprobs)
@@ -320,8 +319,25 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         if (timeout_ms < 0 || left * 1000 < timeout_ms)
             timeout_ms = (int)(left * 1000) + 1;
     }
-    if (!splash_pending_next(g->pending, &ev, timeout_ms))
-        return 1;
+    /* a client that goes away while the engine works cancels its request, streamed or
+     * not: its connection is looked at every 250 ms, tokens coming or not */
+    for (;;) {
+        double t = mono_now();
+        if (t - g->client_checked >= 0.25) {
+            g->client_checked = t;
+            if (splash_http_client_gone()) {
+                splash_pending_cancel(g->pending);
+                g->done = 1;
+                snprintf(g->finish_reason, sizeof g->finish_reason, "cancelled");
+                return 0;
+            }
+        }
+        int slice = timeout_ms < 0 || timeout_ms > 250 ? 250 : timeout_ms;
+        if (splash_pending_next(g->pending, &ev, slice))
+            break;
+        if (timeout_ms >= 0 && (timeout_ms -= slice) <= 0)
+            return 1;
+    }
     if (ev.kind == SPLASH_EV_TOKENS) {
         json_t *t = json_object_get(ev.body, "t");
         if (!g->first_token && json_array_size(t))
@@ -390,7 +406,8 @@ void splash_gen_end(struct splash_gen *g)
 
 int splash_gen_error_status(const struct splash_gen *g)
 {
-    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering"))
+    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering") ||
+        !strcmp(g->error_code, "shutting_down"))
         return 503;
     if (!strcmp(g->error_code, "request_timeout"))
         return 504;

@@ -25,6 +25,7 @@ struct splash_gen {
     double first_token;       /* monotonic seconds of the first token, 0 before */
     int cancelled;            /* released before it ended */
     double deadline;          /* monotonic seconds, 0 = none (--request-timeout) */
+    double client_checked;    /* monotonic seconds its connection was last looked at */
 };
 
 /* Generation parameters read from a request body (OpenAI names). Fills msg and

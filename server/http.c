@@ -9,11 +9,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/console.h"
+#include "server/http_framing.h"
+#include "server/ip_limit.h"
 #include "server/refused_lines.h"
+
+/* Connection bounds (issue "Hardening" item 3): a request's headers must come
+ * within HEADER_TIMEOUT_S of silence, a kept-alive or slow connection is closed
+ * after IDLE_TIMEOUT_S without a byte either way, and one address holds at most
+ * PER_IP_CONNECTIONS, so idle sockets cannot lock others out. */
+#define HEADER_TIMEOUT_S 10
+#define IDLE_TIMEOUT_S 60
+#define PER_IP_CONNECTIONS 256
+#define MAX_CONNECTIONS 4096
 
 struct splash_http {
     struct MHD_Daemon *daemon;
@@ -24,6 +37,9 @@ struct splash_http {
     pthread_mutex_t lock;
     char refused_origins[32][128]; /* printed once each */
     struct splash_refused_lines refused;
+    struct splash_ip_limit ip_limit;
+    int draining;  /* stopping: new requests get 503 shutting_down */
+    int in_flight; /* requests admitted and not yet completed */
     int n_refused_origins;
 };
 
@@ -63,16 +79,8 @@ static int host_allowed(const struct splash_http *h, const char *host)
     if (!host)
         return 1; /* HTTP/1.0 clients send none */
     char name[256];
-    snprintf(name, sizeof name, "%s", host);
-    if (name[0] == '[') {
-        char *end = strchr(name, ']');
-        if (end)
-            end[1] = 0;
-    } else {
-        char *colon = strrchr(name, ':');
-        if (colon)
-            *colon = 0;
-    }
+    if (!splash_http_host_name(host, name, sizeof name))
+        return 0;
     if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1") || !strcmp(name, "[::1]"))
         return 1;
     if (!strcmp(name, h->opts->host) && strcmp(h->opts->host, "0.0.0.0"))
@@ -142,15 +150,45 @@ static int key_ok(const struct splash_http *h, struct MHD_Connection *c)
     return xkey && !strcmp(xkey, key);
 }
 
+/* ---- the client of the request this thread answers ----------------------------- */
+
+/* libmicrohttpd runs each connection on its own thread, and a route handler (or a
+ * stream's producer) blocks on that thread while the engine works: the socket it
+ * answers is this thread's. */
+static _Thread_local int answering_fd = -1;
+
+static void answer_on(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    answering_fd = ci ? ci->connect_fd : -1;
+}
+
+int splash_http_client_gone(void)
+{
+    if (answering_fd < 0)
+        return 0;
+    struct pollfd pfd = {.fd = answering_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) <= 0)
+        return 0;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return 1;
+    /* readable: the end of its stream (as nginx reads it), or a pipelined request */
+    char byte;
+    ssize_t n = recv(answering_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* ---- responses ------------------------------------------------------------------ */
 
 struct stream_box {
     struct splash_http_reply reply;
+    int fd; /* the client's socket */
 };
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream_box *b = cls;
+    answering_fd = b->fd;
     for (;;) {
         ssize_t n = b->reply.produce(b->reply.stream_ctx, buf, max);
         if (n < 0)
@@ -211,6 +249,7 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
         if (!b)
             return MHD_NO;
         b->reply = *reply;
+        b->fd = answering_fd;
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, b, stream_free);
         MHD_add_response_header(r, "Content-Type",
                                 reply->content_type ? reply->content_type : "text/event-stream");
@@ -231,11 +270,32 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
     if (!r)
         return MHD_NO;
     add_common_headers(h, r, origin, reply->retry_after);
+    if (reply->close_connection)
+        MHD_add_response_header(r, "Connection", "close");
     if (reply->status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply->status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* An error the front answers itself, in the vocabulary of the API the path belongs to:
+ * Anthropic's {"type":"error","error":{"type"}} under /v1/messages, OpenAI's
+ * {"error":{"type","code"}} elsewhere. */
+static void front_error(struct splash_http_reply *reply, const char *url, int status,
+                        const char *type, const char *code, const char *message)
+{
+    if (strncmp(url, "/v1/messages", 12)) {
+        splash_reply_error(reply, status, type, code, message);
+        return;
+    }
+    const char *anthropic = status == 401   ? "authentication_error"
+                            : status == 403 ? "permission_error"
+                            : status == 404 ? "not_found_error"
+                            : status == 413 ? "request_too_large"
+                            : status == 503 ? "overloaded_error"
+                                            : "invalid_request_error";
+    splash_reply_error_anthropic(reply, status, anthropic, message);
 }
 
 static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection *c,
@@ -244,7 +304,7 @@ static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection
                                     const char *origin)
 {
     struct splash_http_reply reply = {0};
-    splash_reply_error(&reply, status, type, code, message);
+    front_error(&reply, url, status, type, code, message);
     return send_reply(h, c, method, url, &reply, origin);
 }
 
@@ -298,17 +358,23 @@ static long long declared_length(struct MHD_Connection *c)
  * buffered, and an Expect: 100-continue gets the final status instead of 100.
  * Returns NULL once an answer is queued, else the route to run. */
 static const struct splash_route *admit(struct splash_http *h, struct MHD_Connection *c,
-                                        const char *url, const char *method, enum MHD_Result *ret)
+                                        const char *url, const char *method, const char *version,
+                                        enum MHD_Result *ret)
 {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     char msg[700];
+    const char *framing = splash_http_framing_problem(c, method, version);
+    if (framing) {
+        struct splash_http_reply reply = {.close_connection = 1};
+        snprintf(msg, sizeof msg, "malformed request: %s", framing);
+        front_error(&reply, url, 400, "invalid_request_error", "bad_request", msg);
+        *ret = send_reply(h, c, method, url, &reply, NULL);
+        return NULL;
+    }
     if (!host_allowed(h, host)) {
-        char name[128];
-        snprintf(name, sizeof name, "%s", host);
-        char *colon = strrchr(name, ':');
-        if (colon && name[0] != '[')
-            *colon = 0;
+        char name[256];
+        splash_http_host_name(host, name, sizeof name);
         snprintf(msg, sizeof msg,
                  "this server does not answer to the host name %s; serve --allowed-host %s accepts it",
                  name, name);
@@ -317,8 +383,13 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
     }
     if (origin && !origin_allowed(h, origin) && !same_origin(origin, host)) {
         note_refused_origin(h, origin);
-        snprintf(msg, sizeof msg, "origin %.300s is not allowed; serve --allowed-origin %.300s admits it",
-                 origin, origin);
+        if (!strcmp(origin, "null"))
+            snprintf(msg, sizeof msg, "origin null (a file:// page or a sandboxed frame) is not "
+                                      "allowed; only serve --allowed-origin '*' admits it");
+        else
+            snprintf(msg, sizeof msg,
+                     "origin %.300s is not allowed; serve --allowed-origin %.300s admits it", origin,
+                     origin);
         *ret = simple_error(h, c, method, url, 403, "forbidden", "origin_not_allowed", msg, NULL);
         return NULL;
     }
@@ -326,8 +397,10 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         *ret = answer_preflight(h, c, origin);
         return NULL;
     }
+    /* HEAD answers as GET does; libmicrohttpd sends the headers alone */
     int path_known;
-    const struct splash_route *route = find_route(h, method, url, &path_known);
+    const struct splash_route *route =
+        find_route(h, !strcmp(method, "HEAD") ? "GET" : method, url, &path_known);
     if (!route) {
         if (path_known) {
             *ret = simple_error(h, c, method, url, 405, "invalid_request_error", "method_not_allowed",
@@ -336,6 +409,16 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         }
         snprintf(msg, sizeof msg, "no route %.20s %.200s", method, url);
         *ret = simple_error(h, c, method, url, 404, "invalid_request_error", "not_found", msg, origin);
+        return NULL;
+    }
+    pthread_mutex_lock(&h->lock);
+    int draining = h->draining;
+    pthread_mutex_unlock(&h->lock);
+    if (draining && strcmp(route->path, "/health")) {
+        struct splash_http_reply reply = {.retry_after = 5, .close_connection = 1};
+        front_error(&reply, url, 503, "server_error", "shutting_down",
+                    "the server is stopping; retry once it is back");
+        *ret = send_reply(h, c, method, url, &reply, origin);
         return NULL;
     }
     if (!route->public_route && !key_ok(h, c)) {
@@ -352,6 +435,9 @@ static const struct splash_route *admit(struct splash_http *h, struct MHD_Connec
         *ret = simple_error(h, c, method, url, 413, "invalid_request_error", "request_too_large", msg, origin);
         return NULL;
     }
+    pthread_mutex_lock(&h->lock);
+    h->in_flight++;
+    pthread_mutex_unlock(&h->lock);
     return route;
 }
 
@@ -388,8 +474,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx)
             return MHD_NO;
         *con_cls = ctx;
+        /* the headers are in: from here on only silence closes it */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S);
         enum MHD_Result ret = MHD_YES;
-        ctx->route = admit(h, c, url, method, &ret);
+        ctx->route = admit(h, c, url, method, version, &ret);
         return ret;
     }
     if (!ctx->route)
@@ -409,6 +497,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (ctx->body)
         ctx->body[ctx->len] = 0;
     struct splash_http_reply reply = {.status = 200};
+    answer_on(c);
     ctx->route->fn(h->app, &req, &reply);
     if (!reply.json && !reply.text && !reply.produce && reply.status == 200)
         splash_reply_error(&reply, 500, "server_error", "internal_error",
@@ -419,12 +508,52 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct splash_http *h = cls;
     struct conn_ctx *ctx = *con_cls;
     if (ctx) {
+        if (ctx->route) {
+            pthread_mutex_lock(&h->lock);
+            h->in_flight--;
+            pthread_mutex_unlock(&h->lock);
+        }
         free(ctx->body);
         free(ctx);
         *con_cls = NULL;
     }
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    struct splash_http *h = cls;
+    return splash_ip_limit_take(&h->ip_limit, addr) ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct splash_http *h = cls;
+    if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
+        return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr)
+        splash_ip_limit_give(&h->ip_limit, ci->client_addr);
+}
+
+/* Each connection is a descriptor and a thread: the limit is what the process
+ * may open (its soft limit raised to the hard one), less room for the rest. */
+static unsigned connection_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 512;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > MAX_CONNECTIONS + 256)
+        return MAX_CONNECTIONS;
+    return rl.rlim_cur > 512 ? (unsigned)rl.rlim_cur - 256 : 256;
 }
 
 /* The listening socket, bound here rather than by libmicrohttpd so a port in use
@@ -480,6 +609,7 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     h->app = app;
     pthread_mutex_init(&h->lock, NULL);
     splash_refused_lines_init(&h->refused);
+    splash_ip_limit_init(&h->ip_limit, PER_IP_CONNECTIONS);
     int fd = listen_socket(opts, msg, msg_size);
     if (fd < 0) {
         free(h);
@@ -487,11 +617,13 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     }
     h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                      MHD_USE_POLL,
-                                 (uint16_t)opts->port, NULL, NULL, on_request, h,
+                                 (uint16_t)opts->port, on_accept, h, on_request, h,
                                  MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
+                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                                 MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
         close(fd);
@@ -499,6 +631,21 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
         return NULL;
     }
     return h;
+}
+
+void splash_http_drain(struct splash_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->draining = 1;
+    pthread_mutex_unlock(&h->lock);
+}
+
+int splash_http_in_flight(struct splash_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = h->in_flight;
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 void splash_http_stop(struct splash_http *h)

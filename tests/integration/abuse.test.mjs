@@ -271,3 +271,189 @@ test("quarantine: two fault crashes with a started request refuse it with 400; t
     assert.equal(await killed.stop(), 0);
   }
 });
+
+// Opens n connections from localAddress that each send half a request line and hold.
+function holdIdle(port, n, localAddress = "127.0.0.1") {
+  return Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
+    const sock = net.connect({ port, host: "127.0.0.1", localAddress });
+    const held = { sock, closedAt: 0 };
+    sock.on("error", () => {});
+    sock.on("close", () => { held.closedAt = Date.now(); });
+    sock.on("connect", () => { sock.write("GET /v1/mod"); resolve(held); });
+    setTimeout(() => resolve(held), 3000);
+  })));
+}
+
+test("1,100 idle half-requests: a keyed /ready answers in < 1 s; one address is limited; headers time out", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  const held = [];
+  try {
+    const { port } = server;
+    held.push(...await holdIdle(port, 1100));
+    const t0 = Date.now();
+    const r = await Promise.race([
+      rawRequest(port, { path: "/ready", headers: { Authorization: "Bearer sekrit" } }),
+      sleep(5000).then(() => ({ status: "timeout" })),
+    ]);
+    assert.equal(r.status, 200);
+    assert.ok(Date.now() - t0 < 1000, `/ready took ${Date.now() - t0} ms`);
+    // another address than the local clients' own is held to 256 connections
+    const opened = Date.now();
+    const other = await holdIdle(port, 300, "127.0.0.2");
+    held.push(...other);
+    await sleep(500);
+    const refused = other.filter((h) => h.closedAt && h.closedAt - opened < 2000).length;
+    assert.equal(refused, 300 - 256, `${refused} of 300 connections from 127.0.0.2 refused`);
+    // a request whose headers stop coming is closed after 10 s
+    for (let i = 0; i < 140 && !held[0].closedAt; i++) await sleep(100);
+    assert.ok(held[0].closedAt, "the half request was not closed within 14 s");
+    assert.ok(held[0].closedAt - t0 < 14000);
+  } finally {
+    for (const h of held) h.sock.destroy();
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a client that stops reading its stream holds up no one else", async () => {
+  const server = await startServer();
+  try {
+    const { port } = server;
+    const body = JSON.stringify({ model: "test/stories", prompt: "Once", max_tokens: 4000, stream: true });
+    const slow = net.connect(port, "127.0.0.1");
+    slow.on("error", () => {});
+    slow.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${body.length}\r\n\r\n${body}`);
+    slow.pause(); // never reads
+    await sleep(500);
+    const t0 = Date.now();
+    const r = await rawRequest(port, { method: "POST", path: "/v1/completions",
+                                       body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 3 }) });
+    assert.equal(r.status, 200);
+    assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms beside a stalled reader`);
+    slow.destroy();
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("smuggling shapes are answered 400 and closed; HEAD answers like GET without a body", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const host = `Host: 127.0.0.1:${port}\r\n`;
+    const key = "Authorization: Bearer sekrit\r\n";
+    const post = "POST /v1/completions HTTP/1.1\r\n";
+    const body = '{"prompt":"Hi","max_tokens":1}';
+    const shapes = {
+      "two different Content-Lengths": `${post}${host}${key}Content-Length: 5\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      "two equal Content-Lengths": `${post}${host}${key}Content-Length: ${body.length}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      "Content-Length and Transfer-Encoding": `${post}${host}${key}Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+      "a space before the colon": `${post}${host}${key}Content-Length : ${body.length}\r\n\r\n${body}`,
+      "an unknown Transfer-Encoding": `${post}${host}${key}Transfer-Encoding: gzip\r\n\r\n${body}`,
+      "a method that is not a token": `G@T /health HTTP/1.1\r\n${host}\r\n`,
+      "no Host": `GET /health HTTP/1.1\r\n\r\n`,
+      "two Hosts": `GET /health HTTP/1.1\r\n${host}Host: evil.example\r\n\r\n`,
+      "a Host with text after the IPv6 literal": `GET /health HTTP/1.1\r\nHost: [::1]evil.example\r\n\r\n`,
+      "a control character in a header": `GET /status HTTP/1.1\r\n${host}Authorization: Bearer sek\x01rit\r\n\r\n`,
+    };
+    for (const [name, raw] of Object.entries(shapes)) {
+      const r = await probe(port, raw, { timeoutMs: 3000 });
+      assert.equal(r.status, 400, `${name}: ${r.why} ${r.data.slice(0, 200)}`);
+      assert.equal(r.why, "closed", `${name}: the connection stays open`);
+    }
+    // a request line libmicrohttpd 0.9.75 cannot split is closed without a byte (it sends no 400)
+    const garbage = await probe(port, `GARBAGE\r\n${host}\r\n`, { timeoutMs: 3000 });
+    assert.ok(garbage.status === 400 || (garbage.why === "closed" && garbage.data === ""), garbage.data);
+    // HEAD on a GET route: GET's status and headers, no body
+    const head = await probe(port, `HEAD /health HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assert.equal(head.status, 200, head.data);
+    assert.equal(head.data.split("\r\n\r\n")[1], "");
+    assert.match(head.data, /Content-Type: application\/json/i);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a non-streamed request whose client disconnects is cancelled, not run to the end", async () => {
+  const server = await startServer();
+  try {
+    const { port } = server;
+    // a schema that forbids an early end: the output runs to max_tokens unless cancelled
+    const body = JSON.stringify({
+      model: "test/stories", messages: [{ role: "user", content: "Tell a story" }], max_tokens: 3500,
+      response_format: { type: "json_schema", json_schema: { name: "s", schema: {
+        type: "array", minItems: 1000, items: { type: "string", minLength: 32 } } } },
+    });
+    const sock = net.connect(port, "127.0.0.1");
+    sock.on("error", () => {});
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+               `Content-Length: ${body.length}\r\n\r\n${body}`);
+    for (let i = 0; i < 100 && !server.output().includes("Started · request"); i++) await sleep(20);
+    sock.destroy();
+    for (let i = 0; i < 50 && !/(Cancelled|Done) · request/.test(server.output()); i++) await sleep(20);
+    assert.match(server.output(), /Cancelled · request \d+ · output/);
+    assert.doesNotMatch(server.output(), /Done · request/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("SIGTERM drains: streams end with an error event and [DONE], new requests get 503 shutting_down, exit 0", async () => {
+  const server = await startServer();
+  const { port } = server;
+  const body = JSON.stringify({ model: "test/stories", max_tokens: 3500, stream: true,
+    messages: [{ role: "user", content: "Tell a story" }],
+    response_format: { type: "json_schema", json_schema: { name: "s", schema: {
+      type: "array", minItems: 1000, items: { type: "string", minLength: 32 } } } } });
+  const streamHead = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${body.length}\r\n\r\n${body}`;
+  // a reader that stalls holds the drain open for its flush; the other reads to the end
+  const stalled = net.connect(port, "127.0.0.1");
+  stalled.on("error", () => {});
+  stalled.write(streamHead);
+  stalled.pause();
+  let text = "";
+  const reader = net.connect(port, "127.0.0.1");
+  reader.on("error", () => {});
+  const ended = new Promise((res) => reader.on("close", res));
+  reader.on("data", (d) => { text += d; });
+  reader.write(streamHead);
+  for (let i = 0; i < 200 && !text.includes("data: "); i++) await sleep(10);
+  const t0 = Date.now();
+  server.proc.kill("SIGTERM");
+  for (let i = 0; i < 100 && !server.output().includes("Stopping · SIGTERM"); i++) await sleep(5);
+  const late = await rawRequest(port, { method: "POST", path: "/v1/completions",
+                                        body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 2 }) });
+  assert.equal(late.status, 503, late.body);
+  assert.equal(JSON.parse(late.body).error.code, "shutting_down");
+  assert.ok(Number(late.headers["retry-after"]) >= 1);
+  await ended;
+  const events = text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6));
+  assert.equal(events.at(-1), "[DONE]", text.slice(-400));
+  assert.equal(JSON.parse(events.at(-2)).error.code, "shutting_down");
+  const code = await exitWithin(server.proc, 15000);
+  if (code === "timeout") server.proc.kill("SIGKILL");
+  stalled.destroy();
+  assert.equal(code, 0);
+  assert.ok(Date.now() - t0 < 15000);
+});
+
+test("error shapes: each API's vocabulary; Origin null names the flag that admits it", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const m = await rawRequest(port, { method: "POST", path: "/v1/messages", body: "{}" });
+    assert.equal(m.status, 401);
+    const mb = JSON.parse(m.body);
+    assert.equal(mb.type, "error");
+    assert.equal(mb.error.type, "authentication_error");
+    const o = await rawRequest(port, { method: "POST", path: "/v1/chat/completions", body: "{}" });
+    assert.equal(JSON.parse(o.body).error.type, "authentication_error");
+    const n = await rawRequest(port, { path: "/v1/models", headers: { Origin: "null", Authorization: "Bearer sekrit" } });
+    assert.equal(n.status, 403);
+    assert.doesNotMatch(n.body, /--allowed-origin null/);
+    assert.match(n.body, /--allowed-origin '\*'/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
