@@ -26,6 +26,16 @@ int splash_cmd_claude(int argc, char **argv)
     if (splash_agent_setenv("ANTHROPIC_BASE_URL", s.base_url) ||
         splash_agent_setenv("CLAUDE_CODE_MAX_CONTEXT_TOKENS", context))
         return 1;
+    /* Claude Code reserves its output limit (32K and more) out of the window before it sends
+     * anything, so under 128K of context every prompt would be "too long" before it left:
+     * unless the user chose a limit, it gets a quarter of the context, as OpenCode does */
+    const char *own = getenv("CLAUDE_CODE_MAX_OUTPUT_TOKENS");
+    if ((!own || !*own) && s.lock.context < 131072) {
+        char output[32];
+        snprintf(output, sizeof output, "%lld", (long long)s.lock.context / 4);
+        if (splash_agent_setenv("CLAUDE_CODE_MAX_OUTPUT_TOKENS", output))
+            return 1;
+    }
     for (size_t i = 0; i < sizeof model_vars / sizeof model_vars[0]; i++)
         if (splash_agent_setenv(model_vars[i], s.lock.model))
             return 1;

@@ -117,7 +117,6 @@ after(async () => {
 test("claude -p: a turn over Messages, its system message inside messages rendered", async () => {
   const r = await run("claude", ["-p", "Say hi", "--tools", "Read"], {
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_AUTOUPDATER: "1", DISABLE_TELEMETRY: "1",
-    CLAUDE_CODE_MAX_OUTPUT_TOKENS: "256",
   });
   assert.equal(r.code, 0, r.out + r.err);
   const calls = r.exchanges.filter((e) => e.url.startsWith("/v1/messages"));
@@ -126,6 +125,7 @@ test("claude -p: a turn over Messages, its system message inside messages render
     assert.equal(c.status, 200, c.response);
     assert.equal(c.body.model, "test/stories");
     assert.equal(c.body.stream, true);
+    assert.equal(c.body.max_tokens, 4096); // the launcher's quarter of the 16K context
     assert.equal(c.headers.authorization, "Bearer splash-no-key");
     // Claude Code 2.1 puts its environment in a system message after the user's
     assert.ok(c.body.messages.some((m, i) => m.role === "system" && i > 0), JSON.stringify(c.body.messages));

@@ -87,6 +87,10 @@ test("splash claude: Claude Code's environment, proxies off loopback, arguments 
                    "ANTHROPIC_DEFAULT_HAIKU_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"])
     assert.equal(c.env[v], "test/stories", v);
   assert.equal(c.env.CLAUDE_CODE_MAX_CONTEXT_TOKENS, "8192");
+  // under 128K of context its output reserve is a quarter of it, unless the user set one
+  assert.equal(c.env.CLAUDE_CODE_MAX_OUTPUT_TOKENS, "2048");
+  const own = launch(["claude", "--port", String(server.port)], { CLAUDE_CODE_MAX_OUTPUT_TOKENS: "999" });
+  assert.equal(own.calls[0].env.CLAUDE_CODE_MAX_OUTPUT_TOKENS, "999");
   assert.equal(c.env.ANTHROPIC_AUTH_TOKEN, KEY);
   assert.equal(c.env.ANTHROPIC_API_KEY, undefined); // an Anthropic key never reaches this server
   assert.equal(c.env.NO_PROXY, "example.com,.corp,127.0.0.1,localhost,::1");
