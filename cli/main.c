@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/agents.h"
 #include "cli/commands.h"
 #include "cli/logits.h"
 #include "cli/model_cmds.h"
@@ -26,6 +27,11 @@ static const struct command commands[] = {
     {"make-model", splash_cmd_make_model, 1, "write a random-weight model for tests and benchmarks"},
     {"run", splash_cmd_run, 1, "generate text from a prompt, with prompt and generation speed"},
     {"bench", splash_cmd_bench, 1, "time prefill and decode like llama-bench"},
+    {"claude", splash_cmd_claude, 0, "run Claude Code against the running server"},
+    {"codex", splash_cmd_codex, 0, "run Codex against the running server"},
+    {"opencode", splash_cmd_opencode, 0, "run OpenCode against the running server"},
+    {"pi", splash_cmd_pi, 0, "run Pi against the running server"},
+    {"hermes", splash_cmd_hermes, 0, "run Hermes against the running server"},
 };
 
 static void usage(FILE *out)
@@ -34,6 +40,10 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\n  --version    print the version\n");
+    fprintf(out, "\nThe agent launchers (claude, codex, opencode, pi, hermes) find the server by "
+                 "its runtime lock,\ntake --port PORT (or SPLASH_PORT) for a server on another "
+                 "port, and pass every other\nargument to the agent; start the agent's own "
+                 "arguments with -- to pass its own --port.\n");
 }
 
 int main(int argc, char **argv)

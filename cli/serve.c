@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/serve_lock.h"
 #include "core/demo_model.h"
 #include "core/engine/engine.h"
 #include "core/meta.h"
@@ -225,6 +226,8 @@ int splash_cmd_serve(int argc, char **argv)
                         (long long)json_integer_value(json_object_get(plan, "kv_capacity_tokens")),
                         (double)json_integer_value(json_object_get(plan, "state_bytes")) / gib,
                         (int)json_integer_value(json_object_get(plan, "lanes")));
+    char lock_path[4096]; /* written before the Serving line, for whoever waits for it */
+    splash_serve_lock_publish(&app, lock_path, sizeof lock_path);
     splash_console_line(SPLASH_CONSOLE_OUT, "Serving · http://%s:%d%s", o.host, o.port,
                         o.no_webui ? "" : " (chat page at /)");
     int status = 0;
@@ -249,6 +252,7 @@ int splash_cmd_serve(int argc, char **argv)
         if (idle)
             splash_engine_client_release(app.engine);
     }
+    splash_serve_lock_withdraw(lock_path);
     /* drain (server.md: a stop ends within the engine's 15 s): new requests get 503
      * shutting_down; the engine's stop ends the requests in flight, each stream with an
      * error event and its end; their last bytes get up to 2 s to leave */
