@@ -24,6 +24,7 @@
 #include "server/console.h"
 #include "server/engine_client.h"
 #include "server/http.h"
+#include "server/hub/serve_install.h"
 #include "server/options.h"
 #include "splash/family.h"
 
@@ -63,9 +64,8 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
         snprintf(model_file, sizeof model_file, "%s", t.path);
         return model_file;
     }
-    snprintf(msg, size, "--model: downloading from the Hub is not available in this build; "
-                        "pass --model-dir with a local GGUF");
-    return NULL;
+    return splash_hub_serve_install(o, model_file, sizeof model_file, msg, size) ? NULL
+                                                                              : model_file;
 }
 
 static sigset_t stop_signals;
@@ -146,7 +146,6 @@ int splash_cmd_serve(int argc, char **argv)
     } inactive[] = {
         {o.mmproj != NULL, "--mmproj: vision is not available yet; the model serves text only"},
         {o.draft_model != NULL, "--draft-model: speculative decoding with drafts is not available yet"},
-        {o.revision != NULL, "--revision: Hub downloads are not available in this build"},
         {o.ple_memory != 0, "--ple-memory: not yet active"},
         {o.expert_memory != 0, "--expert-memory: not yet active; experts load whole"},
         {o.sparse_kv_memory != 0, "--sparse-kv-memory: not yet active"},

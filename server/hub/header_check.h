@@ -1,0 +1,24 @@
+/* Before any weight moves: the headers of a GGUF target's files, copied by range requests
+ * (or from the cache's blob when it is there), and the engine's model-check on them. */
+#ifndef SPLASH_HUB_HEADER_CHECK_H
+#define SPLASH_HUB_HEADER_CHECK_H
+
+#include <stddef.h>
+
+#include "server/hub/api.h"
+#include "server/hub/env.h"
+
+struct splash_registry;
+
+/* files: the target's parts in order; sources[i] is a local path to read, or NULL to read
+ * urls[i]. Copies each header into work_dir under the part's name, then checks the first.
+ * family receives the plugin that claimed it. Errors give model-check's reasons. */
+enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
+                                                 const struct splash_registry *registry,
+                                                 const struct splash_hub_file *const *files,
+                                                 const char *const *sources,
+                                                 const char *const *urls, size_t n,
+                                                 const char *work_dir, char *family,
+                                                 size_t family_size, struct splash_err *err);
+
+#endif

@@ -1,0 +1,39 @@
+/* The serve side of installation: options in, a GGUF path out, lines on the console. */
+#include "server/hub/serve_install.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/registry.h"
+#include "core/target.h"
+#include "server/console.h"
+#include "server/hub/install.h"
+#include "server/options.h"
+
+static void console_line(const char *line)
+{
+    splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
+}
+
+int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size)
+{
+    struct splash_install_request req = {.model = o->model, .revision = o->revision,
+                                         .offline = o->offline,
+                                         .language_only = o->language_only,
+                                         .registry = splash_registry_global(),
+                                         .line = console_line, .tty = isatty(2)};
+    struct splash_installed inst;
+    struct splash_err err;
+    if (splash_install(&req, &inst, &err)) {
+        snprintf(msg, msg_size, "--model: %s", err.msg);
+        return -1;
+    }
+    if (inst.kind == SPLASH_TARGET_SAFETENSORS) {
+        snprintf(msg, msg_size, "--model: %s is installed in %s, but it is a safetensors "
+                                "checkpoint and this build serves GGUF models", o->model, inst.dir);
+        return -1;
+    }
+    snprintf(path, path_size, "%s", inst.target);
+    return 0;
+}
