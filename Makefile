@@ -47,7 +47,12 @@ CLI_SRCS     := $(call srcs_in,cli)
 FORMATS      := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard formats/*/*.c)))))
 FAMILIES     := $(filter-out common,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard families/*/*.c))))))
 FAMILY_COMMON_SRCS := $(call srcs_in,families/common)
-TEST_SRCS    := $(wildcard tests/test-*.c)
+ISA_SUFFIXES := %_avx2.c %_avx512.c %_neon.c
+# A test is tests/test-NAME.c; its ISA units tests/test-NAME_avx2.c (_avx512.c, _neon.c) are
+# compiled with that ISA's flags (isa_flags) and linked into it, where the arch builds them.
+TEST_SRCS    := $(filter-out $(ISA_SUFFIXES),$(wildcard tests/test-*.c))
+TEST_ISA_SRCS := $(filter-out $(SKIP_SRCS),$(filter $(ISA_SUFFIXES),$(wildcard tests/test-*.c)))
+test_isa_objs = $(call obj,$(filter tests/$(1)_%,$(TEST_ISA_SRCS)))
 TEST_SUPPORT := $(call srcs_in,tests/support)
 BENCH_SRCS   := $(wildcard bench/bench-*.c)
 FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz-*.c)
@@ -163,9 +168,11 @@ $(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) $(LIBBUILTIN) $(LIBSPLASH)
+.SECONDEXPANSION:
+$(BUILD)/tests/%: tests/%.c $$(call test_isa_objs,$$*) $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+                  $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call test_isa_objs,$*) $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
 	    -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive -L$(BUILD) -lsplash \
 	    $(RPATH_SUB) $(LIBS) -lcmocka
 
