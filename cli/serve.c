@@ -278,6 +278,8 @@ int splash_cmd_engine(int argc, char **argv)
             e.state_format = !strcmp(v, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
         else if (!strcmp(k, "--max-context"))
             e.max_context = strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--fit-context"))
+            e.fit_context = !strcmp(v, "1");
         else if (!strcmp(k, "--max-memory"))
             e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))

@@ -619,13 +619,20 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     struct splash_memory_budget budget;
     struct splash_memory_plan plan;
     if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK ||
-        splash_memory_plan_make(&budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan,
-                                &err) != SPLASH_OK) {
+        (opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
+            &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
         send_error(&e, 0, "capacity_exhausted", err.msg);
         splash_model_unload(e.lm);
         return 1;
     }
     e.n_ctx = plan.context;
+    if (opts->fit_context && plan.context < opts->max_context)
+        fprintf(stderr,
+                "Warning · the restarted engine's memory (%.2f GiB, %s) holds %lld of the %lld "
+                "tokens of context the server served; it serves %lld until a later restart "
+                "regains them\n",
+                (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
+                (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
     size_t n_vocab = (size_t)e.lm->info.n_vocab;
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
