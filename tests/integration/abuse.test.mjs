@@ -457,3 +457,19 @@ test("error shapes: each API's vocabulary; Origin null names the flag that admit
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("an output constraint too large to build is a clear 400 at once", async () => {
+  const server = await startServer();
+  try {
+    const values = Array.from({ length: 100000 }, (_, i) => `value-${i}`);
+    const body = JSON.stringify({ model: "test/stories", max_tokens: 4, messages: [{ role: "user", content: "pick" }],
+      response_format: { type: "json_schema", json_schema: { name: "e", schema: { enum: values } } } });
+    const t0 = Date.now();
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions", body });
+    assert.equal(r.status, 400, r.body.slice(0, 200));
+    assert.match(JSON.parse(r.body).error.message, /lists 100000 enum values; at most 16384/);
+    assert.ok(Date.now() - t0 < 1500, `took ${Date.now() - t0} ms`);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
