@@ -151,7 +151,6 @@ int splash_cmd_serve(int argc, char **argv)
         {o.sparse_kv_memory != 0, "--sparse-kv-memory: not yet active"},
         {o.max_cache_disk >= 0 || o.persistent_cache || o.cache_dir || o.max_cache_disk_writes,
          "--max-cache-disk, --persistent-cache, --cache-dir: the SSD prefix cache is not yet active"},
-        {strcmp(o.activations, "auto") != 0, "--activations: not yet active; int8 activations are used"},
         {strcmp(o.verify_rows, "auto") != 0, "--verify-rows: not yet active (no drafts)"},
     };
     for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++)
@@ -225,6 +224,15 @@ int splash_cmd_serve(int argc, char **argv)
                         (long long)json_integer_value(json_object_get(plan, "kv_capacity_tokens")),
                         (double)json_integer_value(json_object_get(plan, "state_bytes")) / gib,
                         (int)json_integer_value(json_object_get(plan, "lanes")));
+    /* server.md: --max-memory only lowers the budget, and the log says when it is ignored */
+    const char *bound = json_string_value(json_object_get(plan, "bound"));
+    if (o.max_memory && bound && strcmp(bound, "--max-memory"))
+        splash_console_line(SPLASH_CONSOLE_OUT,
+                            "Note · --max-memory %.2f GiB is more than the %.2f GiB %s leaves; it "
+                            "is ignored",
+                            (double)o.max_memory / gib,
+                            (double)json_integer_value(json_object_get(plan, "usable_bytes")) / gib,
+                            bound);
     char lock_path[4096]; /* written before the Serving line, for whoever waits for it */
     splash_serve_lock_publish(&app, lock_path, sizeof lock_path);
     splash_console_line(SPLASH_CONSOLE_OUT, "Serving · http://%s:%d%s", o.host, o.port,
@@ -281,6 +289,8 @@ int splash_cmd_engine(int argc, char **argv)
             e.state_format = !strcmp(v, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
         else if (!strcmp(k, "--max-context"))
             e.max_context = strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--fit-context"))
+            e.fit_context = !strcmp(v, "1");
         else if (!strcmp(k, "--max-memory"))
             e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/chat/template_probe.h"
+#include "server/schema_shape.h"
 
 int splash_api_effort(const json_t *v, const char *field, int *effort, char *msg, size_t msg_size)
 {
@@ -54,6 +55,11 @@ int splash_api_check_tools(const json_t *tools, const char *field, char *msg, si
             snprintf(msg, msg_size, "%s[%zu].function.parameters must be an object", field, i);
             return -1;
         }
+        char path[128];
+        snprintf(path, sizeof path, "%s[%zu].function.parameters", field, i);
+        if (params && json_is_object(params) &&
+            splash_schema_shape_check(params, path, msg, msg_size))
+            return -1;
     }
     return 0;
 }

@@ -44,6 +44,7 @@ struct splash_app {
     pthread_mutex_t lock;
     int admitted;                    /* requests running or waiting */
     uint64_t requests_total, tokens_generated, prompt_tokens_total, rejected_503;
+    int noted_default_model; /* a request without model was noted on the console */
     uint64_t request_seq;
 };
 

@@ -55,6 +55,7 @@ struct splash_engine_client {
     uint64_t next_id;
     struct splash_pending *pending;
     json_t *info;
+    int64_t first_context; /* the first engine's context, which restarts ask for */
     pthread_t supervisor;
     pthread_mutex_t write_lock;
     double last_status_reply, last_status_sent;
@@ -303,7 +304,10 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
     snprintf(threads, sizeof threads, "%d", c->spawn.threads);
     snprintf(kv, sizeof kv, "%s", c->spawn.kv_format ? "bf16" : "int8");
     snprintf(state, sizeof state, "%s", c->spawn.state_format ? "bf16" : "fp32");
-    snprintf(ctx, sizeof ctx, "%lld", (long long)c->spawn.max_context);
+    /* a restart asks for the first engine's context, and serves what its budget holds of it */
+    int restart = c->first_context > 0;
+    snprintf(ctx, sizeof ctx, "%lld",
+             (long long)(restart ? c->first_context : c->spawn.max_context));
     snprintf(share, sizeof share, "%g", c->spawn.decode_share);
     pid_t pid = fork();
     if (pid < 0) {
@@ -315,7 +319,8 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         dup2(errpipe[1], 2);
         char *argv[] = {"splash", "engine", "--fd", "3", "--model-dir", (char *)c->spawn.model_path,
                         "--threads", threads, "--kv-format", kv, "--state-format", state,
-                        "--max-context", ctx, "--decode-share", share, "--max-memory", mem, NULL};
+                        "--max-context", ctx, "--decode-share", share, "--max-memory", mem,
+                        "--fit-context", restart ? "1" : "0", NULL};
         execv(c->spawn.exe, argv);
         fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
         _exit(126);
@@ -356,6 +361,8 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
         if (c->info)
             json_decref(c->info);
         c->info = json_incref(f->body);
+        if (!c->first_context)
+            c->first_context = (int64_t)json_integer_value(json_object_get(f->body, "n_ctx"));
         c->ready_in = now_s() - c->started_at;
         set_state(c, SPLASH_ENGINE_READY);
         pthread_mutex_unlock(&c->lock);

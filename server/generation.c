@@ -26,6 +26,46 @@ static int number_in(const json_t *body, const char *key, double lo, double hi, 
     return 0;
 }
 
+/* OpenAI's logit_bias: token ids (decimal keys) to a bias from -100 to 100 added to their
+ * logits; the engine refuses ids past its vocabulary. */
+#define MAX_LOGIT_BIAS 1024
+
+static int logit_bias(const json_t *body, json_t *sampling, char *msg, size_t msg_size)
+{
+    json_t *v = json_object_get(body, "logit_bias");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v)) {
+        snprintf(msg, msg_size, "logit_bias must be an object of token ids to numbers from -100 to 100");
+        return -1;
+    }
+    if (json_object_size(v) > MAX_LOGIT_BIAS) {
+        snprintf(msg, msg_size, "logit_bias: %zu tokens; at most %d", json_object_size(v),
+                 MAX_LOGIT_BIAS);
+        return -1;
+    }
+    json_t *list = json_array();
+    const char *key;
+    json_t *b;
+    json_object_foreach(v, key, b) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX) {
+            snprintf(msg, msg_size, "logit_bias: key \"%.40s\" is not a token id", key);
+            json_decref(list);
+            return -1;
+        }
+        if (!json_is_number(b) || json_number_value(b) < -100 || json_number_value(b) > 100) {
+            snprintf(msg, msg_size, "logit_bias[\"%.40s\"] must be a number from -100 to 100", key);
+            json_decref(list);
+            return -1;
+        }
+        json_array_append_new(list, json_pack("[I, f]", (json_int_t)id, json_number_value(b)));
+    }
+    json_object_set_new(sampling, "logit_bias", list);
+    return 0;
+}
+
 int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size)
 {
     json_t *sampling = json_object();
@@ -40,6 +80,8 @@ int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_
         number_in(body, "repetition_penalty", 0.01, 10, sampling, "repetition_penalty", msg, msg_size))
         return -1;
     json_t *v;
+    if (logit_bias(body, sampling, msg, msg_size))
+        return -1;
     if ((v = json_object_get(body, "top_k")) && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             snprintf(msg, msg_size, "top_k must be a non-negative integer");

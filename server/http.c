@@ -633,6 +633,16 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     return h;
 }
 
+int splash_http_port(const struct splash_http *h)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    if (!di || getsockname(di->listen_fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    return ntohs(a.sin_port);
+}
+
 void splash_http_drain(struct splash_http *h)
 {
     pthread_mutex_lock(&h->lock);

@@ -61,6 +61,8 @@ int splash_http_client_gone(void);
 struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                       const struct splash_route *routes, size_t n_routes,
                                       void *app, char *msg, size_t msg_size);
+/* The port it listens on (the one the kernel chose for --port 0). */
+int splash_http_port(const struct splash_http *h);
 /* Stopping: from now on every request but /health gets 503 shutting_down with
  * Retry-After, while those in flight go on. */
 void splash_http_drain(struct splash_http *h);

@@ -457,3 +457,44 @@ test("error shapes: each API's vocabulary; Origin null names the flag that admit
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("an output constraint too large to build is a clear 400 at once", async () => {
+  const server = await startServer();
+  try {
+    const values = Array.from({ length: 100000 }, (_, i) => `value-${i}`);
+    const body = JSON.stringify({ model: "test/stories", max_tokens: 4, messages: [{ role: "user", content: "pick" }],
+      response_format: { type: "json_schema", json_schema: { name: "e", schema: { enum: values } } } });
+    const t0 = Date.now();
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions", body });
+    assert.equal(r.status, 400, r.body.slice(0, 200));
+    assert.match(JSON.parse(r.body).error.message, /lists 100000 enum values; at most 16384/);
+    assert.ok(Date.now() - t0 < 1500, `took ${Date.now() - t0} ms`);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("kill -9 loops under load: every request gets an answer, the server serves again and stops with 0", async () => {
+  const server = await startServer();
+  try {
+    const { port } = server;
+    for (let round = 0; round < 2; round++) {
+      await waitReady(port);
+      const pid = await waitEngine(server.proc.pid);
+      const body = JSON.stringify({ model: "test/stories", prompt: "Once upon a time", max_tokens: 400 });
+      const inflight = Array.from({ length: 6 }, () =>
+        Promise.race([rawRequest(port, { method: "POST", path: "/v1/completions", body }),
+                      sleep(15000).then(() => ({ status: "hang" }))]));
+      await sleep(100);
+      process.kill(pid, "SIGKILL");
+      for (const r of await Promise.all(inflight))
+        assert.ok([200, 500, 503].includes(r.status), `a request got ${r.status}`);
+    }
+    await waitReady(port);
+    const ok = await rawRequest(port, { method: "POST", path: "/v1/completions",
+                                        body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 2 }) });
+    assert.equal(ok.status, 200);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
