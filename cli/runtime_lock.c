@@ -97,13 +97,12 @@ static void copy_str(char *dst, size_t size, const json_t *v)
 static enum splash_status parse(const char *path, struct splash_runtime_lock *out,
                                 struct splash_err *err)
 {
+    if (access(path, F_OK) != 0)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: %s", path, strerror(errno));
     json_error_t jerr;
     json_t *o = json_load_file(path, 0, &jerr);
-    if (!o) {
-        if (errno == ENOENT)
-            return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no such file", path);
+    if (!o)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s", path, jerr.text);
-    }
     memset(out, 0, sizeof *out);
     json_t *pid = json_object_get(o, "pid"), *port = json_object_get(o, "port");
     json_t *key = json_object_get(o, "api_key");

@@ -1,8 +1,9 @@
 // The unmodified agent clients (Claude Code, Codex, OpenCode, Pi; pinned in package.json) run
 // headless through their launchers against `splash serve` on the stories model, each completing
 // a turn with exit 0. A recording proxy between client and server keeps what they exchange, so
-// the request and response shapes are asserted; for Pi the proxy forces a tool call on the first
-// request (tool_choice, which the server's grammar honours) to drive a tool-call round trip.
+// the request and response shapes are asserted; for Codex and Pi the proxy forces a tool call
+// on the first request (tool_choice, which the server's grammar honours) to drive a tool-call
+// round trip through the client.
 // Nothing leaves loopback: HOME is a temporary directory, telemetry and update checks are off,
 // and the proxy variables name a closed local port, so only hosts the launchers exempt
 // (127.0.0.1, localhost, ::1) can be reached at all.
@@ -26,7 +27,8 @@ let server;
 let proxyPort;
 let proxy;
 let exchanges = [];
-let rewrite = null; // (body) => body, for the next request only
+let rewrite = null; // { url, fn: (body) => body }, for the next request to url only
+let cap = null;     // an output limit for every request, where a client's own runs long
 
 // Forwards to the server and keeps each request and response.
 function startProxy(target) {
@@ -37,9 +39,13 @@ function startProxy(target) {
       let body = Buffer.concat(chunks).toString();
       let json = null;
       try { json = JSON.parse(body); } catch { /* not JSON */ }
-      if (json && rewrite && req.url.includes("/chat/completions")) {
-        json = rewrite(json);
+      if (json && rewrite && req.url === rewrite.url) {
+        json = rewrite.fn(json);
         rewrite = null;
+        body = JSON.stringify(json);
+      }
+      if (json && cap && req.url === "/v1/chat/completions") {
+        json = { ...json, max_tokens: Math.min(json.max_tokens ?? cap, cap) };
         body = JSON.stringify(json);
       }
       const headers = { ...req.headers };
@@ -95,8 +101,9 @@ const sse = (text) => text.split("\n").filter((l) => l.startsWith("data: ") && l
 
 before(async () => {
   for (const d of [data, home, work]) fs.mkdirSync(d, { recursive: true });
-  // Claude Code's prompt with its Read tool alone is about 4K tokens of this tokenizer, Codex's
-  // 14.5K and OpenCode's 12K: past the model's 4K window, within the 16K YaRN allows it.
+  // Claude Code's prompt with its Read tool alone is about 4K tokens of this tokenizer (19K with
+  // all its tools, past the 16K this model's YaRN allows), Codex's 8.4K with short instructions
+  // and OpenCode's 12K: past the model's 4K window, within 16K.
   // The stories model never closes a think block: a budget ends it, so answers have text.
   server = await startServer(["--max-context", "16K", "--threads", "2", "--thinking-token-budget", "8"],
                              { env: { XDG_DATA_HOME: data } });
@@ -136,28 +143,52 @@ test("claude -p: a turn over Messages, its system message inside messages render
   assert.ok(r.out.trim().length > 0, r.err);
 });
 
-test("codex exec: a turn over Responses with its namespaced and hosted tools", async () => {
+test("codex exec: a turn over Responses; its namespaced tool's forced call round-trips", async () => {
+  // Codex's own 17K-character instructions replaced by a line, to halve its prompt (8.4K tokens)
+  const instructions = path.join(tmp, "codex-instructions.md");
+  fs.writeFileSync(instructions, "You are Codex, a coding agent. Answer briefly.\n");
+  // the first request must call close_agent of the multi_agent_v1 namespace (harmless: no such
+  // agent), so Codex has to find its namespaced tool by the name and namespace the server gives
+  rewrite = { url: "/v1/responses",
+              fn: (body) => ({ ...body, tool_choice: { type: "function", name: "close_agent" },
+                               parallel_tool_calls: false, max_output_tokens: 64 }) };
   const r = await run("codex", ["-c", "analytics.enabled=false", "-c", "check_for_update_on_startup=false",
-                                "exec", "--skip-git-repo-check", "Say hi"]);
+                                "-c", `model_instructions_file=${JSON.stringify(instructions)}`,
+                                "exec", "--skip-git-repo-check", "Close the helper."]);
   assert.equal(r.code, 0, r.out + r.err);
   const calls = r.exchanges.filter((e) => e.url === "/v1/responses");
-  assert.ok(calls.length >= 1, JSON.stringify(r.exchanges.map((e) => e.url)));
-  const first = calls[0];
+  assert.equal(calls.length, 2, JSON.stringify(r.exchanges.map((e) => e.url)));
+  const [first, second] = calls;
   assert.equal(first.status, 200, first.response);
-  assert.ok(first.body.tools.some((t) => t.type === "namespace"), "Codex groups tools in namespaces");
-  assert.ok(first.body.tools.some((t) => t.type === "web_search"), "and offers hosted web_search");
-  const events = sse(first.response).map((e) => e.type);
-  assert.equal(events[0], "response.created");
-  assert.equal(events.at(-1), "response.completed");
+  assert.ok(first.body.tools.some((t) => t.type === "namespace" && t.name === "multi_agent_v1"));
+  assert.ok(first.body.tools.some((t) => t.type === "web_search"), "Codex offers hosted web_search");
   assert.match(server.output(), /Note · Responses tool web_search left out/);
+  const events = sse(first.response);
+  assert.equal(events[0].type, "response.created");
+  assert.equal(events.at(-1).type, "response.completed");
+  const call = events.find((e) => e.type === "response.output_item.done" && e.item.type === "function_call").item;
+  assert.equal(call.name, "close_agent");
+  assert.equal(call.namespace, "multi_agent_v1");
+  // Codex ran it (its tool said there is no such agent) and sent the call and its output back
+  assert.equal(second.status, 200, second.response);
+  const back = second.body.input.find((i) => i.type === "function_call");
+  assert.deepEqual([back.name, back.namespace, back.call_id], ["close_agent", "multi_agent_v1", call.call_id]);
+  const output = second.body.input.find((i) => i.type === "function_call_output");
+  assert.equal(output.call_id, call.call_id);
+  assert.equal(sse(second.response).at(-1).type, "response.completed");
   assert.match(r.out + r.err, /tokens used/);
 });
 
 test("opencode run: a turn over Chat Completions with its provider from the launcher", async () => {
+  // the user's own config, which the launcher merges its provider into: fewer tools, a 5K prompt
+  const mine = { tools: { bash: false, task: false, todowrite: false, webfetch: false, edit: false, skill: false } };
+  cap = 64; // the stories model may tell a story to OpenCode's whole 4K output limit
   const r = await run("opencode", ["run", "Say hi"], {
     OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_MODELS_FETCH: "1", OPENCODE_DISABLE_SHARE: "1",
     OPENCODE_DISABLE_LSP_DOWNLOAD: "1", OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+    OPENCODE_CONFIG_CONTENT: JSON.stringify(mine),
   });
+  cap = null;
   assert.equal(r.code, 0, r.out + r.err);
   const calls = r.exchanges.filter((e) => e.url === "/v1/chat/completions");
   assert.ok(calls.length >= 1, JSON.stringify(r.exchanges.map((e) => e.url)));
@@ -167,15 +198,18 @@ test("opencode run: a turn over Chat Completions with its provider from the laun
     assert.equal(c.body.stream, true);
     assert.match(c.response, /data: \[DONE\]/);
   }
-  // the turn with the agent's tools
-  assert.ok(calls.some((c) => Array.isArray(c.body.tools) && c.body.tools.length > 0));
+  // the turn with the agent's tools: the ones the user's config left
+  const turn = calls.find((c) => Array.isArray(c.body.tools));
+  assert.deepEqual(turn.body.tools.map((t) => t.function.name).sort(), ["glob", "grep", "read"]);
+  assert.equal(turn.body.tool_choice, "auto");
 });
 
 test("pi -p: a turn, and a forced read tool call whose result goes back to the model", async () => {
   fs.writeFileSync(path.join(work, "notes.txt"), "The cat sat on the mat.\n");
   // the first request must call Pi's read tool (the server constrains the output to the call)
-  rewrite = (body) => ({ ...body, tool_choice: { type: "function", function: { name: "read" } },
-                         parallel_tool_calls: false, max_tokens: 48, max_completion_tokens: 48 });
+  rewrite = { url: "/v1/chat/completions",
+              fn: (body) => ({ ...body, tool_choice: { type: "function", function: { name: "read" } },
+                               parallel_tool_calls: false, max_tokens: 48, max_completion_tokens: 48 }) };
   const r = await run("pi", ["-p", "Read notes.txt", "--tools", "read", "--offline", "--no-session"],
                       { PI_OFFLINE: "1" });
   assert.equal(r.code, 0, r.out + r.err);
