@@ -13,8 +13,15 @@ ARCH     := $(shell uname -m)
 SO       := $(if $(filter Darwin,$(UNAME_S)),dylib,so)
 
 PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+# `make deps` installs what a fresh machine lacks; other goals stop early without it
+NO_PKG_GOALS := deps test-deps clean
+ifneq ($(or $(MAKECMDGOALS),all),$(filter $(NO_PKG_GOALS),$(MAKECMDGOALS)))
+  PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo SPLASH_PKG_MISSING)
+  ifeq ($(PKG_CFLAGS),SPLASH_PKG_MISSING)
+    $(error pkg-config or a library it looks for is missing ($(PKGS)): run `make deps` first)
+  endif
+  PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+endif
 
 OPT      ?= -O2
 # `make V=1` prints whole command lines
@@ -23,9 +30,7 @@ say       = $(if $(V),,@printf '  %-6s %s\n' $1 $2;)
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(BUILD)/gen \
-              $(PKG_CFLAGS) -DSPLASH_VERSION='"$(VERSION)"' \
-              -DSPLASH_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/lib/splash"' \
-              -DSPLASH_PLUGIN_INSTALL_DIR='"$(PREFIX)/lib/splash"' $(CFLAGS)
+              $(PKG_CFLAGS) -DSPLASH_VERSION='"$(VERSION)"' $(CFLAGS)
 LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
 
 # Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
@@ -69,7 +74,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -114,8 +119,14 @@ $(LIBSERVER): $(call obj,$(SERVER_SRCS)) $(WEBUI_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(LIBSERVER) $(LIBSPLASH)
+# The mark tells build/splash it runs from a build tree: it then loads build/lib/splash
+# (core/plugin_search.h); installed copies never carry it.
+$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(LIBSERVER) $(LIBSPLASH) | $(BUILD)/.splash-build-tree
 	$(call say,LD,$@)$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(LIBSERVER) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
+
+$(BUILD)/.splash-build-tree:
+	@mkdir -p $(dir $@)
+	@echo 'Splash build tree: the splash binary here loads plugins from lib/splash beside it.' > $@
 
 # ---- plugins -------------------------------------------------------------
 define format_rule
@@ -186,8 +197,7 @@ bench: all $(BENCHES)
 # The library is compiled once with sanitizer coverage; each target links it.
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
-               -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
-               -DSPLASH_PLUGIN_INSTALL_DIR='""'
+               -DSPLASH_VERSION='"$(VERSION)"'
 FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS) $(BUILD)/gen/webui_html.c
 fobj = $(patsubst %.c,$(BUILD)/fobj/%.o,$1)
 
@@ -224,3 +234,11 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -type f -name '*.d' 2>/dev/null)
+
+# ---- fresh machine ----------------------------------------------
+# What a fresh machine lacks, from one list (packaging/dependencies.tsv, .ci/run reads it too).
+deps:
+	@packaging/deps.sh build
+
+test-deps:
+	@packaging/deps.sh build test
