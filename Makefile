@@ -74,7 +74,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format deps test-deps
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -182,7 +182,7 @@ $(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) $(LIBBUILTI
 
 test: all $(TESTS) $(BROKEN_SOS)
 	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
-	    tests/integration
+	    tests/packaging/run.sh tests/integration
 
 # ---- benchmarks ----------------------------------------------------------
 $(BUILD)/bench/%: bench/%.c $(LIBBUILTIN) $(LIBSPLASH)
@@ -215,7 +215,11 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libsplash-fuzz.a
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
 # ---- install -------------------------------------------------------------
-install: all
+# The man page, from the binary's own --help (packaging/gen-man.sh).
+$(BUILD)/splash.1: $(BUILD)/splash packaging/gen-man.sh
+	$(call say,MAN,$@)packaging/gen-man.sh $(BUILD)/splash > $@.tmp && mv $@.tmp $@
+
+install: all $(BUILD)/splash.1
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/splash \
 	    $(DESTDIR)$(PREFIX)/include/splash $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/splash $(DESTDIR)$(PREFIX)/bin/splash
@@ -224,21 +228,34 @@ install: all
 	install -m 644 include/splash/*.h $(DESTDIR)$(PREFIX)/include/splash/
 	@printf 'prefix=%s\nincludedir=$${prefix}/include\nplugindir=$${prefix}/lib/splash\n\nName: splash-plugin\nDescription: Headers for Splash family and format plugins\nVersion: %s\nCflags: -I$${includedir} -fPIC -fvisibility=hidden\nLibs: -shared\n' \
 	    '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/splash-plugin.pc
-	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/splash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 $(BUILD)/splash.1 $(DESTDIR)$(PREFIX)/share/man/man1/splash.1
 	install -m 644 packaging/completions/splash.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/splash
 	install -m 644 packaging/completions/_splash $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_splash
 	install -m 644 packaging/completions/splash.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/splash.fish
+	install -m 644 packaging/systemd/splash.env $(DESTDIR)$(PREFIX)/share/doc/splash/splash.env
+	@# the systemd units (system and user) name the installed binary
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/user
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/systemd/splash.service.in \
+	    > $(DESTDIR)$(PREFIX)/lib/systemd/system/splash.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/systemd/splash-user.service.in \
+	    > $(DESTDIR)$(PREFIX)/lib/systemd/user/splash.service
 
 clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -type f -name '*.d' 2>/dev/null)
 
-# ---- fresh machine ----------------------------------------------
+# ---- fresh machine, packages ----------------------------------------------
 # What a fresh machine lacks, from one list (packaging/dependencies.tsv, .ci/run reads it too).
 deps:
 	@packaging/deps.sh build
 
 test-deps:
 	@packaging/deps.sh build test
+
+# build/deb/splash_<version>_<arch>.deb (packaging/build-deb.sh, dpkg-deb).
+deb: all
+	@packaging/build-deb.sh

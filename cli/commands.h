@@ -10,6 +10,9 @@ int splash_cmd_model_check(int argc, char **argv);
 int splash_cmd_serve(int argc, char **argv);
 int splash_cmd_template(int argc, char **argv);
 int splash_cmd_engine(int argc, char **argv);
+int splash_cmd_wait_ready(int argc, char **argv);
+/* `splash --list-models`: installed models' IDs on stdout (cli/installed_models.c). */
+int splash_list_installed_models(void);
 
 /* Loads plugins into the global registry: --plugin-dir values first, then the
  * default search path. Removes the --plugin-dir options it consumed from argv. */

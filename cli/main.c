@@ -26,14 +26,30 @@ static const struct command commands[] = {
     {"make-model", splash_cmd_make_model, 1, "write a random-weight model for tests and benchmarks"},
     {"run", splash_cmd_run, 1, "generate text from a prompt, with prompt and generation speed"},
     {"bench", splash_cmd_bench, 1, "time prefill and decode like llama-bench"},
+    {"wait-ready", splash_cmd_wait_ready, 0, "wait until a server's /ready answers (systemd, Docker)"},
 };
+
+static int internal(const struct command *c)
+{
+    return !strncmp(c->help, "(internal)", 10);
+}
+
+/* One subcommand a line, for the shell completions and the man page. */
+static void list_commands(void)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!internal(&commands[i]))
+            printf("%s\t%s\n", commands[i].name, commands[i].help);
+}
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: splash COMMAND [OPTIONS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n  --version    print the version\n");
+    fprintf(out, "\n  --version    print the version\n"
+                 "  --list-commands  print each command and its summary, tab-separated\n"
+                 "  --list-models    print the installed models' IDs, one a line\n");
 }
 
 int main(int argc, char **argv)
@@ -46,6 +62,12 @@ int main(int argc, char **argv)
         printf("splash %s\n", SPLASH_VERSION);
         return 0;
     }
+    if (!strcmp(argv[1], "--list-commands")) {
+        list_commands();
+        return 0;
+    }
+    if (!strcmp(argv[1], "--list-models"))
+        return splash_list_installed_models();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;
