@@ -84,6 +84,22 @@ else
         check "... and nothing from either loads" \
             test -z "$(grep -E "^  [a-z0-9_-]+ +(format|family) .* $tmp/(open|fine)/" <<<"$out")"
 
+        # --plugin-dir reaches the engine serve starts: the unpacked splash with its plugins
+        # moved elsewhere serves the demo model from them
+        mv "$root/usr/lib/splash" "$tmp/moved-plugins"
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        env -u SPLASH_PLUGIN_PATH XDG_DATA_HOME="$tmp/serve-data" "$root/usr/bin/splash" serve --demo \
+            --threads 1 --port "$port" --plugin-dir "$tmp/moved-plugins" >"$tmp/serve.log" 2>&1 &
+        serve_pid=$!
+        if "$root/usr/bin/splash" wait-ready --port "$port" --timeout 60 2>>"$tmp/serve.log"; then
+            ok "serve --plugin-dir: the engine loads the model with those plugins"
+        else
+            fail "serve --plugin-dir: the engine did not become ready: $(tail -3 "$tmp/serve.log")"
+        fi
+        kill "$serve_pid" 2>/dev/null
+        wait "$serve_pid" 2>/dev/null
+        mv "$tmp/moved-plugins" "$root/usr/lib/splash"
+
         # the man page: every command has its section, and it renders without warnings
         zcat "$root/usr/share/man/man1/splash.1.gz" >"$tmp/splash.1"
         n_commands=$("$build/splash" --list-commands | grep -c .)
