@@ -195,6 +195,29 @@ else
 fi
 if command -v zsh >/dev/null 2>&1; then
     check "zsh: the completion parses (zsh -n)" zsh -n packaging/completions/_splash
+    # _splash with the completion system's builtins standing in: each prints its offers
+    zsh_complete() {
+        XDG_DATA_HOME=$tmp/data PATH="$build:$PATH" zsh -f -c '
+            compadd() {
+                while [[ $1 == -* ]]; do [[ $1 == -- ]] && { shift; break }; shift; done
+                print -l -- "$@"
+            }
+            _describe() { print -l -- ${(P)2%%:*} }
+            _files() { print -- "<files>" }
+            source packaging/completions/_splash >/dev/null 2>&1
+            words=("$@"); CURRENT=$#; PREFIX=${words[CURRENT]}
+            _splash | grep -- "^$PREFIX"' zsh "$@"
+    }
+    check "zsh: 'splash se' completes the subcommand serve" test "$(zsh_complete splash se)" = serve
+    check "zsh: 'splash serve --kv-f' completes the option" \
+        test "$(zsh_complete splash serve --kv-f)" = --kv-format
+    check "zsh: 'splash serve --kv-format ' offers its choices" \
+        test "$(zsh_complete splash serve --kv-format '' | sort | paste -sd' ')" = "bf16 int8"
+    check "zsh: '--model-dir', '--mmproj', '--draft-model' complete files" \
+        test "$(zsh_complete splash serve --model-dir '')$(zsh_complete splash serve --mmproj '')$(
+            zsh_complete splash serve --draft-model '')" = "<files><files><files>"
+    check "zsh: '--model' completes installed models" \
+        test "$(zsh_complete splash serve --model Qwen/Qwen3.6)" = "Qwen/Qwen3.6-4B"
 fi
 
 # ---- make deps -----------------------------------------------------------------------
