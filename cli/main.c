@@ -34,12 +34,25 @@ static int internal(const struct command *c)
     return !strncmp(c->help, "(internal)", 10);
 }
 
-/* One subcommand a line, for the shell completions and the man page. */
+/* The agent launchers hand every argument, --help included, to the client they start
+ * (after configuring it): completions and the man page must not run them. */
+static int passes_arguments(const struct command *c)
+{
+    static const char *const launchers[] = {"claude", "codex", "opencode", "pi", "hermes"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+        if (!strcmp(c->name, launchers[i]))
+            return 1;
+    return 0;
+}
+
+/* One subcommand a line, for the shell completions and the man page: name, summary and,
+ * for a command whose --help is not splash's (a launcher), "passes-arguments". */
 static void list_commands(void)
 {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!internal(&commands[i]))
-            printf("%s\t%s\n", commands[i].name, commands[i].help);
+            printf("%s\t%s%s\n", commands[i].name, commands[i].help,
+                   passes_arguments(&commands[i]) ? "\tpasses-arguments" : "");
 }
 
 static void usage(FILE *out)

@@ -65,13 +65,18 @@ A small core loads family plugins (model architectures) and format plugins
 (quantization formats) as shared objects.
 .SH COMMANDS
 EOF
-"$bin" --list-commands | while IFS=$'\t' read -r name summary; do
+"$bin" --list-commands | while IFS=$'\t' read -r name summary _; do
     printf '.TP\n.B %s\n%s\n' "$(esc <<<"$name")" "$(esc <<<"$summary")"
 done
 echo '.SH "COMMAND OPTIONS"'
-"$bin" --list-commands | while IFS=$'\t' read -r name _; do
+"$bin" --list-commands | while IFS=$'\t' read -r name summary kind; do
     printf '.SS "splash %s"\n' "$name"
-    "$bin" "$name" --help 2>&1 | help_to_roff
+    # a launcher hands --help to the client it starts: its summary stands in
+    if [ "$kind" = passes-arguments ]; then
+        printf '%s\n' "$(esc <<<"$summary") Every argument goes to that program."
+    else
+        "$bin" "$name" --help </dev/null 2>&1 | help_to_roff
+    fi
 done
 cat <<'EOF'
 .SH ENVIRONMENT

@@ -50,6 +50,12 @@ _splash()
             return
             ;;
     esac
+    # a launcher hands its arguments (--help too) to the client it starts: paths only
+    if [[ $("$bin" --list-commands 2>/dev/null | awk -F'\t' -v c="${COMP_WORDS[1]}" \
+        '$1 == c { print $3 }') == passes-arguments ]]; then
+        _splash_paths "$cur"
+        return
+    fi
     local help
     help=$("$bin" "${COMP_WORDS[1]}" --help 2>/dev/null)
     if [[ $prev == --* ]]; then

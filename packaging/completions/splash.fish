@@ -15,7 +15,7 @@ end
 
 function __splash_commands
     set -l bin (__splash_bin)
-    $bin --list-commands 2>/dev/null
+    $bin --list-commands 2>/dev/null | string replace -r '\tpasses-arguments$' ''
 end
 
 function __splash_at_command
@@ -35,6 +35,11 @@ function __splash_args
         case --model
             $bin --list-models 2>/dev/null
             return
+    end
+    # a launcher hands its arguments (--help too) to the client it starts: paths only
+    if $bin --list-commands 2>/dev/null | string match -q -- "$tokens[2]	*	passes-arguments"
+        __fish_complete_path $cur
+        return
     end
     set -l help ($bin $tokens[2] --help 2>/dev/null)
     if string match -q -- '--*' $prev

@@ -220,6 +220,49 @@ if command -v zsh >/dev/null 2>&1; then
         test "$(zsh_complete splash serve --model Qwen/Qwen3.6)" = "Qwen/Qwen3.6-4B"
 fi
 
+# ---- launchers: completions and the man page never run one ------------------------
+# A stand-in splash with a command tagged passes-arguments (as the agent launchers are)
+# that records being run: completing its arguments and writing the man page must not.
+fake=$tmp/fake
+mkdir -p "$fake"
+cat >"$fake/splash" <<FAKE
+#!/bin/sh
+case "\$1" in
+    --version) echo "splash 0.0.0" ;;
+    --list-commands) printf 'serve\tserve a model\nlaunch\trun a client\tpasses-arguments\n' ;;
+    --list-models) ;;
+    serve) printf 'usage: splash serve [options]\n  --port N  the port\n' ;;
+    launch) echo "launch \$*" >>"$tmp/launched" ;;
+esac
+FAKE
+chmod +x "$fake/splash"
+: >"$tmp/launched"
+out=$(PATH="$fake:$PATH" bash --norc --noprofile -c '
+    source packaging/completions/splash.bash
+    for line in "splash la" "splash launch --" "splash launch --x "; do
+        read -r -a COMP_WORDS <<<"$line"
+        [[ $line == *" " ]] && COMP_WORDS+=("")
+        COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+        _splash
+        printf "%s\n" "${COMPREPLY[@]}"
+    done')
+check "bash: a launcher completes as a command" grep -qx launch <<<"$out"
+if command -v fish >/dev/null 2>&1; then
+    PATH="$fake:$PATH" fish --no-config -c "source packaging/completions/splash.fish
+        complete -C 'splash la'; complete -C 'splash launch --'" >"$tmp/fish.out"
+    check "fish: a launcher completes as a command, its tag left out" \
+        grep -qx "launch"$'\t'"run a client" "$tmp/fish.out"
+fi
+if command -v zsh >/dev/null 2>&1; then
+    PATH="$fake:$PATH" zsh -f -c '
+        compadd() { : }; _describe() { : }; _files() { : }
+        source packaging/completions/_splash >/dev/null 2>&1
+        words=(splash launch --); CURRENT=3; PREFIX=--; _splash' >/dev/null 2>&1
+fi
+packaging/gen-man.sh "$fake/splash" >"$tmp/fake.1"
+check "the man page names a launcher by its summary" grep -q "^run a client" "$tmp/fake.1"
+check "completions and the man page never ran the launcher" test ! -s "$tmp/launched"
+
 # ---- make deps -----------------------------------------------------------------------
 # A fake apt-get system: dpkg-query says installed unless the name is in $MISSING;
 # apt-get and sudo record their calls; id -u answers $FAKE_UID.
