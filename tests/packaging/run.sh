@@ -265,7 +265,8 @@ check "completions and the man page never ran the launcher" test ! -s "$tmp/laun
 
 # ---- make deps -----------------------------------------------------------------------
 # A fake apt-get system: dpkg-query says installed unless the name is in $MISSING;
-# apt-get and sudo record their calls; id -u answers $FAKE_UID.
+# apt-cache knows every package but those in $UNAVAILABLE; apt-get and sudo record their
+# calls; id -u answers $FAKE_UID.
 stubs=$tmp/stubs
 mkdir -p "$stubs"
 cat >"$stubs/dpkg-query" <<'EOF'
@@ -275,6 +276,12 @@ case " $MISSING " in *" $p "*) exit 1 ;; esac
 printf installed
 EOF
 printf '#!/bin/sh\necho "apt-get $*" >>"$CALLS"\n' >"$stubs/apt-get"
+cat >"$stubs/apt-cache" <<'EOF'
+#!/bin/sh
+for p; do :; done
+case " $UNAVAILABLE " in *" $p "*) exit 0 ;; esac
+echo "Package: $p"
+EOF
 printf '#!/bin/sh\necho "sudo $1" >>"$CALLS"\nexec "$@"\n' >"$stubs/sudo"
 printf '#!/bin/sh\n[ "$1" = -u ] && echo "$FAKE_UID"\n' >"$stubs/id"
 chmod +x "$stubs"/*
@@ -285,7 +292,7 @@ deps() { # deps UID MISSING GROUP...: the calls packaging/deps.sh made
     # the only programs on PATH: the stubs, a shell and the tools the script uses
     mkdir -p "$tmp/tools"
     for t in bash sh env cat dirname sed awk grep cut; do ln -sf "$(command -v $t)" "$tmp/tools/$t"; done
-    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid PATH="$stubs:$tmp/tools" \
+    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid UNAVAILABLE=${UNAVAILABLE:-} PATH="$stubs:$tmp/tools" \
         bash packaging/deps.sh "$@" >"$tmp/deps.out" 2>&1
     cat "$tmp/calls"
 }
@@ -301,6 +308,14 @@ check "make deps: root installs without sudo" \
     test -n "$calls" -a -z "$(grep '^sudo ' <<<"$calls")"
 calls=$(deps 1000 "python3-jinja2" build test)
 check "make test-deps: installs the test packages too" grep -q "install .*python3-jinja2" <<<"$calls"
+calls=$(UNAVAILABLE=chromium deps 1000 "chromium python3-jinja2" build test)
+check "make test-deps: a test package the release lacks is left out with a note" \
+    grep -q "chromium (test) is not in this system's apt sources: left out" "$tmp/deps.out"
+check "make test-deps: ... the rest installs" \
+    grep -qx "apt-get install -y -qq --no-install-recommends python3-jinja2" <<<"$calls"
+UNAVAILABLE=libjansson-dev deps 1000 "libjansson-dev" build >/dev/null
+check "make deps: a build package the release lacks stops it" \
+    grep -q "libjansson-dev is not in this system's apt sources" "$tmp/deps.out"
 
 echo "packaging: $failures failed"
 [ "$failures" -eq 0 ]
