@@ -35,14 +35,43 @@ static const struct command commands[] = {
     {"opencode", splash_cmd_opencode, 0, "run OpenCode against the running server"},
     {"pi", splash_cmd_pi, 0, "run Pi against the running server"},
     {"hermes", splash_cmd_hermes, 0, "run Hermes against the running server"},
+    {"wait-ready", splash_cmd_wait_ready, 0, "wait until a server's /ready answers (systemd, Docker)"},
 };
+
+static int internal(const struct command *c)
+{
+    return !strncmp(c->help, "(internal)", 10);
+}
+
+/* The agent launchers hand every argument, --help included, to the client they start
+ * (after configuring it): completions and the man page must not run them. */
+static int passes_arguments(const struct command *c)
+{
+    static const char *const launchers[] = {"claude", "codex", "opencode", "pi", "hermes"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+        if (!strcmp(c->name, launchers[i]))
+            return 1;
+    return 0;
+}
+
+/* One subcommand a line, for the shell completions and the man page: name, summary and,
+ * for a command whose --help is not splash's (a launcher), "passes-arguments". */
+static void list_commands(void)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!internal(&commands[i]))
+            printf("%s\t%s%s\n", commands[i].name, commands[i].help,
+                   passes_arguments(&commands[i]) ? "\tpasses-arguments" : "");
+}
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: splash COMMAND [OPTIONS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n  --version    print the version\n");
+    fprintf(out, "\n  --version    print the version\n"
+                 "  --list-commands  print each command and its summary, tab-separated\n"
+                 "  --list-models    print the installed models' IDs, one a line\n");
     fprintf(out, "\nThe agent launchers (claude, codex, opencode, pi, hermes) find the server by "
                  "its runtime lock,\ntake --port PORT (or SPLASH_PORT) for a server on another "
                  "port, and pass every other\nargument to the agent; start the agent's own "
@@ -59,6 +88,12 @@ int main(int argc, char **argv)
         printf("splash %s\n", SPLASH_VERSION);
         return 0;
     }
+    if (!strcmp(argv[1], "--list-commands")) {
+        list_commands();
+        return 0;
+    }
+    if (!strcmp(argv[1], "--list-models"))
+        return splash_list_installed_models();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;
