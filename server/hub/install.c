@@ -210,6 +210,69 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
+/* Downloads the files' blobs the cache lacks (all of them, or with weights 0 all but the
+ * .safetensors shards), with progress. */
+static enum splash_status fetch_missing(struct ctx *c, const struct splash_hub_revision *rev,
+                                        const struct splash_hub_file **files, size_t n,
+                                        char (*urls)[4096], char (*blob_paths)[PATH_MAX],
+                                        int weights, struct splash_err *err)
+{
+    uint64_t to_fetch = 0;
+    size_t n_fetch = 0;
+    int *pick = calloc(n ? n : 1, sizeof *pick);
+    if (!pick)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(files[i]->path);
+        int shard = len > 12 && !strcmp(files[i]->path + len - 12, ".safetensors");
+        if ((weights || !shard) &&
+            !splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size)) {
+            pick[i] = 1;
+            to_fetch += files[i]->size;
+            n_fetch++;
+        }
+    }
+    enum splash_status st = SPLASH_OK;
+    char blobs_dir[PATH_MAX];
+    snprintf(blobs_dir, sizeof blobs_dir, "%.3900s/blobs", c->repo_dir);
+    if (!n_fetch || (st = splash_make_dirs(blobs_dir, 0755, err))) {
+        free(pick);
+        return st;
+    }
+    char total[32];
+    splash_hub_format_bytes(to_fetch, total, sizeof total);
+    say(c, "Downloading · %s at %.12s: %zu file%s, %s", c->req->model, rev->commit, n_fetch,
+        n_fetch == 1 ? "" : "s", total);
+    struct splash_hub_job *jobs = calloc(n_fetch, sizeof *jobs);
+    const char **labels = calloc(n_fetch, sizeof *labels);
+    uint64_t *sizes = calloc(n_fetch, sizeof *sizes);
+    if (!jobs || !labels || !sizes)
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!pick[i])
+            continue;
+        struct splash_hub_job *job = &jobs[j];
+        job->name = files[i]->path;
+        snprintf(job->url, sizeof job->url, "%s", urls[i]);
+        snprintf(job->dest, sizeof job->dest, "%s", blob_paths[i]);
+        job->size = files[i]->size;
+        snprintf(job->digest, sizeof job->digest, "%s", files[i]->blob);
+        job->lfs = files[i]->lfs;
+        labels[j] = base_name(files[i]->path);
+        sizes[j] = files[i]->size;
+        j++;
+    }
+    if (!st) {
+        struct splash_hub_progress *p =
+            splash_hub_progress_start(labels, sizes, j, c->req->tty, 5.0, c->req->line);
+        st = splash_hub_download(&c->env, jobs, j, PARALLEL_DOWNLOADS, p, err);
+        splash_hub_progress_stop(p);
+    }
+    free(jobs), free(labels), free(sizes), free(pick);
+    return st;
+}
+
 /* Installs revision `rev` (the Hub's answer): header check, downloads of the blobs the
  * cache lacks, snapshot links, refs and the assembly. */
 static enum splash_status install_revision(struct ctx *c, const struct splash_hub_revision *rev,
@@ -252,19 +315,16 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     char (*blob_paths)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
     if (!urls || !blob_paths)
         st = st ? st : splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    uint64_t to_fetch = 0;
-    size_t n_fetch = 0;
     for (size_t i = 0; i < n && !st; i++) {
         splash_hub_file_url(&c->env, c->repo_id, rev->commit, files[i]->path, urls[i], 4096);
         splash_hub_cache_blob_path(c->repo_dir, files[i]->blob, blob_paths[i], PATH_MAX);
-        if (!splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size)) {
-            to_fetch += files[i]->size;
-            n_fetch++;
-        }
     }
-    /* model-check on the GGUF's headers before any weight moves */
+    /* a safetensors target's small files come first: model-check reads its config.json */
+    if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 0, err);
+    /* model-check on the headers before any weight moves */
     char family[64] = "";
-    if (!st && t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
+    if (!st && c->req->registry) {
         const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
         char work[PATH_MAX];
         snprintf(work, sizeof work, "%.3900s/.check-%d", c->models_dir, (int)getpid());
@@ -276,8 +336,11 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
                 src[i] = have ? blob_paths[i] : NULL;
                 u[i] = urls[i];
             }
-            st = splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n, work,
-                                               family, sizeof family, err);
+            st = t.kind == SPLASH_TARGET_SAFETENSORS
+                     ? splash_hub_check_safetensors_headers(&c->env, c->req->registry, files, src,
+                                                            u, n, work, family, sizeof family, err)
+                     : splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n,
+                                                     work, family, sizeof family, err);
             for (size_t i = 0; i < n; i++) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%.3800s/%s", work, base_name(files[i]->path));
@@ -291,42 +354,8 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         }
         free(src), free(u);
     }
-    /* the blobs the cache lacks */
-    char blobs_dir[PATH_MAX];
-    snprintf(blobs_dir, sizeof blobs_dir, "%.3900s/blobs", c->repo_dir);
-    if (!st && n_fetch && !(st = splash_make_dirs(blobs_dir, 0755, err))) {
-        char total[32];
-        splash_hub_format_bytes(to_fetch, total, sizeof total);
-        say(c, "Downloading · %s at %.12s: %zu file%s, %s", c->req->model, rev->commit, n_fetch,
-            n_fetch == 1 ? "" : "s", total);
-        struct splash_hub_job *jobs = calloc(n_fetch, sizeof *jobs);
-        const char **labels = calloc(n_fetch, sizeof *labels);
-        uint64_t *sizes = calloc(n_fetch, sizeof *sizes);
-        if (!jobs || !labels || !sizes)
-            st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-        size_t j = 0;
-        for (size_t i = 0; i < n && !st; i++) {
-            if (splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size))
-                continue;
-            struct splash_hub_job *job = &jobs[j];
-            job->name = files[i]->path;
-            snprintf(job->url, sizeof job->url, "%s", urls[i]);
-            snprintf(job->dest, sizeof job->dest, "%s", blob_paths[i]);
-            job->size = files[i]->size;
-            snprintf(job->digest, sizeof job->digest, "%s", files[i]->blob);
-            job->lfs = files[i]->lfs;
-            labels[j] = base_name(files[i]->path);
-            sizes[j] = files[i]->size;
-            j++;
-        }
-        if (!st) {
-            struct splash_hub_progress *p =
-                splash_hub_progress_start(labels, sizes, j, c->req->tty, 5.0, c->req->line);
-            st = splash_hub_download(&c->env, jobs, j, PARALLEL_DOWNLOADS, p, err);
-            splash_hub_progress_stop(p);
-        }
-        free(jobs), free(labels), free(sizes);
-    }
+    if (!st)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 1, err);
     /* snapshot links, refs, the assembly */
     struct splash_assembly_file *af = calloc(n ? n : 1, sizeof *af);
     char (*sources)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);

@@ -324,3 +324,28 @@ test("splash serve --model OWNER/REPO:VARIANT through HF_ENDPOINT answers a chat
     await new Promise((resolve) => (proc.exitCode !== null ? resolve() : proc.on("exit", resolve)));
   }
 });
+
+test("an MLX repository installs its config, tokenizer and shards after model-check on their headers", async () => {
+  const h = home();
+  const dir = path.join(testdata, "safetensors/qwen35-stories-mlx-4bit");
+  const files = {};
+  for (const f of fs.readdirSync(dir)) files[f] = fs.readFileSync(path.join(dir, f));
+  files["README.md"] = Buffer.from("# mlx\n");
+  hub.commit("test/Stories-MLX", files);
+  hub.reset();
+  const r = await pull(h, "test/Stories-MLX");
+  assert.equal(r.code, 0, r.err);
+  const out = r.out.trim();
+  for (const f of ["config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"])
+    assert.ok(fs.readFileSync(path.join(out, "target", f)).equals(files[f]), f);
+  assert.ok(!fs.existsSync(path.join(out, "target/README.md")));
+  const shard = await sha256(files["model.safetensors"]);
+  const reads = cdnRequests(shard);
+  assert.ok(reads[0].range, "the shard's header is read by a range request first");
+  const check = await run(["model-check", path.join(out, "target")], h.env);
+  assert.equal(check.code, 0, check.err);
+  // serve installs it and says this build serves GGUF models
+  const serve = await run(["serve", "--model", "test/Stories-MLX", "--port", String(await freePort())], h.env);
+  assert.equal(serve.code, 1);
+  assert.match(serve.err, /safetensors checkpoint and this build serves GGUF models/);
+});
