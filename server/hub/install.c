@@ -19,6 +19,7 @@
 #include "server/hub/env.h"
 #include "server/hub/fetch.h"
 #include "server/hub/header_check.h"
+#include "server/hub/retire.h"
 
 #define REVISION_TIMEOUT 5.0 /* server.md "Revisions": one request of at most 5 s */
 #define PARALLEL_DOWNLOADS 4
@@ -483,6 +484,7 @@ enum splash_status splash_install(const struct splash_install_request *req,
                 st = SPLASH_OK;
             } else if (!st) {
                 say(&c, "Installed · %s at %.12s in %s", req->model, out->commit, out->dir);
+                splash_hub_retire(c.inst_dir, out->commit, c.repo_dir, req->line);
             }
         }
         splash_hub_revision_free(&rev);

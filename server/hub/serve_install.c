@@ -8,6 +8,7 @@
 #include "core/target.h"
 #include "server/console.h"
 #include "server/hub/install.h"
+#include "server/hub/retire.h"
 #include "server/options.h"
 
 static void console_line(const char *line)
@@ -34,6 +35,10 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
                                 "checkpoint and this build serves GGUF models", o->model, inst.dir);
         return -1;
     }
+    /* held until the server exits: a later installation keeps this assembly and its files */
+    if (splash_hub_hold(inst.dir) < 0)
+        splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
+                                                "installation may remove it", inst.dir);
     snprintf(path, path_size, "%s", inst.target);
     return 0;
 }
