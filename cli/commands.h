@@ -12,6 +12,7 @@ int splash_cmd_template(int argc, char **argv);
 int splash_cmd_engine(int argc, char **argv);
 int splash_cmd_pull(int argc, char **argv);
 int splash_cmd_models(int argc, char **argv);
+int splash_cmd_prepare(int argc, char **argv);
 
 /* Loads plugins into the global registry: --plugin-dir values first, then the
  * default search path. Removes the --plugin-dir options it consumed from argv. */

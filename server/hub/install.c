@@ -67,11 +67,15 @@ static void name_part(const char *in, char *out, size_t size)
     out[o] = 0;
 }
 
-/* The installation lock of models_dir, held until the process exits or unlocks. */
 static int take_lock(const struct ctx *c, struct splash_err *err)
 {
+    return splash_install_lock(c->models_dir, c->req->line, err);
+}
+
+int splash_install_lock(const char *models_dir, splash_hub_line_fn line, struct splash_err *err)
+{
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%.3900s/.lock", c->models_dir);
+    snprintf(path, sizeof path, "%.3900s/.lock", models_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         splash_err_set(err, SPLASH_ERR_IO, "%.200s: %s (the installation lock)", path,
@@ -79,7 +83,12 @@ static int take_lock(const struct ctx *c, struct splash_err *err)
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB)) {
-        say(c, "Installing · waiting for another installation in %s", c->models_dir);
+        if (line) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "Installing · waiting for another installation in %s",
+                     models_dir);
+            line(msg);
+        }
         if (flock(fd, LOCK_EX)) {
             close(fd);
             splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot lock it", path);
@@ -188,7 +197,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
 
 /* ---- from the Hub ---------------------------------------------------------------- */
 
-static int wanted_safetensors_file(const char *path, int language_only)
+int splash_install_wants_file(const char *path, int language_only)
 {
     static const char *const names[] = {
         "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -299,7 +308,7 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     if (t.kind == SPLASH_TARGET_SAFETENSORS) {
         for (size_t i = 0; i < rev->n_files; i++)
-            if (wanted_safetensors_file(rev->files[i].path, c->req->language_only))
+            if (splash_install_wants_file(rev->files[i].path, c->req->language_only))
                 files[n++] = &rev->files[i];
     } else {
         for (int k = 1; k <= t.n_parts && !st; k++) {

@@ -210,7 +210,7 @@ void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char
             close(fd);
         json_t *files = meta ? json_object_get(meta, "files") : NULL;
         const char *cache = meta ? json_string_value(json_object_get(meta, "cache")) : NULL;
-        if (json_is_array(files) && cache && !strcmp(cache, repo_dir))
+        if (json_is_array(files) && cache && *repo_dir && !strcmp(cache, repo_dir))
             free_commit(repo_dir, name, files, line);
         json_decref(meta);
     }

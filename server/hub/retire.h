@@ -12,7 +12,7 @@
 int splash_hub_hold(const char *assembly_dir);
 
 /* Removes inst_dir's assemblies other than keep_commit's that nobody holds, then their
- * commits' files in repo_dir as above. Says what it kept and why through line. */
+ * commits' files in repo_dir as above; repo_dir "" (local files) frees no file. Says what it kept and why through line. */
 void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char *repo_dir,
                        splash_hub_line_fn line);
 
