@@ -15,6 +15,7 @@ int splash_cmd_models(int argc, char **argv);
 int splash_cmd_wait_ready(int argc, char **argv);
 /* `splash --list-models`: installed models' IDs on stdout (cli/installed_models.c). */
 int splash_list_installed_models(void);
+int splash_cmd_prepare(int argc, char **argv);
 
 /* Loads plugins into the global registry: --plugin-dir values first, then the
  * default search path. Removes the --plugin-dir options it consumed from argv and

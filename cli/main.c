@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"plugins", splash_cmd_plugins, 1, "list loaded and refused plugins"},
     {"serve", splash_cmd_serve, 1, "serve a model over the OpenAI and Anthropic APIs"},
     {"pull", splash_cmd_pull, 1, "install a Hub model as serve does, without serving it"},
+    {"prepare", splash_cmd_prepare, 1, "check and assemble local model files; print the directory"},
     {"models", splash_cmd_models, 0, "list the installed models"},
     {"list", splash_cmd_models, 0, "the same as models"},
     {"logits", splash_cmd_logits, 1, "teacher-forced logits of a token sequence"},

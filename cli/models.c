@@ -1,5 +1,5 @@
 /* `splash pull MODEL` installs a model as `splash serve` would, without serving it;
- * `splash models` lists the installed models. */
+ * `splash models` lists the installed models; `splash prepare PATH` prepares local files. */
 #include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
@@ -12,6 +12,7 @@
 #include "core/registry.h"
 #include "server/hub/assembly.h"
 #include "server/hub/install.h"
+#include "server/hub/prepare.h"
 #include "server/hub/progress.h"
 
 static void err_line(const char *line)
@@ -101,11 +102,18 @@ int splash_cmd_models(int argc, char **argv)
             char size[32];
             splash_hub_format_bytes((uint64_t)json_integer_value(json_object_get(o, "size")),
                                     size, sizeof size);
+            const char *cache = json_string_value(json_object_get(o, "cache"));
+            int draft = 0;
+            json_t *files = json_object_get(o, "files");
+            for (size_t k = 0; k < json_array_size(files); k++) {
+                const char *link = json_string_value(json_object_get(json_array_get(files, k), "link"));
+                draft |= link && !strncmp(link, "draft/", 6);
+            }
             if (!as_json)
                 printf("%-44s %-10s %-12.12s %9s  %-5s  %s\n",
                        json_string_value(json_object_get(o, "model")),
-                       json_string_value(json_object_get(o, "revision")), inst.commit, size, "-",
-                       json_string_value(json_object_get(o, "cache")));
+                       json_string_value(json_object_get(o, "revision")), inst.commit, size,
+                       draft ? "yes" : "-", cache && *cache ? cache : inst.dir);
             json_array_append_new(list, o);
         }
         free(entries[i]);
@@ -118,5 +126,47 @@ int splash_cmd_models(int argc, char **argv)
         free(text);
     }
     json_decref(list);
+    return 0;
+}
+
+int splash_cmd_prepare(int argc, char **argv)
+{
+    const char *target = NULL, *draft = NULL, *mmproj = NULL, *variant = NULL, *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: splash prepare PATH [--variant V] [--draft DIR] [--mmproj FILE] "
+                   "[--models-dir DIR]\n"
+                   "Checks a local GGUF file (or any part of a split GGUF), a directory of GGUF\n"
+                   "targets or an MLX model directory as a download is checked, assembles it\n"
+                   "in Splash's models directory, and prints that directory. No network.\n");
+            return 0;
+        } else if (!strcmp(a, "--draft") && i + 1 < argc) {
+            draft = argv[++i];
+        } else if (!strcmp(a, "--mmproj") && i + 1 < argc) {
+            mmproj = argv[++i];
+        } else if (!strcmp(a, "--variant") && i + 1 < argc) {
+            variant = argv[++i];
+        } else if (!strcmp(a, "--models-dir") && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (a[0] == '-' || target) {
+            fprintf(stderr, "splash prepare: unexpected %s (see splash prepare --help)\n", a);
+            return 2;
+        } else {
+            target = a;
+        }
+    }
+    if (!target) {
+        fprintf(stderr, "usage: splash prepare PATH [--draft DIR] [--mmproj FILE]\n");
+        return 2;
+    }
+    struct splash_prepared prep;
+    struct splash_err err;
+    if (splash_prepare_local_model(splash_registry_global(), target, variant, draft, mmproj, dir,
+                                   &prep, &err)) {
+        fprintf(stderr, "Error · %s\n", err.msg);
+        return 1;
+    }
+    printf("%s\n", prep.dir);
     return 0;
 }

@@ -47,23 +47,9 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
         }
         return model_file;
     }
-    if (o->model_dir) {
-        /* a GGUF file, any part of a split GGUF, or a directory of one name's targets */
-        struct splash_target t;
-        struct splash_err err;
-        const char *variant = o->model ? strchr(o->model, ':') : NULL;
-        if (splash_target_select(o->model_dir, variant ? variant + 1 : NULL, &t, &err) != SPLASH_OK) {
-            snprintf(msg, size, "--model-dir: %s", err.msg);
-            return NULL;
-        }
-        if (t.kind == SPLASH_TARGET_SAFETENSORS) {
-            snprintf(msg, size, "--model-dir: %s is a safetensors checkpoint; this build serves GGUF "
-                                "models", o->model_dir);
-            return NULL;
-        }
-        snprintf(model_file, sizeof model_file, "%s", t.path);
-        return model_file;
-    }
+    if (o->model_dir) /* a GGUF file, any part of a split GGUF, or a directory of targets */
+        return splash_hub_serve_prepare(o, model_file, sizeof model_file, msg, size) ? NULL
+                                                                                    : model_file;
     return splash_hub_serve_install(o, model_file, sizeof model_file, msg, size) ? NULL
                                                                               : model_file;
 }

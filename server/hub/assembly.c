@@ -29,6 +29,10 @@ static const char *base_name(const char *p)
 static void link_name(const struct splash_assembly *a, const struct splash_assembly_file *f,
                       char *out, size_t size)
 {
+    if (f->link) {
+        snprintf(out, size, "%s", f->link);
+        return;
+    }
     snprintf(out, size, "target/%s", a->kind == SPLASH_TARGET_SAFETENSORS ? f->path
                                                                            : base_name(f->path));
 }

@@ -16,6 +16,7 @@ struct splash_assembly_file {
     uint64_t size;
     const char *blob;    /* SHA-256 (lfs) or git blob id */
     int lfs;
+    const char *link;    /* where in the assembly; NULL: target/ and the file's name */
 };
 
 struct splash_assembly {

@@ -80,6 +80,103 @@ static enum splash_status copy_header(const struct splash_hub_env *env,
     }
 }
 
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* model-check on a copy, its verdict in one line. */
+static enum splash_status check(const struct splash_registry *registry, const char *path,
+                                char *family, size_t family_size, struct splash_err *err)
+{
+    struct splash_check_result res;
+    struct splash_err cerr = {{0}};
+    enum splash_status st = splash_model_check(registry, path, &res, &cerr);
+    if (st) {
+        char line[200];
+        snprintf(line, sizeof line, "%s", res.problems ? res.problems : cerr.msg);
+        line[strcspn(line, "\n")] = 0;
+        splash_err_set(err, st, "model-check refused it before any weight download: %s", line);
+    } else {
+        snprintf(family, family_size, "%s", res.family);
+    }
+    splash_check_result_free(&res);
+    return st;
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *out = fopen(path, "wb");
+    int bad = !out || fwrite(buf, 1, len, out) != len;
+    bad |= out && fclose(out) != 0;
+    return bad ? -1 : 0;
+}
+
+/* A shard's header: its 8-byte little-endian length, then that much JSON. */
+static enum splash_status copy_safetensors_header(const struct splash_hub_env *env,
+                                                  const struct splash_hub_file *f,
+                                                  const char *source, const char *url,
+                                                  const char *out_path, struct splash_err *err)
+{
+    unsigned char head[8];
+    size_t got = 0;
+    enum splash_status st = read_prefix(env, source, url, head, sizeof head, &got, err);
+    if (!st && got < 8)
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "shorter than 8 bytes");
+    uint64_t len = 0;
+    for (int i = 7; !st && i >= 0; i--)
+        len = len << 8 | head[i];
+    if (!st && (len == 0 || len > (100u << 20) || 8 + len > f->size))
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "a header of %llu bytes",
+                            (unsigned long long)len);
+    unsigned char *buf = st ? NULL : malloc(8 + (size_t)len);
+    if (!st && !buf)
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    if (!st && !(st = read_prefix(env, source, url, buf, 8 + (size_t)len, &got, err)) &&
+        got != 8 + len)
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "its header ends early");
+    if (!st && write_file(out_path, buf, (size_t)got))
+        st = splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot write it", out_path);
+    free(buf);
+    if (st) {
+        struct splash_err inner = *err;
+        splash_err_set(err, st, "%.100s: reading its header: %s", f->path, inner.msg);
+    }
+    return st;
+}
+
+enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_env *env,
+                                                        const struct splash_registry *registry,
+                                                        const struct splash_hub_file *const *files,
+                                                        const char *const *sources,
+                                                        const char *const *urls, size_t n,
+                                                        const char *work_dir, char *family,
+                                                        size_t family_size,
+                                                        struct splash_err *err)
+{
+    family[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        char out[PATH_MAX];
+        const char *name = base_name(files[i]->path);
+        size_t len = strlen(name);
+        snprintf(out, sizeof out, "%.3800s/%s", work_dir, name);
+        enum splash_status st;
+        if (len > 12 && !strcmp(name + len - 12, ".safetensors")) {
+            st = copy_safetensors_header(env, files[i], sources[i], urls[i], out, err);
+        } else if (!strcmp(name, "config.json") || !strcmp(name, "model.safetensors.index.json")) {
+            if (!sources[i] || symlink(sources[i], out))
+                return splash_err_set(err, SPLASH_ERR_IO, "%.100s: cannot read it", name);
+            st = SPLASH_OK;
+        } else {
+            continue;
+        }
+        if (st)
+            return st;
+    }
+    return check(registry, work_dir, family, family_size, err);
+}
+
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
                                                  const struct splash_registry *registry,
                                                  const struct splash_hub_file *const *files,
@@ -100,19 +197,5 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
         if (st)
             return st;
     }
-    struct splash_check_result res;
-    struct splash_err cerr = {{0}};
-    enum splash_status st = splash_model_check(registry, first, &res, &cerr);
-    if (st) {
-        const char *why = res.problems ? res.problems : cerr.msg;
-        /* one line: model-check's first reason */
-        char line[200];
-        snprintf(line, sizeof line, "%s", why);
-        line[strcspn(line, "\n")] = 0;
-        splash_err_set(err, st, "model-check refused it before any weight download: %s", line);
-    } else {
-        snprintf(family, family_size, "%s", res.family);
-    }
-    splash_check_result_free(&res);
-    return st;
+    return check(registry, first, family, family_size, err);
 }

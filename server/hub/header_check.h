@@ -21,4 +21,18 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
                                                  const char *work_dir, char *family,
                                                  size_t family_size, struct splash_err *err);
 
+
+/* The same for a safetensors (MLX, Model Optimizer, compressed-tensors) target: files are
+ * its config.json, index and other small files, whose sources must be local (downloaded
+ * already), and its .safetensors shards, whose headers (the 8-byte length and the JSON) are
+ * read by range requests unless local. model-check runs on the directory of copies. */
+enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_env *env,
+                                                        const struct splash_registry *registry,
+                                                        const struct splash_hub_file *const *files,
+                                                        const char *const *sources,
+                                                        const char *const *urls, size_t n,
+                                                        const char *work_dir, char *family,
+                                                        size_t family_size,
+                                                        struct splash_err *err);
+
 #endif

@@ -19,6 +19,7 @@
 #include "server/hub/env.h"
 #include "server/hub/fetch.h"
 #include "server/hub/header_check.h"
+#include "server/hub/retire.h"
 
 #define REVISION_TIMEOUT 5.0 /* server.md "Revisions": one request of at most 5 s */
 #define PARALLEL_DOWNLOADS 4
@@ -66,11 +67,15 @@ static void name_part(const char *in, char *out, size_t size)
     out[o] = 0;
 }
 
-/* The installation lock of models_dir, held until the process exits or unlocks. */
 static int take_lock(const struct ctx *c, struct splash_err *err)
 {
+    return splash_install_lock(c->models_dir, c->req->line, err);
+}
+
+int splash_install_lock(const char *models_dir, splash_hub_line_fn line, struct splash_err *err)
+{
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%.3900s/.lock", c->models_dir);
+    snprintf(path, sizeof path, "%.3900s/.lock", models_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         splash_err_set(err, SPLASH_ERR_IO, "%.200s: %s (the installation lock)", path,
@@ -78,7 +83,12 @@ static int take_lock(const struct ctx *c, struct splash_err *err)
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB)) {
-        say(c, "Installing · waiting for another installation in %s", c->models_dir);
+        if (line) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "Installing · waiting for another installation in %s",
+                     models_dir);
+            line(msg);
+        }
         if (flock(fd, LOCK_EX)) {
             close(fd);
             splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot lock it", path);
@@ -187,7 +197,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
 
 /* ---- from the Hub ---------------------------------------------------------------- */
 
-static int wanted_safetensors_file(const char *path, int language_only)
+int splash_install_wants_file(const char *path, int language_only)
 {
     static const char *const names[] = {
         "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
@@ -208,6 +218,69 @@ static const char *base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
+}
+
+/* Downloads the files' blobs the cache lacks (all of them, or with weights 0 all but the
+ * .safetensors shards), with progress. */
+static enum splash_status fetch_missing(struct ctx *c, const struct splash_hub_revision *rev,
+                                        const struct splash_hub_file **files, size_t n,
+                                        char (*urls)[4096], char (*blob_paths)[PATH_MAX],
+                                        int weights, struct splash_err *err)
+{
+    uint64_t to_fetch = 0;
+    size_t n_fetch = 0;
+    int *pick = calloc(n ? n : 1, sizeof *pick);
+    if (!pick)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(files[i]->path);
+        int shard = len > 12 && !strcmp(files[i]->path + len - 12, ".safetensors");
+        if ((weights || !shard) &&
+            !splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size)) {
+            pick[i] = 1;
+            to_fetch += files[i]->size;
+            n_fetch++;
+        }
+    }
+    enum splash_status st = SPLASH_OK;
+    char blobs_dir[PATH_MAX];
+    snprintf(blobs_dir, sizeof blobs_dir, "%.3900s/blobs", c->repo_dir);
+    if (!n_fetch || (st = splash_make_dirs(blobs_dir, 0755, err))) {
+        free(pick);
+        return st;
+    }
+    char total[32];
+    splash_hub_format_bytes(to_fetch, total, sizeof total);
+    say(c, "Downloading · %s at %.12s: %zu file%s, %s", c->req->model, rev->commit, n_fetch,
+        n_fetch == 1 ? "" : "s", total);
+    struct splash_hub_job *jobs = calloc(n_fetch, sizeof *jobs);
+    const char **labels = calloc(n_fetch, sizeof *labels);
+    uint64_t *sizes = calloc(n_fetch, sizeof *sizes);
+    if (!jobs || !labels || !sizes)
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!pick[i])
+            continue;
+        struct splash_hub_job *job = &jobs[j];
+        job->name = files[i]->path;
+        snprintf(job->url, sizeof job->url, "%s", urls[i]);
+        snprintf(job->dest, sizeof job->dest, "%s", blob_paths[i]);
+        job->size = files[i]->size;
+        snprintf(job->digest, sizeof job->digest, "%s", files[i]->blob);
+        job->lfs = files[i]->lfs;
+        labels[j] = base_name(files[i]->path);
+        sizes[j] = files[i]->size;
+        j++;
+    }
+    if (!st) {
+        struct splash_hub_progress *p =
+            splash_hub_progress_start(labels, sizes, j, c->req->tty, 5.0, c->req->line);
+        st = splash_hub_download(&c->env, jobs, j, PARALLEL_DOWNLOADS, p, err);
+        splash_hub_progress_stop(p);
+    }
+    free(jobs), free(labels), free(sizes), free(pick);
+    return st;
 }
 
 /* Installs revision `rev` (the Hub's answer): header check, downloads of the blobs the
@@ -235,7 +308,7 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     if (t.kind == SPLASH_TARGET_SAFETENSORS) {
         for (size_t i = 0; i < rev->n_files; i++)
-            if (wanted_safetensors_file(rev->files[i].path, c->req->language_only))
+            if (splash_install_wants_file(rev->files[i].path, c->req->language_only))
                 files[n++] = &rev->files[i];
     } else {
         for (int k = 1; k <= t.n_parts && !st; k++) {
@@ -252,19 +325,16 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     char (*blob_paths)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
     if (!urls || !blob_paths)
         st = st ? st : splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    uint64_t to_fetch = 0;
-    size_t n_fetch = 0;
     for (size_t i = 0; i < n && !st; i++) {
         splash_hub_file_url(&c->env, c->repo_id, rev->commit, files[i]->path, urls[i], 4096);
         splash_hub_cache_blob_path(c->repo_dir, files[i]->blob, blob_paths[i], PATH_MAX);
-        if (!splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size)) {
-            to_fetch += files[i]->size;
-            n_fetch++;
-        }
     }
-    /* model-check on the GGUF's headers before any weight moves */
+    /* a safetensors target's small files come first: model-check reads its config.json */
+    if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 0, err);
+    /* model-check on the headers before any weight moves */
     char family[64] = "";
-    if (!st && t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
+    if (!st && c->req->registry) {
         const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
         char work[PATH_MAX];
         snprintf(work, sizeof work, "%.3900s/.check-%d", c->models_dir, (int)getpid());
@@ -276,8 +346,11 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
                 src[i] = have ? blob_paths[i] : NULL;
                 u[i] = urls[i];
             }
-            st = splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n, work,
-                                               family, sizeof family, err);
+            st = t.kind == SPLASH_TARGET_SAFETENSORS
+                     ? splash_hub_check_safetensors_headers(&c->env, c->req->registry, files, src,
+                                                            u, n, work, family, sizeof family, err)
+                     : splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n,
+                                                     work, family, sizeof family, err);
             for (size_t i = 0; i < n; i++) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%.3800s/%s", work, base_name(files[i]->path));
@@ -291,42 +364,8 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         }
         free(src), free(u);
     }
-    /* the blobs the cache lacks */
-    char blobs_dir[PATH_MAX];
-    snprintf(blobs_dir, sizeof blobs_dir, "%.3900s/blobs", c->repo_dir);
-    if (!st && n_fetch && !(st = splash_make_dirs(blobs_dir, 0755, err))) {
-        char total[32];
-        splash_hub_format_bytes(to_fetch, total, sizeof total);
-        say(c, "Downloading · %s at %.12s: %zu file%s, %s", c->req->model, rev->commit, n_fetch,
-            n_fetch == 1 ? "" : "s", total);
-        struct splash_hub_job *jobs = calloc(n_fetch, sizeof *jobs);
-        const char **labels = calloc(n_fetch, sizeof *labels);
-        uint64_t *sizes = calloc(n_fetch, sizeof *sizes);
-        if (!jobs || !labels || !sizes)
-            st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-        size_t j = 0;
-        for (size_t i = 0; i < n && !st; i++) {
-            if (splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size))
-                continue;
-            struct splash_hub_job *job = &jobs[j];
-            job->name = files[i]->path;
-            snprintf(job->url, sizeof job->url, "%s", urls[i]);
-            snprintf(job->dest, sizeof job->dest, "%s", blob_paths[i]);
-            job->size = files[i]->size;
-            snprintf(job->digest, sizeof job->digest, "%s", files[i]->blob);
-            job->lfs = files[i]->lfs;
-            labels[j] = base_name(files[i]->path);
-            sizes[j] = files[i]->size;
-            j++;
-        }
-        if (!st) {
-            struct splash_hub_progress *p =
-                splash_hub_progress_start(labels, sizes, j, c->req->tty, 5.0, c->req->line);
-            st = splash_hub_download(&c->env, jobs, j, PARALLEL_DOWNLOADS, p, err);
-            splash_hub_progress_stop(p);
-        }
-        free(jobs), free(labels), free(sizes);
-    }
+    if (!st)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 1, err);
     /* snapshot links, refs, the assembly */
     struct splash_assembly_file *af = calloc(n ? n : 1, sizeof *af);
     char (*sources)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
@@ -454,6 +493,7 @@ enum splash_status splash_install(const struct splash_install_request *req,
                 st = SPLASH_OK;
             } else if (!st) {
                 say(&c, "Installed · %s at %.12s in %s", req->model, out->commit, out->dir);
+                splash_hub_retire(c.inst_dir, out->commit, c.repo_dir, req->line);
             }
         }
         splash_hub_revision_free(&rev);

@@ -40,6 +40,13 @@ struct splash_installed {
 enum splash_status splash_install(const struct splash_install_request *req,
                                   struct splash_installed *out, struct splash_err *err);
 
+/* The installation lock of models_dir (a descriptor to close), waiting for another holder
+ * with a line; -1 on failure. */
+int splash_install_lock(const char *models_dir, splash_hub_line_fn line, struct splash_err *err);
+
+/* Does a safetensors target need this repository file (config, tokenizer, index, shards)? */
+int splash_install_wants_file(const char *path, int language_only);
+
 /* DATA/models, made when missing. */
 enum splash_status splash_install_models_dir(char *out, size_t size, struct splash_err *err);
 

@@ -13,4 +13,10 @@ struct splash_serve_opts;
 int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
                              char *msg, size_t msg_size);
 
+/* `splash serve --model-dir PATH`: the same preparation splash prepare does (models.md
+ * "Local model files"), the variant from --model's :VARIANT, --draft-model and --mmproj
+ * linked beside it; the prepared directory is held while the server runs. */
+int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size);
+
 #endif

@@ -101,7 +101,7 @@ test("a split GGUF in a folder installs; a new commit downloads only the changed
   const [p1, p2] = splitGguf(stories, 2);
   const files = { "Q8_0/Stories-Q8_0-00001-of-00002.gguf": p1, "Q8_0/Stories-Q8_0-00002-of-00002.gguf": p2,
                   "Stories-BF16.gguf": bf16 };
-  hub.commit("test/Split-GGUF", files);
+  const commit1 = hub.commit("test/Split-GGUF", files);
   const r = await pull(h, "test/Split-GGUF:q8_0");
   assert.equal(r.code, 0, r.err);
   const dir = r.out.trim();
@@ -120,6 +120,23 @@ test("a split GGUF in a folder installs; a new commit downloads only the changed
   assert.ok(hub.bytesServed < p2b.length + (1 << 20), `served ${hub.bytesServed}`);
   const meta = JSON.parse(fs.readFileSync(path.join(r2.out.trim(), "model.json"), "utf8"));
   assert.equal(meta.commit, commit2);
+  // the earlier commit's assembly, snapshot and the blob only it used are freed
+  const repo = repoDir(h, "test/Split-GGUF");
+  assert.ok(!fs.existsSync(dir), "the earlier assembly is removed");
+  assert.ok(!fs.existsSync(path.join(repo, "snapshots", commit1)));
+  assert.ok(!fs.existsSync(path.join(repo, "blobs", await sha256(p2))));
+  assert.ok(fs.existsSync(path.join(repo, "blobs", await sha256(p1))), "the shared part stays");
+
+  // an assembly a server holds is kept, with its files
+  const held = spawn("flock", ["-s", path.join(r2.out.trim(), "model.json"), "sleep", "20"], { stdio: "ignore" });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  hub.commit("test/Split-GGUF", { ...files, "Q8_0/Stories-Q8_0-00002-of-00002.gguf": p2 });
+  const r3 = await pull(h, "test/Split-GGUF:q8_0");
+  held.kill();
+  assert.equal(r3.code, 0, r3.err);
+  assert.match(r3.err, /kept [0-9a-f]{12}: a running server holds it/);
+  assert.ok(fs.existsSync(path.join(r2.out.trim(), "model.json")));
+  assert.ok(fs.existsSync(path.join(repo, "blobs", await sha256(p2b))));
 });
 
 test("--offline, HF_HUB_OFFLINE, a pinned commit and an unreachable or silent Hub start the installed model", async () => {
@@ -146,6 +163,25 @@ test("--offline, HF_HUB_OFFLINE, a pinned commit and an unreachable or silent Hu
   assert.equal(silent.code, 0, silent.err);
   assert.match(silent.err, /did not answer within 5 s; starting the installed/);
   assert.ok(Date.now() - t0 < 9000);
+
+  // a damaged installation is rebuilt from the cache without the Hub
+  const installed = fs.realpathSync(path.join(h.models, "test--Offline-GGUF--Q8_0", "current"));
+  fs.unlinkSync(path.join(installed, "target/Stories-Q8_0.gguf"));
+  hub.reset();
+  const rebuilt = await pull(h, "test/Offline-GGUF:Q8_0", "--offline");
+  assert.equal(rebuilt.code, 0, rebuilt.err);
+  assert.match(rebuilt.err, /installed test\/Offline-GGUF:Q8_0 at [0-9a-f]{12} from the Hugging Face cache/);
+  assert.ok(fs.existsSync(path.join(installed, "target/Stories-Q8_0.gguf")));
+  assert.equal(hub.requests.length, 0);
+  // without its blob, nothing is served and the line says why
+  fs.unlinkSync(path.join(installed, "target/Stories-Q8_0.gguf"));
+  const blob = path.join(repoDir(h, "test/Offline-GGUF"), "blobs", await sha256(stories));
+  fs.renameSync(blob, blob + ".away");
+  const gone = await pull(h, "test/Offline-GGUF:Q8_0", "--offline");
+  assert.equal(gone.code, 1);
+  assert.match(gone.err, /Stories-Q8_0.gguf: a broken link \(its blob is gone\)/);
+  fs.renameSync(blob + ".away", blob);
+  assert.equal((await pull(h, "test/Offline-GGUF:Q8_0", "--offline")).code, 0);
 
   // the 40-hex revision never moves: installed once, then no request
   const pinned = await pull(h, "test/Offline-GGUF:Q8_0", "--revision", commit);
@@ -323,4 +359,29 @@ test("splash serve --model OWNER/REPO:VARIANT through HF_ENDPOINT answers a chat
     proc.kill("SIGTERM");
     await new Promise((resolve) => (proc.exitCode !== null ? resolve() : proc.on("exit", resolve)));
   }
+});
+
+test("an MLX repository installs its config, tokenizer and shards after model-check on their headers", async () => {
+  const h = home();
+  const dir = path.join(testdata, "safetensors/qwen35-stories-mlx-4bit");
+  const files = {};
+  for (const f of fs.readdirSync(dir)) files[f] = fs.readFileSync(path.join(dir, f));
+  files["README.md"] = Buffer.from("# mlx\n");
+  hub.commit("test/Stories-MLX", files);
+  hub.reset();
+  const r = await pull(h, "test/Stories-MLX");
+  assert.equal(r.code, 0, r.err);
+  const out = r.out.trim();
+  for (const f of ["config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"])
+    assert.ok(fs.readFileSync(path.join(out, "target", f)).equals(files[f]), f);
+  assert.ok(!fs.existsSync(path.join(out, "target/README.md")));
+  const shard = await sha256(files["model.safetensors"]);
+  const reads = cdnRequests(shard);
+  assert.ok(reads[0].range, "the shard's header is read by a range request first");
+  const check = await run(["model-check", path.join(out, "target")], h.env);
+  assert.equal(check.code, 0, check.err);
+  // serve installs it and says this build serves GGUF models
+  const serve = await run(["serve", "--model", "test/Stories-MLX", "--port", String(await freePort())], h.env);
+  assert.equal(serve.code, 1);
+  assert.match(serve.err, /safetensors checkpoint and this build serves GGUF models/);
 });
