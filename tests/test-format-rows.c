@@ -669,8 +669,9 @@ static void own_check(void **state)
 
 static void no_entry(void **state)
 {
-    fail_msg("format %s is registered, but test-format-rows.c has no entry for it",
-             (const char *)*state);
+    const struct splash_format_type *f = *state;
+    fail_msg("format %s is registered, but test-format-rows.c has no %s entry for it", f->name,
+             f->flags & SPLASH_FORMAT_REPACKED ? "repacked (.repack)" : "plain");
 }
 
 static void stale_entry(void **state)
@@ -752,8 +753,7 @@ static void list_tests(struct splash_registry *r, struct test_list *l)
                 }
             const int repacked = (f->flags & SPLASH_FORMAT_REPACKED) != 0;
             if (!e || !e->repack != !repacked) {
-                add(l, f->name, repacked ? "a repacked entry" : "a plain entry", no_entry, NULL,
-                    NULL, (void *)f->name);
+                add(l, f->name, "has a table entry", no_entry, NULL, NULL, (void *)f);
             } else if (repacked) {
                 add_repacked(l, e);
             } else {
