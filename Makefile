@@ -175,7 +175,7 @@ $(BUILD)/splash-plugin.pc: Makefile
 
 # ---- tests ---------------------------------------------------------------
 # Deliberately broken plugins for the loader tests.
-$(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c
+$(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c $(wildcard tests/plugins/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<
 
