@@ -219,6 +219,9 @@ install: all
 	install -m 644 packaging/completions/splash.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/splash
 	install -m 644 packaging/completions/_splash $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_splash
 	install -m 644 packaging/completions/splash.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/splash.fish
+	install -d $(DESTDIR)$(PREFIX)/share/splash/demo
+	install -m 644 packaging/demo/splash-demo-Q8_0.gguf packaging/demo/LICENSE \
+	    packaging/demo/README.md $(DESTDIR)$(PREFIX)/share/splash/demo/
 
 clean:
 	rm -rf $(BUILD)
