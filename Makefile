@@ -249,6 +249,9 @@ install: all $(BUILD)/splash.1
 	    > $(DESTDIR)$(PREFIX)/lib/systemd/system/splash.service
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/systemd/splash-user.service.in \
 	    > $(DESTDIR)$(PREFIX)/lib/systemd/user/splash.service
+	install -d $(DESTDIR)$(PREFIX)/share/splash/demo
+	install -m 644 packaging/demo/splash-demo-Q8_0.gguf packaging/demo/LICENSE \
+	    packaging/demo/README.md $(DESTDIR)$(PREFIX)/share/splash/demo/
 
 clean:
 	rm -rf $(BUILD)

@@ -92,9 +92,10 @@ int splash_cmd_serve(int argc, char **argv)
     app.model_name = o.model ? o.model : "splash/demo";
     app.demo = o.demo && !o.model_dir;
     if (app.demo)
-        splash_console_line(SPLASH_CONSOLE_OUT,
-                            "Demo · serving a small demonstration model with random weights: its "
-                            "text is meaningless (pass --model-dir for a real model)");
+        splash_console_line(
+            SPLASH_CONSOLE_OUT,
+            "Demo · serving a tiny story model: it tells simple "
+            "children's stories and little else (pass --model-dir for a real model)");
     if (splash_http_check_port(&o, msg, sizeof msg)) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
@@ -159,7 +160,7 @@ int splash_cmd_serve(int argc, char **argv)
                                         .max_memory = o.max_memory,
                                         .decode_share = o.decode_share};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
-                        app.demo ? " (demonstration model with random weights)" : "");
+                        app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
     if (!app.engine) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · cannot start the engine");

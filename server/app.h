@@ -37,7 +37,7 @@ struct splash_app {
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */
     int n_stop_ids;
-    int demo;                        /* random-weight demonstration model */
+    int demo;                        /* the shipped demonstration story model */
     double started_at;
     double last_activity;            /* monotonic seconds of the last admitted request */
     int released;                    /* the weights' memory was released while idle */

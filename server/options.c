@@ -57,7 +57,7 @@ static const struct opt opts_table[] = {
     {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
-    {"--demo", NULL, "serve a small random-weight demonstration model"},
+    {"--demo", NULL, "serve the tiny story model shipped with Splash (packaging/demo)"},
 };
 
 void splash_serve_help(void)
