@@ -46,9 +46,16 @@ else
 endif
 srcs_in = $(filter-out $(SKIP_SRCS),$(shell find $1 -name '*.c' 2>/dev/null | sort))
 
+# The layers (docs/architecture.md; `make check-layers` holds includes to them):
+# libsplash.so holds the plugin core (core/) and its compute layer (kernels/); the text
+# library (server/text: tokenizer, grammar), the engine (server/engine), the HTTP front
+# (the rest of server/) and the model writer (cli/modelgen) are archives above it.
 CORE_SRCS    := $(call srcs_in,core kernels)
-SERVER_SRCS  := $(call srcs_in,server)
-CLI_SRCS     := $(call srcs_in,cli)
+TEXT_SRCS    := $(call srcs_in,server/text)
+ENGINE_SRCS  := $(call srcs_in,server/engine)
+SERVER_SRCS  := $(filter-out server/text/% server/engine/%,$(call srcs_in,server))
+MODELGEN_SRCS := $(call srcs_in,cli/modelgen)
+CLI_SRCS     := $(filter-out cli/modelgen/%,$(call srcs_in,cli))
 FORMATS      := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard formats/*/*.c)))))
 FAMILIES     := $(filter-out common,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard families/*/*.c))))))
 FAMILY_COMMON_SRCS := $(call srcs_in,families/common)
@@ -68,6 +75,11 @@ bobj = $(patsubst %.c,$(BUILD)/bobj/%.o,$1)
 
 LIBSPLASH   := $(BUILD)/libsplash.$(SO)
 LIBSERVER   := $(BUILD)/libsplash-server.a
+LIBENGINE   := $(BUILD)/libsplash-engine.a
+LIBTEXT     := $(BUILD)/libsplash-text.a
+LIBMODELGEN := $(BUILD)/libsplash-modelgen.a
+# the archives above libsplash.so, in link order (each uses only those after it)
+APP_LIBS    := $(LIBSERVER) $(LIBENGINE) $(LIBTEXT) $(LIBMODELGEN)
 LIBBUILTIN  := $(BUILD)/libsplash-builtin.a
 PLUGIN_DIR  := $(BUILD)/lib/splash
 FORMAT_SOS  := $(foreach f,$(FORMATS),$(PLUGIN_DIR)/libsplash-format-$(f).$(SO))
@@ -79,7 +91,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -124,10 +136,22 @@ $(LIBSERVER): $(call obj,$(SERVER_SRCS)) $(WEBUI_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
+$(LIBENGINE): $(call obj,$(ENGINE_SRCS))
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(LIBTEXT): $(call obj,$(TEXT_SRCS))
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(LIBMODELGEN): $(call obj,$(MODELGEN_SRCS))
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
 # The mark tells build/splash it runs from a build tree: it then loads build/lib/splash
 # (core/plugin_search.h); installed copies never carry it.
-$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(LIBSERVER) $(LIBSPLASH) | $(BUILD)/.splash-build-tree
-	$(call say,LD,$@)$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(LIBSERVER) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
+$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(APP_LIBS) $(LIBSPLASH) | $(BUILD)/.splash-build-tree
+	$(call say,LD,$@)$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(APP_LIBS) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
 
 $(BUILD)/.splash-build-tree:
 	@mkdir -p $(dir $@)
@@ -180,21 +204,25 @@ $(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c $(wildcard tests/plugins/*.h)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<
 
 .SECONDEXPANSION:
-$(BUILD)/tests/%: tests/%.c $$(call test_isa_objs,$$*) $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+$(BUILD)/tests/%: tests/%.c $$(call test_isa_objs,$$*) $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) \
                   $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call test_isa_objs,$*) $(call obj,$(TEST_SUPPORT)) $(LIBSERVER) \
+	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call test_isa_objs,$*) $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) \
 	    -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive -L$(BUILD) -lsplash \
 	    $(RPATH_SUB) $(LIBS) -lcmocka
 
-test: all $(TESTS) $(BROKEN_SOS)
+# Includes point down the layers only (tests/check-layers.sh says which).
+check-layers:
+	@tests/check-layers.sh
+
+test: check-layers all $(TESTS) $(BROKEN_SOS)
 	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
 	    tests/packaging/run.sh tests/integration
 
 # ---- benchmarks ----------------------------------------------------------
-$(BUILD)/bench/%: bench/%.c $(LIBBUILTIN) $(LIBSPLASH)
+$(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive \
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(APP_LIBS) -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive \
 	    -L$(BUILD) -lsplash $(RPATH_SUB) $(LIBS)
 
 bench: all $(BENCHES)
@@ -205,7 +233,8 @@ bench: all $(BENCHES)
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
                -DSPLASH_VERSION='"$(VERSION)"'
-FUZZ_LIB_SRCS := $(CORE_SRCS) $(SERVER_SRCS) $(BUILD)/gen/webui_html.c
+FUZZ_LIB_SRCS := $(CORE_SRCS) $(TEXT_SRCS) $(ENGINE_SRCS) $(SERVER_SRCS) $(MODELGEN_SRCS) \
+                 $(BUILD)/gen/webui_html.c
 fobj = $(patsubst %.c,$(BUILD)/fobj/%.o,$1)
 
 $(BUILD)/fobj/%.o: %.c

@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "core/grammar/grammar.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/grammar/grammar.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 #define N_VOCAB 248320
 #define WALKS 30

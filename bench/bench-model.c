@@ -23,7 +23,7 @@
 #include "core/meta.h"
 #include "core/model_bench.h"
 #include "core/model_load.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 

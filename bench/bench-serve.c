@@ -42,11 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/engine/engine.h"
-#include "core/engine/protocol.h"
-#include "core/engine/step_bench.h"
+#include "server/engine/engine.h"
+#include "server/engine/protocol.h"
+#include "server/engine/step_bench.h"
 #include "core/model_load.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli/logits.h"
-#include "core/host_impl.h"
+#include "core/family.h"
 #include "core/meta.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
@@ -98,29 +98,6 @@ static int parse_tokens(const char *s, int32_t **out, int32_t *n_out)
     return 0;
 }
 
-/* The family that claims m with the highest score (NULL if none). */
-static const struct splash_family_plugin *
-pick_family(struct splash_registry *r, const struct splash_meta *m, struct splash_err *err)
-{
-    const struct splash_family_plugin *best = NULL;
-    int32_t best_score = 0;
-    for (size_t i = 0; i < splash_registry_n_families(r); i++) {
-        const struct splash_family_plugin *f = splash_registry_family(r, i);
-        struct splash_family_verdict v;
-        if (!f->check_config)
-            continue;
-        if (f->check_config(splash_host_get(), m, &v, err) != SPLASH_OK)
-            return NULL;
-        if (v.score > best_score) {
-            best = f;
-            best_score = v.score;
-        }
-    }
-    if (!best)
-        splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "no family serves this model");
-    return best;
-}
-
 int splash_cmd_logits(int argc, char **argv)
 {
     const char *model_dir = NULL, *tokens_arg = NULL, *out_path = NULL;
@@ -190,20 +167,21 @@ int splash_cmd_logits(int argc, char **argv)
         goto out_ids;
     }
     splash_meta_bind_formats(m, reg);
-    const struct splash_family_plugin *fam = pick_family(reg, m, &err);
-    if (!fam) {
+    /* the same selection as every start: claims, then check_config's score */
+    const struct splash_family_plugin *fam = NULL;
+    struct splash_family_verdict verdict;
+    if (splash_family_select(reg, m, &fam, &verdict, &err)) {
         fprintf(stderr, "splash logits: %s: %s\n", path, err.msg);
         goto out_meta;
     }
     opts.pool = splash_pool_create(threads);
     void *model = NULL, *seq = NULL;
-    if (fam->model_create(splash_host_get(), m, &opts, &model, &err)) {
+    struct splash_model_info info;
+    if (splash_family_model_create(reg, fam, m, &opts, &model, &info, &err)) {
         fprintf(stderr, "splash logits: %s\n", err.msg);
         goto out_pool;
     }
-    struct splash_model_info info;
-    fam->model_info(model, &info);
-    if (fam->seq_create(model, &seq, &err)) {
+    if (splash_family_seq_create(fam, model, &seq, &err)) {
         fprintf(stderr, "splash logits: %s\n", err.msg);
         goto out_model;
     }
@@ -221,7 +199,7 @@ int splash_cmd_logits(int argc, char **argv)
                                        .pos0 = i,
                                        .logits = logits + (size_t)i * (size_t)info.n_vocab,
                                        .logits_all = 1};
-            if (fam->forward(model, &lane, 1, &err)) {
+            if (splash_family_forward(fam, model, &lane, 1, &err)) {
                 fprintf(stderr, "splash logits: token %d: %s\n", i, err.msg);
                 goto out_logits;
             }
@@ -233,7 +211,7 @@ int splash_cmd_logits(int argc, char **argv)
                                    .pos0 = 0,
                                    .logits = logits,
                                    .logits_all = 1};
-        if (fam->forward(model, &lane, 1, &err)) {
+        if (splash_family_forward(fam, model, &lane, 1, &err)) {
             fprintf(stderr, "splash logits: %s\n", err.msg);
             goto out_logits;
         }
@@ -255,9 +233,9 @@ int splash_cmd_logits(int argc, char **argv)
 out_logits:
     free(logits);
 out_seq:
-    fam->seq_destroy(model, seq);
+    splash_family_seq_destroy(fam, model, seq);
 out_model:
-    fam->model_destroy(model);
+    splash_family_model_destroy(fam, model);
 out_pool:
     splash_pool_destroy(opts.pool);
 out_meta:

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/model_cmds.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
 
 static void usage(FILE *f)

@@ -7,11 +7,12 @@
 #include <time.h>
 
 #include "cli/model_cmds.h"
+#include "core/family.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
-#include "core/tokenizer/tokenizer.h"
-#include "kernels/sampling.h"
+#include "server/text/tokenizer/tokenizer.h"
+#include "server/engine/sampling.h"
 
 static void usage(FILE *f)
 {
@@ -149,7 +150,7 @@ int splash_cmd_run(int argc, char **argv)
         goto out;
     }
     sampler_ok = 1;
-    if (fam->seq_create(lm->model, &seq, &err)) {
+    if (splash_family_seq_create(fam, lm->model, &seq, &err)) {
         fprintf(stderr, "splash run: %s\n", err.msg);
         goto out;
     }
@@ -160,7 +161,7 @@ int splash_cmd_run(int argc, char **argv)
     double t0 = now_seconds();
     struct splash_lane lane = {.seq = seq, .tokens = ids.ids, .n_tokens = (int32_t)ids.n,
                                .pos0 = 0, .logits = logits, .logits_all = 0};
-    if (fam->forward(lm->model, &lane, 1, &err)) {
+    if (splash_family_forward(fam, lm->model, &lane, 1, &err)) {
         fprintf(stderr, "\nsplash run: prefill: %s\n", err.msg);
         goto out;
     }
@@ -193,7 +194,7 @@ int splash_cmd_run(int argc, char **argv)
             break;
         lane = (struct splash_lane){.seq = seq, .tokens = &next, .n_tokens = 1, .pos0 = pos++,
                                     .logits = logits, .logits_all = 0};
-        if (fam->forward(lm->model, &lane, 1, &err)) {
+        if (splash_family_forward(fam, lm->model, &lane, 1, &err)) {
             fprintf(stderr, "\nsplash run: token %d: %s\n", n_gen, err.msg);
             goto out;
         }
@@ -210,8 +211,7 @@ int splash_cmd_run(int argc, char **argv)
             t_gen > 0 ? (double)n_gen / t_gen : 0.0);
     rc = 0;
 out:
-    if (seq)
-        fam->seq_destroy(lm->model, seq);
+    splash_family_seq_destroy(fam, lm->model, seq);
     if (sampler_ok)
         splash_sampler_free(&sampler);
     splash_tok_bytes_free(&text);

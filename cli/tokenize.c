@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/tokenize.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 struct tok_args {
     const char *model_dir;

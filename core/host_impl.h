@@ -1,4 +1,5 @@
-/* The core's side of the host table and the services behind it. */
+/* The core's runtime services behind the host table (logging, memory, CPU features,
+ * kernel rows), which the compute layer uses too. */
 #ifndef SPLASH_CORE_HOST_IMPL_H
 #define SPLASH_CORE_HOST_IMPL_H
 
@@ -6,8 +7,9 @@
 #include "splash/plugin.h"
 #include "splash/host.h"
 
-/* The host table passed to every plugin (static storage, process lifetime). */
-const struct splash_host *splash_host_get(void);
+/* The compute layer's kernel table (kernels/table.c defines it): the core hands it to
+ * plugins through the host table and includes nothing of the kernels. */
+const struct splash_kernels *splash_kernels_get(void);
 
 /* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512) is applied. */
 uint64_t splash_cpu_features(void);

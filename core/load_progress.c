@@ -1,6 +1,7 @@
 #include "core/load_progress.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,15 @@
 #include <time.h>
 
 #include "core/host_impl.h"
-#include "kernels/kernels_impl.h"
 
 #define PROGRESS_PERIOD_S 2
+
+static atomic_uint_least64_t bytes_prepared;
+
+void splash_load_progress_add(uint64_t bytes)
+{
+    atomic_fetch_add(&bytes_prepared, bytes);
+}
 
 struct splash_load_progress {
     pthread_t thread;
@@ -36,7 +43,7 @@ static void *progress_main(void *arg)
         }
         if (p->done)
             break;
-        uint64_t got = splash_matmul_bytes_prepared() - p->base;
+        uint64_t got = atomic_load(&bytes_prepared) - p->base;
         double share = p->total ? 100.0 * (double)got / (double)p->total : 0;
         splash_log(SPLASH_LOG_INFO, NULL, "Loading · %s · %.0f%% of %.2f GiB of weights",
                    p->name, share > 100 ? 100 : share,
@@ -54,7 +61,7 @@ struct splash_load_progress *splash_load_progress_start(const char *name, uint64
     const char *base = strrchr(name, '/');
     snprintf(p->name, sizeof p->name, "%s", base ? base + 1 : name);
     p->total = total_bytes;
-    p->base = splash_matmul_bytes_prepared();
+    p->base = atomic_load(&bytes_prepared);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->done_cond, NULL);
     if (pthread_create(&p->thread, NULL, progress_main, p) != 0) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/family.h"
 #include "core/model_load.h"
 
 static double now_seconds(void)
@@ -22,23 +23,23 @@ static enum splash_status run_once(struct splash_loaded_model *lm, const int32_t
 {
     const struct splash_family_plugin *fam = lm->family;
     void *seq = NULL;
-    enum splash_status st = fam->seq_create(lm->model, &seq, err);
+    enum splash_status st = splash_family_seq_create(fam, lm->model, &seq, err);
     if (st)
         return st;
     double t0 = now_seconds();
     if (batch) {
         struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = n, .pos0 = 0,
                                    .logits = logits, .logits_all = 0};
-        st = fam->forward(lm->model, &lane, 1, err);
+        st = splash_family_forward(fam, lm->model, &lane, 1, err);
     } else {
         for (int32_t i = 0; i < n && !st; i++) {
             struct splash_lane lane = {.seq = seq, .tokens = tokens + i, .n_tokens = 1,
                                        .pos0 = i, .logits = logits, .logits_all = 0};
-            st = fam->forward(lm->model, &lane, 1, err);
+            st = splash_family_forward(fam, lm->model, &lane, 1, err);
         }
     }
     *seconds = now_seconds() - t0;
-    fam->seq_destroy(lm->model, seq);
+    splash_family_seq_destroy(fam, lm->model, seq);
     return st;
 }
 

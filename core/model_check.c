@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/checkpoint_rules.h"
-#include "core/host_impl.h"
+#include "core/family.h"
 #include "core/meta.h"
 #include "core/registry.h"
 #include "core/target.h"
@@ -192,77 +192,6 @@ static char *problems_text(const struct problem_list *pl)
 
 /* ---- family selection ---------------------------------------------------- */
 
-static const char *meta_architecture(const struct splash_meta *m, char *buf, size_t size)
-{
-    const struct splash_meta_api *api = splash_meta_api_get();
-    const char *arch = NULL;
-    struct splash_err err;
-    if (m->source == SPLASH_META_GGUF) {
-        if (api->get_str(m, "general.architecture", &arch, &err) != SPLASH_OK)
-            return NULL;
-    } else if (api->get_str(m, "text_config.model_type", &arch, &err) != SPLASH_OK &&
-               api->get_str(m, "model_type", &arch, &err) != SPLASH_OK) {
-        return NULL;
-    }
-    snprintf(buf, size, "%s", arch);
-    return buf;
-}
-
-static int claims(const struct splash_family_plugin *f, int source, const char *arch)
-{
-    const char *const *list = source == SPLASH_META_GGUF ? f->gguf_architectures : f->model_types;
-    for (size_t i = 0; list && list[i]; i++)
-        if (!strcmp(list[i], arch))
-            return 1;
-    return 0;
-}
-
-enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
-                                        const struct splash_family_plugin **family,
-                                        struct splash_family_verdict *verdict,
-                                        struct splash_err *err)
-{
-    char arch[128];
-    if (!meta_architecture(m, arch, sizeof arch))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s is missing", base_name(m->path),
-                              m->source == SPLASH_META_GGUF ? "general.architecture" : "model_type");
-    const struct splash_family_plugin *best = NULL, *tie = NULL;
-    struct splash_family_verdict best_v;
-    int claimed = 0;
-    for (size_t i = 0; i < splash_registry_n_families(r); i++) {
-        const struct splash_family_plugin *f = splash_registry_family(r, i);
-        if (!claims(f, m->source, arch))
-            continue;
-        claimed++;
-        struct splash_family_verdict v;
-        memset(&v, 0, sizeof v);
-        enum splash_status st = f->check_config(splash_host_get(), m, &v, err);
-        if (st != SPLASH_OK)
-            return st; /* the family serves this architecture and names what is wrong */
-        if (v.score <= 0)
-            continue;
-        if (!best || v.score > best_v.score) {
-            best = f;
-            best_v = v;
-            tie = NULL;
-        } else if (v.score == best_v.score) {
-            tie = f;
-        }
-    }
-    if (tie)
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%s: plugins %s and %s claim architecture %s equally",
-                              base_name(m->path), best->header.name, tie->header.name, arch);
-    if (!best)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              claimed ? "%s: architecture %s: its family declined this configuration"
-                                      : "%s: architecture %s is not one Splash serves (no family plugin claims it)",
-                              base_name(m->path), arch);
-    *family = best;
-    *verdict = best_v;
-    return SPLASH_OK;
-}
-
 /* ---- the tensor plan ------------------------------------------------------ */
 
 struct plan_ctx {
@@ -372,7 +301,7 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
         return SPLASH_OK;
     }
     struct plan_ctx pc = {.m = m};
-    st = f->declare_tensors(splash_host_get(), m, check_decl, &pc, err);
+    st = splash_family_declare_tensors(r, f, m, check_decl, &pc, err);
     if (st) {
         free(pc.problems.items);
         res->problems = strdup(err->msg);

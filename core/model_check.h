@@ -37,12 +37,6 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
                                            struct splash_err *err);
 void splash_check_result_free(struct splash_check_result *res);
 
-/* The family plugin whose claims and check_config take this metadata. */
-enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
-                                        const struct splash_family_plugin **family,
-                                        struct splash_family_verdict *verdict,
-                                        struct splash_err *err);
-
 /* Does a tensor of GGUF type `type_name` suit `role` (models.md "GGUF targets")? */
 int splash_role_accepts(uint32_t role, const char *type_name);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/host_impl.h"
+#include "core/family.h"
 #include "core/load_progress.h"
 #include "core/meta.h"
 #include "core/model_check.h"
@@ -41,11 +41,6 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
     splash_check_result_free(&res);
     if (st)
         goto out_close;
-    if (!lm->family->model_create || !lm->family->forward) {
-        st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family plugin %s cannot run models",
-                            lm->family->header.name);
-        goto out_close;
-    }
     struct splash_model_opts o = *opts;
     if (!o.pool) {
         lm->pool = splash_pool_create(n_threads);
@@ -60,11 +55,10 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
     for (size_t i = 0; i < api->n_tensors(lm->meta); i++)
         total += api->tensor_at(lm->meta, i)->n_bytes;
     struct splash_load_progress *progress = splash_load_progress_start(target, total);
-    st = lm->family->model_create(splash_host_get(), lm->meta, &o, &lm->model, err);
+    st = splash_family_model_create(r, lm->family, lm->meta, &o, &lm->model, &lm->info, err);
     splash_load_progress_stop(progress);
     if (st)
         goto out_pool;
-    lm->family->model_info(lm->model, &lm->info);
     *out = lm;
     return SPLASH_OK;
 out_pool:
@@ -81,8 +75,7 @@ void splash_model_unload(struct splash_loaded_model *lm)
 {
     if (!lm)
         return;
-    if (lm->model)
-        lm->family->model_destroy(lm->model);
+    splash_family_model_destroy(lm->family, lm->model);
     if (lm->owns_pool)
         splash_pool_destroy(lm->pool);
     splash_meta_close(lm->meta);

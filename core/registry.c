@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/format_links.h"
+#include "core/host.h"
 #include "core/host_impl.h"
 #include "core/plugin_search.h"
 
@@ -24,17 +26,57 @@ struct splash_registry {
     size_t n_formats;
     struct splash_family_plugin **families;
     size_t n_families;
+    struct splash_host host; /* handed to this registry's plugins */
 };
+
+/* The first live registry: ABI 1.0's context-free format look-ups answer from it. */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct splash_registry *primary;
+
+static const struct splash_format_type *primary_format_by_gguf(int32_t gguf_type)
+{
+    pthread_mutex_lock(&primary_lock);
+    const struct splash_format_type *f =
+        primary ? splash_registry_format_by_gguf(primary, gguf_type) : NULL;
+    pthread_mutex_unlock(&primary_lock);
+    return f;
+}
+
+static const struct splash_format_type *primary_format_by_name(const char *name)
+{
+    pthread_mutex_lock(&primary_lock);
+    const struct splash_format_type *f =
+        primary ? splash_registry_format_by_name(primary, name) : NULL;
+    pthread_mutex_unlock(&primary_lock);
+    return f;
+}
 
 struct splash_registry *splash_registry_create(void)
 {
-    return calloc(1, sizeof(struct splash_registry));
+    struct splash_registry *r = calloc(1, sizeof(struct splash_registry));
+    if (!r)
+        return NULL;
+    splash_host_init(&r->host, primary_format_by_gguf, primary_format_by_name);
+    pthread_mutex_lock(&primary_lock);
+    if (!primary)
+        primary = r;
+    pthread_mutex_unlock(&primary_lock);
+    return r;
+}
+
+const struct splash_host *splash_registry_host(const struct splash_registry *r)
+{
+    return &r->host;
 }
 
 void splash_registry_destroy(struct splash_registry *r)
 {
     if (!r)
         return;
+    pthread_mutex_lock(&primary_lock);
+    if (primary == r)
+        primary = NULL;
+    pthread_mutex_unlock(&primary_lock);
     for (size_t i = 0; i < r->n_formats; i++)
         free(r->formats[i]);
     for (size_t i = 0; i < r->n_families; i++)
@@ -133,32 +175,50 @@ static const char *format_type_clash(const struct splash_registry *r,
     return NULL;
 }
 
-/* A full-size copy of a format descriptor. A plugin built before ABI 1.1 knows a
- * shorter struct splash_format_type: its types are copied too, into zeroed full-size
- * structs (one allocation), so the members it predates read as NULL. */
+/* A full-size copy of a format descriptor, its types copied too into records the
+ * registry owns (one allocation): zeroed full-size structs, so the members a plugin
+ * built before ABI 1.1 predates read as NULL, each followed by the links the registry
+ * binds to it (core/format_links.h). */
 static struct splash_format_plugin *copy_format_plugin(const struct splash_plugin_header *h)
 {
     const struct splash_format_plugin *src = (const struct splash_format_plugin *)h;
     const size_t copy = h->size < sizeof *src ? h->size : sizeof *src;
-    const int old_types = h->abi_minor < 1 && src->types;
-    const size_t n = old_types ? src->n_types : 0;
+    const size_t type_copy = h->abi_minor < 1 ? offsetof(struct splash_format_type, repack_to)
+                                              : sizeof(struct splash_format_type);
+    const size_t n = src->types ? src->n_types : 0;
     struct splash_format_plugin *fp =
         calloc(1, sizeof *fp + n * (sizeof(struct splash_format_type *) +
-                                    sizeof(struct splash_format_type)));
+                                    sizeof(struct splash_format_record)));
     if (!fp)
         return NULL;
     memcpy(fp, h, copy);
-    if (old_types) {
+    if (n) {
         const struct splash_format_type **ptrs = (const struct splash_format_type **)(fp + 1);
-        struct splash_format_type *types = (struct splash_format_type *)(ptrs + n);
+        struct splash_format_record *recs = (struct splash_format_record *)(ptrs + n);
         for (size_t t = 0; t < n; t++) {
             if (src->types[t])
-                memcpy(&types[t], src->types[t], offsetof(struct splash_format_type, repack_to));
-            ptrs[t] = src->types[t] ? &types[t] : NULL;
+                memcpy(&recs[t].type, src->types[t], type_copy);
+            ptrs[t] = src->types[t] ? &recs[t].type : NULL;
         }
         fp->types = ptrs;
     }
     return fp;
+}
+
+/* Binds every type's activation and repack formats by name, across all plugins (a
+ * format's act_type may come from another plugin, registered before or after it). */
+static void link_formats(struct splash_registry *r)
+{
+    for (size_t i = 0; i < r->n_formats; i++)
+        for (uint32_t t = 0; t < r->formats[i]->n_types; t++) {
+            const struct splash_format_type *ft = r->formats[i]->types[t];
+            struct splash_format_record *rec = (struct splash_format_record *)ft;
+            rec->links.act = ft->act_type && strcmp(ft->act_type, "F32") != 0
+                                 ? splash_registry_format_by_name(r, ft->act_type)
+                                 : NULL;
+            rec->links.repack =
+                ft->repack_to ? splash_registry_format_by_name(r, ft->repack_to) : NULL;
+        }
 }
 
 static const struct splash_format_type *plugin_type_named(const struct splash_format_plugin *fp,
@@ -233,7 +293,7 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
     struct splash_plugin_record *rec = record_add(r, origin);
     if (!rec)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "plugin %s: out of memory", origin);
-    const struct splash_plugin_header *h = entry(splash_host_get());
+    const struct splash_plugin_header *h = entry(&r->host);
     if (!h)
         return refuse(r, rec, origin, SPLASH_ERR_UNSUPPORTED, err, "entry declined to register");
     if (h->abi_major != SPLASH_ABI_MAJOR || h->abi_minor > SPLASH_ABI_MINOR)
@@ -283,6 +343,7 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
         }
         r->formats = grown;
         r->formats[r->n_formats++] = fp;
+        link_formats(r);
     } else {
         struct splash_family_plugin *fp = calloc(1, sizeof *fp);
         if (!fp)

@@ -51,7 +51,10 @@ const struct splash_format_type *splash_registry_format_by_gguf(const struct spl
 const struct splash_format_type *splash_registry_format_by_name(const struct splash_registry *r,
                                                                 const char *name);
 
-/* The process-wide registry the host table answers format look-ups from. */
+/* The host table this registry hands its plugins (valid while r lives). */
+const struct splash_host *splash_registry_host(const struct splash_registry *r);
+
+/* The process's registry, for the programs (created on first use, never destroyed). */
 struct splash_registry *splash_registry_global(void);
 
 #endif

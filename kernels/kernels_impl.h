@@ -10,8 +10,5 @@ const struct splash_kernels *splash_kernels_get(void);
 /* Frees every repacked weight image (each is made again from the mapped rows on its next
  * use); returns the bytes freed. */
 size_t splash_matmul_release_images(void);
-/* Bytes of weight tensors weight_create has prepared (repacked where it repacks) since
- * the process started: what a load's progress counts. */
-uint64_t splash_matmul_bytes_prepared(void);
 
 #endif

@@ -9,10 +9,11 @@
 #include <string.h>
 
 #include "core/file_map.h"
+#include "core/format_links.h"
 #include "core/host_impl.h"
-#include "core/registry.h"
+#include "core/load_progress.h"
 #include "core/threadpool.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/matmul_act.h"
 
@@ -42,13 +43,6 @@ static size_t weight_bytes(const struct splash_weight *w)
     return w->row_bytes * (size_t)w->n_out * (size_t)w->n_experts;
 }
 
-static atomic_uint_least64_t bytes_prepared;
-
-uint64_t splash_matmul_bytes_prepared(void)
-{
-    return atomic_load(&bytes_prepared);
-}
-
 /* Every weight with a repacked image, for splash_matmul_release_images. */
 static pthread_mutex_t packed_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct splash_weight *packed_list;
@@ -60,8 +54,7 @@ static const struct splash_format_type *repack_target(const struct splash_format
 {
     if (!fmt->repack_to || !fmt->repack || getenv("SPLASH_NO_REPACK"))
         return NULL;
-    const struct splash_format_type *to =
-        splash_registry_format_by_name(splash_registry_global(), fmt->repack_to);
+    const struct splash_format_type *to = splash_format_links_of(fmt)->repack;
     if (!to || !(to->flags & SPLASH_FORMAT_REPACKED) || !to->row_group)
         return NULL;
     *row = splash_format_pick_row(to, splash_cpu_features());
@@ -167,12 +160,10 @@ static void (*fast_quantizer(const struct splash_format_type *act))(const float 
     return NULL;
 }
 
-static enum splash_status weight_create(const struct splash_tensor_info *t,
+enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
                                         struct splash_weight **out, struct splash_err *err)
 {
     const struct splash_format_type *fmt = t->format;
-    if (!fmt)
-        fmt = splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
     if (!fmt)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: no format plugin decodes %s",
                               t->name, t->type_name ? t->type_name : "its type");
@@ -192,7 +183,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     w->row_bytes = splash_format_row_bytes(fmt, w->n_in);
     w->row = splash_format_pick_row(fmt, splash_cpu_features());
     if (fmt->act_type && strcmp(fmt->act_type, "F32") != 0) {
-        w->act = splash_registry_format_by_name(splash_registry_global(), fmt->act_type);
+        w->act = splash_format_links_of(fmt)->act;
         if (!w->act || !w->act->from_float) {
             free(w);
             return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
@@ -211,7 +202,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     }
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
-    atomic_fetch_add(&bytes_prepared, t->n_bytes);
+    splash_load_progress_add(t->n_bytes);
     if (w->packed_fmt) {
         w->unit = w->packed_fmt->row_group;
         if (!packed_image(w)) {
@@ -230,7 +221,7 @@ static enum splash_status weight_create(const struct splash_tensor_info *t,
     return SPLASH_OK;
 }
 
-static void weight_destroy(struct splash_weight *w)
+void kernel_weight_destroy(struct splash_weight *w)
 {
     if (!w)
         return;
@@ -249,7 +240,7 @@ static void weight_destroy(struct splash_weight *w)
     free(w);
 }
 
-static enum splash_status weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
+enum splash_status kernel_weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
                                            struct splash_err *err)
 {
     if (n != 1 && n != w->n_experts)
@@ -401,7 +392,7 @@ static const struct splash_weight *plain_view(const struct splash_weight *w)
     return &view;
 }
 
-static void matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                    int64_t n, float *y)
 {
     if (n <= 0)
@@ -441,7 +432,7 @@ static void many_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-static void matmul_many(struct splash_pool *pool, const struct splash_weight *const *ws, int n_w,
+void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *const *ws, int n_w,
                         const float *x, int64_t n, float *const *y)
 {
     if (n <= 0)
@@ -453,7 +444,7 @@ static void matmul_many(struct splash_pool *pool, const struct splash_weight *co
             ws[i]->act_fast != ws[0]->act_fast ||
             (ws[i]->packed_fmt && !packed_image((struct splash_weight *)ws[i]))) {
             for (int j = 0; j < n_w; j++)
-                matmul(pool, ws[j], x, n, y[j]);
+                kernel_matmul(pool, ws[j], x, n, y[j]);
             return;
         }
     for (int i0 = 0; i0 < n_w; i0 += MANY_MAX) {
@@ -537,7 +528,7 @@ static void *grow(void **buf, size_t *size, size_t need)
     return *buf;
 }
 
-static void matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                            const int32_t *expert, int64_t n, float *y)
 {
     if (n <= 0)
@@ -589,51 +580,34 @@ static void matmul_experts(struct splash_pool *pool, const struct splash_weight 
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
 }
 
+/* The format bound to t (model-check refuses a model with a tensor no format decodes,
+ * so a missing one is a caller's bug: logged, and the rows read as zeros). */
 static const struct splash_format_type *tensor_format(const struct splash_tensor_info *t)
 {
-    return t->format ? t->format : splash_registry_format_by_gguf(splash_registry_global(), t->dtype);
+    if (!t->format)
+        splash_log(SPLASH_LOG_ERROR, "kernels", "%s: no format is bound to this tensor", t->name);
+    return t->format;
 }
 
-static void embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
+void kernel_embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
+    if (!f) {
+        memset(out, 0, (size_t)n * (size_t)t->ne[0] * sizeof *out);
+        return;
+    }
     size_t row_bytes = splash_format_row_bytes(f, t->ne[0]);
     for (int64_t i = 0; i < n; i++)
         f->to_float((const char *)t->data + (size_t)ids[i] * row_bytes, out + i * t->ne[0], t->ne[0]);
 }
 
-static void to_float(const struct splash_tensor_info *t, float *out)
+void kernel_to_float(const struct splash_tensor_info *t, float *out)
 {
     const struct splash_format_type *f = tensor_format(t);
     int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    if (!f) {
+        memset(out, 0, (size_t)n * sizeof *out);
+        return;
+    }
     f->to_float(t->data, out, n);
-}
-
-static const struct splash_kernels kernels = {
-    .size = sizeof(struct splash_kernels),
-    .weight_create = weight_create,
-    .weight_destroy = weight_destroy,
-    .matmul = matmul,
-    .matmul_experts = matmul_experts,
-    .embed_rows = embed_rows,
-    .to_float = to_float,
-    .rmsnorm = hybrid_rmsnorm,
-    .l2norm = hybrid_l2norm,
-    .rope = hybrid_rope,
-    .kv_page_bytes = hybrid_kv_page_bytes,
-    .kv_store = hybrid_kv_store,
-    .attention = hybrid_attention,
-    .gdn_conv = hybrid_gdn_conv,
-    .gdn_recurrent = hybrid_gdn_recurrent,
-    .gdn_chunked = hybrid_gdn_chunked,
-    .matmul_many = matmul_many,
-    .gdn_conv_lanes = hybrid_gdn_conv_lanes,
-    .gdn_recurrent_lanes = hybrid_gdn_recurrent_lanes,
-    .attention_lanes = hybrid_attention_lanes,
-    .weight_set_scale = weight_set_scale,
-};
-
-const struct splash_kernels *splash_kernels_get(void)
-{
-    return &kernels;
 }

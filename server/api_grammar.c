@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/grammar/grammar.h"
+#include "server/text/grammar/grammar.h"
 #include "server/api.h"
 #include "server/chat/chat_format.h"
 #include "server/chat_prompt.h"

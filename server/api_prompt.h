@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/app.h"
 #include "server/chat_prompt.h"
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar.h"
+#include "server/text/grammar/grammar.h"
 #include "core/meta.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/engine/protocol.h"
+#include "server/engine/protocol.h"
 #include "server/console.h"
 
 #define MAX_QUICK_FAILURES 6

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/app.h"
 
 struct splash_gen {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 int64_t splash_think_budget_effective(int64_t budget, int64_t max_tokens, int64_t room)
 {

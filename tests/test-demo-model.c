@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/demo_model.h"
+#include "cli/modelgen/demo_model.h"
 #include "core/model_check.h"
 #include "core/registry.h"
 

@@ -23,7 +23,7 @@
 
 #include "core/host_impl.h"
 #include "core/registry.h"
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "tests/support/formats.h"

@@ -20,7 +20,7 @@
 
 #include "core/host_impl.h"
 #include "core/registry.h"
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "splash/hadamard.h"

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/grammar/grammar.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "tests/support/testdata.h"
 
 /* ---- vocabularies --------------------------------------------------------------------------- */

@@ -18,8 +18,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "core/grammar/grammar.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/grammar/grammar.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "tests/support/testdata.h"
 
 /* ---- vocabularies ----------------------------------------------------------------------- */

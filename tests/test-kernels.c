@@ -17,7 +17,7 @@
 #include "core/host_impl.h"
 #include "core/threadpool.h"
 #include "core/registry.h"
-#include "kernels/hybrid.h"
+#include "kernels/ops.h"
 #include "kernels/matmul_act.h"
 #include "splash/family.h"
 #include "splash/fp.h"
@@ -56,7 +56,7 @@ static float *rand_vec(int64_t n, float scale)
     return v;
 }
 
-static int supported(const struct hybrid_vec *v)
+static int supported(const struct kernel_vec *v)
 {
     char what[96];
     snprintf(what, sizeof what, "hybrid kernels %s", v->isa);
@@ -171,11 +171,11 @@ static void test_matmul_act_q8k_matches_format(void **state)
 
 static void test_hybrid_vec_tables_match_reference(void **state)
 {
-    const struct hybrid_vec *ref = &hybrid_vec_ref;
+    const struct kernel_vec *ref = &kernel_vec_ref;
     const int64_t lens[] = {1, 7, 16, 33, 64, 100, 128, 257};
     int checked = 0;
-    for (size_t t = 0; hybrid_vec_tables[t]; t++) {
-        const struct hybrid_vec *v = hybrid_vec_tables[t];
+    for (size_t t = 0; kernel_vec_tables[t]; t++) {
+        const struct kernel_vec *v = kernel_vec_tables[t];
         if (v == ref || !supported(v))
             continue;
         checked++;
@@ -304,11 +304,11 @@ static void test_hybrid_rmsnorm_l2norm_rope(void **state)
         for (int64_t i = 0; i < d; i++)
             expect[r * d + i] = (float)(x[r * d + i] * s * w[i]);
     }
-    hybrid_rmsnorm(pool, x, d, w, y, d, n, d, 1e-6f);
+    kernel_rmsnorm(pool, x, d, w, y, d, n, d, 1e-6f);
     close_or_fail("rmsnorm", y, expect, n * d, 1e-6);
     /* l2norm with a scale */
     memcpy(y, x, (size_t)(n * d) * 4);
-    hybrid_l2norm(pool, y, d, n, d, 1e-6f, 0.5f);
+    kernel_l2norm(pool, y, d, n, d, 1e-6f, 0.5f);
     for (int64_t r = 0; r < n; r++) {
         double ss = 0;
         for (int64_t i = 0; i < d; i++)
@@ -326,7 +326,7 @@ static void test_hybrid_rmsnorm_l2norm_rope(void **state)
             cs[(r * 8 + p) * 2 + 1] = (float)sin(th);
         }
     memcpy(y, x, (size_t)(n * d) * 4);
-    hybrid_rope(pool, y, d, 48, n, 2, 8, cs);
+    kernel_rope(pool, y, d, 48, n, 2, 8, cs);
     memcpy(expect, x, (size_t)(n * d) * 4);
     for (int64_t r = 0; r < n; r++)
         for (int h = 0; h < 2; h++)
@@ -357,7 +357,7 @@ static void kv_init(struct kv_fixture *f, int32_t format, int32_t page_tokens, i
     f->kv.head_dim = hd;
     f->kv.n_pages = (n_tokens + page_tokens - 1) / page_tokens;
     assert_true(f->kv.n_pages <= 8);
-    size_t bytes = hybrid_kv_page_bytes(format, page_tokens, n_kv, hd);
+    size_t bytes = kernel_kv_page_bytes(format, page_tokens, n_kv, hd);
     for (int64_t p = 0; p < f->kv.n_pages; p++)
         assert_non_null(f->pages[p] = malloc(bytes));
     f->kv.pages = f->pages;
@@ -379,14 +379,14 @@ static void test_hybrid_kv_store_roundtrip(void **state)
         struct kv_fixture f;
         kv_init(&f, format, 16, n_kv, hd, n);
         /* in two calls, across page boundaries */
-        hybrid_kv_store(pool, &f.kv, 0, 20, k, n_kv * hd, v, n_kv * hd);
-        hybrid_kv_store(pool, &f.kv, 20, n - 20, k + 20 * n_kv * hd, n_kv * hd, v + 20 * n_kv * hd,
+        kernel_kv_store(pool, &f.kv, 0, 20, k, n_kv * hd, v, n_kv * hd);
+        kernel_kv_store(pool, &f.kv, 20, n - 20, k + 20 * n_kv * hd, n_kv * hd, v + 20 * n_kv * hd,
                         n_kv * hd);
         for (int64_t t = 0; t < n; t++)
             for (int32_t h = 0; h < n_kv; h++)
                 for (int which = 0; which < 2; which++) {
                     const float *src = (which ? v : k) + (t * n_kv + h) * hd;
-                    hybrid_kv_read_row(&f.kv, which, t, h, row);
+                    kernel_kv_read_row(&f.kv, which, t, h, row);
                     float amax = 0;
                     for (int i = 0; i < hd; i++)
                         amax = fmaxf(amax, fabsf(src[i]));
@@ -417,7 +417,7 @@ static void attention_naive(const struct splash_kv_pages *kv, const float *q, in
             const float *qh = q + (i * n_head + h) * hd;
             double mx = -INFINITY, sum = 0;
             for (int64_t j = 0; j < n_kv; j++) {
-                hybrid_kv_read_row(kv, 0, j, h / group, krow);
+                kernel_kv_read_row(kv, 0, j, h / group, krow);
                 double d = 0;
                 for (int t = 0; t < hd; t++)
                     d += (double)qh[t] * krow[t];
@@ -428,7 +428,7 @@ static void attention_naive(const struct splash_kv_pages *kv, const float *q, in
             for (int64_t j = 0; j < n_kv; j++) {
                 double p = exp(s[j] - mx);
                 sum += p;
-                hybrid_kv_read_row(kv, 1, j, h / group, vrow);
+                kernel_kv_read_row(kv, 1, j, h / group, vrow);
                 for (int t = 0; t < hd; t++)
                     acc[t] += p * vrow[t];
             }
@@ -453,16 +453,16 @@ static void test_hybrid_attention_matches_naive(void **state)
         for (int format = 0; format < 2; format++) {
             struct kv_fixture f;
             kv_init(&f, format, 16, n_kv, hd, n);
-            hybrid_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+            kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
             attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
-            for (size_t t = 0; hybrid_vec_tables[t]; t++) {
-                if (!supported(hybrid_vec_tables[t]))
+            for (size_t t = 0; kernel_vec_tables[t]; t++) {
+                if (!supported(kernel_vec_tables[t]))
                     continue;
-                hybrid_attention_with(hybrid_vec_tables[t], pool, &f.kv, q, n_head * hd, n_q,
+                kernel_attention_with(kernel_vec_tables[t], pool, &f.kv, q, n_head * hd, n_q,
                                       n_head, pos0, 0.125f, out, n_head * hd);
                 char what[96];
                 snprintf(what, sizeof what, "attention %s kv %d pos0 %lld n %lld",
-                         hybrid_vec_tables[t]->isa, format, (long long)pos0, (long long)n_q);
+                         kernel_vec_tables[t]->isa, format, (long long)pos0, (long long)n_q);
                 close_or_fail(what, out, expect, n_q * n_head * hd, 2e-5);
             }
             kv_free(&f);
@@ -485,8 +485,8 @@ static void test_hybrid_attention_lanes_match_alone(void **state)
     const int stored[LANES] = {0, 0, 0, 0, 0, 1}; /* lane 5: pages filled, k NULL */
     const float scale = 0.125f;
     for (int format = 0; format < 2; format++) {
-        for (size_t ti = 0; hybrid_vec_tables[ti]; ti++) {
-            const struct hybrid_vec *vec = hybrid_vec_tables[ti];
+        for (size_t ti = 0; kernel_vec_tables[ti]; ti++) {
+            const struct kernel_vec *vec = kernel_vec_tables[ti];
             if (!supported(vec))
                 continue;
             struct kv_fixture f[2][LANES];
@@ -499,12 +499,12 @@ static void test_hybrid_attention_lanes_match_alone(void **state)
                 q[l] = rand_vec((n_q[l] > 0 ? n_q[l] : 1) * qs, 1);
                 for (int m = 0; m < 2; m++) {
                     kv_init(&f[m][l], format, pt, n_kv, hd, n > 0 ? n : 1);
-                    size_t bytes = hybrid_kv_page_bytes(format, pt, n_kv, hd);
+                    size_t bytes = kernel_kv_page_bytes(format, pt, n_kv, hd);
                     for (int64_t p = 0; p < f[m][l].kv.n_pages; p++)
                         memset(f[m][l].pages[p], 0, bytes);
                     /* the tokens before the step (and lane 5's rows) */
                     int64_t before = stored[l] ? n : pos0[l];
-                    hybrid_kv_store(pool, &f[m][l].kv, 0, before, k[l], kvs, v[l], kvs);
+                    kernel_kv_store(pool, &f[m][l].kv, 0, before, k[l], kvs, v[l], kvs);
                     out[m][l] = malloc((size_t)((n_q[l] > 0 ? n_q[l] : 1) * os) * 4);
                     for (int64_t i = 0; i < (n_q[l] > 0 ? n_q[l] : 1) * os; i++)
                         out[m][l][i] = -7.0f;
@@ -513,9 +513,9 @@ static void test_hybrid_attention_lanes_match_alone(void **state)
             /* alone: each lane's store and attention */
             for (int l = 0; l < LANES; l++) {
                 if (!stored[l])
-                    hybrid_kv_store(pool, &f[0][l].kv, pos0[l], n_q[l], k[l] + pos0[l] * kvs, kvs,
+                    kernel_kv_store(pool, &f[0][l].kv, pos0[l], n_q[l], k[l] + pos0[l] * kvs, kvs,
                                     v[l] + pos0[l] * kvs, kvs);
-                hybrid_attention_with(vec, pool, &f[0][l].kv, q[l], qs, n_q[l], n_head, pos0[l],
+                kernel_attention_with(vec, pool, &f[0][l].kv, q[l], qs, n_q[l], n_head, pos0[l],
                                       scale, out[0][l], os);
             }
             /* together */
@@ -531,8 +531,8 @@ static void test_hybrid_attention_lanes_match_alone(void **state)
                                                   .v = stored[l] ? NULL : v[l] + pos0[l] * kvs,
                                                   .k_stride = kvs,
                                                   .v_stride = kvs};
-            hybrid_attention_lanes_with(vec, pool, ln, LANES, n_head, scale);
-            size_t bytes = hybrid_kv_page_bytes(format, pt, n_kv, hd);
+            kernel_attention_lanes_with(vec, pool, ln, LANES, n_head, scale);
+            size_t bytes = kernel_kv_page_bytes(format, pt, n_kv, hd);
             for (int l = 0; l < LANES; l++) {
                 for (int64_t i = 0; i < n_q[l] * os; i++)
                     if (memcmp(&out[0][l][i], &out[1][l][i], 4))
@@ -566,8 +566,8 @@ static void test_hybrid_gdn_conv_matches_naive(void **state)
     float *expect = malloc((size_t)(n * ch) * 4);
     memcpy(st, st0, (size_t)((kw - 1) * ch) * 4);
     /* in two calls (5 + 4 tokens): the rolling state carries over */
-    hybrid_gdn_conv(pool, x, ch, 5, ch, w, kw, st, out);
-    hybrid_gdn_conv(pool, x + 5 * ch, ch, n - 5, ch, w, kw, st, out + 5 * ch);
+    kernel_gdn_conv(pool, x, ch, 5, ch, w, kw, st, out);
+    kernel_gdn_conv(pool, x + 5 * ch, ch, n - 5, ch, w, kw, st, out + 5 * ch);
     for (int64_t c = 0; c < ch; c++)
         for (int64_t i = 0; i < n; i++) {
             double s = 0;
@@ -651,8 +651,8 @@ static void gdn_case_run(const struct gdn_case *c, int state_bf16)
           *out = malloc((size_t)(c->n_tokens * vs) * 4);
     gdn_naive(c, q, k, v, g, beta, S, expect);
     void *state = malloc(se * 4);
-    for (size_t t = 0; hybrid_vec_tables[t]; t++) {
-        const struct hybrid_vec *vec = hybrid_vec_tables[t];
+    for (size_t t = 0; kernel_vec_tables[t]; t++) {
+        const struct kernel_vec *vec = kernel_vec_tables[t];
         if (!supported(vec))
             continue;
         for (int chunked = 0; chunked < 2; chunked++) {
@@ -681,9 +681,9 @@ static void gdn_case_run(const struct gdn_case *c, int state_bf16)
                                         .out = out,
                                         .out_stride = vs};
             if (chunked)
-                hybrid_gdn_chunked_with(vec, pool, &a);
+                kernel_gdn_chunked_with(vec, pool, &a);
             else
-                hybrid_gdn_recurrent_with(vec, pool, &a);
+                kernel_gdn_recurrent_with(vec, pool, &a);
             char what[128];
             snprintf(what, sizeof what, "gdn %s %s n=%d k%d v%d %s%s", vec->isa,
                      chunked ? "chunked" : "recurrent", c->n_tokens, c->n_k, c->n_v,
@@ -773,12 +773,12 @@ static void test_hybrid_gdn_lanes_match_alone(void **state)
         }
         if (m == 0) {
             for (int l = 0; l < LANES; l++) {
-                hybrid_gdn_conv(pool, cl[l].x, ch, cl[l].n, ch, wconv, kw, cl[l].state, cl[l].out);
-                hybrid_gdn_recurrent(pool, &a[l]);
+                kernel_gdn_conv(pool, cl[l].x, ch, cl[l].n, ch, wconv, kw, cl[l].state, cl[l].out);
+                kernel_gdn_recurrent(pool, &a[l]);
             }
         } else {
-            hybrid_gdn_conv_lanes(pool, cl, LANES, ch, ch, wconv, kw);
-            hybrid_gdn_recurrent_lanes(pool, a, LANES);
+            kernel_gdn_conv_lanes(pool, cl, LANES, ch, ch, wconv, kw);
+            kernel_gdn_recurrent_lanes(pool, a, LANES);
         }
     }
     for (int l = 0; l < LANES; l++) {

@@ -18,13 +18,14 @@
 
 #include <jansson.h>
 
-#include "core/builtin_vocab.h"
+#include "cli/modelgen/builtin_vocab.h"
+#include "cli/modelgen/demo_model.h"
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "core/model_load.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"

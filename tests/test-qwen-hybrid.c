@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/family.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/registry.h"
@@ -404,7 +405,8 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
                               SPLASH_GGUF_HEADERS_ONLY, &m, &err),
         SPLASH_OK);
     struct splash_family_verdict v;
-    assert_int_equal(fam->check_config(splash_host_get(), m, &v, &err), SPLASH_OK);
+    assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
+                     SPLASH_OK);
     assert_true(v.score > 0);
     assert_string_equal(v.architecture, "Qwen hybrid (qwen35)");
     assert_string_equal(v.size_name, ""); /* the tiny test shape is no named size */
@@ -428,7 +430,8 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
         "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
     struct test_config cf;
     m = test_config_open(&cf, "/tmp/splash-qh-XXXXXX", cfg);
-    assert_int_equal(fam->check_config(splash_host_get(), m, &v, &err), SPLASH_OK);
+    assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
+                     SPLASH_OK);
     assert_true(v.score > 0);
     assert_string_equal(v.size_name, "Qwen3.5-0.8B");
     assert_string_equal(v.draft_repo, "incoai/Qwen3.5-0.8B-DFlash2");

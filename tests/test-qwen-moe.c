@@ -22,10 +22,11 @@
 
 #include "core/gguf.h"
 #include "core/gguf_write.h"
+#include "core/family.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/model_check.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "families/common/hybrid.h"
@@ -414,7 +415,8 @@ static void check_json(const char *json, struct splash_family_verdict *v, enum s
     struct test_config cf;
     struct splash_meta *m = test_config_open(&cf, "/tmp/splash-qm-XXXXXX", json);
     struct splash_err err = {{0}};
-    enum splash_status st = fam->check_config(splash_host_get(), m, v, &err);
+    enum splash_status st =
+        splash_family_check_config(splash_registry_global(), fam, m, v, &err);
     if (st != want)
         fail_msg("check_config: %d (%s), want %d", st, err.msg, want);
     if (err_part && !strstr(err.msg, err_part))
@@ -453,7 +455,8 @@ static void test_qwen_moe_check_config_and_tensors(void **state)
                          SPLASH_GGUF_HEADERS_ONLY, &m, &err),
                      SPLASH_OK);
     struct splash_family_verdict v;
-    assert_int_equal(fam->check_config(splash_host_get(), m, &v, &err), SPLASH_OK);
+    assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
+                     SPLASH_OK);
     assert_true(v.score > 0);
     assert_string_equal(v.architecture, "Qwen MoE hybrid (qwen35moe)");
     assert_string_equal(v.size_name, ""); /* the tiny test shape is no named size */

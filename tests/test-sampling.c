@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/sampling.h"
+#include "server/engine/sampling.h"
 
 static void test_sampling_greedy_takes_lowest_of_ties(void **state)
 {

@@ -15,10 +15,11 @@
 
 #include "core/gguf.h"
 #include "core/gguf_write.h"
+#include "core/family.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/model_check.h"
-#include "core/model_writer.h"
+#include "cli/modelgen/model_writer.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "splash/family.h"
@@ -160,7 +161,10 @@ static void test_scale_beside_other_type_refused(void **state)
     splash_meta_bind_formats(m, splash_registry_global());
     struct splash_model_opts opts = {.pool = pool};
     void *model = NULL;
-    assert_int_not_equal(fam->model_create(splash_host_get(), m, &opts, &model, &err), SPLASH_OK);
+    struct splash_model_info info;
+    assert_int_not_equal(splash_family_model_create(splash_registry_global(), fam, m, &opts, &model,
+                                                    &info, &err),
+                         SPLASH_OK);
     assert_non_null(strstr(err.msg, "blk.0.ffn_down.scale"));
     splash_meta_close(m);
     unlink(bad), unlink(alone);

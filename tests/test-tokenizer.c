@@ -15,8 +15,8 @@
 #include <jansson.h>
 
 #include "core/meta.h"
-#include "core/tokenizer/internal.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/internal.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "tests/support/testdata.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 
 /* Every (bits, group) the plugin defines, as X(bits, group). */
 #define AFFINE_FOR_EACH(X)                                                                         \

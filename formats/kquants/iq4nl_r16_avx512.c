@@ -24,7 +24,7 @@
 #include "formats/kquants/iq4nl_r16.h"
 #include "formats/kquants/iq_grids.h"
 #include "formats/kquants/iq_simd.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 /* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (18 KiB) and
  * a tile's 8 activation rows (17 KiB) fit L1 together */

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 
 #define KQ_QK4_NL 32
 #define KQ_QK1_0 128

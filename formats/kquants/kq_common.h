@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "splash/status.h"

@@ -23,7 +23,7 @@
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/q41_r16.h"
 #include "formats/kquants/r16_q8_1.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* A mat-vec over more weight bytes than R16_STREAM_BYTES (a piece of a matrix larger than

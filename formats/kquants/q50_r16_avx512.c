@@ -22,7 +22,7 @@
 
 #include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/q50_r16.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 /* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (22 KiB) and
  * a tile's 8 activation rows (17 KiB) fit L1 together */

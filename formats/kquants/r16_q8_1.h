@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "formats/kquants/kq_kernels.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 #define R16_Q8_1_ROWS 16
 /* activation rows of a tile: their 2 x 9 totals, scales, the code vectors of one qs line

@@ -9,7 +9,7 @@
 #include "splash/mul_rows.h"
 #include <string.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 
 #define MXFP4_QK 32
 

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 
 #include "formats/mxfp4/mxfp4_r16.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 /* K chunk (blocks) of a call with more than one tile: 16 weight rows' chunk (17 KiB) and
  * a tile's 8 activation rows (17 KiB) fit L1 together */

@@ -9,7 +9,7 @@
 #include "splash/mul_rows.h"
 #include <string.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/status.h"
 
 struct splash_planes;

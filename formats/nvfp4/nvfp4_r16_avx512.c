@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "formats/nvfp4/nvfp4_r16.h"
-#include "formats/r16_q8_0.h"
+#include "splash/r16_q8_0.h"
 
 /* K chunk (64-value blocks) of a call with more than one tile: 16 weight rows' chunk
  * (18 KiB) and a tile's 8 activation rows (17 KiB) fit L1 together */

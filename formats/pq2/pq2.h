@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 
 #define PQ2_QK_Q2_0 64
 #define PQ2_QK_PQ2_0 128

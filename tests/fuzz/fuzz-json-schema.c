@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/grammar/grammar.h"
+#include "server/text/grammar/grammar.h"
 
 enum {
     T_CALL_OPEN = 256,

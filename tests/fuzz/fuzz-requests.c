@@ -18,9 +18,9 @@
 
 #include <jansson.h>
 
-#include "core/builtin_vocab.h"
+#include "cli/modelgen/builtin_vocab.h"
 #include "core/gguf_write.h"
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "server/api_prompt.h"
 #include "server/app.h"
 #include "server/chat_setup.h"

@@ -12,7 +12,7 @@
 
 #include <utf8proc.h>
 
-#include "core/tokenizer/tokenizer.h"
+#include "server/text/tokenizer/tokenizer.h"
 
 static struct splash_tokenizer *tok;
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/host_impl.h"
+#include "core/registry.h"
 #include "core/meta.h"
 
 struct decls_ctx {
@@ -41,6 +42,7 @@ struct test_decls test_decls_check(const struct splash_family_plugin *fam,
 {
     struct splash_err err = {{0}};
     struct decls_ctx c = {.meta = m};
-    assert_int_equal(fam->declare_tensors(splash_host_get(), m, on_decl, &c, &err), SPLASH_OK);
+    const struct splash_host *host = splash_registry_host(splash_registry_global());
+    assert_int_equal(fam->declare_tensors(host, m, on_decl, &c, &err), SPLASH_OK);
     return c.r;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/family.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/registry.h"
@@ -33,9 +34,9 @@ int test_run_open(struct test_run *r, const struct test_run_opts *o, const char 
     }
     struct splash_model_opts opts = {
         .pool = o->pool, .kv_format = o->kv_format, .state_format = o->state_format};
-    if (r->fam->model_create(splash_host_get(), r->meta, &opts, &r->model, &err))
+    if (splash_family_model_create(splash_registry_global(), r->fam, r->meta, &opts, &r->model,
+                                   &r->info, &err))
         fail_msg("%s: %s", label, err.msg);
-    r->fam->model_info(r->model, &r->info);
     return 0;
 }
 

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/fp.h"
 #include "tests/support/testdata.h"
 

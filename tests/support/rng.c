@@ -1,6 +1,6 @@
 #include "tests/support/rng.h"
 
-#include "formats/kquants/q8_blocks.h"
+#include "splash/act.h"
 #include "splash/fp.h"
 
 uint64_t test_splitmix64(uint64_t *state)

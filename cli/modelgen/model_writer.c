@@ -1,0 +1,977 @@
+/* make-model: random-weight GGUF models of a family's shape (see model_writer.h). */
+#include "cli/modelgen/model_writer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/modelgen/builtin_vocab.h"
+#include "core/gguf.h"
+#include "core/gguf_write.h"
+#include "core/host_impl.h"
+#include "core/meta.h"
+#include "core/family.h"
+#include "core/model_check.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "splash/family.h"
+#include "splash/format.h"
+
+/* ---- shapes ---------------------------------------------------------------------- */
+
+#define QWEN_ROPE_BASE 10000000.0
+#define QWEN_EPS 1e-6f
+
+static const struct splash_model_shape shapes[] = {
+    /* Qwen3.5-0.8B: tied head, IMROPE over a quarter of each head */
+    {.name = "qwen35-0.8b", .arch = "qwen35", .n_embd = 1024, .n_layers = 24, .n_ff = 3584,
+     .n_vocab = 151936, .n_ctx = 262144, .n_head = 8, .n_head_kv = 2, .head_dim = 256,
+     .n_k_heads = 16, .n_v_heads = 16, .d_k = 128, .d_v = 128, .conv_kernel = 4,
+     .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
+    /* Qwen3.5-27B's layers, four of them (layer 3 full attention) */
+    {.name = "qwen35-27b-4l", .arch = "qwen35", .n_embd = 5120, .n_layers = 4, .n_ff = 17408,
+     .n_vocab = 151936, .n_ctx = 262144, .n_head = 24, .n_head_kv = 4, .head_dim = 256,
+     .n_k_heads = 16, .n_v_heads = 48, .d_k = 128, .d_v = 128, .conv_kernel = 4,
+     .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0},
+    /* the test data's tiny dense model (README §2) */
+    {.name = "qwen35-tiny", .arch = "qwen35", .n_embd = 256, .n_layers = 8, .n_ff = 512,
+     .n_vocab = 2048, .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
+     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
+    /* splash serve --demo: builds in well under a second */
+    {.name = "qwen35-demo", .arch = "qwen35", .n_embd = 256, .n_layers = 4, .n_ff = 768,
+     .n_vocab = 2304, .n_ctx = 32768, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
+     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
+    /* Qwen3.5-35B-A3B's layers, four of them (layer 3 full attention) */
+    {.name = "qwen35moe-35b-a3b-4l", .arch = "qwen35moe", .n_embd = 2048, .n_layers = 4,
+     .n_ff = 512, .n_vocab = 151936, .n_ctx = 262144, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_k_heads = 16, .n_v_heads = 32, .d_k = 128, .d_v = 128,
+     .conv_kernel = 4, .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0, .n_expert = 256,
+     .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512},
+    /* the same layers with fewer experts than the family has */
+    {.name = "qwen35moe-64e-4l", .arch = "qwen35moe", .n_embd = 2048, .n_layers = 4,
+     .n_ff = 512, .n_vocab = 151936, .n_ctx = 262144, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_k_heads = 16, .n_v_heads = 32, .d_k = 128, .d_v = 128,
+     .conv_kernel = 4, .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0, .n_expert = 64,
+     .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512},
+    /* the test data's tiny MoE model (README §2) */
+    {.name = "qwen35moe-tiny", .arch = "qwen35moe", .n_embd = 256, .n_layers = 4, .n_ff = 512,
+     .n_vocab = 2048, .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
+     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
+     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1, .n_expert = 8,
+     .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256},
+};
+
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+size_t splash_model_shape_count(void)
+{
+    return N_SHAPES;
+}
+
+const struct splash_model_shape *splash_model_shape_at(size_t i)
+{
+    return i < N_SHAPES ? &shapes[i] : NULL;
+}
+
+const struct splash_model_shape *splash_model_shape_find(const char *name)
+{
+    for (size_t i = 0; i < N_SHAPES; i++)
+        if (!strcmp(shapes[i].name, name))
+            return &shapes[i];
+    return NULL;
+}
+
+/* ---- --dims ---------------------------------------------------------------------- */
+
+/* Up to n integers separated by '/', each in [lo, hi]. */
+static int parse_ints(const char *s, size_t len, int64_t *out, int n, int64_t lo, int64_t hi)
+{
+    int k = 0;
+    const char *p = s, *end = s + len;
+    while (p < end && k < n) {
+        char *q;
+        errno = 0;
+        long long v = strtoll(p, &q, 10);
+        if (q == p || errno || v < lo || v > hi || (q < end && *q != '/'))
+            return -1;
+        out[k++] = v;
+        p = q < end ? q + 1 : q;
+    }
+    return p == end ? k : -1;
+}
+
+enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, const char *dims,
+                                                 struct splash_err *err)
+{
+    const char *p = dims;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t item_len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *eq = memchr(p, '=', item_len);
+        if (!eq)
+            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: '%.*s' is not KEY=VALUE",
+                                  (int)item_len, p);
+        size_t key_len = (size_t)(eq - p);
+        const char *v = eq + 1;
+        size_t v_len = item_len - key_len - 1;
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(key_len < 31 ? key_len : 31), p);
+        int64_t x[4] = {0, 0, 0, 0};
+        int n = -1;
+        if (!strcmp(key, "rope_base") || !strcmp(key, "eps")) {
+            char num[64];
+            snprintf(num, sizeof num, "%.*s", (int)(v_len < 63 ? v_len : 63), v);
+            char *q;
+            errno = 0;
+            double d = strtod(num, &q);
+            if (q == num || *q || errno || !(d > 0))
+                return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: %s: '%s'", key, num);
+            if (!strcmp(key, "eps"))
+                s->rms_eps = (float)d;
+            else
+                s->rope_base = d;
+        } else if ((n = parse_ints(v, v_len, x, 4, 0, (int64_t)1 << 31)) < 1) {
+            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: %s: '%.*s' is not a number",
+                                  key, (int)v_len, v);
+        } else if (!strcmp(key, "hidden")) {
+            s->n_embd = x[0];
+        } else if (!strcmp(key, "layers")) {
+            s->n_layers = x[0];
+        } else if (!strcmp(key, "ff")) {
+            s->n_ff = x[0];
+        } else if (!strcmp(key, "vocab")) {
+            s->n_vocab = x[0];
+        } else if (!strcmp(key, "ctx")) {
+            s->n_ctx = x[0];
+        } else if (!strcmp(key, "heads")) {
+            s->n_head = (int32_t)x[0];
+            if (n > 1)
+                s->n_head_kv = (int32_t)x[1];
+        } else if (!strcmp(key, "head_dim")) {
+            s->head_dim = (int32_t)x[0];
+        } else if (!strcmp(key, "gdn_heads") && n == 2) {
+            s->n_k_heads = (int32_t)x[0];
+            s->n_v_heads = (int32_t)x[1];
+        } else if (!strcmp(key, "gdn_dim")) {
+            s->d_k = (int32_t)x[0];
+            s->d_v = (int32_t)(n > 1 ? x[1] : x[0]);
+        } else if (!strcmp(key, "conv")) {
+            s->conv_kernel = (int32_t)x[0];
+        } else if (!strcmp(key, "interval")) {
+            s->full_attn_interval = (int32_t)x[0];
+        } else if (!strcmp(key, "rot")) {
+            s->n_rot = (int32_t)x[0];
+        } else if (!strcmp(key, "sections")) {
+            for (int i = 0; i < 4; i++)
+                s->rope_sections[i] = (int32_t)(i < n ? x[i] : 0);
+        } else if (!strcmp(key, "tied") && x[0] <= 1) {
+            s->tied = (int32_t)x[0];
+        } else if (!strcmp(key, "experts")) {
+            s->n_expert = (int32_t)x[0];
+            if (n > 1)
+                s->n_expert_used = (int32_t)x[1];
+        } else if (!strcmp(key, "expert_ff")) {
+            s->n_ff_exp = x[0];
+        } else if (!strcmp(key, "shexp_ff")) {
+            s->n_ff_shexp = x[0];
+        } else {
+            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: unknown key or value '%.*s'",
+                                  (int)item_len, p);
+        }
+        p += item_len;
+        if (*p == ',')
+            p++;
+    }
+    return SPLASH_OK;
+}
+
+static enum splash_status shape_check(const struct splash_model_shape *s, struct splash_err *err)
+{
+    if (s->n_embd < 1 || s->n_layers < 1 || s->n_ff < 1 || s->n_ctx < 1 || s->n_head < 1 ||
+        s->n_head_kv < 1 || s->head_dim < 2 || s->n_k_heads < 1 || s->n_v_heads < 1 ||
+        s->d_k < 1 || s->d_v < 1 || s->conv_kernel < 1 || s->full_attn_interval < 1)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "shape %s: a size is zero", s->name);
+    if (s->n_vocab < splash_builtin_vocab_min_size())
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "shape %s: vocab %lld is below the built-in tokenizer's %lld",
+                              s->name, (long long)s->n_vocab,
+                              (long long)splash_builtin_vocab_min_size());
+    if (s->n_expert && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert ||
+                        s->n_ff_exp < 1))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "shape %s: %d experts, %d used, ff %lld",
+                              s->name, s->n_expert, s->n_expert_used, (long long)s->n_ff_exp);
+    return SPLASH_OK;
+}
+
+/* ---- metadata --------------------------------------------------------------------- */
+
+struct mix_rule;
+static const struct mix_rule *mix_find(const char *name);
+static int32_t mix_file_type(const struct mix_rule *m);
+
+static enum splash_status set_arch_keys(struct splash_gguf_writer *w,
+                                        const struct splash_model_shape *s, struct splash_err *err)
+{
+    char key[96];
+    enum splash_status st = SPLASH_OK;
+#define ARCH_U32(suffix, value)                                                            \
+    do {                                                                                   \
+        snprintf(key, sizeof key, "%s." suffix, s->arch);                                  \
+        if ((st = splash_gguf_writer_set_u32(w, key, (uint32_t)(value), err)))             \
+            return st;                                                                     \
+    } while (0)
+    ARCH_U32("context_length", s->n_ctx);
+    ARCH_U32("embedding_length", s->n_embd);
+    ARCH_U32("block_count", s->n_layers);
+    ARCH_U32("feed_forward_length", s->n_ff);
+    ARCH_U32("attention.head_count", s->n_head);
+    ARCH_U32("attention.head_count_kv", s->n_head_kv);
+    ARCH_U32("attention.key_length", s->head_dim);
+    ARCH_U32("attention.value_length", s->head_dim);
+    ARCH_U32("rope.dimension_count", s->n_rot);
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch);
+    if ((st = splash_gguf_writer_set_array(w, key, GGUF_I32, s->rope_sections, 4, err)))
+        return st;
+    snprintf(key, sizeof key, "%s.rope.freq_base", s->arch);
+    if ((st = splash_gguf_writer_set_f32(w, key, (float)s->rope_base, err)))
+        return st;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", s->arch);
+    if ((st = splash_gguf_writer_set_f32(w, key, s->rms_eps, err)))
+        return st;
+    ARCH_U32("ssm.conv_kernel", s->conv_kernel);
+    ARCH_U32("ssm.state_size", s->d_k);
+    ARCH_U32("ssm.group_count", s->n_k_heads);
+    ARCH_U32("ssm.time_step_rank", s->n_v_heads);
+    ARCH_U32("ssm.inner_size", (int64_t)s->n_v_heads * s->d_v);
+    ARCH_U32("full_attention_interval", s->full_attn_interval);
+    if (s->n_expert) {
+        ARCH_U32("expert_count", s->n_expert);
+        ARCH_U32("expert_used_count", s->n_expert_used);
+        ARCH_U32("expert_feed_forward_length", s->n_ff_exp);
+        ARCH_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+    }
+#undef ARCH_U32
+    return st;
+}
+
+/* Every key but the tokenizer's (those go on the final writer only: declare_tensors
+ * needs none of them, and a 248k vocabulary is slow to parse twice). */
+static enum splash_status set_model_keys(struct splash_gguf_writer *w,
+                                         const struct splash_model_shape *s, const char *mix,
+                                         const char *general_name, struct splash_err *err)
+{
+    enum splash_status st;
+    char name[96];
+    if (!general_name) {
+        snprintf(name, sizeof name, "splash-random-%s", s->name);
+        general_name = name;
+    }
+    if ((st = splash_gguf_writer_set_str(w, "general.architecture", s->arch, err)) ||
+        (st = splash_gguf_writer_set_str(w, "general.name", general_name, err)) ||
+        (st = set_arch_keys(w, s, err)) ||
+        (st = splash_gguf_writer_set_u32(w, "general.quantization_version", 2, err)))
+        return st;
+    const struct mix_rule *m = mix_find(mix);
+    if (m && mix_file_type(m) >= 0 &&
+        (st = splash_gguf_writer_set_u32(w, "general.file_type", (uint32_t)mix_file_type(m), err)))
+        return st;
+    return SPLASH_OK;
+}
+
+/* ---- type mixes ------------------------------------------------------------------------ */
+
+/* The reference quantizer's ftypes this writer reproduces, with its file_type ids. */
+enum mix_id {
+    MIX_Q2_K, MIX_Q3_K_M, MIX_Q4_K_S, MIX_Q4_K_M, MIX_Q5_K_S, MIX_Q5_K_M, MIX_Q6_K, MIX_Q8_0,
+    MIX_Q4_0, MIX_Q4_1, MIX_Q5_0, MIX_Q5_1, MIX_IQ4_NL, MIX_IQ4_XS, MIX_MXFP4_MOE, MIX_BF16,
+    MIX_F16, MIX_F32,
+};
+
+struct mix_rule {
+    const char *name;
+    enum mix_id id;
+    const char *base;        /* the type of every weight no rule moves */
+    int32_t file_type;       /* general.file_type */
+};
+
+static const struct mix_rule mixes[] = {
+    {"Q2_K", MIX_Q2_K, "Q2_K", 10},          {"Q3_K_M", MIX_Q3_K_M, "Q3_K", 12},
+    {"Q4_K_S", MIX_Q4_K_S, "Q4_K", 14},      {"Q4_K_M", MIX_Q4_K_M, "Q4_K", 15},
+    {"Q5_K_S", MIX_Q5_K_S, "Q5_K", 16},      {"Q5_K_M", MIX_Q5_K_M, "Q5_K", 17},
+    {"Q6_K", MIX_Q6_K, "Q6_K", 18},          {"Q8_0", MIX_Q8_0, "Q8_0", 7},
+    {"Q4_0", MIX_Q4_0, "Q4_0", 2},           {"Q4_1", MIX_Q4_1, "Q4_1", 3},
+    {"Q5_0", MIX_Q5_0, "Q5_0", 8},           {"Q5_1", MIX_Q5_1, "Q5_1", 9},
+    {"IQ4_NL", MIX_IQ4_NL, "IQ4_NL", 25},    {"IQ4_XS", MIX_IQ4_XS, "IQ4_XS", 30},
+    {"MXFP4_MOE", MIX_MXFP4_MOE, "MXFP4", 38}, {"BF16", MIX_BF16, "BF16", 32},
+    {"F16", MIX_F16, "F16", 1},              {"F32", MIX_F32, "F32", 0},
+};
+
+static const struct mix_rule *mix_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
+        if (!strcmp(mixes[i].name, name))
+            return &mixes[i];
+    return NULL;
+}
+
+static int32_t mix_file_type(const struct mix_rule *m)
+{
+    return m->file_type;
+}
+
+int splash_model_mix_known(const struct splash_registry *r, const char *mix)
+{
+    if (mix_find(mix))
+        return 1;
+    const struct splash_format_type *f = splash_registry_format_by_name(r, mix);
+    return f && f->from_float && f->gguf_type >= 0 && !(f->flags & SPLASH_FORMAT_ACTIVATION_ONLY);
+}
+
+/* The reference quantizer's tensor categories, matched on the name as it matches them. */
+enum category {
+    CAT_OTHER, CAT_TOKEN_EMBD, CAT_OUTPUT, CAT_ATTN_QKV, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_Q,
+    CAT_ATTN_OUTPUT, CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN,
+};
+
+static enum category category_of(const char *name)
+{
+    if (!strcmp(name, "output.weight"))
+        return CAT_OUTPUT;
+    if (!strcmp(name, "token_embd.weight"))
+        return CAT_TOKEN_EMBD;
+    static const struct {
+        const char *part;
+        enum category cat;
+    } parts[] = {
+        {"attn_qkv.weight", CAT_ATTN_QKV}, {"attn_v.weight", CAT_ATTN_V},
+        {"attn_k.weight", CAT_ATTN_K},     {"attn_q.weight", CAT_ATTN_Q},
+        {"attn_output.weight", CAT_ATTN_OUTPUT}, {"ffn_up", CAT_FFN_UP},
+        {"ffn_gate", CAT_FFN_GATE},        {"ffn_down", CAT_FFN_DOWN},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (strstr(name, parts[i].part))
+            return parts[i].cat;
+    return CAT_OTHER;
+}
+
+/* The reference's "use more bits" layers: the first and last eighth, and every
+ * third layer in between. */
+static int use_more_bits(int64_t i, int64_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+struct mix_state {
+    const struct mix_rule *mix;
+    int64_t n_layers;
+    int32_t n_expert;
+    int32_t n_gqa;
+    int tied;
+    int64_t n_attn_v, i_attn_v;   /* attention value-like tensors (attn_v, attn_qkv) */
+    int64_t i_ffn_down;
+};
+
+/* The ftype rules for a weight matrix, before the shape fallback. */
+static const char *mix_ftype_type(struct mix_state *ms, const struct splash_tensor_decl *d,
+                                  const struct splash_format_type *base)
+{
+    enum mix_id id = ms->mix->id;
+    const char *t = ms->mix->base;
+    enum category cat = category_of(d->name);
+    if (cat == CAT_OUTPUT || (ms->tied && cat == CAT_TOKEN_EMBD)) {
+        if (id == MIX_MXFP4_MOE || d->ne[0] % base->block_elems)
+            return "Q8_0";
+        return id == MIX_Q8_0 ? "Q8_0" : "Q6_K";
+    }
+    if (id == MIX_MXFP4_MOE)
+        return d->n_dims > 2 && d->ne[2] > 1 ? "MXFP4" : "Q8_0";
+    if (cat == CAT_TOKEN_EMBD)
+        return t;
+    if (cat == CAT_ATTN_V || cat == CAT_ATTN_QKV) {
+        int64_t i = ms->i_attn_v++;
+        if (id == MIX_Q2_K)
+            t = ms->n_gqa >= 4 ? "Q4_K" : "Q3_K";
+        else if (id == MIX_Q3_K_M)
+            t = i < 2 ? "Q5_K" : "Q4_K";
+        else if ((id == MIX_IQ4_NL || id == MIX_IQ4_XS) && ms->n_gqa >= 4)
+            t = "Q5_K";
+        else if ((id == MIX_Q4_K_M || id == MIX_Q5_K_M) && use_more_bits(i, ms->n_attn_v))
+            t = "Q6_K";
+        else if (id == MIX_Q4_K_S && i < 4)
+            t = "Q5_K";
+        if (ms->n_expert == 8)
+            t = "Q8_0";
+        return t;
+    }
+    if (cat == CAT_ATTN_K)
+        return ms->n_expert == 8 ? "Q8_0" : t;
+    if (cat == CAT_FFN_DOWN) {
+        /* the layer: the tensor's own with experts, else the running count */
+        int64_t i = ms->n_expert > 1 ? d->layer : ms->i_ffn_down;
+        int64_t n = ms->n_layers;
+        ms->i_ffn_down++;
+        if (id == MIX_Q2_K)
+            return "Q3_K";
+        if (id == MIX_Q3_K_M)
+            return i < n / 16 ? "Q5_K" : "Q4_K";
+        if (id == MIX_Q4_K_M)
+            return use_more_bits(i, n) ? "Q6_K" : t;
+        if ((id == MIX_IQ4_NL || id == MIX_IQ4_XS) && i < n / 8)
+            return "Q5_K"; /* the reference does this without an importance matrix */
+        if (id == MIX_Q5_K_M && use_more_bits(i, n))
+            return "Q6_K";
+        if (id == MIX_Q4_K_S && i < n / 8)
+            return "Q5_K";
+        return t;
+    }
+    if (cat == CAT_ATTN_OUTPUT) {
+        if (ms->n_expert == 8)
+            return id == MIX_Q2_K || id == MIX_Q3_K_M || id == MIX_IQ4_NL || id == MIX_Q4_K_S ||
+                           id == MIX_Q4_K_M || id == MIX_IQ4_XS
+                       ? "Q5_K"
+                       : t;
+        if (id == MIX_Q2_K)
+            return "Q3_K";
+        if (id == MIX_Q3_K_M)
+            return "Q4_K";
+    }
+    return t;
+}
+
+/* The reference's fallback for rows that are not whole blocks of the chosen type. */
+static const char *shape_fallback(const char *t)
+{
+    static const struct {
+        const char *from, *to;
+    } fb[] = {
+        {"IQ4_XS", "IQ4_NL"}, {"Q2_K", "Q4_0"}, {"Q3_K", "Q4_0"},
+        {"Q4_K", "Q5_0"},     {"Q5_K", "Q5_1"}, {"Q6_K", "Q8_0"},
+    };
+    for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++)
+        if (!strcmp(fb[i].from, t))
+            return fb[i].to;
+    return "F16";
+}
+
+/* Roles the reference quantizes: weight matrices; everything else stays F32. */
+static int role_is_matrix(uint32_t role)
+{
+    return role == SPLASH_ROLE_LINEAR || role == SPLASH_ROLE_EMBED ||
+           role == SPLASH_ROLE_ALPHABETA;
+}
+
+static enum splash_status pick_type(const struct splash_registry *r, struct mix_state *ms,
+                                    const char *mix, const struct splash_tensor_decl *d,
+                                    const struct splash_format_type **out,
+                                    struct splash_err *err)
+{
+    const char *t = "F32";
+    if (role_is_matrix(d->role) && d->n_dims >= 2) {
+        const struct splash_format_type *base =
+            splash_registry_format_by_name(r, ms->mix ? ms->mix->base : mix);
+        if (!base)
+            return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "type %s: no format plugin has it",
+                                  ms->mix ? ms->mix->base : mix);
+        if (!ms->mix || ms->mix->id == MIX_BF16 || ms->mix->id == MIX_F16 ||
+            ms->mix->id == MIX_F32)
+            t = base->name;
+        else
+            t = mix_ftype_type(ms, d, base);
+    }
+    const struct splash_format_type *f = splash_registry_format_by_name(r, t);
+    for (int tries = 0; f && d->ne[0] % f->block_elems && tries < 3; tries++)
+        f = splash_registry_format_by_name(r, t = shape_fallback(t));
+    if (!f || !f->from_float || f->gguf_type < 0)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: type %s: no registered format quantizes to it", d->name, t);
+    if (d->ne[0] % f->block_elems)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %lld columns fit no type of %s",
+                              d->name, (long long)d->ne[0], mix);
+    *out = f;
+    return SPLASH_OK;
+}
+
+/* ---- the plan ------------------------------------------------------------------------ */
+
+struct decl_list {
+    struct splash_tensor_decl *d;
+    size_t n, cap;
+    int failed;
+};
+
+static void collect_decl(void *ctx, const struct splash_tensor_decl *decl)
+{
+    struct decl_list *l = ctx;
+    if (l->failed)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        void *grown = realloc(l->d, cap * sizeof *l->d);
+        if (!grown) {
+            l->failed = 1;
+            return;
+        }
+        l->d = grown;
+        l->cap = cap;
+    }
+    l->d[l->n++] = *decl;
+}
+
+/* The reference walks tensors by layer, then name: its running counts follow that order. */
+static int decl_order(const void *a, const void *b)
+{
+    const struct splash_tensor_decl *x = *(const struct splash_tensor_decl *const *)a;
+    const struct splash_tensor_decl *y = *(const struct splash_tensor_decl *const *)b;
+    if (x->layer != y->layer)
+        return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Metadata alone, as a meta the family can read: a parsed header with placeholder
+ * entries for the tensors the family sizes itself by (the token table, the head). */
+struct header_meta {
+    struct splash_meta *m;
+    struct splash_tensor_info embd, output;
+};
+
+static enum splash_status header_meta_open(const struct splash_model_shape *s, const char *mix,
+                                           struct header_meta *hm, struct splash_err *err)
+{
+    memset(hm, 0, sizeof *hm);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    if (!w)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    void *buf = NULL;
+    size_t size = 0;
+    struct splash_gguf *g = NULL;
+    enum splash_status st = set_model_keys(w, s, mix, NULL, err);
+    if (!st)
+        st = splash_gguf_writer_write_buffer(w, &buf, &size, err);
+    splash_gguf_writer_destroy(w);
+    if (!st)
+        st = splash_gguf_parse_buffer(buf, size, s->name, SPLASH_GGUF_HEADERS_ONLY, &g, err);
+    free(buf);
+    if (st)
+        return st;
+    struct splash_meta *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(s->name)) || !(m->parts = calloc(1, sizeof *m->parts))) {
+        if (m)
+            free(m->path);
+        free(m);
+        splash_gguf_close(g);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
+    m->source = SPLASH_META_GGUF;
+    m->parts[0] = g;
+    m->n_parts = 1;
+    hm->m = m;
+    hm->embd = (struct splash_tensor_info){.name = "token_embd.weight", .dtype = 0,
+                                           .type_name = "F32", .n_dims = 2,
+                                           .ne = {s->n_embd, s->n_vocab, 1, 1}};
+    hm->output = hm->embd;
+    hm->output.name = "output.weight";
+    if ((st = splash_meta_add_tensor(m, &hm->embd, err)) ||
+        (!s->tied && (st = splash_meta_add_tensor(m, &hm->output, err)))) {
+        splash_meta_close(m);
+        hm->m = NULL;
+    }
+    return st;
+}
+
+enum splash_status splash_model_plan_create(const struct splash_registry *r,
+                                            const struct splash_model_shape *shape,
+                                            const char *mix, struct splash_model_plan **out,
+                                            struct splash_err *err)
+{
+    enum splash_status st;
+    if (!mix)
+        mix = "Q4_K_M";
+    if ((st = shape_check(shape, err)))
+        return st;
+    if (!splash_model_mix_known(r, mix))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "--type %s: neither a quantizer mix nor a format with a quantizer",
+                              mix);
+    struct header_meta hm;
+    if ((st = header_meta_open(shape, mix, &hm, err)))
+        return st;
+    const struct splash_family_plugin *family = NULL;
+    struct splash_family_verdict verdict;
+    struct decl_list list = {0};
+    struct splash_model_plan *plan = NULL;
+    const struct splash_tensor_decl **order = NULL;
+    if ((st = splash_family_select(r, hm.m, &family, &verdict, err)))
+        goto out_meta;
+    if ((st = splash_family_declare_tensors(r, family, hm.m, collect_decl, &list, err)))
+        goto out_meta;
+    plan = calloc(1, sizeof *plan);
+    order = malloc((list.n ? list.n : 1) * sizeof *order);
+    if (list.failed || !plan || !order ||
+        !(plan->tensors = calloc(list.n ? list.n : 1, sizeof *plan->tensors))) {
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        goto out_plan;
+    }
+    snprintf(plan->family, sizeof plan->family, "%s", family->header.name);
+
+    struct mix_state ms = {.mix = mix_find(mix), .n_layers = shape->n_layers,
+                           .n_expert = shape->n_expert,
+                           .n_gqa = shape->n_head / shape->n_head_kv, .tied = shape->tied};
+    for (size_t i = 0; i < list.n; i++) {
+        order[i] = &list.d[i];
+        enum category c = category_of(list.d[i].name);
+        if ((c == CAT_ATTN_V || c == CAT_ATTN_QKV) && role_is_matrix(list.d[i].role))
+            ms.n_attn_v++;
+    }
+    qsort(order, list.n, sizeof *order, decl_order);
+    for (size_t k = 0; k < list.n; k++) {
+        const struct splash_tensor_decl *d = order[k];
+        size_t i = (size_t)(d - list.d); /* the file keeps the declaration order */
+        if (d->flags & SPLASH_DECL_OPTIONAL)
+            continue; /* absent is fine: a tied head, say */
+        struct splash_model_plan_tensor *t = &plan->tensors[i];
+        const struct splash_format_type *f = NULL;
+        if ((st = pick_type(r, &ms, mix, d, &f, err)))
+            goto out_plan;
+        snprintf(t->name, sizeof t->name, "%s", d->name);
+        t->layer = d->layer;
+        t->n_dims = d->n_dims;
+        memcpy(t->ne, d->ne, sizeof t->ne);
+        t->role = d->role;
+        t->gguf_type = f->gguf_type;
+        t->type_name = f->name;
+    }
+    /* drop the skipped (optional, absent) tensors, keeping declaration order */
+    for (size_t i = 0; i < list.n; i++) {
+        if (!plan->tensors[i].name[0])
+            continue;
+        struct splash_model_plan_tensor *t = &plan->tensors[plan->n_tensors++];
+        if (t != &plan->tensors[i])
+            *t = plan->tensors[i];
+        const struct splash_format_type *f = splash_registry_format_by_name(r, t->type_name);
+        int64_t elems = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        plan->n_params += (uint64_t)elems;
+        plan->n_bytes += (uint64_t)(elems / f->block_elems) * f->block_bytes;
+    }
+    *out = plan;
+    plan = NULL;
+out_plan:
+    splash_model_plan_free(plan);
+out_meta:
+    free(order);
+    free(list.d);
+    splash_meta_close(hm.m);
+    return st;
+}
+
+void splash_model_plan_free(struct splash_model_plan *plan)
+{
+    if (!plan)
+        return;
+    free(plan->tensors);
+    free(plan);
+}
+
+/* ---- values ---------------------------------------------------------------------------- */
+
+enum init_kind { INIT_NORMAL, INIT_ONE_PLUS, INIT_NEG_UNIFORM, INIT_ZERO };
+
+struct init {
+    enum init_kind kind;
+    float scale;
+};
+
+static struct init init_of(const struct splash_model_plan_tensor *t)
+{
+    const char *base = t->name;
+    /* the part after "blk.N." */
+    if (!strncmp(base, "blk.", 4) && (base = strchr(base + 4, '.')))
+        base++;
+    else
+        base = t->name;
+    switch (t->role) {
+    case SPLASH_ROLE_NORM:
+        return (struct init){INIT_ONE_PLUS, 0.1f};
+    case SPLASH_ROLE_EMBED:
+        return (struct init){INIT_NORMAL, 0.05f};
+    case SPLASH_ROLE_SINKS:
+        return (struct init){INIT_ZERO, 0};
+    case SPLASH_ROLE_GDN_F32:
+        if (!strcmp(base, "ssm_a"))
+            return (struct init){INIT_NEG_UNIFORM, 0};
+        if (!strncmp(base, "ssm_dt", 6))
+            return (struct init){INIT_NORMAL, 0.5f};
+        if (!strncmp(base, "ssm_conv1d", 10))
+            return (struct init){INIT_NORMAL, 0.3f};
+        return (struct init){INIT_NORMAL, 0.1f};
+    default:
+        return (struct init){INIT_NORMAL, 1.0f / sqrtf((float)t->ne[0])};
+    }
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* n values of one chunk, from a generator seeded by (seed, tensor, first row) so
+ * the bytes do not depend on the number of threads. */
+static void fill_values(float *x, int64_t n, struct init in, uint64_t seed)
+{
+    uint64_t s = seed;
+    switch (in.kind) {
+    case INIT_ZERO:
+        memset(x, 0, (size_t)n * sizeof *x);
+        return;
+    case INIT_NEG_UNIFORM:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = -(1.0f + 15.0f * (float)(splitmix64(&s) >> 40) * (1.0f / 16777216.0f));
+        return;
+    case INIT_NORMAL:
+    case INIT_ONE_PLUS:
+        break;
+    }
+    float add = in.kind == INIT_ONE_PLUS ? 1.0f : 0.0f;
+    const float two_pi = 6.28318530717958647692f;
+    for (int64_t i = 0; i < n; i += 2) {
+        /* Box-Muller: u1 in (0, 1], u2 in [0, 1) from one 64-bit draw */
+        uint64_t r = splitmix64(&s);
+        float u1 = (float)((r >> 40) + 1) * (1.0f / 16777216.0f);
+        float u2 = (float)((r >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+        float rad = sqrtf(-2.0f * logf(u1)) * in.scale;
+        float sn, cs;
+        sincosf(two_pi * u2, &sn, &cs);
+        x[i] = add + rad * cs;
+        if (i + 1 < n)
+            x[i + 1] = add + rad * sn;
+    }
+}
+
+/* ---- quantizing ---------------------------------------------------------------------- */
+
+#define CHUNK_ELEMS 65536
+
+struct wtensor {
+    const struct splash_model_plan_tensor *t;
+    const struct splash_format_type *f;
+    struct init init;
+    uint64_t seed;
+    int64_t rows;
+    int64_t sample_rows;   /* rows quantized from their own values; the rest are copies */
+    size_t row_bytes;
+    uint8_t *data;
+};
+
+struct job {
+    uint32_t tensor;
+    int64_t row0, n_rows;
+};
+
+struct quant_ctx {
+    struct wtensor *wt;
+    struct job *jobs;   /* quantizing jobs, then copying jobs */
+    float **scratch;    /* per pool thread, CHUNK_ELEMS or one row if larger */
+};
+
+static void quant_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct quant_ctx *q = ctx;
+    float *x = q->scratch[thread];
+    for (int64_t j = begin; j < end; j++) {
+        const struct job *jb = &q->jobs[j];
+        const struct wtensor *w = &q->wt[jb->tensor];
+        int64_t n = jb->n_rows * w->t->ne[0];
+        fill_values(x, n, w->init, w->seed ^ ((uint64_t)jb->row0 * 0xD1B54A32D192ED03ull));
+        w->f->from_float(x, w->data + (size_t)jb->row0 * w->row_bytes, n, NULL);
+    }
+}
+
+/* Rows past a tensor's sample: blocks drawn at random from the quantized sample. */
+static void copy_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    struct quant_ctx *q = ctx;
+    (void)thread;
+    for (int64_t j = begin; j < end; j++) {
+        const struct job *jb = &q->jobs[j];
+        const struct wtensor *w = &q->wt[jb->tensor];
+        size_t bb = w->f->block_bytes;
+        uint64_t pool_blocks = (uint64_t)w->sample_rows * (w->row_bytes / bb);
+        uint64_t s = w->seed ^ ((uint64_t)jb->row0 * 0xD1B54A32D192ED03ull) ^ 0x5bd1e995u;
+        uint8_t *dst = w->data + (size_t)jb->row0 * w->row_bytes;
+        size_t n_blocks = (size_t)jb->n_rows * (w->row_bytes / bb);
+        for (size_t b = 0; b < n_blocks; b++, dst += bb)
+            memcpy(dst, w->data + (splitmix64(&s) % pool_blocks) * bb, bb);
+    }
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+enum splash_status splash_model_write(const struct splash_registry *r,
+                                      const struct splash_model_shape *shape,
+                                      const struct splash_model_write_opts *opts,
+                                      const char *path, struct splash_model_write_stats *stats,
+                                      struct splash_err *err)
+{
+    double t0 = now_seconds();
+    const char *mix = opts && opts->mix ? opts->mix : "Q4_K_M";
+    uint64_t seed = opts ? opts->seed : 0;
+    int64_t max_sample = opts ? opts->max_sample : 0;
+    struct splash_model_plan *plan = NULL;
+    enum splash_status st = splash_model_plan_create(r, shape, mix, &plan, err);
+    if (st)
+        return st;
+    struct splash_pool *pool = opts ? opts->pool : NULL;
+    int own_pool = !pool;
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    struct wtensor *wt = calloc(plan->n_tensors, sizeof *wt);
+    struct job *jobs = NULL;
+    float **scratch = NULL;
+    int n_threads = 0;
+    char tmp[4096];
+    tmp[0] = 0;
+    if (own_pool)
+        pool = splash_pool_create(opts ? opts->n_threads : 0);
+    if (!w || !wt || !pool) {
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        goto out_free;
+    }
+    if ((st = set_model_keys(w, shape, mix, opts ? opts->general_name : NULL, err)) ||
+        (st = splash_builtin_vocab_write(w, shape->n_vocab, err)))
+        goto out_free;
+
+    /* buffers and jobs */
+    size_t n_jobs = 0, max_row = 0;
+    for (size_t i = 0; i < plan->n_tensors; i++) {
+        struct wtensor *x = &wt[i];
+        x->t = &plan->tensors[i];
+        x->f = splash_registry_format_by_name(r, x->t->type_name);
+        x->init = init_of(x->t);
+        x->seed = seed * 0x9E3779B97F4A7C15ull ^ hash_name(x->t->name);
+        x->rows = x->t->ne[1] * x->t->ne[2] * x->t->ne[3];
+        x->row_bytes = splash_format_row_bytes(x->f, x->t->ne[0]);
+        x->data = splash_alloc_aligned(64, x->row_bytes * (size_t)x->rows + 64);
+        if (!x->data) {
+            st = splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory for %zu bytes",
+                                x->t->name, x->row_bytes * (size_t)x->rows);
+            goto out_free;
+        }
+        int64_t per = CHUNK_ELEMS / x->t->ne[0] > 0 ? CHUNK_ELEMS / x->t->ne[0] : 1;
+        x->sample_rows = x->rows;
+        if (max_sample > 0 && x->rows * x->t->ne[0] > max_sample) {
+            int64_t want = max_sample / x->t->ne[0];
+            x->sample_rows = want < 1 ? 1 : want < x->rows ? want : x->rows;
+        }
+        n_jobs += (size_t)((x->sample_rows + per - 1) / per);
+        n_jobs += (size_t)((x->rows - x->sample_rows + per - 1) / per);
+        if ((size_t)x->t->ne[0] > max_row)
+            max_row = (size_t)x->t->ne[0];
+    }
+    jobs = malloc(n_jobs * sizeof *jobs);
+    n_threads = splash_pool_threads(pool);
+    scratch = calloc((size_t)n_threads, sizeof *scratch);
+    if (!jobs || !scratch) {
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        goto out_free;
+    }
+    size_t scratch_elems = max_row > CHUNK_ELEMS ? max_row : CHUNK_ELEMS;
+    for (int i = 0; i < n_threads; i++)
+        if (!(scratch[i] = malloc((scratch_elems + 1) * sizeof(float)))) {
+            st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+            goto out_free;
+        }
+    /* the quantizing jobs first, then the copying ones (which read the samples) */
+    size_t k = 0, n_quant_jobs;
+    for (int phase = 0; phase < 2; phase++) {
+        for (size_t i = 0; i < plan->n_tensors; i++) {
+            int64_t per = CHUNK_ELEMS / wt[i].t->ne[0] > 0 ? CHUNK_ELEMS / wt[i].t->ne[0] : 1;
+            int64_t first = phase ? wt[i].sample_rows : 0;
+            int64_t last = phase ? wt[i].rows : wt[i].sample_rows;
+            for (int64_t row = first; row < last; row += per)
+                jobs[k++] = (struct job){.tensor = (uint32_t)i, .row0 = row,
+                                         .n_rows = last - row < per ? last - row : per};
+        }
+        if (!phase)
+            n_quant_jobs = k;
+    }
+    struct quant_ctx q = {.wt = wt, .jobs = jobs, .scratch = scratch};
+    splash_pool_parallel_for(pool, (int64_t)n_quant_jobs, 1, quant_range, &q);
+    q.jobs = jobs + n_quant_jobs;
+    splash_pool_parallel_for(pool, (int64_t)(n_jobs - n_quant_jobs), 1, copy_range, &q);
+
+    for (size_t i = 0; i < plan->n_tensors; i++) {
+        const struct splash_model_plan_tensor *t = wt[i].t;
+        if ((st = splash_gguf_writer_add_tensor(w, t->name, t->gguf_type, t->n_dims, t->ne,
+                                                wt[i].data, wt[i].row_bytes * (uint64_t)wt[i].rows,
+                                                err)))
+            goto out_free;
+    }
+
+    /* atomically: a temporary name beside the target, then rename */
+    int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (len < 0 || (size_t)len >= sizeof tmp) {
+        tmp[0] = 0;
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: path too long", path);
+        goto out_free;
+    }
+    if ((st = splash_gguf_writer_write_file(w, tmp, err)))
+        goto out_unlink;
+    if (rename(tmp, path) != 0) {
+        st = splash_err_set(err, SPLASH_ERR_IO, "%s: rename: %s", path, strerror(errno));
+        goto out_unlink;
+    }
+    tmp[0] = 0;
+    if (stats) {
+        struct stat sb;
+        stats->n_tensors = plan->n_tensors;
+        stats->n_params = plan->n_params;
+        stats->file_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        stats->seconds = now_seconds() - t0;
+    }
+out_unlink:
+    if (tmp[0])
+        unlink(tmp);
+out_free:
+    if (scratch)
+        for (int i = 0; i < n_threads; i++)
+            free(scratch[i]);
+    free(scratch);
+    free(jobs);
+    if (wt)
+        for (size_t i = 0; i < plan->n_tensors; i++)
+            splash_free_aligned(wt[i].data);
+    free(wt);
+    splash_gguf_writer_destroy(w);
+    if (own_pool)
+        splash_pool_destroy(pool);
+    splash_model_plan_free(plan);
+    return st;
+}

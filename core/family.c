@@ -1,0 +1,165 @@
+/* The family vtable behind one set of wrappers (core/family.h). */
+#include "core/family.h"
+
+#include <string.h>
+
+#include "core/meta.h"
+#include "core/registry.h"
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* ---- selection ------------------------------------------------------------ */
+
+static const char *meta_architecture(const struct splash_meta *m, char *buf, size_t size)
+{
+    const struct splash_meta_api *api = splash_meta_api_get();
+    const char *arch = NULL;
+    struct splash_err err;
+    if (m->source == SPLASH_META_GGUF) {
+        if (api->get_str(m, "general.architecture", &arch, &err) != SPLASH_OK)
+            return NULL;
+    } else if (api->get_str(m, "text_config.model_type", &arch, &err) != SPLASH_OK &&
+               api->get_str(m, "model_type", &arch, &err) != SPLASH_OK) {
+        return NULL;
+    }
+    snprintf(buf, size, "%s", arch);
+    return buf;
+}
+
+static int claims(const struct splash_family_plugin *f, int source, const char *arch)
+{
+    const char *const *list = source == SPLASH_META_GGUF ? f->gguf_architectures : f->model_types;
+    for (size_t i = 0; list && list[i]; i++)
+        if (!strcmp(list[i], arch))
+            return 1;
+    return 0;
+}
+
+enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
+                                        const struct splash_family_plugin **family,
+                                        struct splash_family_verdict *verdict,
+                                        struct splash_err *err)
+{
+    char arch[128];
+    if (!meta_architecture(m, arch, sizeof arch))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s is missing", base_name(m->path),
+                              m->source == SPLASH_META_GGUF ? "general.architecture" : "model_type");
+    const struct splash_family_plugin *best = NULL, *tie = NULL;
+    struct splash_family_verdict best_v;
+    int claimed = 0;
+    for (size_t i = 0; i < splash_registry_n_families(r); i++) {
+        const struct splash_family_plugin *f = splash_registry_family(r, i);
+        if (!claims(f, m->source, arch))
+            continue;
+        claimed++;
+        struct splash_family_verdict v;
+        enum splash_status st = splash_family_check_config(r, f, m, &v, err);
+        if (st != SPLASH_OK)
+            return st; /* the family serves this architecture and names what is wrong */
+        if (v.score <= 0)
+            continue;
+        if (!best || v.score > best_v.score) {
+            best = f;
+            best_v = v;
+            tie = NULL;
+        } else if (v.score == best_v.score) {
+            tie = f;
+        }
+    }
+    if (tie)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: plugins %s and %s claim architecture %s equally",
+                              base_name(m->path), best->header.name, tie->header.name, arch);
+    if (!best)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              claimed ? "%s: architecture %s: its family declined this configuration"
+                                      : "%s: architecture %s is not one Splash serves (no family plugin claims it)",
+                              base_name(m->path), arch);
+    *family = best;
+    *verdict = best_v;
+    return SPLASH_OK;
+}
+
+/* ---- the vtable ----------------------------------------------------------- */
+
+enum splash_status splash_family_check_config(const struct splash_registry *r,
+                                              const struct splash_family_plugin *f,
+                                              const struct splash_meta *m,
+                                              struct splash_family_verdict *v,
+                                              struct splash_err *err)
+{
+    memset(v, 0, sizeof *v);
+    if (!f->check_config)
+        return SPLASH_OK; /* declines */
+    return f->check_config(splash_registry_host(r), m, v, err);
+}
+
+enum splash_status splash_family_declare_tensors(const struct splash_registry *r,
+                                                 const struct splash_family_plugin *f,
+                                                 const struct splash_meta *m,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err)
+{
+    if (!f->declare_tensors)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family plugin %s declares no tensors",
+                              f->header.name);
+    return f->declare_tensors(splash_registry_host(r), m, emit, ctx, err);
+}
+
+enum splash_status splash_family_model_create(const struct splash_registry *r,
+                                              const struct splash_family_plugin *f,
+                                              const struct splash_meta *m,
+                                              const struct splash_model_opts *opts, void **model,
+                                              struct splash_model_info *info,
+                                              struct splash_err *err)
+{
+    if (!f->model_create || !f->forward || !f->seq_create || !f->seq_destroy ||
+        !f->model_destroy)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family plugin %s cannot run models",
+                              f->header.name);
+    enum splash_status st = f->model_create(splash_registry_host(r), m, opts, model, err);
+    if (st)
+        return st;
+    memset(info, 0, sizeof *info);
+    if (f->model_info)
+        f->model_info(*model, info);
+    return SPLASH_OK;
+}
+
+void splash_family_model_destroy(const struct splash_family_plugin *f, void *model)
+{
+    if (model)
+        f->model_destroy(model);
+}
+
+enum splash_status splash_family_seq_create(const struct splash_family_plugin *f, void *model,
+                                            void **seq, struct splash_err *err)
+{
+    return f->seq_create(model, seq, err);
+}
+
+void splash_family_seq_destroy(const struct splash_family_plugin *f, void *model, void *seq)
+{
+    if (seq)
+        f->seq_destroy(model, seq);
+}
+
+enum splash_status splash_family_seq_truncate(const struct splash_family_plugin *f, void *model,
+                                              void *seq, int32_t n_keep, struct splash_err *err)
+{
+    if (!f->seq_truncate)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family plugin %s cannot truncate a sequence",
+                              f->header.name);
+    return f->seq_truncate(model, seq, n_keep, err);
+}
+
+enum splash_status splash_family_forward(const struct splash_family_plugin *f, void *model,
+                                         const struct splash_lane *lanes, int32_t n_lanes,
+                                         struct splash_err *err)
+{
+    return f->forward(model, lanes, n_lanes, err);
+}

@@ -1,0 +1,52 @@
+/* Every call into a family plugin goes through these wrappers: selection by
+ * claims and score, and the vtable members with their defaults (an optional
+ * member a plugin leaves NULL behaves as documented here, not at call sites). */
+#ifndef SPLASH_CORE_FAMILY_H
+#define SPLASH_CORE_FAMILY_H
+
+#include "splash/family.h"
+
+struct splash_registry;
+
+/* The family plugin whose claims (GGUF architecture or config model_type) and
+ * check_config take this metadata: the highest score wins; equal top scores are an
+ * error naming both plugins; a family that claims the architecture and refuses its
+ * values returns its error. */
+enum splash_status splash_family_select(const struct splash_registry *r, const struct splash_meta *m,
+                                        const struct splash_family_plugin **family,
+                                        struct splash_family_verdict *verdict,
+                                        struct splash_err *err);
+
+/* check_config with r's host; a family without one declines (score 0). */
+enum splash_status splash_family_check_config(const struct splash_registry *r,
+                                              const struct splash_family_plugin *f,
+                                              const struct splash_meta *m,
+                                              struct splash_family_verdict *v,
+                                              struct splash_err *err);
+/* declare_tensors with r's host; refused when the family declares none. */
+enum splash_status splash_family_declare_tensors(const struct splash_registry *r,
+                                                 const struct splash_family_plugin *f,
+                                                 const struct splash_meta *m,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err);
+/* model_create with r's host; refused when the family cannot run models (no
+ * model_create or forward). model_info is filled (zeroes when the family has none). */
+enum splash_status splash_family_model_create(const struct splash_registry *r,
+                                              const struct splash_family_plugin *f,
+                                              const struct splash_meta *m,
+                                              const struct splash_model_opts *opts, void **model,
+                                              struct splash_model_info *info,
+                                              struct splash_err *err);
+void splash_family_model_destroy(const struct splash_family_plugin *f, void *model);
+
+enum splash_status splash_family_seq_create(const struct splash_family_plugin *f, void *model,
+                                            void **seq, struct splash_err *err);
+void splash_family_seq_destroy(const struct splash_family_plugin *f, void *model, void *seq);
+/* A family without seq_truncate refuses it (SPLASH_ERR_UNSUPPORTED). */
+enum splash_status splash_family_seq_truncate(const struct splash_family_plugin *f, void *model,
+                                              void *seq, int32_t n_keep, struct splash_err *err);
+enum splash_status splash_family_forward(const struct splash_family_plugin *f, void *model,
+                                         const struct splash_lane *lanes, int32_t n_lanes,
+                                         struct splash_err *err);
+
+#endif

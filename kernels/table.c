@@ -1,0 +1,34 @@
+/* The kernel table the host hands plugins (include/splash/kernels.h): the compute
+ * layer's ops, one member each. */
+#include "core/host_impl.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/ops.h"
+
+static const struct splash_kernels kernels = {
+    .size = sizeof(struct splash_kernels),
+    .weight_create = kernel_weight_create,
+    .weight_destroy = kernel_weight_destroy,
+    .matmul = kernel_matmul,
+    .matmul_experts = kernel_matmul_experts,
+    .embed_rows = kernel_embed_rows,
+    .to_float = kernel_to_float,
+    .rmsnorm = kernel_rmsnorm,
+    .l2norm = kernel_l2norm,
+    .rope = kernel_rope,
+    .kv_page_bytes = kernel_kv_page_bytes,
+    .kv_store = kernel_kv_store,
+    .attention = kernel_attention,
+    .gdn_conv = kernel_gdn_conv,
+    .gdn_recurrent = kernel_gdn_recurrent,
+    .gdn_chunked = kernel_gdn_chunked,
+    .matmul_many = kernel_matmul_many,
+    .gdn_conv_lanes = kernel_gdn_conv_lanes,
+    .gdn_recurrent_lanes = kernel_gdn_recurrent_lanes,
+    .attention_lanes = kernel_attention_lanes,
+    .weight_set_scale = kernel_weight_set_scale,
+};
+
+const struct splash_kernels *splash_kernels_get(void)
+{
+    return &kernels;
+}

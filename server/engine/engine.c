@@ -1,0 +1,718 @@
+/* The engine loop. Each step batches one token of every decoding request with
+ * one chunk of the oldest waiting prompt, so weights are read once per step for
+ * all lanes; requests join and leave between steps. */
+#include "server/engine/engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/engine/protocol.h"
+#include "server/text/grammar/grammar.h"
+#include "core/family.h"
+#include "core/host_impl.h"
+#include "core/memory_plan.h"
+#include "core/meta.h"
+#include "core/model_load.h"
+#include "core/registry.h"
+#include "server/text/tokenizer/tokenizer.h"
+#include "kernels/kernels_impl.h"
+#include "server/engine/sampling.h"
+
+enum req_state { REQ_PREFILL, REQ_DECODE };
+
+struct request {
+    uint64_t id;
+    int32_t *prompt;
+    int32_t n_prompt, n_prefilled;
+    void *seq;
+    struct splash_sampler sampler;
+    int32_t max_tokens, n_gen;
+    int32_t stop_ids[32];
+    int n_stop;
+    int logprobs, top_logprobs;
+    int32_t last;       /* the token the next decode step feeds */
+    /* thinking budget (server.md "Thinking token budget") */
+    int in_thinking, counting;
+    int64_t think_budget, think_count;  /* budget < 0: no cap */
+    int32_t think_close, call_open;
+    int32_t think_end[64];
+    int n_think_end, forced_next;       /* forced_next < n_think_end: forcing the end */
+    /* output constraint (response_format, forced tool calls) */
+    struct splash_grammar *grammar;
+    struct splash_grammar_matcher *matcher;
+    /* logit_bias: added to these tokens' logits before any mask and sampling */
+    int32_t *bias_ids;
+    float *bias;
+    int n_bias;
+    int32_t pos;        /* tokens in the sequence */
+    enum req_state state;
+    struct request *next;
+};
+
+struct engine {
+    const struct splash_engine_opts *opts;
+    struct splash_loaded_model *lm;
+    struct request *reqs;        /* admission order */
+    int n_active;                /* requests holding a sequence */
+    int64_t n_ctx;
+    float *logits;               /* (max_lanes + 1, n_vocab) */
+    struct splash_lane *lanes;
+    struct request **lane_req;
+    int max_lanes;
+    int stopping;
+    /* --decode-share: measured step costs (EMA, seconds) size the prompt chunks */
+    double t_decode_step, t_prefill_token;
+    int prefill_turn; /* decode share 0: steps alternate prefill and decode */
+    /* grammars: built on the first constrained request */
+    struct splash_tokenizer *tok;
+    struct splash_grammar_vocab *gvocab;
+    struct splash_grammar_format gformat;
+    int gformat_calls;  /* -1 until initialised */
+    uint32_t *mask;
+    /* single-byte and special tokens: every completion can be written with them */
+    int32_t *closers;
+    int n_closers;
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double ema(double old, double sample)
+{
+    return old > 0 ? 0.8 * old + 0.2 * sample : sample;
+}
+
+/* Prompt tokens this step, while n_decode requests generate: decode time owed per
+ * unit of prefill time is the decode share (server.md "Server options"). */
+static int32_t prefill_chunk(const struct engine *e, int n_decode)
+{
+    int32_t most = 4 * e->opts->prefill_chunk;
+    if (!n_decode || e->opts->decode_share <= 0)
+        return most;
+    if (e->t_decode_step <= 0 || e->t_prefill_token <= 0)
+        return e->opts->prefill_chunk;
+    double tokens = e->t_decode_step / (e->opts->decode_share * e->t_prefill_token);
+    if (tokens < 16)
+        return 16;
+    return tokens > most ? most : (int32_t)tokens;
+}
+
+static void send_error(struct engine *e, uint64_t id, const char *code, const char *message)
+{
+    json_t *b = json_pack("{s:s, s:s}", "code", code, "message", message);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_ERROR, id, b, &err);
+    json_decref(b);
+}
+
+static void request_free(struct engine *e, struct request *r)
+{
+    if (r->seq) {
+        splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
+        e->n_active--;
+    }
+    if (r->matcher)
+        splash_grammar_matcher_destroy(r->matcher);
+    if (r->grammar)
+        splash_grammar_destroy(r->grammar);
+    splash_sampler_free(&r->sampler);
+    free(r->bias_ids);
+    free(r->bias);
+    free(r->prompt);
+    free(r);
+}
+
+static void request_remove(struct engine *e, struct request *r)
+{
+    for (struct request **p = &e->reqs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    request_free(e, r);
+}
+
+static void finish(struct engine *e, struct request *r, const char *reason)
+{
+    json_t *b = json_pack("{s:s, s:i, s:i, s:i}", "finish_reason", reason, "prompt_tokens",
+                          r->n_prompt, "cached_tokens", 0, "completion_tokens", r->n_gen);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_DONE, r->id, b, &err);
+    json_decref(b);
+    request_remove(e, r);
+}
+
+/* The tokenizer, vocabulary index and format a constrained request needs, built once. */
+static enum splash_status grammar_setup(struct engine *e, const struct request *r, const char *calls,
+                                       struct splash_err *err)
+{
+    enum splash_status st;
+    if (!e->tok && (st = splash_tokenizer_load_gguf(e->lm->meta->path, &e->tok, err)))
+        return st;
+    if (!e->gvocab) {
+        if ((st = splash_grammar_vocab_create(e->tok, r->stop_ids, (size_t)r->n_stop, &e->gvocab, err)))
+            return st;
+        e->mask = malloc(splash_grammar_mask_words(e->gvocab) * sizeof *e->mask);
+        size_t n_tok = splash_tokenizer_n_tokens(e->tok);
+        e->closers = malloc(n_tok * sizeof *e->closers);
+        if (!e->mask || !e->closers)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the token mask");
+        for (size_t i = 0; i < n_tok; i++) {
+            size_t len;
+            int type = splash_tokenizer_token_type(e->tok, (int32_t)i);
+            const char *piece = splash_tokenizer_piece(e->tok, (int32_t)i, SPLASH_DETOK_SPECIAL, &len);
+            if ((piece && len == 1) || type == SPLASH_TOKEN_CONTROL || type == SPLASH_TOKEN_USER_DEFINED)
+                e->closers[e->n_closers++] = (int32_t)i;
+        }
+    }
+    int want = calls && !strcmp(calls, "glm_args") ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                   : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+    if (e->gformat_calls != want) {
+        if ((st = splash_grammar_format_init(&e->gformat, (enum splash_grammar_call_syntax)want,
+                                             e->tok, err)))
+            return st;
+        e->gformat_calls = want;
+    }
+    return SPLASH_OK;
+}
+
+static void submit(struct engine *e, uint64_t id, json_t *body)
+{
+    json_t *prompt = json_object_get(body, "prompt");
+    if (!json_is_array(prompt) || json_array_size(prompt) == 0) {
+        send_error(e, id, "invalid_request", "the prompt is empty");
+        return;
+    }
+    int64_t n_prompt = (int64_t)json_array_size(prompt);
+    int64_t max_tokens = json_integer_value(json_object_get(body, "max_tokens"));
+    if (max_tokens <= 0)
+        max_tokens = e->n_ctx - n_prompt;
+    if (n_prompt >= e->n_ctx) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the prompt's %lld tokens fill the %lld-token context",
+                 (long long)n_prompt, (long long)e->n_ctx);
+        send_error(e, id, "context_length_exceeded", msg);
+        return;
+    }
+    struct request *r = calloc(1, sizeof *r);
+    if (!r || !(r->prompt = malloc((size_t)n_prompt * sizeof *r->prompt))) {
+        free(r);
+        send_error(e, id, "capacity_exhausted", "out of memory for the prompt");
+        return;
+    }
+    r->id = id;
+    r->n_prompt = (int32_t)n_prompt;
+    for (int64_t i = 0; i < n_prompt; i++) {
+        json_int_t t = json_integer_value(json_array_get(prompt, (size_t)i));
+        if (t < 0 || t >= e->lm->info.n_vocab) {
+            free(r->prompt);
+            free(r);
+            send_error(e, id, "invalid_request", "a prompt token is out of the vocabulary");
+            return;
+        }
+        r->prompt[i] = (int32_t)t;
+    }
+    r->max_tokens = (int32_t)(max_tokens < e->n_ctx - n_prompt ? max_tokens : e->n_ctx - n_prompt);
+    json_t *stops = json_object_get(body, "stop_ids");
+    for (size_t i = 0; json_is_array(stops) && i < json_array_size(stops) && r->n_stop < 32; i++)
+        r->stop_ids[r->n_stop++] = (int32_t)json_integer_value(json_array_get(stops, i));
+    json_t *s = json_object_get(body, "sampling");
+    struct splash_sampling_params sp = {.temperature = 0, .top_p = 1, .repetition_penalty = 1};
+    if (json_is_object(s)) {
+        json_t *v;
+        if ((v = json_object_get(s, "temperature")) && json_is_number(v))
+            sp.temperature = (float)json_number_value(v);
+        if ((v = json_object_get(s, "top_k")) && json_is_integer(v))
+            sp.top_k = (int32_t)json_integer_value(v);
+        if ((v = json_object_get(s, "top_p")) && json_is_number(v))
+            sp.top_p = (float)json_number_value(v);
+        if ((v = json_object_get(s, "min_p")) && json_is_number(v))
+            sp.min_p = (float)json_number_value(v);
+        if ((v = json_object_get(s, "presence_penalty")) && json_is_number(v))
+            sp.presence_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "frequency_penalty")) && json_is_number(v))
+            sp.frequency_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "repetition_penalty")) && json_is_number(v))
+            sp.repetition_penalty = (float)json_number_value(v);
+        if ((v = json_object_get(s, "seed")) && json_is_integer(v))
+            sp.seed = (uint64_t)json_integer_value(v);
+        else
+            sp.seed = (uint64_t)time(NULL) ^ id * 0x9e3779b97f4a7c15ull;
+    }
+    r->think_budget = -1;
+    r->forced_next = 0;
+    json_t *think = json_object_get(body, "think");
+    if (json_is_object(think)) {
+        r->in_thinking = 1;
+        r->counting = 1;
+        json_t *b = json_object_get(think, "budget");
+        r->think_budget = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
+        r->think_close = (int32_t)json_integer_value(json_object_get(think, "close"));
+        json_t *co = json_object_get(think, "call_open");
+        r->call_open = json_is_integer(co) ? (int32_t)json_integer_value(co) : -1;
+        json_t *end = json_object_get(think, "end");
+        for (size_t i = 0; json_is_array(end) && i < json_array_size(end) && r->n_think_end < 64; i++)
+            r->think_end[r->n_think_end++] = (int32_t)json_integer_value(json_array_get(end, i));
+        r->forced_next = r->n_think_end; /* nothing forced yet */
+        if (r->think_budget == 0 && r->n_think_end)
+            r->forced_next = 0;
+    }
+    r->logprobs = json_is_true(json_object_get(body, "logprobs"));
+    r->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
+    if (r->top_logprobs > 20)
+        r->top_logprobs = 20;
+    if (splash_sampler_init(&r->sampler, &sp, (int32_t)e->lm->info.n_vocab) != 0) {
+        free(r->prompt);
+        free(r);
+        send_error(e, id, "capacity_exhausted", "out of memory for the sampler");
+        return;
+    }
+    json_t *lb = json_object_get(s, "logit_bias");
+    if (json_is_array(lb) && json_array_size(lb)) {
+        size_t n = json_array_size(lb);
+        r->bias_ids = malloc(n * sizeof *r->bias_ids);
+        r->bias = malloc(n * sizeof *r->bias);
+        if (!r->bias_ids || !r->bias) {
+            send_error(e, id, "capacity_exhausted", "out of memory for logit_bias");
+            request_free(e, r);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *pair = json_array_get(lb, i);
+            json_int_t t = json_integer_value(json_array_get(pair, 0));
+            if (t < 0 || t >= e->lm->info.n_vocab) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "logit_bias: token %lld is past the vocabulary's %lld tokens",
+                         (long long)t, (long long)e->lm->info.n_vocab);
+                send_error(e, id, "invalid_request", msg);
+                request_free(e, r);
+                return;
+            }
+            r->bias_ids[r->n_bias] = (int32_t)t;
+            r->bias[r->n_bias++] = (float)json_number_value(json_array_get(pair, 1));
+        }
+    }
+    json_t *spec = json_object_get(body, "grammar");
+    if (json_is_object(spec)) {
+        struct splash_err err;
+        if (grammar_setup(e, r, json_string_value(json_object_get(body, "grammar_calls")), &err) ||
+            splash_grammar_compile_spec(spec, &e->gformat, &r->grammar, &err) ||
+            splash_grammar_matcher_create(r->grammar, e->gvocab, &r->matcher, &err)) {
+            send_error(e, id, "invalid_request", err.msg);
+            request_free(e, r);
+            return;
+        }
+    }
+    r->state = REQ_PREFILL;
+    struct request **tail = &e->reqs;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = r;
+}
+
+static struct request *find(struct engine *e, uint64_t id)
+{
+    for (struct request *r = e->reqs; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
+static void send_status(struct engine *e, uint64_t id)
+{
+    int active = 0, waiting = 0;
+    for (struct request *r = e->reqs; r; r = r->next)
+        r->seq ? active++ : waiting++;
+    json_t *b = json_pack("{s:i, s:i, s:i}", "active", active, "waiting", waiting, "max_lanes",
+                          e->max_lanes);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, id, b, &err);
+    json_decref(b);
+}
+
+/* Drops the mapped weights' pages; the next step faults them back from the files. */
+static void release_weights(struct engine *e)
+{
+    const struct splash_meta *m = e->lm->meta;
+    size_t released = 0;
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (m->parts[i]->map && madvise(m->parts[i]->map, m->parts[i]->map_size, MADV_DONTNEED) == 0)
+            released += m->parts[i]->map_size;
+    size_t images = splash_matmul_release_images();
+    splash_log(SPLASH_LOG_INFO, NULL,
+               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights",
+               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
+}
+
+/* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */
+static int read_frames(struct engine *e, int block)
+{
+    for (;;) {
+        struct pollfd p = {.fd = e->opts->fd, .events = POLLIN};
+        int rc = poll(&p, 1, block ? -1 : 0);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            return 0;
+        struct splash_frame f;
+        struct splash_err err;
+        if (splash_frame_read(e->opts->fd, &f, &err) != SPLASH_OK)
+            return -1;
+        block = 0;
+        struct request *r;
+        switch (f.type) {
+        case SPLASH_FRAME_SUBMIT:
+            submit(e, f.id, f.body);
+            break;
+        case SPLASH_FRAME_CANCEL:
+            if ((r = find(e, f.id)))
+                finish(e, r, "cancelled");
+            break;
+        case SPLASH_FRAME_STATUS_REQ:
+            send_status(e, f.id);
+            break;
+        case SPLASH_FRAME_RELEASE:
+            release_weights(e);
+            break;
+        case SPLASH_FRAME_SHUTDOWN:
+            e->stopping = 1;
+            break;
+        default:
+            break;
+        }
+        splash_frame_free(&f);
+    }
+}
+
+static int is_stop(const struct request *r, int32_t t)
+{
+    for (int i = 0; i < r->n_stop; i++)
+        if (r->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Near the output limit a constrained reply must still close: once the tokens left
+ * barely cover the bytes that complete the grammar, take the token that leaves the
+ * least to write (trial accept and undo), among the likeliest allowed tokens and
+ * every single-byte and special token, so each step shortens the rest by one at
+ * least; ties go to the likelier token. */
+static int32_t steer_to_close(struct engine *e, struct request *r, const float *logits,
+                              int32_t sampled)
+{
+    size_t need = splash_grammar_matcher_distance(r->matcher);
+    int32_t left = r->max_tokens - r->n_gen;
+    if (need == SIZE_MAX || need == 0 || (size_t)left > need + 16)
+        return sampled;
+    enum { LIKELY = 32 };
+    int32_t likely[LIKELY];
+    int n_likely = 0;
+    int64_t n_vocab = e->lm->info.n_vocab;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        if (logits[i] == -INFINITY)
+            continue;
+        if (n_likely < LIKELY) {
+            likely[n_likely++] = (int32_t)i;
+            continue;
+        }
+        int worst = 0;
+        for (int k = 1; k < n_likely; k++)
+            if (logits[likely[k]] < logits[likely[worst]])
+                worst = k;
+        if (logits[i] > logits[likely[worst]])
+            likely[worst] = (int32_t)i;
+    }
+    int32_t best = sampled;
+    size_t best_need = SIZE_MAX;
+    struct splash_err err;
+    for (int k = 0; k < n_likely + e->n_closers; k++) {
+        int32_t id = k < n_likely ? likely[k] : e->closers[k - n_likely];
+        if (id >= n_vocab || logits[id] == -INFINITY)
+            continue; /* the mask refuses it here */
+        if (splash_grammar_matcher_accept_token(r->matcher, id, &err) != SPLASH_OK)
+            continue;
+        size_t d = splash_grammar_matcher_is_stopped(r->matcher) ? 0
+                                                                 : splash_grammar_matcher_distance(r->matcher);
+        splash_grammar_matcher_rollback(r->matcher, 1);
+        if (d < best_need || (d == best_need && logits[id] > logits[best])) {
+            best = id;
+            best_need = d;
+        }
+    }
+    return best;
+}
+
+static void emit_token(struct engine *e, struct request *r, float *logits)
+{
+    struct splash_token_logprob top[20];
+    float lp = 0;
+    int n_top = r->top_logprobs;
+    int32_t t;
+    /* under a grammar, thinking ends only between whole characters */
+    int force = r->forced_next < r->n_think_end &&
+                (!r->matcher || r->forced_next > 0 ||
+                 splash_grammar_matcher_thinking_at_char_boundary(r->matcher));
+    if (force) {
+        /* the budget ran out: the thinking end is selected, not sampled */
+        t = r->think_end[r->forced_next++];
+        splash_sampler_accept(&r->sampler, t);
+        n_top = 0;
+    } else {
+        for (int i = 0; i < r->n_bias; i++)
+            logits[r->bias_ids[i]] += r->bias[i];
+        if (r->matcher) {
+            splash_grammar_matcher_fill_mask(r->matcher, e->mask);
+            splash_grammar_mask_apply(e->mask, splash_grammar_vocab_n_tokens(e->gvocab), logits,
+                                      (size_t)e->lm->info.n_vocab);
+        }
+        t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
+                                  n_top ? top : NULL, n_top);
+        if (r->matcher)
+            t = steer_to_close(e, r, logits, t);
+    }
+    if (r->matcher) {
+        struct splash_err err;
+        if (splash_grammar_matcher_accept_token(r->matcher, t, &err) != SPLASH_OK) {
+            /* a masked pick never fails; a forced end the grammar refuses ends the request */
+            send_error(e, r->id, "engine_failed", err.msg);
+            request_remove(e, r);
+            return;
+        }
+    }
+    if (r->in_thinking) {
+        if (t == r->think_close) {
+            r->in_thinking = 0;
+            r->forced_next = r->n_think_end;
+        } else if (t == r->call_open) {
+            r->counting = 0; /* a call's opening ends the count; the end never lands inside it */
+        } else if (r->counting && r->forced_next >= r->n_think_end && r->think_budget >= 0 &&
+                   ++r->think_count >= r->think_budget) {
+            r->forced_next = 0;
+        }
+    }
+    if (is_stop(r, t)) {
+        finish(e, r, "stop");
+        return;
+    }
+    r->n_gen++;
+    json_t *b = json_pack("{s:[i]}", "t", t);
+    if (r->logprobs) {
+        json_object_set_new(b, "lp", json_pack("[f]", (double)lp));
+        json_t *alts = json_array();
+        for (int i = 0; i < n_top; i++)
+            json_array_append_new(alts, json_pack("[i,f]", top[i].id, (double)top[i].logprob));
+        json_object_set_new(b, "top", json_pack("[o]", alts));
+    }
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_TOKENS, r->id, b, &err);
+    json_decref(b);
+    r->last = t;
+    r->state = REQ_DECODE;
+    if (r->n_gen >= r->max_tokens)
+        finish(e, r, "length");
+}
+
+/* One batched step: every decoding request's next token plus one prompt chunk. */
+static int step(struct engine *e)
+{
+    const struct splash_family_plugin *fam = e->lm->family;
+    int n = 0, have_prefill = 0, n_decode = 0;
+    struct splash_err err;
+    int64_t n_vocab = e->lm->info.n_vocab;
+    int waiting = 0;
+    for (struct request *r = e->reqs; r; r = r->next) {
+        n_decode += r->state == REQ_DECODE;
+        waiting += r->state == REQ_PREFILL;
+    }
+    /* decode share 0 alternates one step of each while both have work */
+    int skip_decode = 0, skip_prefill = 0;
+    if (e->opts->decode_share <= 0 && n_decode && waiting) {
+        e->prefill_turn = !e->prefill_turn;
+        skip_decode = e->prefill_turn;
+        skip_prefill = !e->prefill_turn;
+    }
+    int32_t chunk = prefill_chunk(e, skip_decode ? 0 : n_decode);
+    int n_decode_lanes = 0;
+    for (struct request *r = e->reqs; r && n <= e->max_lanes; r = r->next) {
+        if ((r->state == REQ_DECODE && skip_decode) || (r->state == REQ_PREFILL && skip_prefill))
+            continue;
+        /* one prompt chunk per step, and a new sequence only while lanes are free */
+        if (r->state == REQ_PREFILL && (have_prefill || (!r->seq && e->n_active >= e->max_lanes)))
+            continue;
+        if (!r->seq) {
+            if (splash_family_seq_create(fam, e->lm->model, &r->seq, &err) != SPLASH_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "no memory for the caches of lane %d at admission (prompt "
+                         "of %d tokens): %s", n, r->n_prompt, err.msg);
+                r->seq = NULL;
+                send_error(e, r->id, "capacity_exhausted", msg);
+                request_remove(e, r);
+                return 0;
+            }
+            e->n_active++;
+            struct splash_err werr;
+            splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, NULL, &werr);
+        }
+        struct splash_lane *l = &e->lanes[n];
+        memset(l, 0, sizeof *l);
+        l->seq = r->seq;
+        l->pos0 = r->pos;
+        l->logits_all = 0;
+        if (r->state == REQ_DECODE) {
+            l->tokens = &r->last;
+            l->n_tokens = 1;
+            l->logits = e->logits + (size_t)n * (size_t)n_vocab;
+            n_decode_lanes++;
+        } else {
+            int32_t left = r->n_prompt - r->n_prefilled;
+            l->tokens = r->prompt + r->n_prefilled;
+            l->n_tokens = left < chunk ? left : chunk;
+            l->logits = l->n_tokens == left ? e->logits + (size_t)n * (size_t)n_vocab : NULL;
+            have_prefill = 1;
+        }
+        e->lane_req[n++] = r;
+    }
+    if (!n)
+        return 0;
+    double t0 = mono_now();
+    enum splash_status st = splash_family_forward(fam, e->lm->model, e->lanes, n, &err);
+    if (st == SPLASH_ERR_NOMEM) {
+        /* a cache could not grow: the step's requests end with what failed, the engine goes on */
+        for (int i = 0; i < n; i++) {
+            struct request *r = e->lane_req[i];
+            char msg[512];
+            snprintf(msg, sizeof msg, "lane %d, %s at token %d: %s", i,
+                     r->state == REQ_PREFILL ? "prefill" : "decode", r->pos + e->lanes[i].n_tokens,
+                     err.msg);
+            send_error(e, r->id, "capacity_exhausted", msg);
+            request_remove(e, r);
+        }
+        return 0;
+    }
+    if (st != SPLASH_OK) {
+        for (int i = 0; i < n; i++) {
+            send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
+            request_remove(e, e->lane_req[i]);
+        }
+        return -1;
+    }
+    double dt = mono_now() - t0;
+    int32_t prefilled = 0;
+    for (int i = 0; i < n; i++)
+        if (e->lane_req[i]->state == REQ_PREFILL)
+            prefilled += e->lanes[i].n_tokens;
+    if (!prefilled)
+        e->t_decode_step = ema(e->t_decode_step, dt);
+    else if (dt - (n_decode_lanes ? e->t_decode_step : 0) > 0)
+        e->t_prefill_token =
+            ema(e->t_prefill_token, (dt - (n_decode_lanes ? e->t_decode_step : 0)) / prefilled);
+    for (int i = 0; i < n; i++) {
+        struct request *r = e->lane_req[i];
+        r->pos += e->lanes[i].n_tokens;
+        if (r->state == REQ_PREFILL) {
+            r->n_prefilled += e->lanes[i].n_tokens;
+            for (int32_t k = 0; k < e->lanes[i].n_tokens; k++)
+                splash_sampler_accept(&r->sampler, e->lanes[i].tokens[k]);
+        }
+        if (e->lanes[i].logits)
+            emit_token(e, r, e->lanes[i].logits);
+    }
+    return 0;
+}
+
+int splash_engine_main(const struct splash_engine_opts *opts)
+{
+    struct engine e = {.opts = opts, .gformat_calls = -1};
+    struct splash_engine_opts o = *opts;
+    if (!o.max_lanes)
+        o.max_lanes = 16;
+    if (!o.prefill_chunk)
+        o.prefill_chunk = 256;
+    e.opts = &o;
+    e.max_lanes = o.max_lanes;
+    struct splash_registry *reg = splash_registry_global();
+    if (splash_registry_n_records(reg) == 0)
+        splash_registry_load_default(reg, NULL, 0);
+    struct splash_model_opts mo = {.kv_format = opts->kv_format, .state_format = opts->state_format,
+                                   .max_context = opts->max_context};
+    struct splash_err err;
+    if (splash_model_load(reg, opts->model_path, &mo, opts->n_threads, &e.lm, &err) != SPLASH_OK) {
+        send_error(&e, 0, "model_refused", err.msg);
+        return 1;
+    }
+    struct splash_memory_budget budget;
+    struct splash_memory_plan plan;
+    if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK ||
+        (opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
+            &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
+        send_error(&e, 0, "capacity_exhausted", err.msg);
+        splash_model_unload(e.lm);
+        return 1;
+    }
+    e.n_ctx = plan.context;
+    if (opts->fit_context && plan.context < opts->max_context)
+        fprintf(stderr,
+                "Warning · the restarted engine's memory (%.2f GiB, %s) holds %lld of the %lld "
+                "tokens of context the server served; it serves %lld until a later restart "
+                "regains them\n",
+                (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
+                (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
+    size_t n_vocab = (size_t)e.lm->info.n_vocab;
+    e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
+    e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
+    e.lane_req = calloc((size_t)e.max_lanes + 1, sizeof *e.lane_req);
+    if (!e.logits || !e.lanes || !e.lane_req) {
+        send_error(&e, 0, "capacity_exhausted", "out of memory for the engine's buffers");
+        return 1;
+    }
+    json_t *ready = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "family",
+                              e.lm->family->header.name, "architecture",
+                              e.lm->verdict.architecture, "size", e.lm->verdict.size_name,
+                              "n_vocab", (json_int_t)e.lm->info.n_vocab, "n_ctx",
+                              (json_int_t)e.n_ctx, "n_ctx_train",
+                              (json_int_t)e.lm->info.n_ctx_train, "weight_bytes",
+                              (json_int_t)e.lm->info.weight_bytes);
+    json_object_set_new(ready, "plan",
+                        json_pack("{s:I, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:s}", "context",
+                                  (json_int_t)plan.context, "kv_capacity_tokens",
+                                  (json_int_t)plan.kv_capacity, "lanes", plan.lanes, "yarn_factor",
+                                  plan.yarn_factor, "weights_bytes", (json_int_t)plan.weights,
+                                  "kv_bytes", (json_int_t)plan.kv_bytes, "state_bytes",
+                                  (json_int_t)plan.state_bytes, "total_bytes",
+                                  (json_int_t)plan.total, "usable_bytes", (json_int_t)budget.usable,
+                                  "bound", budget.bound));
+    splash_frame_write(o.fd, SPLASH_FRAME_READY, 0, ready, &err);
+    json_decref(ready);
+    int status = 0;
+    while (!e.stopping) {
+        if (read_frames(&e, e.reqs == NULL) < 0)
+            break;
+        if (step(&e) < 0) {
+            status = 3;
+            break;
+        }
+    }
+    while (e.reqs)
+        request_remove(&e, e.reqs);
+    free(e.logits);
+    free(e.lanes);
+    free(e.lane_req);
+    free(e.mask);
+    free(e.closers);
+    if (e.gvocab)
+        splash_grammar_vocab_destroy(e.gvocab);
+    if (e.tok)
+        splash_tokenizer_destroy(e.tok);
+    splash_model_unload(e.lm);
+    return status;
+}
