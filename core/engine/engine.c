@@ -526,6 +526,8 @@ static int step(struct engine *e)
                 return 0;
             }
             e->n_active++;
+            struct splash_err werr;
+            splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, NULL, &werr);
         }
         struct splash_lane *l = &e->lanes[n];
         memset(l, 0, sizeof *l);
