@@ -427,7 +427,7 @@ static enum splash_status without_hub(struct ctx *c, const char *why, struct spl
 enum splash_status splash_install(const struct splash_install_request *req,
                                   struct splash_installed *out, struct splash_err *err)
 {
-    static struct ctx c;
+    struct ctx c;
     memset(&c, 0, sizeof c);
     memset(out, 0, sizeof *out);
     c.req = req;
