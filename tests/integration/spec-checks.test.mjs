@@ -85,3 +85,20 @@ test("splash template --now renders strftime_now on a fixed clock", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("/status reports maximum_context_tokens, memory_plan.budget with context_bounds and chat_template.later_system", async () => {
+  const server = await startServer();
+  try {
+    const s = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(s.maximum_context_tokens, 4096);
+    assert.equal(s.maximum_context_tokens, s.capabilities.max_context_tokens);
+    assert.ok(s.memory_plan.budget.usable_bytes > 0);
+    assert.equal(typeof s.memory_plan.budget.bound, "string");
+    assert.equal(s.memory_plan.budget.context_bounds.model, 4096);
+    assert.ok(s.memory_plan.budget.context_bounds.resident >= 4096);
+    assert.equal(s.memory_plan.budget.context_bounds.bound, "model");
+    assert.match(s.chat_template.later_system, /^(native|patched|unsupported)$/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
