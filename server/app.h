@@ -45,6 +45,7 @@ struct splash_app {
     int admitted;                    /* requests running or waiting */
     uint64_t requests_total, tokens_generated, prompt_tokens_total, rejected_503;
     int noted_default_model; /* a request without model was noted on the console */
+    size_t max_token_bytes;  /* the longest token's bytes: bounds a prompt's tokens from below */
     uint64_t request_seq;
 };
 
