@@ -13,8 +13,15 @@ ARCH     := $(shell uname -m)
 SO       := $(if $(filter Darwin,$(UNAME_S)),dylib,so)
 
 PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+# `make deps` installs what a fresh machine lacks; other goals stop early without it
+NO_PKG_GOALS := deps test-deps clean
+ifneq ($(or $(MAKECMDGOALS),all),$(filter $(NO_PKG_GOALS),$(MAKECMDGOALS)))
+  PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo SPLASH_PKG_MISSING)
+  ifeq ($(PKG_CFLAGS),SPLASH_PKG_MISSING)
+    $(error pkg-config or a library it looks for is missing ($(PKGS)): run `make deps` first)
+  endif
+  PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+endif
 
 OPT      ?= -O2
 # `make V=1` prints whole command lines
@@ -23,9 +30,7 @@ say       = $(if $(V),,@printf '  %-6s %s\n' $1 $2;)
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(BUILD)/gen \
-              $(PKG_CFLAGS) -DSPLASH_VERSION='"$(VERSION)"' \
-              -DSPLASH_PLUGIN_BUILD_DIR='"$(abspath $(BUILD))/lib/splash"' \
-              -DSPLASH_PLUGIN_INSTALL_DIR='"$(PREFIX)/lib/splash"' $(CFLAGS)
+              $(PKG_CFLAGS) -DSPLASH_VERSION='"$(VERSION)"' $(CFLAGS)
 LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
 
 # Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
@@ -54,7 +59,12 @@ CLI_SRCS     := $(filter-out cli/modelgen/%,$(call srcs_in,cli))
 FORMATS      := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard formats/*/*.c)))))
 FAMILIES     := $(filter-out common,$(sort $(notdir $(patsubst %/,%,$(dir $(wildcard families/*/*.c))))))
 FAMILY_COMMON_SRCS := $(call srcs_in,families/common)
-TEST_SRCS    := $(wildcard tests/test-*.c)
+ISA_SUFFIXES := %_avx2.c %_avx512.c %_neon.c
+# A test is tests/test-NAME.c; its ISA units tests/test-NAME_avx2.c (_avx512.c, _neon.c) are
+# compiled with that ISA's flags (isa_flags) and linked into it on the arch they are for.
+TEST_SRCS    := $(filter-out $(ISA_SUFFIXES),$(wildcard tests/test-*.c))
+TEST_ISA_SRCS := $(filter-out $(SKIP_SRCS),$(filter $(ISA_SUFFIXES),$(wildcard tests/test-*.c)))
+test_isa_objs = $(call obj,$(filter tests/$(1)_%,$(TEST_ISA_SRCS)))
 TEST_SUPPORT := $(call srcs_in,tests/support)
 BENCH_SRCS   := $(wildcard bench/bench-*.c)
 FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz-*.c)
@@ -81,7 +91,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format check-layers
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -138,8 +148,14 @@ $(LIBMODELGEN): $(call obj,$(MODELGEN_SRCS))
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(APP_LIBS) $(LIBSPLASH)
+# The mark tells build/splash it runs from a build tree: it then loads build/lib/splash
+# (core/plugin_search.h); installed copies never carry it.
+$(BUILD)/splash: $(call obj,$(CLI_SRCS)) $(APP_LIBS) $(LIBSPLASH) | $(BUILD)/.splash-build-tree
 	$(call say,LD,$@)$(CC) -o $@ $(call obj,$(CLI_SRCS)) $(APP_LIBS) -L$(BUILD) -lsplash $(RPATH_BIN) $(LIBS)
+
+$(BUILD)/.splash-build-tree:
+	@mkdir -p $(dir $@)
+	@echo 'Splash build tree: the splash binary here loads plugins from lib/splash beside it.' > $@
 
 # ---- plugins -------------------------------------------------------------
 define format_rule
@@ -182,14 +198,16 @@ $(BUILD)/splash-plugin.pc: Makefile
 	    '$(PREFIX)' '$(VERSION)' > $@
 
 # ---- tests ---------------------------------------------------------------
-# Deliberately broken plugins for the loader tests.
-$(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c
+# Plugins for the loader tests: deliberately broken ones, and ABI 1.0 format plugins.
+$(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c $(wildcard tests/plugins/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
+.SECONDEXPANSION:
+$(BUILD)/tests/%: tests/%.c $$(call test_isa_objs,$$*) $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) \
+                  $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
-	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) \
+	$(call say,LD,$@)$(CC) $(ALL_CFLAGS) -o $@ $< $(call test_isa_objs,$*) $(call obj,$(TEST_SUPPORT)) $(APP_LIBS) \
 	    -Wl,--whole-archive $(LIBBUILTIN) -Wl,--no-whole-archive -L$(BUILD) -lsplash \
 	    $(RPATH_SUB) $(LIBS) -lcmocka
 
@@ -199,7 +217,7 @@ check-layers:
 
 test: check-layers all $(TESTS) $(BROKEN_SOS)
 	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
-	    tests/integration
+	    tests/packaging/run.sh tests/integration
 
 # ---- benchmarks ----------------------------------------------------------
 $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
@@ -214,8 +232,7 @@ bench: all $(BENCHES)
 # The library is compiled once with sanitizer coverage; each target links it.
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
-               -DSPLASH_VERSION='"$(VERSION)"' -DSPLASH_PLUGIN_BUILD_DIR='""' \
-               -DSPLASH_PLUGIN_INSTALL_DIR='""'
+               -DSPLASH_VERSION='"$(VERSION)"'
 FUZZ_LIB_SRCS := $(CORE_SRCS) $(TEXT_SRCS) $(ENGINE_SRCS) $(SERVER_SRCS) $(MODELGEN_SRCS) \
                  $(BUILD)/gen/webui_html.c
 fobj = $(patsubst %.c,$(BUILD)/fobj/%.o,$1)
@@ -234,7 +251,11 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libsplash-fuzz.a
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
 # ---- install -------------------------------------------------------------
-install: all
+# The man page, from the binary's own --help (packaging/gen-man.sh).
+$(BUILD)/splash.1: $(BUILD)/splash packaging/gen-man.sh
+	$(call say,MAN,$@)packaging/gen-man.sh $(BUILD)/splash > $@.tmp && mv $@.tmp $@
+
+install: all $(BUILD)/splash.1
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/splash \
 	    $(DESTDIR)$(PREFIX)/include/splash $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/splash $(DESTDIR)$(PREFIX)/bin/splash
@@ -243,13 +264,37 @@ install: all
 	install -m 644 include/splash/*.h $(DESTDIR)$(PREFIX)/include/splash/
 	@printf 'prefix=%s\nincludedir=$${prefix}/include\nplugindir=$${prefix}/lib/splash\n\nName: splash-plugin\nDescription: Headers for Splash family and format plugins\nVersion: %s\nCflags: -I$${includedir} -fPIC -fvisibility=hidden\nLibs: -shared\n' \
 	    '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/splash-plugin.pc
-	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/splash \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	    $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 $(BUILD)/splash.1 $(DESTDIR)$(PREFIX)/share/man/man1/splash.1
 	install -m 644 packaging/completions/splash.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/splash
 	install -m 644 packaging/completions/_splash $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_splash
 	install -m 644 packaging/completions/splash.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/splash.fish
+	install -m 644 packaging/systemd/splash.env $(DESTDIR)$(PREFIX)/share/doc/splash/splash.env
+	@# the systemd units (system and user) name the installed binary
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/user
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/systemd/splash.service.in \
+	    > $(DESTDIR)$(PREFIX)/lib/systemd/system/splash.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' packaging/systemd/splash-user.service.in \
+	    > $(DESTDIR)$(PREFIX)/lib/systemd/user/splash.service
+	install -d $(DESTDIR)$(PREFIX)/share/splash/demo
+	install -m 644 packaging/demo/splash-demo-Q8_0.gguf packaging/demo/LICENSE \
+	    packaging/demo/README.md $(DESTDIR)$(PREFIX)/share/splash/demo/
 
 clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -type f -name '*.d' 2>/dev/null)
+
+# ---- fresh machine, packages ----------------------------------------------
+# What a fresh machine lacks, from one list (packaging/dependencies.tsv, .ci/run reads it too).
+deps:
+	@packaging/deps.sh build
+
+test-deps:
+	@packaging/deps.sh build test
+
+# build/deb/splash_<version>_<arch>.deb (packaging/build-deb.sh, dpkg-deb).
+deb: all
+	@packaging/build-deb.sh

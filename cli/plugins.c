@@ -6,6 +6,31 @@
 #include "cli/commands.h"
 #include "core/registry.h"
 
+/* --plugin-dir values go first into SPLASH_PLUGIN_PATH, which the search reads next, so a
+ * process this one starts (serve's engine) searches the same directories. */
+static int put_dirs_first(const char *const *dirs, size_t n_dirs)
+{
+    const char *old = getenv("SPLASH_PLUGIN_PATH");
+    size_t len = old ? strlen(old) + 1 : 0;
+    for (size_t i = 0; i < n_dirs; i++)
+        len += strlen(dirs[i]) + 1;
+    char *path = malloc(len + 1);
+    if (!path)
+        return -1;
+    path[0] = 0;
+    for (size_t i = 0; i < n_dirs; i++) {
+        strcat(path, dirs[i]);
+        strcat(path, ":");
+    }
+    if (old && *old)
+        strcat(path, old);
+    else if (n_dirs)
+        path[strlen(path) - 1] = 0; /* no trailing ':' */
+    int rc = setenv("SPLASH_PLUGIN_PATH", path, 1);
+    free(path);
+    return rc;
+}
+
 struct splash_registry *cli_load_plugins(int *argc, char **argv)
 {
     struct splash_registry *r = splash_registry_global();
@@ -13,20 +38,31 @@ struct splash_registry *cli_load_plugins(int *argc, char **argv)
     size_t n_dirs = 0;
     int out = 1;
     for (int i = 1; i < *argc; i++) {
-        if (!strcmp(argv[i], "--plugin-dir") && i + 1 < *argc) {
-            if (n_dirs < 16)
-                dirs[n_dirs++] = argv[i + 1];
-            i++;
-        } else if (!strncmp(argv[i], "--plugin-dir=", 13)) {
-            if (n_dirs < 16)
-                dirs[n_dirs++] = argv[i] + 13;
-        } else {
+        const char *dir = NULL;
+        if (!strcmp(argv[i], "--plugin-dir") && i + 1 < *argc)
+            dir = argv[++i];
+        else if (!strncmp(argv[i], "--plugin-dir=", 13))
+            dir = argv[i] + 13;
+        else {
             argv[out++] = argv[i];
+            continue;
         }
+        if (strchr(dir, ':'))
+            fprintf(stderr, "splash: --plugin-dir %s: a directory with ':' in its name cannot be "
+                            "searched (SPLASH_PLUGIN_PATH separates with ':'); ignored\n", dir);
+        else if (n_dirs < 16)
+            dirs[n_dirs++] = dir;
+        else
+            fprintf(stderr, "splash: --plugin-dir %s: at most 16 plugin directories; ignored\n", dir);
     }
     *argc = out;
     argv[out] = NULL;
-    splash_registry_load_default(r, dirs, n_dirs);
+    if (n_dirs && put_dirs_first(dirs, n_dirs) != 0) {
+        fprintf(stderr, "splash: out of memory for the plugin path\n");
+        splash_registry_load_default(r, dirs, n_dirs);
+        return r;
+    }
+    splash_registry_load_default(r, NULL, 0);
     return r;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/serve_lock.h"
 #include "cli/modelgen/demo_model.h"
 #include "server/engine/engine.h"
 #include "core/meta.h"
@@ -23,6 +24,7 @@
 #include "server/console.h"
 #include "server/engine_client.h"
 #include "server/http.h"
+#include "server/hub/serve_install.h"
 #include "server/options.h"
 #include "splash/family.h"
 
@@ -45,26 +47,11 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
         }
         return model_file;
     }
-    if (o->model_dir) {
-        /* a GGUF file, any part of a split GGUF, or a directory of one name's targets */
-        struct splash_target t;
-        struct splash_err err;
-        const char *variant = o->model ? strchr(o->model, ':') : NULL;
-        if (splash_target_select(o->model_dir, variant ? variant + 1 : NULL, &t, &err) != SPLASH_OK) {
-            snprintf(msg, size, "--model-dir: %s", err.msg);
-            return NULL;
-        }
-        if (t.kind == SPLASH_TARGET_SAFETENSORS) {
-            snprintf(msg, size, "--model-dir: %s is a safetensors checkpoint; this build serves GGUF "
-                                "models", o->model_dir);
-            return NULL;
-        }
-        snprintf(model_file, sizeof model_file, "%s", t.path);
-        return model_file;
-    }
-    snprintf(msg, size, "--model: downloading from the Hub is not available in this build; "
-                        "pass --model-dir with a local GGUF");
-    return NULL;
+    if (o->model_dir) /* a GGUF file, any part of a split GGUF, or a directory of targets */
+        return splash_hub_serve_prepare(o, model_file, sizeof model_file, msg, size) ? NULL
+                                                                                    : model_file;
+    return splash_hub_serve_install(o, model_file, sizeof model_file, msg, size) ? NULL
+                                                                              : model_file;
 }
 
 static sigset_t stop_signals;
@@ -105,9 +92,15 @@ int splash_cmd_serve(int argc, char **argv)
     app.model_name = o.model ? o.model : "splash/demo";
     app.demo = o.demo && !o.model_dir;
     if (app.demo)
-        splash_console_line(SPLASH_CONSOLE_OUT,
-                            "Demo · serving a small demonstration model with random weights: its "
-                            "text is meaningless (pass --model-dir for a real model)");
+        splash_console_line(
+            SPLASH_CONSOLE_OUT,
+            "Demo · serving a tiny story model: it tells simple "
+            "children's stories and little else (pass --model-dir for a real model)");
+    if (splash_http_check_port(&o, msg, sizeof msg)) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
+        splash_console_stop(1000);
+        return 1;
+    }
     const char *path = resolve_model_path(&o, msg, sizeof msg);
     if (!path) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
@@ -140,13 +133,11 @@ int splash_cmd_serve(int argc, char **argv)
     } inactive[] = {
         {o.mmproj != NULL, "--mmproj: vision is not available yet; the model serves text only"},
         {o.draft_model != NULL, "--draft-model: speculative decoding with drafts is not available yet"},
-        {o.revision != NULL, "--revision: Hub downloads are not available in this build"},
         {o.ple_memory != 0, "--ple-memory: not yet active"},
         {o.expert_memory != 0, "--expert-memory: not yet active; experts load whole"},
         {o.sparse_kv_memory != 0, "--sparse-kv-memory: not yet active"},
         {o.max_cache_disk >= 0 || o.persistent_cache || o.cache_dir || o.max_cache_disk_writes,
          "--max-cache-disk, --persistent-cache, --cache-dir: the SSD prefix cache is not yet active"},
-        {strcmp(o.activations, "auto") != 0, "--activations: not yet active; int8 activations are used"},
         {strcmp(o.verify_rows, "auto") != 0, "--verify-rows: not yet active (no drafts)"},
     };
     for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++)
@@ -169,7 +160,7 @@ int splash_cmd_serve(int argc, char **argv)
                                         .max_memory = o.max_memory,
                                         .decode_share = o.decode_share};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
-                        app.demo ? " (demonstration model with random weights)" : "");
+                        app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
     if (!app.engine) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · cannot start the engine");
@@ -220,6 +211,17 @@ int splash_cmd_serve(int argc, char **argv)
                         (long long)json_integer_value(json_object_get(plan, "kv_capacity_tokens")),
                         (double)json_integer_value(json_object_get(plan, "state_bytes")) / gib,
                         (int)json_integer_value(json_object_get(plan, "lanes")));
+    /* server.md: --max-memory only lowers the budget, and the log says when it is ignored */
+    const char *bound = json_string_value(json_object_get(plan, "bound"));
+    if (o.max_memory && bound && strcmp(bound, "--max-memory"))
+        splash_console_line(SPLASH_CONSOLE_OUT,
+                            "Note · --max-memory %.2f GiB is more than the %.2f GiB %s leaves; it "
+                            "is ignored",
+                            (double)o.max_memory / gib,
+                            (double)json_integer_value(json_object_get(plan, "usable_bytes")) / gib,
+                            bound);
+    char lock_path[4096]; /* written before the Serving line, for whoever waits for it */
+    splash_serve_lock_publish(&app, lock_path, sizeof lock_path);
     splash_console_line(SPLASH_CONSOLE_OUT, "Serving · http://%s:%d%s", o.host, o.port,
                         o.no_webui ? "" : " (chat page at /)");
     int status = 0;
@@ -244,8 +246,15 @@ int splash_cmd_serve(int argc, char **argv)
         if (idle)
             splash_engine_client_release(app.engine);
     }
-    splash_http_stop(http);
+    splash_serve_lock_withdraw(lock_path);
+    /* drain (server.md: a stop ends within the engine's 15 s): new requests get 503
+     * shutting_down; the engine's stop ends the requests in flight, each stream with an
+     * error event and its end; their last bytes get up to 2 s to leave */
+    splash_http_drain(http);
     splash_engine_client_stop(app.engine, 0, second_interrupt);
+    for (int i = 0; i < 20 && splash_http_in_flight(http) > 0; i++)
+        usleep(100000);
+    splash_http_stop(http);
     splash_console_stop(1000);
     return status;
 }
@@ -267,6 +276,8 @@ int splash_cmd_engine(int argc, char **argv)
             e.state_format = !strcmp(v, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
         else if (!strcmp(k, "--max-context"))
             e.max_context = strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--fit-context"))
+            e.fit_context = !strcmp(v, "1");
         else if (!strcmp(k, "--max-memory"))
             e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))

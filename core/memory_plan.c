@@ -126,9 +126,9 @@ enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,
         if (requested > 0)
             return splash_err_set(err, SPLASH_ERR_NOMEM,
                                   "--max-context: %" PRId64 " tokens need %.2f GiB of KV cache, %.2f "
-                                  "GiB is available (%s)",
+                                  "GiB is available (%s): at most %" PRId64 " tokens fit",
                                   context, (double)context * (double)info->kv_bytes_per_token / GIB,
-                                  (double)kv_room / GIB, b->bound);
+                                  (double)kv_room / GIB, b->bound, capacity);
         context = capacity; /* auto: as much of the native window as fits */
         if (context < 256)
             return splash_err_set(err, SPLASH_ERR_NOMEM,
@@ -142,4 +142,21 @@ enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,
     plan->kv_bytes = (uint64_t)plan->kv_capacity * info->kv_bytes_per_token;
     plan->total = fixed + plan->kv_bytes;
     return SPLASH_OK;
+}
+
+enum splash_status splash_memory_plan_fit(const struct splash_memory_budget *b,
+                                          const struct splash_model_info *info, int64_t requested,
+                                          int64_t model_limit, int32_t lanes,
+                                          struct splash_memory_plan *plan, struct splash_err *err)
+{
+    enum splash_status st = splash_memory_plan_make(b, info, requested, model_limit, lanes, plan, err);
+    if (st != SPLASH_ERR_NOMEM || requested <= 0)
+        return st;
+    uint64_t fixed = info->weight_bytes + info->state_bytes_per_seq * (uint64_t)lanes;
+    if (fixed > b->usable || !info->kv_bytes_per_token)
+        return st;
+    int64_t capacity = (int64_t)((b->usable - fixed) / info->kv_bytes_per_token);
+    if (capacity < 256)
+        return st;
+    return splash_memory_plan_make(b, info, capacity, model_limit, lanes, plan, err);
 }

@@ -42,5 +42,13 @@ enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,
                                            int64_t requested, int64_t model_limit, int32_t lanes,
                                            struct splash_memory_plan *plan,
                                            struct splash_err *err);
+/* A restarted engine's plan (server.md "Engine restarts"): the context asked for,
+ * or, once the budget no longer holds it, as much of it as the budget holds
+ * (plan->context < requested); refused only as splash_memory_plan_make refuses
+ * a context of 256 tokens. */
+enum splash_status splash_memory_plan_fit(const struct splash_memory_budget *b,
+                                          const struct splash_model_info *info, int64_t requested,
+                                          int64_t model_limit, int32_t lanes,
+                                          struct splash_memory_plan *plan, struct splash_err *err);
 
 #endif

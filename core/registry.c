@@ -13,6 +13,7 @@
 #include "core/format_links.h"
 #include "core/host.h"
 #include "core/host_impl.h"
+#include "core/plugin_search.h"
 
 /* The smallest descriptors ABI 1.0 accepts: header plus the members 1.0 requires. */
 #define FORMAT_MIN_SIZE offsetof(struct splash_format_plugin, checkpoint_formats)
@@ -482,14 +483,19 @@ void splash_registry_load_dir(struct splash_registry *r, const char *dir)
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             struct splash_err err;
-            splash_registry_load_file(r, path, &err);
+            if (splash_path_world_writable(path))
+                refuse(r, record_add(r, path), path, SPLASH_ERR_UNSUPPORTED, &err,
+                       "file is world-writable (chmod o-w it): not loaded");
+            else
+                splash_registry_load_file(r, path, &err);
         }
         free(names[i]);
     }
     free(names);
 }
 
-/* Loads dir unless an earlier step of the search already read the same directory. */
+/* Loads dir unless an earlier step of the search already read the same directory. A
+ * world-writable directory is refused: any user could plant a plugin there. */
 static void load_dir_once(struct splash_registry *r, const char *dir, char (*seen)[PATH_MAX],
                           size_t *n_seen, size_t max_seen)
 {
@@ -501,44 +507,35 @@ static void load_dir_once(struct splash_registry *r, const char *dir, char (*see
             return;
     if (*n_seen < max_seen)
         snprintf(seen[(*n_seen)++], PATH_MAX, "%s", real);
+    if (splash_path_world_writable(real)) {
+        struct splash_plugin_record *rec = record_add(r, real);
+        if (rec)
+            snprintf(rec->refusal, sizeof rec->refusal,
+                     "directory is world-writable (chmod o-w it): not searched");
+        splash_log(SPLASH_LOG_WARN, NULL, "plugin directory %s is world-writable: not searched", real);
+        return;
+    }
     splash_registry_load_dir(r, real);
 }
 
 void splash_registry_load_default(struct splash_registry *r, const char *const *extra_dirs,
                                   size_t n_extra)
 {
-    enum { MAX_SEEN = 32 };
-    char (*seen)[PATH_MAX] = calloc(MAX_SEEN, PATH_MAX);
-    size_t n_seen = 0;
-    if (!seen)
-        return;
-    for (size_t i = 0; i < n_extra; i++)
-        load_dir_once(r, extra_dirs[i], seen, &n_seen, MAX_SEEN);
-    const char *env = getenv("SPLASH_PLUGIN_PATH");
-    if (env && *env) {
-        char *copy = strdup(env);
-        char *save = NULL;
-        for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
-            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
-        free(copy);
-    }
-    load_dir_once(r, SPLASH_PLUGIN_BUILD_DIR, seen, &n_seen, MAX_SEEN);
+    enum { MAX_DIRS = 32 };
+    char (*dirs)[PATH_MAX] = calloc(MAX_DIRS, PATH_MAX);
+    char (*seen)[PATH_MAX] = calloc(MAX_DIRS, PATH_MAX);
     char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            char dir[PATH_MAX + 16];
-            snprintf(dir, sizeof dir, "%s/../lib/splash", exe);
-            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
-            snprintf(dir, sizeof dir, "%s/lib/splash", exe); /* build/splash beside build/lib */
-            load_dir_once(r, dir, seen, &n_seen, MAX_SEEN);
-        }
-    }
-    load_dir_once(r, SPLASH_PLUGIN_INSTALL_DIR, seen, &n_seen, MAX_SEEN);
+    if (!dirs || !seen)
+        goto out_free;
+    size_t n = splash_plugin_search_dirs(splash_exe_path(exe, sizeof exe) == 0 ? exe : NULL,
+                                         extra_dirs, n_extra, getenv("SPLASH_PLUGIN_PATH"), dirs,
+                                         MAX_DIRS);
+    size_t n_seen = 0;
+    for (size_t i = 0; i < n; i++)
+        load_dir_once(r, dirs[i], seen, &n_seen, MAX_DIRS);
+out_free:
     free(seen);
+    free(dirs);
 }
 
 void splash_registry_add_builtins(struct splash_registry *r, const splash_plugin_entry_fn *entries)

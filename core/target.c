@@ -540,6 +540,93 @@ enum splash_status splash_target_select(const char *path, const char *variant,
     return st;
 }
 
+/* A listing's names: "NAME.gguf" at the root, "FOLDER/NAME-0000K-of-0000N.gguf" in a
+ * folder; deeper paths and other files play no part (as in a directory scan). */
+static enum splash_status scan_names(struct scan *s, const char *const *paths, size_t n_paths,
+                                     struct splash_err *err)
+{
+    for (size_t i = 0; i < n_paths; i++) {
+        const char *p = paths[i];
+        const char *slash = strchr(p, '/');
+        const char *name = slash ? slash + 1 : p;
+        if (p[0] == '.' || !ends_with(name, ".gguf") || (slash && strchr(name, '/')))
+            continue;
+        if (is_projector(name)) {
+            if (!slash)
+                note_projector(s, name);
+            continue;
+        }
+        size_t prefix_len;
+        int k, n;
+        int split = splash_gguf_split_name(name, &prefix_len, &k, &n);
+        if (strlen(name) >= sizeof s->g[0].name || (slash && !split))
+            continue;
+        char folder[256] = "";
+        if (slash) {
+            if ((size_t)(slash - p) >= sizeof folder || slash == p || p[0] == '.')
+                continue;
+            memcpy(folder, p, (size_t)(slash - p));
+        }
+        struct group *g = group_get(s, folder, name, split ? prefix_len : strlen(name) - 5);
+        if (!g)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "%.100s: out of memory or name too long",
+                                  p);
+        if (!split)
+            g->whole = 1;
+        else if (add_part(g, name, prefix_len, k, n) < 0)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
+    return SPLASH_OK;
+}
+
+static int listing_has(const char *const *paths, size_t n, const char *want)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(paths[i], want))
+            return 1;
+    return 0;
+}
+
+enum splash_status splash_target_select_listing(const char *const *paths, size_t n_paths,
+                                                const char *variant, struct splash_target *out,
+                                                struct splash_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int weights = 0;
+    for (size_t i = 0; i < n_paths && !weights; i++)
+        weights = !strchr(paths[i], '/') && (ends_with(paths[i], ".safetensors") ||
+                                             !strcmp(paths[i], "model.safetensors.index.json"));
+    if (weights && listing_has(paths, n_paths, "config.json")) {
+        if (variant && *variant)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "an MLX model; a variant (%.40s) selects GGUF targets", variant);
+        out->kind = SPLASH_TARGET_SAFETENSORS;
+        out->n_parts = 1;
+        return SPLASH_OK;
+    }
+    struct scan s = {.dir = "."};
+    enum splash_status st = scan_names(&s, paths, n_paths, err);
+    if (!st) {
+        if (s.n)
+            qsort(s.g, s.n, sizeof *s.g, cmp_group);
+        st = variant && *variant ? select_variant(".", &s, variant, out, err)
+                                 : select_only(".", &s, out, err);
+    }
+    scan_free(&s);
+    if (st) {
+        if (err && !strncmp(err->msg, ".: ", 3)) /* the caller names the repository */
+            memmove(err->msg, err->msg + 3, strlen(err->msg + 3) + 1);
+        return st;
+    }
+    /* "." and "./FOLDER" become "" and "FOLDER": paths relative to the listing */
+    const char *rel = out->dir[0] == '.' && out->dir[1] == '/' ? out->dir + 2 : "";
+    memmove(out->dir, rel, strlen(rel) + 1);
+    splash_target_part_path(out, 1, out->path, sizeof out->path);
+    if (!out->dir[0])
+        memmove(out->path, out->path + 1, strlen(out->path)); /* drop the leading '/' */
+    return SPLASH_OK;
+}
+
 int splash_target_part_path(const struct splash_target *t, int k, char *buf, size_t size)
 {
     int len;

@@ -51,6 +51,13 @@ struct splash_target {
 enum splash_status splash_target_select(const char *path, const char *variant,
                                         struct splash_target *out, struct splash_err *err);
 
+/* The same selection over a listing of paths relative to a repository's root (the
+ * Hub's file list): out->dir is "" or the folder, out->path the first part's path
+ * relative to the root; a safetensors target leaves both empty. */
+enum splash_status splash_target_select_listing(const char *const *paths, size_t n_paths,
+                                                const char *variant, struct splash_target *out,
+                                                struct splash_err *err);
+
 /* The path of part k (1-based) of a target: the file itself for a whole file. */
 int splash_target_part_path(const struct splash_target *t, int k, char *buf, size_t size);
 

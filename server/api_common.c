@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/api.h"
+#include "server/console.h"
 #include "server/think_budget.h"
 
 json_t *splash_api_parse_body(const struct splash_http_request *req, struct splash_http_reply *reply)
@@ -31,8 +32,19 @@ int splash_api_check_model(struct splash_app *app, const json_t *body,
                            struct splash_http_reply *reply)
 {
     json_t *model = json_object_get(body, "model");
-    if (!model || json_is_null(model))
+    if (!model || json_is_null(model)) {
+        /* the one model served is the default (README "Commands"); said once per run */
+        pthread_mutex_lock(&app->lock);
+        int first = !app->noted_default_model;
+        app->noted_default_model = 1;
+        pthread_mutex_unlock(&app->lock);
+        if (first)
+            splash_console_line(SPLASH_CONSOLE_OUT,
+                                "Note · a request without model is served by %s, the model this "
+                                "server serves (said once)",
+                                app->model_name);
         return 1;
+    }
     if (!json_is_string(model)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_model",
                            "model must be a string");

@@ -37,13 +37,15 @@ struct splash_app {
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */
     int n_stop_ids;
-    int demo;                        /* random-weight demonstration model */
+    int demo;                        /* the shipped demonstration story model */
     double started_at;
     double last_activity;            /* monotonic seconds of the last admitted request */
     int released;                    /* the weights' memory was released while idle */
     pthread_mutex_t lock;
     int admitted;                    /* requests running or waiting */
     uint64_t requests_total, tokens_generated, prompt_tokens_total, rejected_503;
+    int noted_default_model; /* a request without model was noted on the console */
+    size_t max_token_bytes;  /* the longest token's bytes: bounds a prompt's tokens from below */
     uint64_t request_seq;
 };
 
@@ -51,6 +53,9 @@ struct splash_app {
 int splash_app_model_known(const struct splash_app *app, const char *name);
 /* The name responses report (--announce-served-name picks the first alias). */
 const char *splash_app_model_reported(const struct splash_app *app);
+
+/* The context the engine serves (its READY frame's n_ctx); 0 while none is known. */
+int64_t splash_app_context(struct splash_app *app);
 
 /* Admission under --queue-size: 0 and a 503 reply filled when full. */
 int splash_app_admit(struct splash_app *app, struct splash_http_reply *reply);

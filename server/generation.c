@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "server/console.h"
+#include "server/http.h"
 #include <utf8proc.h>
 
 static int number_in(const json_t *body, const char *key, double lo, double hi, json_t *dst,
@@ -25,6 +26,46 @@ static int number_in(const json_t *body, const char *key, double lo, double hi, 
     return 0;
 }
 
+/* OpenAI's logit_bias: token ids (decimal keys) to a bias from -100 to 100 added to their
+ * logits; the engine refuses ids past its vocabulary. */
+#define MAX_LOGIT_BIAS 1024
+
+static int logit_bias(const json_t *body, json_t *sampling, char *msg, size_t msg_size)
+{
+    json_t *v = json_object_get(body, "logit_bias");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v)) {
+        snprintf(msg, msg_size, "logit_bias must be an object of token ids to numbers from -100 to 100");
+        return -1;
+    }
+    if (json_object_size(v) > MAX_LOGIT_BIAS) {
+        snprintf(msg, msg_size, "logit_bias: %zu tokens; at most %d", json_object_size(v),
+                 MAX_LOGIT_BIAS);
+        return -1;
+    }
+    json_t *list = json_array();
+    const char *key;
+    json_t *b;
+    json_object_foreach(v, key, b) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX) {
+            snprintf(msg, msg_size, "logit_bias: key \"%.40s\" is not a token id", key);
+            json_decref(list);
+            return -1;
+        }
+        if (!json_is_number(b) || json_number_value(b) < -100 || json_number_value(b) > 100) {
+            snprintf(msg, msg_size, "logit_bias[\"%.40s\"] must be a number from -100 to 100", key);
+            json_decref(list);
+            return -1;
+        }
+        json_array_append_new(list, json_pack("[I, f]", (json_int_t)id, json_number_value(b)));
+    }
+    json_object_set_new(sampling, "logit_bias", list);
+    return 0;
+}
+
 int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size)
 {
     json_t *sampling = json_object();
@@ -39,6 +80,8 @@ int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_
         number_in(body, "repetition_penalty", 0.01, 10, sampling, "repetition_penalty", msg, msg_size))
         return -1;
     json_t *v;
+    if (logit_bias(body, sampling, msg, msg_size))
+        return -1;
     if ((v = json_object_get(body, "top_k")) && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             snprintf(msg, msg_size, "top_k must be a non-negative integer");
@@ -123,6 +166,13 @@ static const char *grouped(int64_t v, char *buf, size_t size)
     return buf;
 }
 
+int64_t splash_gen_context_overflow(struct splash_app *app, size_t n_prompt)
+{
+    /* the engine's own rule: the prompt must leave a position for the output */
+    int64_t n_ctx = splash_app_context(app);
+    return n_ctx > 0 && (int64_t)n_prompt >= n_ctx ? n_ctx : 0;
+}
+
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
                      size_t n_prompt, json_t *submit, const char *reasoning,
                      struct splash_http_reply *reply)
@@ -130,6 +180,16 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     memset(g, 0, sizeof *g);
     g->app = app;
     g->prompt_tokens = (int64_t)n_prompt;
+    int64_t n_ctx = splash_gen_context_overflow(app, n_prompt);
+    if (n_ctx) {
+        char message[200];
+        snprintf(message, sizeof message,
+                 "This model's maximum context length is %lld tokens, and the prompt has %lld, "
+                 "which leaves no room for output: shorten it, or serve a longer --max-context",
+                 (long long)n_ctx, (long long)n_prompt);
+        splash_reply_error(reply, 400, "invalid_request_error", "context_length_exceeded", message);
+        return -1;
+    }
     json_t *ids = json_array();
     for (size_t i = 0; i < n_prompt; i++)
         json_array_append_new(ids, json_integer(prompt[i]));
@@ -151,8 +211,9 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         int status = !strcmp(code, "engine_recovering") ? 503
                      : !strcmp(code, "request_quarantined") ? 400
                                                              : 500;
-        splash_reply_error(reply, status, status == 503 ? "overloaded_error" : "server_error", code,
-                           message);
+        splash_reply_error(reply, status,
+                           status == 400 ? "invalid_request_error" : "server_error",
+                           code, message);
         reply->retry_after = status == 503 ? retry_after : 0;
         if (g->logprobs)
             json_decref(g->logprobs);
@@ -300,8 +361,25 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         if (timeout_ms < 0 || left * 1000 < timeout_ms)
             timeout_ms = (int)(left * 1000) + 1;
     }
-    if (!splash_pending_next(g->pending, &ev, timeout_ms))
-        return 1;
+    /* a client that goes away while the engine works cancels its request, streamed or
+     * not: its connection is looked at every 250 ms, tokens coming or not */
+    for (;;) {
+        double t = mono_now();
+        if (t - g->client_checked >= 0.25) {
+            g->client_checked = t;
+            if (splash_http_client_gone()) {
+                splash_pending_cancel(g->pending);
+                g->done = 1;
+                snprintf(g->finish_reason, sizeof g->finish_reason, "cancelled");
+                return 0;
+            }
+        }
+        int slice = timeout_ms < 0 || timeout_ms > 250 ? 250 : timeout_ms;
+        if (splash_pending_next(g->pending, &ev, slice))
+            break;
+        if (timeout_ms >= 0 && (timeout_ms -= slice) <= 0)
+            return 1;
+    }
     if (ev.kind == SPLASH_EV_TOKENS) {
         json_t *t = json_object_get(ev.body, "t");
         if (!g->first_token && json_array_size(t))
@@ -370,7 +448,8 @@ void splash_gen_end(struct splash_gen *g)
 
 int splash_gen_error_status(const struct splash_gen *g)
 {
-    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering"))
+    if (!strcmp(g->error_code, "capacity_exhausted") || !strcmp(g->error_code, "engine_recovering") ||
+        !strcmp(g->error_code, "shutting_down"))
         return 503;
     if (!strcmp(g->error_code, "request_timeout"))
         return 504;

@@ -20,6 +20,7 @@ struct splash_http_reply {
     size_t text_len;
     const char *content_type;
     int retry_after;           /* > 0: a Retry-After header */
+    int close_connection;      /* Connection: close (a request whose framing is refused) */
     /* a streamed body: produce() fills buf with up to max bytes and returns the count,
      * 0 when it has nothing yet (it should block briefly instead), -1 at the end.
      * done() runs once when the stream ends or the client goes away. */
@@ -49,10 +50,25 @@ struct splash_route {
 /* The value of a request header, or NULL. */
 const char *splash_http_header(const struct splash_http_request *req, const char *name);
 
+/* Fails with msg ("port 8000 is in use (another splash serve?)") when the port
+ * cannot be listened on, so a second server stops before loading its model. */
+int splash_http_check_port(const struct splash_serve_opts *opts, char *msg, size_t msg_size);
+/* Whether the client of the request this thread answers (a route handler or a
+ * stream's producer) has closed its connection; 0 on any other thread. */
+int splash_http_client_gone(void);
+
 /* Starts listening; routes are searched in order. Returns NULL with msg on failure. */
 struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                       const struct splash_route *routes, size_t n_routes,
                                       void *app, char *msg, size_t msg_size);
+/* The port it listens on (the one the kernel chose for --port 0). */
+int splash_http_port(const struct splash_http *h);
+/* Stopping: from now on every request but /health gets 503 shutting_down with
+ * Retry-After, while those in flight go on. */
+void splash_http_drain(struct splash_http *h);
+/* Requests admitted and not yet answered in full (streams included). */
+int splash_http_in_flight(struct splash_http *h);
+/* Closes every connection and stops listening. */
 void splash_http_stop(struct splash_http *h);
 
 /* Error bodies in each API's shape. */

@@ -53,11 +53,11 @@ static const struct opt opts_table[] = {
     {"--queue-size", "N", "requests admitted at once, running or waiting (32)"},
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
-    {"--activations", "auto|bf16", "int8 activations where faster (auto)"},
+    {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
     {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
-    {"--demo", NULL, "serve a small random-weight demonstration model"},
+    {"--demo", NULL, "serve the tiny story model shipped with Splash (packaging/demo)"},
 };
 
 void splash_serve_help(void)
@@ -368,6 +368,14 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
         return fail(msg, msg_size, "--mmproj: cannot be combined with --language-only%s", "", NULL);
     if (o->revision && o->model_dir)
         return fail(msg, msg_size, "--revision: cannot be combined with --model-dir%s", "", NULL);
+    if (o->persistent_cache && o->max_cache_disk == 0)
+        return fail(msg, msg_size, "--persistent-cache: needs the SSD cache, which --max-cache-disk 0 "
+                                   "turns off%s", "", NULL);
+    /* PLATFORM.md: bf16 keeps bf16/f32 activations; every matmul here quantizes them to
+     * the weight format's int8 activation type, so bf16 would be accepted and ignored */
+    if (!strcmp(o->activations, "bf16"))
+        return fail(msg, msg_size, "--activations bf16: this build has int8 activation kernels only "
+                                   "(bf16/f32 activations are not implemented); use auto%s", "", NULL);
     if (o->cache_dir && !o->persistent_cache)
         return fail(msg, msg_size, "--cache-dir: needs --persistent-cache%s", "", NULL);
     if (o->announce_served_name && !o->n_served_names)

@@ -51,7 +51,7 @@ struct splash_serve_opts {
     const char *verify_rows;    /* auto | all */
     int allow_idle_sleep;
     int threads;                /* 0 = physical cores */
-    int demo;                   /* serve a random-weight demonstration model */
+    int demo;                   /* serve the shipped demonstration story model */
 };
 
 /* Parses argv (argv[0] is "serve"). On error returns -1 and writes a message

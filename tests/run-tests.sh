@@ -9,8 +9,7 @@ for t in "$@"; do
     case "$t" in *.sh) name=$(basename "$(dirname "$t")") ;; esac
     echo "=== $name"
     if [ -d "$t" ]; then
-        if [ ! -d "$t/node_modules" ]; then
-            echo "$name: node_modules missing: run 'npm ci' in $t (.ci/run does)"
+        if ! tests/npm-deps.sh "$t"; then
             failed=$((failed + 1))
             failed_names+=("$name")
             continue

@@ -21,6 +21,7 @@
 #include "kernels/matmul_act.h"
 #include "splash/family.h"
 #include "splash/fp.h"
+#include "tests/support/kernel_rows.h"
 
 static struct splash_pool *pool;
 
@@ -57,7 +58,9 @@ static float *rand_vec(int64_t n, float scale)
 
 static int supported(const struct kernel_vec *v)
 {
-    return (v->cpu_requires & splash_cpu_features()) == v->cpu_requires;
+    char what[96];
+    snprintf(what, sizeof what, "hybrid kernels %s", v->isa);
+    return test_cpu_has(v->cpu_requires, what);
 }
 
 /* |a - b| <= tol * (1 + |b|) or fail naming the element. */
@@ -132,7 +135,7 @@ static void test_matmul_act_q8k_matches_format(void **state)
 #if defined(__x86_64__)
     const uint64_t avx512 = SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |
                             SPLASH_CPU_AVX512DQ;
-    if ((splash_cpu_features() & avx512) != avx512) {
+    if (!test_cpu_has(avx512, "splash_act_q8k_avx512")) {
         printf("  no AVX-512: skipped\n");
         return;
     }

@@ -1,7 +1,7 @@
 /* make-model: random-weight models of the test data's tiny shape hold the
  * reference quantizer's type mixes (golden/<model>.json), pass model-check, load
  * and decode; the built-in tokenizer round-trips text and its template renders
- * ChatML; the demo model is built once into the data directory. */
+ * ChatML. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -515,56 +515,6 @@ static void test_make_model_dims_parse(void **state)
                      SPLASH_ERR_UNSUPPORTED);
 }
 
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-static void test_demo_model_built_once(void **state)
-{
-    (void)state;
-    char xdg[600], path[1024], again[1024], demo_dir[700];
-    snprintf(xdg, sizeof xdg, "%s/xdg", tmp_dir);
-    const char *old = getenv("XDG_DATA_HOME");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("XDG_DATA_HOME", xdg, 1);
-    struct splash_err err = {{0}};
-    enum splash_status st = splash_demo_model_path(path, sizeof path, &err);
-    if (st)
-        fprintf(stderr, "demo: %s\n", err.msg);
-    assert_int_equal(st, SPLASH_OK);
-    snprintf(demo_dir, sizeof demo_dir, "%s/splash/demo", xdg);
-    assert_int_equal(strncmp(path, demo_dir, strlen(demo_dir)), 0);
-    struct stat first, second;
-    assert_int_equal(stat(path, &first), 0);
-    assert_true(first.st_size > 0);
-    /* the model is valid and claimed */
-    struct splash_check_result res;
-    assert_int_equal(splash_model_check(reg, path, &res, &err), SPLASH_OK);
-    splash_check_result_free(&res);
-    /* a second call reuses the file; no temporary is left behind */
-    assert_int_equal(splash_demo_model_path(again, sizeof again, &err), SPLASH_OK);
-    assert_string_equal(again, path);
-    assert_int_equal(stat(again, &second), 0);
-    assert_int_equal(first.st_ino, second.st_ino);
-    assert_int_equal(first.st_mtim.tv_nsec, second.st_mtim.tv_nsec);
-    assert_int_equal(count_entries(demo_dir), 1);
-    if (saved) {
-        setenv("XDG_DATA_HOME", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("XDG_DATA_HOME");
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,7 +525,6 @@ int main(void)
         cmocka_unit_test(test_builtin_tokenizer_round_trips),
         cmocka_unit_test(test_builtin_template_renders_chatml),
         cmocka_unit_test(test_make_model_dims_parse),
-        cmocka_unit_test(test_demo_model_built_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -90,6 +90,8 @@ static void test_plan_context_and_yarn(void **state)
     assert_int_not_equal(splash_memory_plan_make(&small, &info, 262144, 0, 1, &p, &err), SPLASH_OK);
     assert_non_null(strstr(err.msg, "--max-context: 262144 tokens need 1.00 GiB of KV cache"));
     assert_non_null(strstr(err.msg, "(--max-memory)"));
+    /* it names the most that fits, in tokens */
+    assert_non_null(strstr(err.msg, "at most 12288 tokens fit"));
     /* auto shrinks to what fits */
     assert_int_equal(splash_memory_plan_make(&small, &info, 0, 0, 1, &p, &err), SPLASH_OK);
     assert_int_equal(p.context, (int64_t)((48ull << 20) / 4096));
@@ -99,9 +101,31 @@ static void test_plan_context_and_yarn(void **state)
     assert_non_null(strstr(err.msg, "the weights (1.00 GiB)"));
 }
 
+/* A restarted engine whose budget shrank serves what it holds of the asked context. */
+static void test_restart_serves_less(void **state)
+{
+    struct splash_model_info info = {.n_ctx_train = 262144, .weight_bytes = GIB,
+                                     .kv_bytes_per_token = 4096, .state_bytes_per_seq = 16 << 20};
+    struct splash_memory_budget b = {.usable = 4 * GIB, .bound = "MemAvailable"};
+    struct splash_memory_plan p;
+    struct splash_err err;
+    /* still fits: the context asked for */
+    assert_int_equal(splash_memory_plan_fit(&b, &info, 100000, 0, 1, &p, &err), SPLASH_OK);
+    assert_int_equal(p.context, 100000);
+    /* the budget shrank: as much of it as fits, not a refusal */
+    struct splash_memory_budget small = {.usable = GIB + (64 << 20), .bound = "MemAvailable"};
+    assert_int_equal(splash_memory_plan_fit(&small, &info, 100000, 0, 1, &p, &err), SPLASH_OK);
+    assert_int_equal(p.context, 12288);
+    assert_true(p.yarn_factor == 1.0);
+    /* too little even for 256 tokens: refused as a first start would be */
+    struct splash_memory_budget none = {.usable = GIB + (16 << 20) + 4096 * 100, .bound = "MemAvailable"};
+    assert_int_not_equal(splash_memory_plan_fit(&none, &info, 100000, 0, 1, &p, &err), SPLASH_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restart_serves_less),
         cmocka_unit_test(test_budget_takes_the_tighter_bound),
         cmocka_unit_test(test_plan_context_and_yarn),
     };

@@ -118,6 +118,65 @@ static void test_loader_refuses_missing_file(void **state)
     splash_registry_destroy(r);
 }
 
+/* A format plugin built against ABI 1.0 (tests/plugins/abi10_format.c) loads: its types are
+ * copied into full-size structs, so the members 1.0 predates read as NULL (not the poison
+ * the fixture keeps after each type), and the copy works: to_float and its scalar row. */
+static void test_loader_copies_abi10_format_types(void **state)
+{
+    struct splash_registry *r = splash_registry_create();
+    struct splash_err err;
+    assert_int_equal(load_one(r, "abi10_format", &err), SPLASH_OK);
+    assert_string_equal(splash_registry_record(r, 0)->refusal, "");
+    assert_int_equal(splash_registry_n_formats(r), 1);
+    const struct splash_format_plugin *p = splash_registry_format(r, 0);
+    assert_int_equal(p->header.abi_minor, 0);
+    assert_null(p->checkpoint_formats); /* past the descriptor 1.0 sized */
+    const struct splash_format_type *f = splash_registry_format_by_name(r, "ABI10_I8");
+    assert_non_null(f);
+    assert_ptr_equal(p->types[0], f);
+    assert_int_equal(f->block_elems, 32);
+    assert_int_equal(f->block_bytes, 36);
+    assert_string_equal(f->act_type, "F32");
+    assert_null(f->repack_to);
+    assert_null(f->repack);
+    assert_int_equal(f->row_group, 0);
+    /* one block: d = 0.5, codes -16 .. 15 */
+    unsigned char block[36];
+    const float d = 0.5f;
+    memcpy(block, &d, 4);
+    float act[32], values[32], want = 0;
+    for (int k = 0; k < 32; k++) {
+        block[4 + k] = (unsigned char)(signed char)(k - 16);
+        act[k] = (float)(k % 5) - 2.0f;
+        want += 0.5f * (float)(k - 16) * act[k];
+    }
+    assert_int_equal(f->validate(block, sizeof block, 32, &err), SPLASH_OK);
+    assert_int_equal(f->validate(block, sizeof block - 1, 32, &err), SPLASH_ERR_INVALID);
+    f->to_float(block, values, 32);
+    for (int k = 0; k < 32; k++)
+        assert_true(values[k] == 0.5f * (float)(k - 16));
+    assert_int_equal(f->n_rows, 1);
+    float got = 0;
+    f->rows[0].vec_dot(32, &got, block, act);
+    assert_true(got == want);
+    splash_registry_destroy(r);
+}
+
+/* A broken ABI 1.0 format plugin (tests/plugins/broken_abi10_repacked.c) flags its type
+ * REPACKED, an ABI 1.1 flag whose row_group member 1.0 lacks: copied, row_group reads 0 and
+ * the loader refuses the plugin with one line naming the file and the type. */
+static void test_loader_refuses_abi10_format_with_repacked_flag(void **state)
+{
+    struct splash_registry *r = splash_registry_create();
+    struct splash_err err;
+    assert_int_equal(load_one(r, "broken_abi10_repacked", &err), SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg, "plugin broken_abi10_repacked.so: format ABI10_R16: a repacked "
+                                 "format needs row_group >= 2");
+    assert_int_equal(splash_registry_n_formats(r), 0);
+    assert_null(splash_registry_format_by_name(r, "ABI10_R16"));
+    splash_registry_destroy(r);
+}
+
 /* Every plugin the build makes registers statically with unique type names. */
 static void test_builtins_register_without_refusal(void **state)
 {
@@ -227,6 +286,8 @@ int main(void)
         cmocka_unit_test(test_loader_names_future_abi),
         cmocka_unit_test(test_loader_refuses_duplicate_name),
         cmocka_unit_test(test_loader_refuses_missing_file),
+        cmocka_unit_test(test_loader_copies_abi10_format_types),
+        cmocka_unit_test(test_loader_refuses_abi10_format_with_repacked_flag),
         cmocka_unit_test(test_builtins_register_without_refusal),
         cmocka_unit_test(test_format_linear_flag_and_host_per_registry),
     };

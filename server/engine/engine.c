@@ -46,6 +46,10 @@ struct request {
     /* output constraint (response_format, forced tool calls) */
     struct splash_grammar *grammar;
     struct splash_grammar_matcher *matcher;
+    /* logit_bias: added to these tokens' logits before any mask and sampling */
+    int32_t *bias_ids;
+    float *bias;
+    int n_bias;
     int32_t pos;        /* tokens in the sequence */
     enum req_state state;
     struct request *next;
@@ -122,6 +126,8 @@ static void request_free(struct engine *e, struct request *r)
     if (r->grammar)
         splash_grammar_destroy(r->grammar);
     splash_sampler_free(&r->sampler);
+    free(r->bias_ids);
+    free(r->bias);
     free(r->prompt);
     free(r);
 }
@@ -270,6 +276,31 @@ static void submit(struct engine *e, uint64_t id, json_t *body)
         free(r);
         send_error(e, id, "capacity_exhausted", "out of memory for the sampler");
         return;
+    }
+    json_t *lb = json_object_get(s, "logit_bias");
+    if (json_is_array(lb) && json_array_size(lb)) {
+        size_t n = json_array_size(lb);
+        r->bias_ids = malloc(n * sizeof *r->bias_ids);
+        r->bias = malloc(n * sizeof *r->bias);
+        if (!r->bias_ids || !r->bias) {
+            send_error(e, id, "capacity_exhausted", "out of memory for logit_bias");
+            request_free(e, r);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *pair = json_array_get(lb, i);
+            json_int_t t = json_integer_value(json_array_get(pair, 0));
+            if (t < 0 || t >= e->lm->info.n_vocab) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "logit_bias: token %lld is past the vocabulary's %lld tokens",
+                         (long long)t, (long long)e->lm->info.n_vocab);
+                send_error(e, id, "invalid_request", msg);
+                request_free(e, r);
+                return;
+            }
+            r->bias_ids[r->n_bias] = (int32_t)t;
+            r->bias[r->n_bias++] = (float)json_number_value(json_array_get(pair, 1));
+        }
     }
     json_t *spec = json_object_get(body, "grammar");
     if (json_is_object(spec)) {
@@ -437,6 +468,8 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
         splash_sampler_accept(&r->sampler, t);
         n_top = 0;
     } else {
+        for (int i = 0; i < r->n_bias; i++)
+            logits[r->bias_ids[i]] += r->bias[i];
         if (r->matcher) {
             splash_grammar_matcher_fill_mask(r->matcher, e->mask);
             splash_grammar_mask_apply(e->mask, splash_grammar_vocab_n_tokens(e->gvocab), logits,
@@ -527,6 +560,8 @@ static int step(struct engine *e)
                 return 0;
             }
             e->n_active++;
+            struct splash_err werr;
+            splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, NULL, &werr);
         }
         struct splash_lane *l = &e->lanes[n];
         memset(l, 0, sizeof *l);
@@ -618,13 +653,20 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     struct splash_memory_budget budget;
     struct splash_memory_plan plan;
     if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK ||
-        splash_memory_plan_make(&budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan,
-                                &err) != SPLASH_OK) {
+        (opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
+            &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
         send_error(&e, 0, "capacity_exhausted", err.msg);
         splash_model_unload(e.lm);
         return 1;
     }
     e.n_ctx = plan.context;
+    if (opts->fit_context && plan.context < opts->max_context)
+        fprintf(stderr,
+                "Warning · the restarted engine's memory (%.2f GiB, %s) holds %lld of the %lld "
+                "tokens of context the server served; it serves %lld until a later restart "
+                "regains them\n",
+                (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
+                (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
     size_t n_vocab = (size_t)e.lm->info.n_vocab;
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);

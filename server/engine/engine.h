@@ -12,6 +12,7 @@ struct splash_engine_opts {
     int kv_format;           /* enum splash_kv_format */
     int state_format;        /* enum splash_state_format */
     int64_t max_context;     /* 0: the model's native window */
+    int fit_context;         /* a restart: serve what the budget holds of max_context */
     uint64_t max_memory;     /* --max-memory, 0 = auto */
     int max_lanes;           /* requests decoding at once (0: 16) */
     int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */

@@ -1,10 +1,19 @@
 /* Fuzzes the request decoders: OpenAI chat messages, Anthropic Messages and
  * Responses bodies through normalisation, template rendering and tokenizing,
- * and the generation parameters, with the built-in vocabulary and template. */
+ * and the generation parameters, with the built-in vocabulary and template.
+ * An input whose first byte is 0x01 is raw HTTP instead: the rest goes over a
+ * loopback socket to the real HTTP front (libmicrohttpd, framing and security
+ * checks, body limits), whose routes run the same decoders on the body; the
+ * server must answer or close within 10 s of the input's end. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -15,11 +24,42 @@
 #include "server/api_prompt.h"
 #include "server/app.h"
 #include "server/chat_setup.h"
+#include "server/api.h"
 #include "server/generation.h"
+#include "server/http.h"
 #include "server/options.h"
 
 static struct splash_app app;
 static struct splash_serve_opts opts;
+static struct splash_serve_opts http_opts;
+static struct splash_http *http;
+static int http_port;
+
+static void decode_body(json_t *body);
+
+/* The routes of the raw-HTTP mode: the body through the decoders, a small answer. */
+static void route_decode(void *appv, const struct splash_http_request *req,
+                         struct splash_http_reply *reply)
+{
+    json_t *body = splash_api_parse_body(req, reply);
+    if (!body)
+        return;
+    decode_body(body);
+    reply->json = json_pack("{s:s}", "status", "decoded");
+}
+
+static void route_ok(void *appv, const struct splash_http_request *req,
+                     struct splash_http_reply *reply)
+{
+    reply->json = json_pack("{s:s}", "status", "ok");
+}
+
+static const struct splash_route fuzz_routes[] = {
+    {"GET", "/health", route_ok, 1},
+    {"GET", "/v1/models/*", route_ok, 0},
+    {"POST", "/v1/chat/completions", route_decode, 0},
+    {"POST", "/v1/messages", route_decode, 0},
+};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -47,7 +87,52 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     unlink(path);
+    char *hargs[] = {"serve", "--demo", "--api-key", "fuzzkey", "--max-request-size", "64K",
+                     "--allowed-origin", "http://ok.example", NULL};
+    if (splash_serve_opts_parse(&http_opts, 8, hargs, msg, sizeof msg) != 0)
+        abort();
+    http_opts.port = 0; /* an ephemeral loopback port */
+    signal(SIGPIPE, SIG_IGN);
+    http = splash_http_start(&http_opts, fuzz_routes, sizeof fuzz_routes / sizeof fuzz_routes[0],
+                             &app, msg, sizeof msg);
+    if (!http || (http_port = splash_http_port(http)) <= 0) {
+        fprintf(stderr, "fuzz-requests: %s\n", msg);
+        abort();
+    }
     return 0;
+}
+
+/* Sends the bytes, ends the input, and reads the answer until the server closes. */
+static void raw_http(const uint8_t *data, size_t size)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        abort();
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* refused and closed early: fine */
+        off += (size_t)n;
+    }
+    shutdown(fd, SHUT_WR);
+    char buf[4096];
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, 10000);
+        if (rc == 0) {
+            fprintf(stderr, "fuzz-requests: the server neither answered nor closed in 10 s\n");
+            abort();
+        }
+        if (rc < 0 && errno == EINTR)
+            continue;
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+    }
+    close(fd);
 }
 
 static void drop_reply(struct splash_http_reply *reply)
@@ -60,12 +145,22 @@ static void drop_reply(struct splash_http_reply *reply)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (size && data[0] == 0x01) {
+        raw_http(data + 1, size - 1);
+        return 0;
+    }
     json_t *body = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(body)) {
         if (body)
             json_decref(body);
         return 0;
     }
+    decode_body(body);
+    return 0;
+}
+
+static void decode_body(json_t *body)
+{
     char msg[1024];
     /* OpenAI chat */
     json_t *messages = splash_chat_normalize(&app, json_object_get(body, "messages"), msg, sizeof msg);
@@ -98,5 +193,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     splash_gen_params(body, submit, msg, sizeof msg);
     json_decref(submit);
     json_decref(body);
-    return 0;
 }

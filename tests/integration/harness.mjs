@@ -21,11 +21,11 @@ export function freePort() {
   });
 }
 
-// Resolves once the console prints its "Serving" line.
-export async function startServer(extraArgs = [], { model = storiesModel, env = {} } = {}) {
+// Resolves once the console prints its "Serving" line. demo: `splash serve --demo`.
+export async function startServer(extraArgs = [], { model = storiesModel, env = {}, demo = false } = {}) {
   const port = await freePort();
-  const args = ["serve", "--model", "test/stories", "--model-dir", model, "--port", String(port),
-                "--threads", "1", ...extraArgs];
+  const modelArgs = demo ? ["--demo"] : ["--model", "test/stories", "--model-dir", model];
+  const args = ["serve", ...modelArgs, "--port", String(port), "--threads", "1", ...extraArgs];
   const proc = spawn(splash, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";

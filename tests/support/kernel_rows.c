@@ -6,16 +6,36 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/host_impl.h"
 #include "splash/fp.h"
 
 #define SENTINEL -12345.0f
 
+int test_cpu_has(uint64_t features, const char *what)
+{
+    const uint64_t lacking = features & ~splash_cpu_features();
+    if (!lacking)
+        return 1;
+    const char *require = getenv("SPLASH_TEST_REQUIRE_ISA");
+    if (require && !strcmp(require, "1")) {
+        char have[256];
+        splash_cpu_describe(have, sizeof have);
+        fail_msg("%s needs CPU features (0x%llx) this CPU lacks (it has: %s); "
+                 "SPLASH_TEST_REQUIRE_ISA=1 forbids skipping it",
+                 what, (unsigned long long)lacking, have);
+    }
+    return 0;
+}
+
 int test_row_runs_here(const struct splash_kernel_row *row)
 {
-    return (row->cpu_requires & splash_cpu_features()) == row->cpu_requires;
+    char what[96];
+    snprintf(what, sizeof what, "kernel row %s", row->isa);
+    return test_cpu_has(row->cpu_requires, what);
 }
 
 double test_abs_dot(const float *w, const float *a, int64_t n)

@@ -8,7 +8,13 @@
 
 #include "splash/format.h"
 
-/* Whether this CPU has every feature the row requires. */
+/* Whether this CPU has every SPLASH_CPU_* bit of `features` (SPLASH_FORCE_ISA applied).
+ * When it has not, the caller skips what needs them (`what`: "kernel row avx2") unless
+ * SPLASH_TEST_REQUIRE_ISA=1 is set: then the test fails naming `what` and the missing
+ * features, so a machine that should run every SIMD path (CI) cannot pass by skipping. */
+int test_cpu_has(uint64_t features, const char *what);
+
+/* test_cpu_has for a kernel row: whether this CPU runs it. */
 int test_row_runs_here(const struct splash_kernel_row *row);
 
 /* sum_k |w_k a_k| of two rows of values: the scale of a dot product's rounding error. */

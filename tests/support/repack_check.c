@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/registry.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "tests/support/formats.h"
@@ -31,11 +32,35 @@ static size_t ref_act_row_bytes;
 static uint8_t *ref_actq; /* with dotref: ggml's activations (<ref>.actq) */
 static float *ref_dotref; /* float64 dots of deq and dequantized actq (<ref>.dotref.f32) */
 
-int test_repack_setup(void **state, const struct test_repack_case *c)
+/* The stand-in for reference data ggml has none of: random plain blocks and their
+ * plain to_float values, 8 rows of 1024. */
+static int load_random_reference(const struct test_repack_case *c)
 {
-    if (test_formats_setup(state))
+    const struct splash_format_type *p = splash_registry_format_by_name(
+        test_formats_registry(), c->plain);
+    if (!p || p->block_elems != (uint32_t)c->block_values || p->block_bytes != c->block_bytes) {
+        fprintf(stderr, "%s: not registered with %d values in %zu bytes\n", c->plain,
+                c->block_values, c->block_bytes);
         return -1;
+    }
+    n_ref_rows = 8;
+    n_per_row = 1024;
+    row_bytes = (size_t)(n_per_row / c->block_values) * c->block_bytes;
+    ref_q = malloc((size_t)n_ref_rows * row_bytes);
+    ref_deq = malloc((size_t)n_ref_rows * n_per_row * sizeof(float));
+    if (!ref_q || !ref_deq)
+        return -1;
+    uint64_t rng = 0x9D20F10A7ull;
+    c->random_blocks(&rng, ref_q, (int64_t)n_ref_rows * (n_per_row / c->block_values));
+    p->to_float(ref_q, ref_deq, (int64_t)n_ref_rows * n_per_row);
+    return 0;
+}
+
+int test_repack_load(const struct test_repack_case *c)
+{
     rc = c;
+    if (!c->ref)
+        return load_random_reference(c);
     char msg[768];
     json_t *index = test_quant_index_load(msg, sizeof msg);
     if (!index) {
@@ -51,8 +76,9 @@ int test_repack_setup(void **state, const struct test_repack_case *c)
     ref_act_row_bytes = (size_t)json_integer_value(json_object_get(t, "act_row_bytes"));
     const int type_id = (int)json_integer_value(json_object_get(t, "ggml_type_id"));
     json_decref(index);
-    const struct splash_format_type *aft = test_format_find(c->act_type);
-    if (n_ref_rows < 1 || n_per_row % c->block_values ||
+    const struct splash_format_type *aft =
+        splash_registry_format_by_name(test_formats_registry(), c->act_type);
+    if (!aft || n_ref_rows < 1 || n_per_row % c->block_values ||
         row_bytes != (size_t)(n_per_row / c->block_values) * c->block_bytes ||
         (c->gguf_type_id && type_id != c->gguf_type_id) ||
         (c->dotref &&
@@ -70,7 +96,7 @@ int test_repack_setup(void **state, const struct test_repack_case *c)
     return 0;
 }
 
-int test_repack_teardown(void **state)
+void test_repack_unload(void)
 {
     free(ref_dotref);
     free(ref_actq);
@@ -80,7 +106,7 @@ int test_repack_teardown(void **state)
     ref_actq = NULL;
     ref_deq = NULL;
     ref_q = NULL;
-    return test_formats_teardown(state);
+    rc = NULL;
 }
 
 /* ---- the test matrix -------------------------------------------------------- */
@@ -174,10 +200,14 @@ void test_repack_check_descriptor(void)
     assert_int_equal(f->block_elems, GROUP * rc->block_values);
     assert_int_equal(f->block_bytes, GROUP * rc->block_bytes);
     assert_true(f->bits_per_weight == p->bits_per_weight);
+    if (rc->bits_per_weight)
+        assert_true(f->bits_per_weight == rc->bits_per_weight);
     assert_string_equal(f->act_type, rc->act_type);
+    assert_string_equal(p->act_type, rc->act_type); /* the plain type takes the same */
     assert_non_null(f->rows);
     assert_true(f->n_rows >= 1);
     assert_int_equal(f->rows[f->n_rows - 1].cpu_requires, 0);
+    assert_string_equal(f->rows[f->n_rows - 1].isa, "scalar");
     for (uint32_t r = 0; r < f->n_rows; r++)
         assert_non_null(f->rows[r].mul_rows);
     assert_non_null(p->repack_to);
@@ -244,6 +274,21 @@ void test_repack_check_to_float(void)
 static const int64_t n_acts[] = {1, 2, 7, 8, 9, 16, 17, 33};
 static const int64_t n_ws[] = {16, 32, 40, 19};
 
+/* With plain_tol: the dot o of plain row w and activation row a within plain_tol of
+ * sum |w a| (scale) of the plain scalar row's vec_dot. */
+static void check_near_plain(const struct splash_kernel_row *row, int64_t n, const uint8_t *w,
+                             const uint8_t *a, float o, double scale, int64_t i, int64_t j)
+{
+    const struct splash_format_type *p = test_format_find(rc->plain);
+    float s;
+    p->rows[p->n_rows - 1].vec_dot(n, &s, w, a);
+    const double e = fabs((double)o - (double)s) / scale;
+    if (!(e <= rc->plain_tol))
+        fail_msg("%s %s: n %lld: dot[%lld][%lld] = %.9g, %s scalar %.9g (rel %.3g)", rc->repacked,
+                 row->isa, (long long)n, (long long)j, (long long)i, (double)o, rc->plain,
+                 (double)s, e);
+}
+
 void test_repack_check_mul_rows(void)
 {
     const char *name = rc->repacked;
@@ -262,12 +307,24 @@ void test_repack_check_mul_rows(void)
     assert_true(deq && q && img && out && one);
     double worst[8] = {0};
     int checked = 0;
+    /* the float64 dots and sum |w a| of every pair, once per matrix */
+    double *exact = malloc((size_t)(max_act * max_w) * sizeof *exact);
+    double *scales = malloc((size_t)(max_act * max_w) * sizeof *scales);
+    assert_true(exact && scales);
     for (size_t wi = 0; wi < sizeof n_ws / sizeof n_ws[0]; wi++) {
         const int64_t n_w = n_ws[wi];
         /* 16 and 32 rows are the leading groups of the 40-row image (no tail reached) */
         const int64_t n_rows = n_w == 19 ? 19 : 40;
         make_matrix(n_rows, q, deq);
         p->repack(n, q, n_rows, img);
+        for (int64_t j = 0; j < max_act; j++)
+            for (int64_t i = 0; i < n_w; i++) {
+                double e = 0;
+                for (int64_t k = 0; k < n; k++)
+                    e += (double)deq[i * n + k] * (double)af[j * n + k];
+                exact[j * max_w + i] = e;
+                scales[j * max_w + i] = test_abs_dot(deq + i * n, af + j * n, n);
+            }
         for (uint32_t ri = 0; ri < f->n_rows; ri++) {
             const struct splash_kernel_row *row = &f->rows[ri];
             if (!test_row_runs_here(row))
@@ -297,10 +354,7 @@ void test_repack_check_mul_rows(void)
                                      "alone %.9g",
                                      name, row->isa, (long long)n_w, (long long)n_act, (long long)j,
                                      (long long)i, (double)o, (double)one[i]);
-                        double ref = 0;
-                        for (int64_t k = 0; k < n; k++)
-                            ref += (double)deq[i * n + k] * (double)af[j * n + k];
-                        const double scale = test_abs_dot(deq + i * n, af + j * n, n);
+                        const double ref = exact[j * max_w + i], scale = scales[j * max_w + i];
                         const double e = fabs((double)o - ref) / scale;
                         if (ri < 8 && e > worst[ri])
                             worst[ri] = e;
@@ -309,6 +363,9 @@ void test_repack_check_mul_rows(void)
                                      "float64 %.9g (rel %.3g)",
                                      name, row->isa, (long long)n_w, (long long)n_act, (long long)j,
                                      (long long)i, (double)o, ref, e);
+                        if (rc->plain_tol > 0)
+                            check_near_plain(row, n, q + (size_t)i * row_bytes,
+                                             aq + (size_t)j * arb, o, scale, i, j);
                         checked++;
                     }
                 }
@@ -333,6 +390,8 @@ void test_repack_check_mul_rows(void)
             print_message("  %s %s: worst |dot - float64| / sum|w a| = %.3g\n", name,
                           f->rows[ri].isa, worst[ri]);
     assert_true(checked > 0);
+    free(scales);
+    free(exact);
     free(one);
     free(out);
     free(img);
@@ -347,6 +406,46 @@ void test_repack_check_simd(void)
     test_repack_check_simd_rows(2048, 53); /* 3 groups and a tail of 5 */
 }
 
+/* With simd_rows_exact: the float64 dot of every (weight row i, activation row j) pair at
+ * exact[j * n_rows + i] and the plain scalar row's at plain[...] (with plain_tol), once for
+ * all batch sizes. */
+static void exact_dots(int64_t n, int64_t n_rows, int64_t n_act, const uint8_t *q, size_t rb,
+                       const float *wf, const uint8_t *aq, size_t arb, const float *af,
+                       double *exact, float *plain)
+{
+    const struct splash_format_type *p = test_format_find(rc->plain);
+    for (int64_t j = 0; j < n_act; j++)
+        for (int64_t i = 0; i < n_rows; i++) {
+            double e = 0;
+            for (int64_t k = 0; k < n; k++)
+                e += (double)wf[i * n + k] * (double)af[j * n + k];
+            exact[j * n_rows + i] = e;
+            if (rc->plain_tol > 0)
+                p->rows[p->n_rows - 1].vec_dot(n, &plain[j * n_rows + i], q + (size_t)i * rb,
+                                               aq + (size_t)j * arb);
+        }
+}
+
+/* With simd_rows_exact: every dot of row's output (stride os) within dot_tol of the
+ * float64 dot and, with plain_tol, of the plain scalar row. */
+static void check_exact(const struct splash_kernel_row *row, int64_t n, int64_t n_rows,
+                        int64_t n_act, const float *out, size_t os, const double *exact,
+                        const double *scale, const float *plain)
+{
+    for (int64_t j = 0; j < n_act; j++)
+        for (int64_t i = 0; i < n_rows; i++) {
+            const float o = out[(size_t)j * os + (size_t)i];
+            const size_t k = (size_t)(j * n_rows + i);
+            const double e = fabs((double)o - exact[k]) / scale[k];
+            const double ep = fabs((double)o - (double)plain[k]) / scale[k];
+            if (!(e <= rc->dot_tol) || (rc->plain_tol > 0 && !(ep <= rc->plain_tol)))
+                fail_msg("%s %s: n %lld n_act %lld: dot[%lld][%lld] = %.9g, float64 %.9g (rel "
+                         "%.3g), %s scalar %.9g (rel %.3g)",
+                         rc->repacked, row->isa, (long long)n, (long long)n_act, (long long)j,
+                         (long long)i, (double)o, exact[k], e, rc->plain, (double)plain[k], ep);
+        }
+}
+
 void test_repack_check_simd_rows(int64_t n, int64_t n_rows)
 {
     const char *name = rc->repacked;
@@ -356,18 +455,36 @@ void test_repack_check_simd_rows(int64_t n, int64_t n_rows)
     const double tol = rc->simd_tail_tol > 0 ? rc->simd_tail_tol : rc->simd_tol;
     const int64_t nb = n / rc->block_values;
     const size_t rb = (size_t)nb * rc->block_bytes, arb = act_row_bytes(n);
+    const size_t os = (size_t)n_rows + 3; /* 3 columns no row may write */
     uint64_t rng = 0x7A11B0A7ull;
     uint8_t *q = malloc((size_t)n_rows * rb), *img = malloc((size_t)n_rows * rb);
     float *wf = malloc((size_t)n_rows * n * sizeof(float));
     float *af = malloc((size_t)max_act * n * sizeof(float));
-    float *want = malloc((size_t)max_act * n_rows * sizeof(float));
-    float *got = malloc((size_t)max_act * n_rows * sizeof(float));
-    float *single = malloc((size_t)n_rows * sizeof(float));
+    float *want = malloc((size_t)max_act * os * sizeof(float));
+    float *got = malloc((size_t)max_act * os * sizeof(float));
+    float *single = malloc(os * sizeof(float));
     assert_true(q && img && wf && af && want && got && single);
     rc->random_blocks(&rng, q, n_rows * nb);
     p->to_float(q, wf, n_rows * n);
     p->repack(n, q, n_rows, img);
     uint8_t *aq = make_activations(&rng, n, max_act, af);
+    /* sum |w a| of every pair (and, when exact, its float64 and plain dots) once */
+    double *exact = NULL, *scale = malloc((size_t)(max_act * n_rows) * sizeof *scale);
+    float *plain = NULL;
+    assert_non_null(scale);
+    for (int64_t j = 0; j < max_act; j++)
+        for (int64_t i = 0; i < n_rows; i++)
+            scale[j * n_rows + i] = test_abs_dot(wf + i * n, af + j * n, n);
+    if (rc->simd_rows_exact) {
+        exact = malloc((size_t)(max_act * n_rows) * sizeof *exact);
+        plain = calloc((size_t)(max_act * n_rows), sizeof *plain);
+        assert_true(exact && plain);
+        exact_dots(n, n_rows, max_act, q, rb, wf, aq, arb, af, exact, plain);
+        for (int64_t n_act = 1; n_act <= max_act; n_act += n_act < 17 ? 1 : 16) {
+            ref->mul_rows(n, img, rb, n_rows, aq, arb, n_act, want, os);
+            check_exact(ref, n, n_rows, n_act, want, os, exact, scale, plain);
+        }
+    }
     for (uint32_t ri = 0; ri + 1 < f->n_rows; ri++) {
         const struct splash_kernel_row *row = &f->rows[ri];
         if (!test_row_runs_here(row)) {
@@ -376,45 +493,59 @@ void test_repack_check_simd_rows(int64_t n, int64_t n_rows)
         }
         double worst = 0;
         for (int64_t n_act = 1; n_act <= max_act; n_act += n_act < 17 ? 1 : 16) {
-            ref->mul_rows(n, img, rb, n_rows, aq, arb, n_act, want, n_rows);
-            row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, got, n_rows);
-            for (int64_t j = 0; j < n_act; j++)
-                for (int64_t i = 0; i < n_rows; i++) {
-                    if (rc->simd_tail_tol > 0 && i < n_full) {
-                        /* group rows: the scalar row's float steps, the same bits */
-                        if (memcmp(&got[j * n_rows + i], &want[j * n_rows + i], sizeof(float)))
-                            fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %a, scalar %a", name,
-                                     row->isa, (long long)n_act, (long long)j, (long long)i,
-                                     (double)got[j * n_rows + i], (double)want[j * n_rows + i]);
+            for (size_t k = 0; k < (size_t)max_act * os; k++)
+                got[k] = -12345.0f;
+            ref->mul_rows(n, img, rb, n_rows, aq, arb, n_act, want, os);
+            row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, got, os);
+            for (int64_t j = 0; j < max_act; j++)
+                for (int64_t i = 0; i < (int64_t)os; i++) {
+                    const float g = got[(size_t)j * os + (size_t)i],
+                                w = want[(size_t)j * os + (size_t)i];
+                    if (j >= n_act || i >= n_rows) {
+                        if (g != -12345.0f)
+                            fail_msg("%s %s: n_act %lld wrote out[%lld][%lld]", name, row->isa,
+                                     (long long)n_act, (long long)j, (long long)i);
                         continue;
                     }
-                    const double e = fabs((double)got[j * n_rows + i] - want[j * n_rows + i]) /
-                                     test_abs_dot(wf + i * n, af + j * n, n);
+                    if (rc->simd_tail_tol > 0 && i < n_full) {
+                        /* group rows: the scalar row's float steps, the same bits */
+                        if (memcmp(&g, &w, sizeof(float)))
+                            fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %a, scalar %a", name,
+                                     row->isa, (long long)n_act, (long long)j, (long long)i,
+                                     (double)g, (double)w);
+                        continue;
+                    }
+                    const double e = fabs((double)g - w) / scale[j * n_rows + i];
                     if (e > worst)
                         worst = e;
                     if (!(e <= tol))
                         fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g, scalar %.9g "
                                  "(rel %.3g)",
                                  name, row->isa, (long long)n_act, (long long)j, (long long)i,
-                                 (double)got[j * n_rows + i], (double)want[j * n_rows + i], e);
+                                 (double)g, (double)w, e);
                 }
+            if (rc->simd_rows_exact)
+                check_exact(row, n, n_rows, n_act, got, os, exact, scale, plain);
             if (!rc->simd_batch_bits)
                 continue;
             /* each activation row alone gets the bits it got in the batch */
             for (int64_t j = 0; j < n_act; j++) {
-                row->mul_rows(n, img, rb, n_rows, aq + (size_t)j * arb, arb, 1, single, n_rows);
+                row->mul_rows(n, img, rb, n_rows, aq + (size_t)j * arb, arb, 1, single, os);
                 for (int64_t i = 0; i < n_rows; i++)
-                    if (memcmp(&single[i], &got[j * n_rows + i], sizeof(float)))
+                    if (memcmp(&single[i], &got[(size_t)j * os + (size_t)i], sizeof(float)))
                         fail_msg("%s %s: n_act %lld: dot[%lld][%lld] = %.9g in the batch, "
                                  "%.9g alone",
                                  name, row->isa, (long long)n_act, (long long)j, (long long)i,
-                                 (double)got[j * n_rows + i], (double)single[i]);
+                                 (double)got[(size_t)j * os + (size_t)i], (double)single[i]);
             }
         }
         print_message("  %s %s, %lld x %lld: worst |simd - scalar| / sum|w a| = %.3g%s\n", name,
                       row->isa, (long long)n_rows, (long long)n, worst,
                       rc->simd_tail_tol > 0 ? " (tail rows; group rows equal)" : "");
     }
+    free(plain);
+    free(scale);
+    free(exact);
     free(aq);
     free(single);
     free(got);
@@ -425,8 +556,11 @@ void test_repack_check_simd_rows(int64_t n, int64_t n_rows)
     free(q);
 }
 
-void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed)
+void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed, const int64_t *batches)
 {
+    static const int64_t default_batches[] = {2, 9, 16, 23, 0};
+    if (!batches || !batches[0])
+        batches = default_batches;
     const char *name = rc->repacked;
     const struct splash_format_type *f = test_format_find(name), *p = test_format_find(rc->plain);
     const int64_t max_act = 33, nb = n / rc->block_values;
@@ -444,7 +578,9 @@ void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed)
         const struct splash_kernel_row *row = &f->rows[ri];
         if (!test_row_runs_here(row))
             continue;
-        for (int64_t n_act = 2; n_act <= max_act; n_act += n_act < 17 ? 7 : 16) {
+        for (size_t bi = 0; batches[bi]; bi++) {
+            const int64_t n_act = batches[bi];
+            assert_true(n_act <= max_act);
             row->mul_rows(n, img, rb, n_rows, aq, arb, n_act, all, n_rows);
             for (int64_t j = 0; j < n_act; j++) {
                 row->mul_rows(n, img, rb, n_rows, aq + (size_t)j * arb, arb, 1, one, n_rows);

@@ -2,7 +2,7 @@
  * Q4_K -> Q4_K_R16) gets against ggml's reference blocks of the plain type
  * (../shared/testdata/quant, README.md section 5): its descriptor, to_float bit for bit,
  * mul_rows of every kernel row against float64 dots, SIMD rows against the scalar row,
- * and validate. A test file describes its format by a struct test_repack_case. */
+ * and validate. test-format-rows.c describes each format by a struct test_repack_case. */
 #ifndef SPLASH_TEST_REPACK_CHECK_H
 #define SPLASH_TEST_REPACK_CHECK_H
 
@@ -12,7 +12,10 @@
 struct test_repack_case {
     const char *plain;    /* the plain type: "Q4_K" */
     const char *repacked; /* its repacked type: "Q4_K_R16" */
-    const char *ref;      /* the reference files' stem and index.json key: "q4_K" */
+    /* the reference files' stem and index.json key: "q4_K"; NULL for a type ggml does not
+     * define (PQ2_0): 8 rows of 1024 random plain blocks stand in for ggml's, and the
+     * plain type's to_float gives their values */
+    const char *ref;
     int block_values;     /* values of a plain block: 256 */
     size_t block_bytes;   /* bytes of a plain block: 144 */
     const char *act_type; /* the activation type: "Q8_K" */
@@ -41,16 +44,25 @@ struct test_repack_case {
     /* test_repack_check_simd_rows: nonzero makes the group rows the scalar row's bits and
      * holds the plain tail rows within this fraction of sum |w a| (simd_tol unused) */
     double simd_tail_tol;
+    /* nonzero: every row's dots (mul_rows checks, and test_repack_check_simd_rows with
+     * simd_rows_exact) within this fraction of sum |w a| of the plain scalar vec_dot's */
+    double plain_tol;
+    /* test_repack_check_simd_rows also holds every row, the scalar one too, within
+     * dot_tol of the float64 dot (and plain_tol of the plain scalar row) */
+    int simd_rows_exact;
+    /* nonzero: the bits per weight both types must give */
+    float bits_per_weight;
 };
 
-/* Group setup and teardown (after test_formats_setup): load c's reference blocks and
- * values. The case must outlive the group. */
-int test_repack_setup(void **state, const struct test_repack_case *c);
-int test_repack_teardown(void **state);
+/* Loads c's reference blocks and values (test_formats_setup's registry must exist) for the
+ * checks below; 0, or -1 with the reason on stderr. The case must outlive the checks. */
+int test_repack_load(const struct test_repack_case *c);
+void test_repack_unload(void);
 
 /* The repacked type is flagged REPACKED, has no GGUF type, groups 16 plain rows of one
- * block each, the plain bits per weight, c->act_type activations and a mul_rows on every
- * row, the last one scalar; the plain type names it as repack_to and has a repack. */
+ * block each, the plain bits per weight, c->act_type activations (the plain type's too)
+ * and a mul_rows on every row, the last one "scalar"; the plain type names it as
+ * repack_to and has a repack. */
 void test_repack_check_descriptor(void);
 /* Matrices of 40, 19 and 32 rows shuffled from the reference blocks, repacked: to_float
  * of every group block gives ggml's values bit for bit and the tail rows stay plain. */
@@ -61,8 +73,8 @@ void test_repack_check_to_float(void);
  * mul_rows_batch_bits, each activation row alone its bits in the batch. */
 void test_repack_check_mul_rows(void);
 /* Random blocks, 2048 values x 53 rows: every SIMD row within simd_tol of the scalar row
- * for n_act 1..17 and 33 (and, with simd_batch_bits, each activation row alone gives
- * the bits it got in the batch). */
+ * for n_act 1..17 and 33, writing nothing outside its output (and, with simd_batch_bits,
+ * each activation row alone gives the bits it got in the batch). */
 void test_repack_check_simd(void);
 /* The same on n values x n_rows rows (n a multiple of block_values), with
  * simd_tail_tol's split between group and tail rows when it is set. */
@@ -78,8 +90,10 @@ void test_repack_check_ggml_dot_bits(void);
  * plain_isa bit for bit for n_act 1..17 and 33 (skipped where that row cannot run). */
 void test_repack_check_plain_row_bits(int64_t n, const char *plain_isa, uint64_t seed);
 /* Random blocks, n values x n_rows rows (seed): every row (scalar too) gives each
- * activation row alone the bits it got in batches of 2, 9, 16, 17 and 33. */
-void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed);
+ * activation row alone the bits it got in batches of the 0-terminated batches' sizes (at
+ * most 33; NULL or empty: 2, 9, 16 and 23). */
+void test_repack_check_batch_bits(int64_t n, int64_t n_rows, uint64_t seed,
+                                  const int64_t *batches);
 /* A repacked image of n_rows rows of the test matrix (caller frees); *bytes gets its size
  * and *n_elems its values, for a format's own validate checks. */
 uint8_t *test_repack_image(int64_t n_rows, size_t *bytes, int64_t *n_elems);

@@ -1,0 +1,507 @@
+/* Installation: the Hub's answer, the cache and the assembly, one start at a time. */
+#include "server/hub/install.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/paths.h"
+#include "core/target.h"
+#include "server/hub/api.h"
+#include "server/hub/assembly.h"
+#include "server/hub/cache.h"
+#include "server/hub/env.h"
+#include "server/hub/fetch.h"
+#include "server/hub/header_check.h"
+#include "server/hub/retire.h"
+
+#define REVISION_TIMEOUT 5.0 /* server.md "Revisions": one request of at most 5 s */
+#define PARALLEL_DOWNLOADS 4
+
+struct ctx {
+    const struct splash_install_request *req;
+    struct splash_hub_env env;
+    struct splash_model_id id;
+    char repo_id[2 * SPLASH_MODEL_ID_MAX + 2];
+    const char *revision;  /* req->revision or "main" */
+    char models_dir[PATH_MAX];
+    char inst_name[512];   /* OWNER--REPO[--VARIANT][@REVISION][+language-only] */
+    char inst_dir[PATH_MAX];
+    char repo_dir[PATH_MAX]; /* the cache's models--OWNER--REPO */
+};
+
+static void say(const struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct ctx *c, const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (c->req->line)
+        c->req->line(line);
+}
+
+enum splash_status splash_install_models_dir(char *out, size_t size, struct splash_err *err)
+{
+    return splash_dir_path(SPLASH_DIR_DATA, "models", 1, out, size, err);
+}
+
+/* A revision in a directory name: bytes other than [A-Za-z0-9._-] as %XX. */
+static void name_part(const char *in, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && o + 4 < size; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '.' || *p == '_' || *p == '-')
+            out[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(out + o, size - o, "%%%02X", *p);
+    }
+    out[o] = 0;
+}
+
+static int take_lock(const struct ctx *c, struct splash_err *err)
+{
+    return splash_install_lock(c->models_dir, c->req->line, err);
+}
+
+int splash_install_lock(const char *models_dir, splash_hub_line_fn line, struct splash_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%.3900s/.lock", models_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        splash_err_set(err, SPLASH_ERR_IO, "%.200s: %s (the installation lock)", path,
+                       strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        if (line) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "Installing · waiting for another installation in %s",
+                     models_dir);
+            line(msg);
+        }
+        if (flock(fd, LOCK_EX)) {
+            close(fd);
+            splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot lock it", path);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* refs/splash/INSTALLATION: the commit this installation uses, kept by cache pruning. */
+static enum splash_status pin(const struct ctx *c, const char *commit, struct splash_err *err)
+{
+    char ref[600];
+    snprintf(ref, sizeof ref, "splash/%s", c->inst_name);
+    return splash_hub_cache_write_ref(c->repo_dir, ref, commit, err);
+}
+
+/* ---- from the cache alone ------------------------------------------------------- */
+
+/* Assembles the target of snapshot `commit` as the cache holds it (another tool's download,
+ * or ours whose assembly was damaged): no request. */
+static enum splash_status assemble_from_snapshot(struct ctx *c, const char *commit,
+                                                 struct splash_installed *out,
+                                                 struct splash_err *err)
+{
+    char **paths;
+    size_t n;
+    enum splash_status st = splash_hub_cache_list_snapshot(c->repo_dir, commit, &paths, &n, err);
+    if (st)
+        return st;
+    struct splash_target t;
+    st = splash_target_select_listing((const char *const *)paths, n, c->id.variant, &t, err);
+    if (st) {
+        struct splash_err inner = *err;
+        splash_hub_free_paths(paths, n);
+        return splash_err_set(err, st, "%s in the cache: %s", c->repo_id, inner.msg);
+    }
+    size_t n_files = t.kind == SPLASH_TARGET_SAFETENSORS ? n : (size_t)t.n_parts;
+    struct splash_assembly_file *files = calloc(n_files ? n_files : 1, sizeof *files);
+    char (*sources)[PATH_MAX] = calloc(n_files ? n_files : 1, PATH_MAX);
+    char (*rel)[PATH_MAX] = calloc(n_files ? n_files : 1, PATH_MAX);
+    char (*blobs)[65] = calloc(n_files ? n_files : 1, 65);
+    if (!files || !sources || !rel || !blobs)
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_files && !st; i++) {
+        if (t.kind == SPLASH_TARGET_SAFETENSORS)
+            snprintf(rel[i], PATH_MAX, "%s", paths[i]);
+        else
+            splash_target_part_path(&t, (int)i + 1, rel[i], PATH_MAX);
+        if (rel[i][0] == '/') /* a root target's path from the listing */
+            memmove(rel[i], rel[i] + 1, strlen(rel[i]));
+        char real[PATH_MAX];
+        uint64_t size;
+        st = splash_hub_cache_resolve(c->repo_dir, commit, rel[i], real, sizeof real, &size, err);
+        if (st)
+            break;
+        char snap[PATH_MAX];
+        splash_hub_cache_snapshot_path(c->repo_dir, commit, rel[i], snap, sizeof snap);
+        snprintf(sources[i], PATH_MAX, "%s", snap);
+        const char *slash = strrchr(real, '/');
+        snprintf(blobs[i], 65, "%.64s", slash ? slash + 1 : real);
+        files[i] = (struct splash_assembly_file){.path = rel[i], .source = sources[i],
+                                                 .size = size, .blob = blobs[i],
+                                                 .lfs = strlen(blobs[i]) == 64};
+    }
+    if (!st) {
+        struct splash_hub_verdict verdict = {"", ""};
+        if (t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
+            /* model-check on the files themselves (it reads their headers only) */
+            struct splash_hub_file *hf = calloc(n_files, sizeof *hf);
+            const struct splash_hub_file **list = calloc(n_files, sizeof *list);
+            const char **src = calloc(n_files, sizeof *src), **urls = calloc(n_files, sizeof *urls);
+            char work[PATH_MAX];
+            snprintf(work, sizeof work, "%.3900s/.check-%d", c->models_dir, (int)getpid());
+            if (!hf || !list || !src || !urls || splash_make_dirs(work, 0700, err))
+                st = st ? st : splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+            for (size_t i = 0; !st && i < n_files; i++) {
+                hf[i] = (struct splash_hub_file){.path = rel[i], .size = files[i].size};
+                list[i] = &hf[i];
+                src[i] = sources[i];
+            }
+            if (!st)
+                st = splash_hub_check_gguf_headers(&c->env, c->req->registry, list, src, urls,
+                                                   n_files, work, &verdict, err);
+            for (size_t i = 0; i < n_files; i++) {
+                char p[PATH_MAX];
+                const char *slash = strrchr(rel[i], '/');
+                snprintf(p, sizeof p, "%.3800s/%s", work, slash ? slash + 1 : rel[i]);
+                unlink(p);
+            }
+            rmdir(work);
+            free(hf), free(list), free(src), free(urls);
+        }
+        struct splash_assembly a = {.model = c->req->model, .repo_id = c->repo_id,
+                                    .variant = c->id.variant, .revision = c->revision,
+                                    .commit = commit, .endpoint = c->env.endpoint,
+                                    .cache_repo_dir = c->repo_dir, .kind = t.kind,
+                                    .family = verdict.family, .files = files,
+                                    .n_files = n_files};
+        if (!st)
+            st = splash_assembly_publish(c->inst_dir, &a, out, err);
+    }
+    free(files), free(sources), free(rel), free(blobs);
+    splash_hub_free_paths(paths, n);
+    return st ? st : pin(c, commit, err);
+}
+
+/* ---- from the Hub ---------------------------------------------------------------- */
+
+int splash_install_wants_file(const char *path, int language_only)
+{
+    static const char *const names[] = {
+        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "chat_template.jinja", "chat_template.json", "vocab.json",
+        "merges.txt", "model.safetensors.index.json", "preprocessor_config.json",
+        "processor_config.json", "mask_embedding.safetensors"};
+    if (strchr(path, '/'))
+        return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(path, names[i]))
+            return !(language_only && (!strcmp(path, "preprocessor_config.json") ||
+                                       !strcmp(path, "processor_config.json")));
+    size_t n = strlen(path);
+    return n > 12 && !strcmp(path + n - 12, ".safetensors");
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Downloads the files' blobs the cache lacks (all of them, or with weights 0 all but the
+ * .safetensors shards), with progress. */
+static enum splash_status fetch_missing(struct ctx *c, const struct splash_hub_revision *rev,
+                                        const struct splash_hub_file **files, size_t n,
+                                        char (*urls)[4096], char (*blob_paths)[PATH_MAX],
+                                        int weights, struct splash_err *err)
+{
+    uint64_t to_fetch = 0;
+    size_t n_fetch = 0;
+    int *pick = calloc(n ? n : 1, sizeof *pick);
+    if (!pick)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(files[i]->path);
+        int shard = len > 12 && !strcmp(files[i]->path + len - 12, ".safetensors");
+        if ((weights || !shard) &&
+            !splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size)) {
+            pick[i] = 1;
+            to_fetch += files[i]->size;
+            n_fetch++;
+        }
+    }
+    enum splash_status st = SPLASH_OK;
+    char blobs_dir[PATH_MAX];
+    snprintf(blobs_dir, sizeof blobs_dir, "%.3900s/blobs", c->repo_dir);
+    if (!n_fetch || (st = splash_make_dirs(blobs_dir, 0755, err))) {
+        free(pick);
+        return st;
+    }
+    char total[32];
+    splash_hub_format_bytes(to_fetch, total, sizeof total);
+    say(c, "Downloading · %s at %.12s: %zu file%s, %s", c->req->model, rev->commit, n_fetch,
+        n_fetch == 1 ? "" : "s", total);
+    struct splash_hub_job *jobs = calloc(n_fetch, sizeof *jobs);
+    const char **labels = calloc(n_fetch, sizeof *labels);
+    uint64_t *sizes = calloc(n_fetch, sizeof *sizes);
+    if (!jobs || !labels || !sizes)
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!pick[i])
+            continue;
+        struct splash_hub_job *job = &jobs[j];
+        job->name = files[i]->path;
+        snprintf(job->url, sizeof job->url, "%s", urls[i]);
+        snprintf(job->dest, sizeof job->dest, "%s", blob_paths[i]);
+        job->size = files[i]->size;
+        snprintf(job->digest, sizeof job->digest, "%s", files[i]->blob);
+        job->lfs = files[i]->lfs;
+        labels[j] = base_name(files[i]->path);
+        sizes[j] = files[i]->size;
+        j++;
+    }
+    if (!st) {
+        struct splash_hub_progress *p =
+            splash_hub_progress_start(labels, sizes, j, c->req->tty, 5.0, c->req->line);
+        st = splash_hub_download(&c->env, jobs, j, PARALLEL_DOWNLOADS, p, err);
+        splash_hub_progress_stop(p);
+    }
+    free(jobs), free(labels), free(sizes), free(pick);
+    return st;
+}
+
+/* Installs revision `rev` (the Hub's answer): header check, downloads of the blobs the
+ * cache lacks, snapshot links, refs and the assembly. */
+static enum splash_status install_revision(struct ctx *c, const struct splash_hub_revision *rev,
+                                           struct splash_installed *out, struct splash_err *err)
+{
+    const char **names = calloc(rev->n_files ? rev->n_files : 1, sizeof *names);
+    if (!names)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < rev->n_files; i++)
+        names[i] = rev->files[i].path;
+    struct splash_target t;
+    enum splash_status st = splash_target_select_listing(names, rev->n_files, c->id.variant, &t,
+                                                         err);
+    free(names);
+    if (st) {
+        struct splash_err inner = *err;
+        return splash_err_set(err, st, "%s: %s", c->repo_id, inner.msg);
+    }
+    /* the files to install, a GGUF's parts first and in order */
+    size_t n = 0;
+    const struct splash_hub_file **files = calloc(rev->n_files + 1, sizeof *files);
+    if (!files)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    if (t.kind == SPLASH_TARGET_SAFETENSORS) {
+        for (size_t i = 0; i < rev->n_files; i++)
+            if (splash_install_wants_file(rev->files[i].path, c->req->language_only))
+                files[n++] = &rev->files[i];
+    } else {
+        for (int k = 1; k <= t.n_parts && !st; k++) {
+            char rel[PATH_MAX];
+            splash_target_part_path(&t, k, rel, sizeof rel);
+            const char *p = rel[0] == '/' ? rel + 1 : rel;
+            if (!(files[n] = splash_hub_revision_find(rev, p)))
+                st = splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: %.120s is not listed",
+                                    c->repo_id, p);
+            n++;
+        }
+    }
+    char (*urls)[4096] = calloc(n ? n : 1, 4096);
+    char (*blob_paths)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
+    if (!urls || !blob_paths)
+        st = st ? st : splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !st; i++) {
+        splash_hub_file_url(&c->env, c->repo_id, rev->commit, files[i]->path, urls[i], 4096);
+        splash_hub_cache_blob_path(c->repo_dir, files[i]->blob, blob_paths[i], PATH_MAX);
+    }
+    /* a safetensors target's small files come first: model-check reads its config.json */
+    if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 0, err);
+    /* model-check on the headers before any weight moves */
+    struct splash_hub_verdict verdict = {"", ""};
+    if (!st && c->req->registry) {
+        const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
+        char work[PATH_MAX];
+        snprintf(work, sizeof work, "%.3900s/.check-%d", c->models_dir, (int)getpid());
+        if (!src || !u)
+            st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        else if (!(st = splash_make_dirs(work, 0700, err))) {
+            for (size_t i = 0; i < n; i++) {
+                int have = splash_hub_cache_has_blob(c->repo_dir, files[i]->blob, files[i]->size);
+                src[i] = have ? blob_paths[i] : NULL;
+                u[i] = urls[i];
+            }
+            st = t.kind == SPLASH_TARGET_SAFETENSORS
+                     ? splash_hub_check_safetensors_headers(&c->env, c->req->registry, files, src,
+                                                            u, n, work, &verdict, err)
+                     : splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n,
+                                                     work, &verdict, err);
+            for (size_t i = 0; i < n; i++) {
+                char p[PATH_MAX];
+                snprintf(p, sizeof p, "%.3800s/%s", work, base_name(files[i]->path));
+                unlink(p);
+            }
+            rmdir(work);
+            if (st) {
+                struct splash_err inner = *err;
+                splash_err_set(err, st, "%s: %s", c->req->model, inner.msg);
+            }
+        }
+        free(src), free(u);
+    }
+    if (!st && verdict.draft_repo[0])
+        say(c, "Draft · %s names %s as its DFlash2 draft; this build installs no drafts yet "
+               "(it decodes without one)", verdict.family, verdict.draft_repo);
+    if (!st)
+        st = fetch_missing(c, rev, files, n, urls, blob_paths, 1, err);
+    /* snapshot links, refs, the assembly */
+    struct splash_assembly_file *af = calloc(n ? n : 1, sizeof *af);
+    char (*sources)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
+    if (!st && (!af || !sources))
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !st; i++) {
+        st = splash_hub_cache_link(c->repo_dir, rev->commit, files[i]->path, files[i]->blob, err);
+        splash_hub_cache_snapshot_path(c->repo_dir, rev->commit, files[i]->path, sources[i],
+                                       PATH_MAX);
+        af[i] = (struct splash_assembly_file){.path = files[i]->path, .source = sources[i],
+                                              .size = files[i]->size, .blob = files[i]->blob,
+                                              .lfs = files[i]->lfs};
+    }
+    if (!st && strcmp(c->revision, rev->commit))
+        st = splash_hub_cache_write_ref(c->repo_dir, c->revision, rev->commit, err);
+    if (!st) {
+        struct splash_assembly a = {.model = c->req->model, .repo_id = c->repo_id,
+                                    .variant = c->id.variant, .revision = c->revision,
+                                    .commit = rev->commit, .endpoint = c->env.endpoint,
+                                    .cache_repo_dir = c->repo_dir, .kind = t.kind,
+                                    .family = verdict.family, .files = af, .n_files = n};
+        st = splash_assembly_publish(c->inst_dir, &a, out, err);
+    }
+    if (!st)
+        st = pin(c, rev->commit, err);
+    free(af), free(sources), free(urls), free(blob_paths), free(files);
+    return st;
+}
+
+/* Without the Hub: the installed model, else one rebuilt from the cache's snapshot of the
+ * revision (the commit pinned for this installation, the ref's, or the 40-hex revision). */
+static enum splash_status without_hub(struct ctx *c, const char *why, struct splash_installed *out,
+                                      struct splash_err *err)
+{
+    struct splash_err damage;
+    if (!splash_assembly_current(c->inst_dir, out, &damage)) {
+        say(c, "Hub · %s; starting the installed %s at %.12s", why, c->req->model, out->commit);
+        return SPLASH_OK;
+    }
+    char commit[41] = "", ref[600];
+    struct splash_err ignored;
+    snprintf(ref, sizeof ref, "splash/%s", c->inst_name);
+    if (splash_hub_cache_read_ref(c->repo_dir, ref, commit, &ignored) &&
+        splash_hub_cache_read_ref(c->repo_dir, c->revision, commit, &ignored) &&
+        splash_hub_is_commit(c->revision))
+        snprintf(commit, sizeof commit, "%s", c->revision);
+    if (!commit[0])
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                              "%s: %s, and neither an installation nor the Hugging Face cache "
+                              "(%.120s) holds revision %.40s",
+                              c->req->model, why, c->env.cache, c->revision);
+    enum splash_status st = assemble_from_snapshot(c, commit, out, err);
+    if (!st)
+        say(c, "Hub · %s; installed %s at %.12s from the Hugging Face cache", why, c->req->model,
+            commit);
+    return st;
+}
+
+enum splash_status splash_install(const struct splash_install_request *req,
+                                  struct splash_installed *out, struct splash_err *err)
+{
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    memset(out, 0, sizeof *out);
+    c.req = req;
+    enum splash_status st = splash_model_id_parse(req->model, &c.id, err);
+    if (st || (st = splash_hub_env_read(&c.env, err)))
+        return st;
+    snprintf(c.repo_id, sizeof c.repo_id, "%s/%s", c.id.owner, c.id.repo);
+    c.revision = req->revision && *req->revision ? req->revision : "main";
+    if (req->models_dir)
+        snprintf(c.models_dir, sizeof c.models_dir, "%s", req->models_dir);
+    else if ((st = splash_install_models_dir(c.models_dir, sizeof c.models_dir, err)))
+        return st;
+    if ((st = splash_make_dirs(c.models_dir, 0755, err)))
+        return st;
+    char rev_part[300] = "";
+    if (req->revision && *req->revision) {
+        char enc[280];
+        name_part(req->revision, enc, sizeof enc);
+        snprintf(rev_part, sizeof rev_part, "@%s", enc);
+    }
+    snprintf(c.inst_name, sizeof c.inst_name, "%s--%s%s%s%s%s", c.id.owner, c.id.repo,
+             c.id.variant[0] ? "--" : "", c.id.variant, rev_part,
+             req->language_only ? "+language-only" : "");
+    snprintf(c.inst_dir, sizeof c.inst_dir, "%.3500s/%s", c.models_dir, c.inst_name);
+    if (!splash_hub_cache_repo_dir(c.env.cache, c.id.owner, c.id.repo, c.repo_dir,
+                                   sizeof c.repo_dir))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "HF_HUB_CACHE: path too long");
+    int lock = take_lock(&c, err);
+    if (lock < 0)
+        return SPLASH_ERR_IO;
+
+    struct splash_installed installed;
+    struct splash_err damage;
+    enum splash_status cur = splash_assembly_current(c.inst_dir, &installed, &damage);
+    int have = cur == SPLASH_OK;
+    if (req->offline || c.env.offline) {
+        st = without_hub(&c, req->offline ? "--offline" : "HF_HUB_OFFLINE is set", out, err);
+    } else if (have && splash_hub_is_commit(c.revision) && !strcmp(installed.commit, c.revision)) {
+        *out = installed; /* a commit never moves: no request */
+    } else {
+        struct splash_hub_revision rev;
+        struct splash_err herr;
+        st = splash_hub_revision_fetch(&c.env, c.repo_id, c.revision, REVISION_TIMEOUT, &rev,
+                                       &herr);
+        if (st == SPLASH_ERR_IO) {
+            st = without_hub(&c, herr.msg, out, err);
+        } else if (st) {
+            *err = herr;
+        } else if (have && !strcmp(installed.commit, rev.commit)) {
+            *out = installed;
+            if (strcmp(c.revision, rev.commit))
+                st = splash_hub_cache_write_ref(c.repo_dir, c.revision, rev.commit, err);
+        } else {
+            if (cur != SPLASH_OK && cur != SPLASH_ERR_NOT_FOUND)
+                say(&c, "Installing · %s: rebuilding a damaged installation (%s)", req->model,
+                    damage.msg);
+            st = install_revision(&c, &rev, out, err);
+            if (st && have) {
+                say(&c, "Hub · cannot install %s at %.12s (%s); starting the installed one at "
+                        "%.12s",
+                    req->model, rev.commit, err->msg, installed.commit);
+                *out = installed;
+                st = SPLASH_OK;
+            } else if (!st) {
+                say(&c, "Installed · %s at %.12s in %s", req->model, out->commit, out->dir);
+                splash_hub_retire(c.inst_dir, out->commit, c.repo_dir, req->line);
+            }
+        }
+        splash_hub_revision_free(&rev);
+    }
+    close(lock);
+    return st;
+}

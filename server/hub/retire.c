@@ -1,0 +1,219 @@
+/* Freeing earlier assemblies and the cache files only they used. */
+#include "server/hub/retire.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server/hub/api.h"
+#include "server/hub/cache.h"
+
+int splash_hub_hold(const char *assembly_dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%.4000s/model.json", assembly_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void remove_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb))
+        return;
+    if (!S_ISDIR(sb.st_mode)) {
+        unlink(path);
+        return;
+    }
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char sub[PATH_MAX];
+        if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub)
+            remove_tree(sub);
+    }
+    if (d)
+        closedir(d);
+    rmdir(path);
+}
+
+/* Calls fn on every regular file or link under dir (relative path), depth-first. */
+static void walk(const char *dir, const char *rel, int depth,
+                 void (*fn)(const char *full, const char *rel, void *), void *user)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s%s%s", dir, *rel ? "/" : "", rel);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char sub[PATH_MAX], full[PATH_MAX];
+        if (snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >=
+                (int)sizeof sub ||
+            snprintf(full, sizeof full, "%s/%s", dir, sub) >= (int)sizeof full)
+            continue;
+        struct stat sb;
+        if (lstat(full, &sb))
+            continue;
+        if (S_ISDIR(sb.st_mode) && depth < 8)
+            walk(dir, sub, depth + 1, fn, user);
+        else if (!S_ISDIR(sb.st_mode))
+            fn(full, sub, user);
+    }
+    if (d)
+        closedir(d);
+}
+
+struct ref_scan {
+    const char *commit;
+    int named;
+};
+
+static void ref_names(const char *full, const char *rel, void *user)
+{
+    struct ref_scan *s = user;
+    (void)rel;
+    FILE *f = fopen(full, "r");
+    char buf[64] = "";
+    if (f) {
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        buf[got] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, " \r\n")] = 0;
+    if (!strcmp(buf, s->commit))
+        s->named = 1;
+}
+
+struct blob_scan {
+    const char *blob;
+    int used;
+};
+
+static void blob_use(const char *full, const char *rel, void *user)
+{
+    struct blob_scan *s = user;
+    char target[PATH_MAX];
+    (void)rel;
+    ssize_t n = readlink(full, target, sizeof target - 1);
+    if (n <= 0)
+        return;
+    target[n] = 0;
+    const char *base = strrchr(target, '/');
+    if (!strcmp(base ? base + 1 : target, s->blob))
+        s->used = 1;
+}
+
+struct foreign_scan {
+    json_t *files; /* the assembly's model.json files */
+    int foreign;
+};
+
+static void foreign_file(const char *full, const char *rel, void *user)
+{
+    struct foreign_scan *s = user;
+    (void)full;
+    for (size_t i = 0; i < json_array_size(s->files); i++) {
+        const char *p = json_string_value(json_object_get(json_array_get(s->files, i), "path"));
+        if (p && !strcmp(p, rel))
+            return;
+    }
+    s->foreign = 1;
+}
+
+/* The commit's snapshot files that only this assembly used, with their blobs. */
+static void free_commit(const char *repo_dir, const char *commit, json_t *files,
+                        splash_hub_line_fn line)
+{
+    char refs[PATH_MAX], snap[PATH_MAX], snaps[PATH_MAX];
+    snprintf(refs, sizeof refs, "%.4000s/refs", repo_dir);
+    snprintf(snaps, sizeof snaps, "%.4000s/snapshots", repo_dir);
+    snprintf(snap, sizeof snap, "%.4000s/%.40s", snaps, commit);
+    struct ref_scan rs = {.commit = commit};
+    walk(refs, "", 0, ref_names, &rs);
+    if (rs.named)
+        return; /* another installation or a branch still names it */
+    struct foreign_scan fs = {.files = files};
+    walk(snap, "", 0, foreign_file, &fs);
+    if (fs.foreign) {
+        if (line) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "Installing · kept %.12s in the cache: other files share "
+                                      "its snapshot", commit);
+            line(msg);
+        }
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        const char *p = json_string_value(json_object_get(f, "path"));
+        const char *blob = json_string_value(json_object_get(f, "sha256"));
+        if (!blob)
+            blob = json_string_value(json_object_get(f, "git_blob"));
+        char link[PATH_MAX];
+        if (!p || !splash_hub_cache_snapshot_path(repo_dir, commit, p, link, sizeof link))
+            continue;
+        unlink(link);
+        struct blob_scan bs = {.blob = blob};
+        if (blob && strlen(blob) >= 40 && !strchr(blob, '/')) {
+            walk(snaps, "", 0, blob_use, &bs);
+            if (!bs.used) {
+                char bp[PATH_MAX];
+                if (splash_hub_cache_blob_path(repo_dir, blob, bp, sizeof bp))
+                    unlink(bp);
+            }
+        }
+    }
+    remove_tree(snap); /* the empty folders left */
+}
+
+void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char *repo_dir,
+                       splash_hub_line_fn line)
+{
+    DIR *d = opendir(inst_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *name = e->d_name;
+        if (!splash_hub_is_commit(name) || !strcmp(name, keep_commit))
+            continue;
+        char dir[PATH_MAX], json_path[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.4000s/%.40s", inst_dir, name);
+        snprintf(json_path, sizeof json_path, "%.4000s/model.json", dir);
+        int fd = open(json_path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB)) {
+            close(fd);
+            if (line) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "Installing · kept %.12s: a running server holds it",
+                         name);
+                line(msg);
+            }
+            continue;
+        }
+        json_t *meta = json_load_file(json_path, 0, NULL);
+        remove_tree(dir);
+        if (fd >= 0)
+            close(fd);
+        json_t *files = meta ? json_object_get(meta, "files") : NULL;
+        const char *cache = meta ? json_string_value(json_object_get(meta, "cache")) : NULL;
+        if (json_is_array(files) && cache && *repo_dir && !strcmp(cache, repo_dir))
+            free_commit(repo_dir, name, files, line);
+        json_decref(meta);
+    }
+    if (d)
+        closedir(d);
+}

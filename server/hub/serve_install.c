@@ -1,0 +1,70 @@
+/* The serve side of installation: options in, a GGUF path out, lines on the console. */
+#include "server/hub/serve_install.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/registry.h"
+#include "core/target.h"
+#include "server/console.h"
+#include "server/hub/install.h"
+#include "server/hub/prepare.h"
+#include "server/hub/retire.h"
+#include "server/options.h"
+
+static void console_line(const char *line)
+{
+    splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
+}
+
+int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size)
+{
+    struct splash_install_request req = {.model = o->model, .revision = o->revision,
+                                         .offline = o->offline,
+                                         .language_only = o->language_only,
+                                         .registry = splash_registry_global(),
+                                         .line = console_line, .tty = isatty(2)};
+    struct splash_installed inst;
+    struct splash_err err;
+    if (splash_install(&req, &inst, &err)) {
+        snprintf(msg, msg_size, "--model: %s", err.msg);
+        return -1;
+    }
+    if (inst.kind == SPLASH_TARGET_SAFETENSORS) {
+        snprintf(msg, msg_size, "--model: %s is installed in %s, but it is a safetensors "
+                                "checkpoint and this build serves GGUF models", o->model, inst.dir);
+        return -1;
+    }
+    /* held until the server exits: a later installation keeps this assembly and its files */
+    if (splash_hub_hold(inst.dir) < 0)
+        splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
+                                                "installation may remove it", inst.dir);
+    snprintf(path, path_size, "%s", inst.target);
+    return 0;
+}
+
+int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size)
+{
+    const char *colon = o->model ? strchr(o->model, ':') : NULL;
+    struct splash_prepared prep;
+    struct splash_err err;
+    if (splash_prepare_local_model(splash_registry_global(), o->model_dir,
+                                   colon ? colon + 1 : NULL, o->draft_model, o->mmproj, NULL,
+                                   &prep, &err)) {
+        snprintf(msg, msg_size, "--model-dir: %s", err.msg);
+        return -1;
+    }
+    if (prep.kind == SPLASH_TARGET_SAFETENSORS) {
+        snprintf(msg, msg_size, "--model-dir: %s is a safetensors checkpoint; this build serves "
+                                "GGUF models", o->model_dir);
+        return -1;
+    }
+    if (splash_hub_hold(prep.dir) < 0)
+        splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
+                                                "preparation may remove it", prep.dir);
+    snprintf(path, path_size, "%s", prep.target);
+    return 0;
+}

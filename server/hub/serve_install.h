@@ -1,0 +1,22 @@
+/* `splash serve --model OWNER/REPO[:VARIANT]`: the installation before the model loads. */
+#ifndef SPLASH_HUB_SERVE_INSTALL_H
+#define SPLASH_HUB_SERVE_INSTALL_H
+
+#include <stddef.h>
+
+struct splash_serve_opts;
+
+/* Installs (or finds installed) the model the options name, with --revision and --offline,
+ * printing its lines on the console; writes the GGUF to load into path. Returns 0, or -1
+ * with msg saying why. A safetensors model installs, and is refused here (this build
+ * serves GGUF models). */
+int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size);
+
+/* `splash serve --model-dir PATH`: the same preparation splash prepare does (models.md
+ * "Local model files"), the variant from --model's :VARIANT, --draft-model and --mmproj
+ * linked beside it; the prepared directory is held while the server runs. */
+int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size_t path_size,
+                             char *msg, size_t msg_size);
+
+#endif

@@ -1,0 +1,248 @@
+/* The Hub installer's pure parts: the environment as huggingface_hub reads it, the
+ * revision endpoint's JSON, target selection over a listing (models.md "GGUF targets"),
+ * file URLs and the cache's snapshot links. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/target.h"
+#include "server/hub/api.h"
+#include "server/hub/cache.h"
+#include "server/hub/env.h"
+
+static void clear_env(void)
+{
+    static const char *const vars[] = {"HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE",
+                                       "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HF_TOKEN_PATH",
+                                       "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE",
+                                       "TRANSFORMERS_OFFLINE", "XDG_CACHE_HOME"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+    setenv("HOME", "/home/u", 1);
+}
+
+static void test_env_defaults(void **state)
+{
+    (void)state;
+    clear_env();
+    struct splash_hub_env env;
+    struct splash_err err;
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.endpoint, "https://huggingface.co");
+    assert_string_equal(env.home, "/home/u/.cache/huggingface");
+    assert_string_equal(env.cache, "/home/u/.cache/huggingface/hub");
+    assert_int_equal(env.offline, 0);
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.cache, "/x/cache/huggingface/hub");
+    setenv("HF_HOME", "~/hf", 1);
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.cache, "/home/u/hf/hub");
+    setenv("HUGGINGFACE_HUB_CACHE", "/legacy", 1);
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.cache, "/legacy");
+    setenv("HF_HUB_CACHE", "/new", 1); /* wins over the legacy name */
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.cache, "/new");
+}
+
+static void test_env_endpoint_offline_token(void **state)
+{
+    (void)state;
+    clear_env();
+    struct splash_hub_env env;
+    struct splash_err err;
+    setenv("HF_ENDPOINT", "https://hf-mirror.com//", 1); /* .rstrip("/") */
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.endpoint, "https://hf-mirror.com");
+    setenv("HF_ENDPOINT", "hf-mirror.com", 1);
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "HF_ENDPOINT"));
+    unsetenv("HF_ENDPOINT");
+    const char *yes[] = {"1", "ON", "yes", "True"}, *no[] = {"0", "off", "", "2"};
+    for (int i = 0; i < 4; i++) {
+        setenv("HF_HUB_OFFLINE", yes[i], 1);
+        assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+        assert_int_equal(env.offline, 1);
+        setenv("HF_HUB_OFFLINE", no[i], 1);
+        assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+        assert_int_equal(env.offline, 0);
+    }
+    char dir[] = "/tmp/splash-hub-env-XXXXXX", path[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    setenv("HF_HOME", dir, 1);
+    snprintf(path, sizeof path, "%s/token", dir);
+    FILE *f = fopen(path, "w");
+    fputs("  hf_file_token\n", f);
+    fclose(f);
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.token, "hf_file_token");
+    setenv("HF_TOKEN", "hf_env", 1); /* the variable wins over the file */
+    assert_int_equal(splash_hub_env_read(&env, &err), SPLASH_OK);
+    assert_string_equal(env.token, "hf_env");
+    unlink(path);
+    rmdir(dir);
+    clear_env();
+}
+
+#define SHA "0123456789abcdef0123456789abcdef01234567"
+#define H64 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+static enum splash_status parse(const char *json, struct splash_hub_revision *rev,
+                                struct splash_err *err)
+{
+    return splash_hub_revision_parse(json, strlen(json), rev, err);
+}
+
+static void test_revision_parse(void **state)
+{
+    (void)state;
+    struct splash_hub_revision rev;
+    struct splash_err err;
+    assert_int_equal(parse("{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"README.md\","
+                           "\"blobId\":\"" SHA "\",\"size\":12},{\"rfilename\":\"Q/M.gguf\","
+                           "\"blobId\":\"" SHA "\",\"size\":7,\"lfs\":{\"sha256\":\"" H64 "\","
+                           "\"size\":7,\"pointerSize\":134}}]}",
+                           &rev, &err),
+                     SPLASH_OK);
+    assert_string_equal(rev.commit, SHA);
+    assert_int_equal(rev.n_files, 2);
+    assert_int_equal(rev.files[0].lfs, 0);
+    assert_string_equal(rev.files[0].blob, SHA);
+    assert_int_equal(rev.files[1].lfs, 1);
+    assert_string_equal(rev.files[1].blob, H64);
+    assert_int_equal(rev.files[1].size, 7);
+    assert_non_null(splash_hub_revision_find(&rev, "Q/M.gguf"));
+    splash_hub_revision_free(&rev);
+
+    static const struct {
+        const char *json, *error;
+    } bad[] = {
+        {"[]", "no commit"},
+        {"{\"sha\":\"abc\",\"siblings\":[]}", "no commit"},
+        {"{\"sha\":\"" SHA "\"}", "no file list"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"../x.gguf\",\"size\":1}]}",
+         "unsafe file name ../x.gguf"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"a//b\",\"size\":1}]}", "unsafe"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"/etc/x\",\"size\":1}]}", "unsafe"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"m.gguf\",\"blobId\":\"" SHA "\"}]}",
+         "m.gguf: the listing gives no size"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"m.gguf\",\"size\":3,\"lfs\":"
+         "{\"sha256\":\"xyz\"}}]}",
+         "m.gguf: lfs.sha256"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"m.gguf\",\"size\":3,\"lfs\":"
+         "{\"sha256\":\"" H64 "\",\"size\":4}}]}",
+         "lfs.size and size disagree"},
+        {"{\"sha\":\"" SHA "\",\"siblings\":[{\"rfilename\":\"a\",\"size\":1,\"blobId\":\"" SHA
+         "\"},{\"rfilename\":\"a\",\"size\":1,\"blobId\":\"" SHA "\"}]}",
+         "a: listed twice"},
+        {"not json", "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_not_equal(parse(bad[i].json, &rev, &err), SPLASH_OK);
+        if (!strstr(err.msg, bad[i].error))
+            fail_msg("case %zu: %s (wanted %s)", i, err.msg, bad[i].error);
+    }
+}
+
+static enum splash_status pick(const char *const *paths, size_t n, const char *variant,
+                               struct splash_target *t, struct splash_err *err)
+{
+    return splash_target_select_listing(paths, n, variant, t, err);
+}
+
+static void test_listing_selection(void **state)
+{
+    (void)state;
+    struct splash_target t;
+    struct splash_err err;
+    const char *repo[] = {"README.md", "mmproj-BF16.gguf", "Qwen-UD-Q4_K_M.gguf", "Qwen-Q8_0.gguf",
+                          "Qwen-Q8_0-00001-of-00002.gguf", "Qwen-Q8_0-00002-of-00002.gguf",
+                          "BF16/Qwen-BF16-00001-of-00002.gguf", "BF16/Qwen-BF16-00002-of-00002.gguf"};
+    size_t n = sizeof repo / sizeof repo[0];
+    assert_int_equal(pick(repo, n, "UD-Q4_K_M", &t, &err), SPLASH_OK);
+    assert_string_equal(t.path, "Qwen-UD-Q4_K_M.gguf");
+    assert_int_equal(t.kind, SPLASH_TARGET_GGUF);
+    /* the whole file before the split parts of its name */
+    assert_int_equal(pick(repo, n, "Q8_0", &t, &err), SPLASH_OK);
+    assert_string_equal(t.path, "Qwen-Q8_0.gguf");
+    /* a folder, in any case */
+    assert_int_equal(pick(repo, n, "bf16", &t, &err), SPLASH_OK);
+    assert_int_equal(t.kind, SPLASH_TARGET_GGUF_SPLIT);
+    assert_int_equal(t.n_parts, 2);
+    assert_string_equal(t.dir, "BF16");
+    assert_string_equal(t.path, "BF16/Qwen-BF16-00001-of-00002.gguf");
+    /* the only root target ending in -VARIANT */
+    const char *other[] = {"A-Q4_0.gguf", "B-IQ2_S.gguf"};
+    assert_int_equal(pick(other, 2, "IQ2_S", &t, &err), SPLASH_OK);
+    assert_string_equal(t.path, "B-IQ2_S.gguf");
+    /* no variant: the only name, else a list of what is there */
+    assert_int_equal(pick(repo, n, NULL, &t, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "several targets"));
+    assert_ptr_equal(strstr(err.msg, ".:"), NULL);
+    assert_int_equal(pick(repo, n, "Q2_K", &t, &err), SPLASH_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "no target for variant Q2_K"));
+    /* a missing split part is named */
+    const char *gap[] = {"M-00001-of-00003.gguf", "M-00003-of-00003.gguf"};
+    assert_int_equal(pick(gap, 2, NULL, &t, &err), SPLASH_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "M-00002-of-00003.gguf is missing"));
+    /* a folder mixing names */
+    const char *mixed[] = {"Q/A-00001-of-00002.gguf", "Q/B-00002-of-00002.gguf"};
+    assert_int_equal(pick(mixed, 2, "Q", &t, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "mixes the split parts"));
+    /* upper-case extensions and deeper paths are not targets */
+    const char *odd[] = {"X.GGUF", "a/b/C-00001-of-00001.gguf"};
+    assert_int_equal(pick(odd, 2, NULL, &t, &err), SPLASH_ERR_NOT_FOUND);
+    /* an MLX model */
+    const char *mlx[] = {"config.json", "model-00001-of-00002.safetensors", "tokenizer.json"};
+    assert_int_equal(pick(mlx, 3, NULL, &t, &err), SPLASH_OK);
+    assert_int_equal(t.kind, SPLASH_TARGET_SAFETENSORS);
+    assert_int_equal(pick(mlx, 3, "Q4", &t, &err), SPLASH_ERR_INVALID);
+}
+
+static void test_urls_and_links(void **state)
+{
+    (void)state;
+    struct splash_hub_env env = {.endpoint = "http://127.0.0.1:9"};
+    char url[512];
+    assert_true(splash_hub_file_url(&env, "o/r", SHA, "UD Q4/M #1.gguf", url, sizeof url));
+    assert_string_equal(url, "http://127.0.0.1:9/o/r/resolve/" SHA "/UD%20Q4/M%20%231.gguf");
+    char dir[] = "/tmp/splash-hub-cache-XXXXXX", link[PATH_MAX], target[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    struct splash_err err;
+    assert_int_equal(splash_hub_cache_link(dir, SHA, "Q8_0/M-00001-of-00002.gguf", H64, &err),
+                     SPLASH_OK);
+    snprintf(link, sizeof link, "%s/snapshots/" SHA "/Q8_0/M-00001-of-00002.gguf", dir);
+    ssize_t len = readlink(link, target, sizeof target - 1);
+    assert_true(len > 0);
+    target[len] = 0;
+    assert_string_equal(target, "../../../blobs/" H64); /* one more ../ for the folder */
+    assert_int_equal(splash_hub_cache_write_ref(dir, "main", SHA, &err), SPLASH_OK);
+    char commit[41];
+    assert_int_equal(splash_hub_cache_read_ref(dir, "main", commit, &err), SPLASH_OK);
+    assert_string_equal(commit, SHA);
+    assert_int_equal(splash_hub_cache_write_ref(dir, "../x", SHA, &err), SPLASH_ERR_INVALID);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env_defaults),
+        cmocka_unit_test(test_env_endpoint_offline_token),
+        cmocka_unit_test(test_revision_parse),
+        cmocka_unit_test(test_listing_selection),
+        cmocka_unit_test(test_urls_and_links),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
