@@ -117,6 +117,7 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
     pthread_mutex_lock(&app->lock);
     int admitted = app->admitted;
     uint64_t total = app->requests_total, gen = app->tokens_generated;
+    json_t *cache = app->prefix_cache ? json_deep_copy(app->prefix_cache) : NULL;
     pthread_mutex_unlock(&app->lock);
     reply->json = json_pack(
         "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
@@ -126,6 +127,11 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
         admitted, "size", app->opts->queue_size, "console", "dropped_lines",
         (json_int_t)splash_console_dropped(), "requests", "total", (json_int_t)total,
         "tokens_generated", (json_int_t)gen);
+    /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
+    json_object_set_new(reply->json, "prefix_cache",
+                        cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
+                                                  info != NULL, "points", (json_int_t)0,
+                                                  "cached_tokens", (json_int_t)0));
 }
 
 void splash_api_info_metrics(void *appv, const struct splash_http_request *req,

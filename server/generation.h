@@ -25,6 +25,8 @@ struct splash_gen {
     double first_token;       /* monotonic seconds of the first token, 0 before */
     int cancelled;            /* released before it ended */
     double deadline;          /* monotonic seconds, 0 = none (--request-timeout) */
+    char reasoning[160];      /* the Started line's reasoning note, printed once the engine
+                                 takes the request (with what the prefix cache gave it) */
 };
 
 /* Generation parameters read from a request body (OpenAI names). Fills msg and

@@ -131,6 +131,21 @@ static enum splash_status qh_seq_truncate(void *model, void *seq, int32_t n_keep
     return hybrid_seq_truncate(model, seq, n_keep, err);
 }
 
+static enum splash_status qh_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
+                                      struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_fork(model, src, n_tokens, &s, err);
+    if (!st)
+        *dst = s;
+    return st;
+}
+
+static uint64_t qh_cache_bytes(const void *model)
+{
+    return hybrid_cache_bytes(model);
+}
+
 static enum splash_status qh_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                      struct splash_err *err)
 {
@@ -154,6 +169,8 @@ static const struct splash_family_plugin qh_plugin = {
     .seq_destroy = qh_seq_destroy,
     .seq_truncate = qh_seq_truncate,
     .forward = qh_forward,
+    .seq_fork = qh_seq_fork,
+    .cache_bytes = qh_cache_bytes,
 };
 
 static const struct splash_plugin_header *qh_entry(const struct splash_host *host)

@@ -226,6 +226,21 @@ static enum splash_status qm_seq_truncate(void *model, void *seq, int32_t n_keep
     return hybrid_seq_truncate(model, seq, n_keep, err);
 }
 
+static enum splash_status qm_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
+                                      struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_fork(model, src, n_tokens, &s, err);
+    if (!st)
+        *dst = s;
+    return st;
+}
+
+static uint64_t qm_cache_bytes(const void *model)
+{
+    return hybrid_cache_bytes(model);
+}
+
 static enum splash_status qm_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                      struct splash_err *err)
 {
@@ -249,6 +264,8 @@ static const struct splash_family_plugin qm_plugin = {
     .seq_destroy = qm_seq_destroy,
     .seq_truncate = qm_seq_truncate,
     .forward = qm_forward,
+    .seq_fork = qm_seq_fork,
+    .cache_bytes = qm_cache_bytes,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)
