@@ -248,7 +248,7 @@ static void engine_start(struct engine_thread *t, const char *file, int kv, uint
     t->fd = sv[0];
     t->o = (struct splash_engine_opts){.fd = sv[1],
                                        .model_path = test_testdata_path(path, sizeof path, file),
-                                       .n_threads = 2,
+                                       .n_threads = 1,
                                        .kv_format = kv,
                                        .max_memory = max_memory,
                                        .max_context = max_context,
@@ -546,6 +546,87 @@ static void test_engine_capacity_take_turns(void **state)
     engine_stop(&t);
 }
 
+static uint64_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A soak: 200 requests over a few shared prefixes with random continuations, under a
+ * memory plan far smaller than their KV together. The caches stay within the plan, the
+ * process's memory does not grow past it, every request ends well and the cache hits. */
+static void test_engine_soak_within_plan(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    struct engine_thread t;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 4096, 4);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t one_state = states / 4;
+    uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
+                         (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    engine_stop(&t);
+    /* room for 3,000 tokens of KV and twenty states beside the lanes' (a restore point
+     * is mostly its state on this model) */
+    engine_start(&t, file, SPLASH_KV_INT8, weights + states + 20 * one_state + 3000 * per_token, 4096,
+                 4);
+    enum { PREFIXES = 5, REQUESTS = 200, BATCH = 8 };
+    static int32_t prefix[PREFIXES][256];
+    int32_t prompt[1024];
+    uint64_t rng = 99;
+    for (int p = 0; p < PREFIXES; p++) {
+        for (int i = 0; i < 255; i++)
+            prefix[p][i] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+        prefix[p][255] = reuse;
+    }
+    uint64_t rss0 = 0;
+    int64_t hits = 0;
+    for (int sent = 0; sent < REQUESTS; sent += BATCH) {
+        for (int b = 0; b < BATCH; b++) {
+            int p = (int)(test_splitmix64(&rng) % PREFIXES);
+            /* part of a system turn, or all of it, then a user turn */
+            int n = test_splitmix64(&rng) % 2 ? 256 : 64 + (int)(test_splitmix64(&rng) % 192);
+            memcpy(prompt, prefix[p], (size_t)n * sizeof *prompt);
+            int extra = 10 + (int)(test_splitmix64(&rng) % 90);
+            for (int i = 0; i < extra; i++)
+                prompt[n++] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+            prompt[n++] = reuse;
+            prompt[n++] = 5;
+            submit(&t, 1000 + (uint64_t)(sent + b), prompt, n, 2, reuse, 0);
+        }
+        struct result res[BATCH];
+        collect(&t, 1000 + (uint64_t)sent, BATCH, res);
+        for (int b = 0; b < BATCH; b++) {
+            if (!res[b].done)
+                fail_msg("soak request %d: %s", sent + b, res[b].code);
+            hits += res[b].cached > 0;
+        }
+        if (sent == 3 * BATCH)
+            rss0 = rss_bytes(); /* buffers and the first points are in */
+    }
+    json_t *st = engine_status(&t);
+    json_t *pc = json_object_get(st, "prefix_cache");
+    uint64_t limit = (uint64_t)json_integer_value(json_object_get(pc, "bytes_limit"));
+    assert_true((uint64_t)json_integer_value(json_object_get(pc, "bytes_peak")) <= limit);
+    assert_true(json_integer_value(json_object_get(pc, "evicted")) > 0);
+    uint64_t rss1 = rss_bytes();
+    if (rss1 > rss0 + limit + (8u << 20))
+        fail_msg("RSS grew from %.1f to %.1f MiB over a plan of %.1f MiB for caches",
+                 (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
+    assert_true(hits > REQUESTS / 4); /* most of the half that take a whole system turn */
+    json_decref(st);
+    engine_stop(&t);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -570,6 +651,9 @@ int main(void)
         cmocka_unit_test(test_engine_hits_bit_identical),
         cmocka_unit_test(test_engine_shared_prefix_lanes),
         cmocka_unit_test(test_engine_capacity_take_turns),
+        cmocka_unit_test(test_engine_soak_within_plan),
     };
+    if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
