@@ -108,6 +108,11 @@ int splash_cmd_serve(int argc, char **argv)
         splash_console_line(SPLASH_CONSOLE_OUT,
                             "Demo · serving a small demonstration model with random weights: its "
                             "text is meaningless (pass --model-dir for a real model)");
+    if (splash_http_check_port(&o, msg, sizeof msg)) {
+        splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
+        splash_console_stop(1000);
+        return 1;
+    }
     const char *path = resolve_model_path(&o, msg, sizeof msg);
     if (!path) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);

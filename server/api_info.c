@@ -43,17 +43,11 @@ void splash_api_info_ready(void *appv, const struct splash_http_request *req,
         reply->retry_after = 1; /* every 503 carries Retry-After */
 }
 
-static int64_t model_context(struct splash_app *app)
-{
-    json_t *info = splash_engine_client_info(app->engine);
-    return info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
-}
-
 /* server.md "API model aliases": each alias's root is the loaded model, or with
  * --announce-served-name every other entry's root is the first alias. */
 static json_t *model_object(struct splash_app *app, const char *id)
 {
-    int64_t ctx = model_context(app);
+    int64_t ctx = splash_app_context(app);
     json_t *aliases = json_array();
     for (int i = 0; i < app->opts->n_served_names; i++)
         json_array_append_new(aliases, json_string(app->opts->served_names[i]));
@@ -123,7 +117,7 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
         "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
         "model", app->model_name, "plan", info, "engine", "state", state_name(s), "last_failure",
         why[0] ? why : NULL, "restarts", splash_engine_client_restarts(app->engine), "capabilities",
-        "max_context_tokens", (json_int_t)model_context(app), "vision", 0, "queue", "admitted",
+        "max_context_tokens", (json_int_t)splash_app_context(app), "vision", 0, "queue", "admitted",
         admitted, "size", app->opts->queue_size, "console", "dropped_lines",
         (json_int_t)splash_console_dropped(), "requests", "total", (json_int_t)total,
         "tokens_generated", (json_int_t)gen);

@@ -228,11 +228,42 @@ out:
     return m;
 }
 
-/* system and messages as OpenAI chat messages. */
-static json_t *convert_messages(const json_t *body, char *msg, size_t size)
+/* A system message inside messages (Claude Code's mid-conversation system messages): its
+ * text, a string or text blocks, as a system chat message rendered where it stands. */
+static json_t *convert_system(const json_t *content, const char *where, char *msg, size_t size)
+{
+    if (json_is_string(content))
+        return json_pack("{s:s, s:O}", "role", "system", "content", content);
+    if (!json_is_array(content) || !json_array_size(content)) {
+        snprintf(msg, size, "%s.content must be a string or a non-empty array of text blocks",
+                 where);
+        return NULL;
+    }
+    json_t *parts = json_array();
+    for (size_t j = 0; j < json_array_size(content); j++) {
+        json_t *b = json_array_get(content, j);
+        const char *type = json_string_value(json_object_get(b, "type"));
+        json_t *text = json_object_get(b, "text");
+        if (!type || strcmp(type, "text") || !json_is_string(text)) {
+            snprintf(msg, size, "%s.content[%zu] must be a text block with a string text", where,
+                     j);
+            json_decref(parts);
+            return NULL;
+        }
+        json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", text));
+    }
+    return json_pack("{s:s, s:o}", "role", "system", "content", parts);
+}
+
+/* system and messages as OpenAI chat messages. A system message inside messages renders in
+ * place where the template can (server.md "later system messages"); a refused role says "not
+ * supported", the words on which Claude Code retries without it. */
+static json_t *convert_messages(const struct splash_app *app, const json_t *body, char *msg,
+                                size_t size)
 {
     json_t *out = json_array();
     json_t *call_names = json_object(); /* tool_use id -> tool name */
+    int saw_turn = 0;                   /* a user or assistant message came before */
     json_t *system = json_object_get(body, "system");
     if (json_is_string(system)) {
         json_array_append_new(out, json_pack("{s:s, s:O}", "role", "system", "content", system));
@@ -262,11 +293,31 @@ static json_t *convert_messages(const json_t *body, char *msg, size_t size)
         const char *role = json_string_value(json_object_get(m, "role"));
         char where[48];
         snprintf(where, sizeof where, "messages[%zu]", i);
-        if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant"))) {
-            snprintf(msg, size, "%s.role must be user or assistant", where);
+        if (!json_is_object(m) || !role) {
+            snprintf(msg, size, "%s.role must be a string", where);
             goto fail;
         }
         json_t *content = json_object_get(m, "content");
+        if (!strcmp(role, "system")) {
+            if (saw_turn && app->later_system == SPLASH_LATER_SYSTEM_UNSUPPORTED) {
+                snprintf(msg, size,
+                         "%s.role system is not supported after the first user or assistant "
+                         "message: this model's chat template cannot render it there",
+                         where);
+                goto fail;
+            }
+            json_t *sm = convert_system(content, where, msg, size);
+            if (!sm)
+                goto fail;
+            json_array_append_new(out, sm);
+            continue;
+        }
+        if (strcmp(role, "user") && strcmp(role, "assistant")) {
+            snprintf(msg, size, "%s.role %s is not supported: user, assistant or system", where,
+                     role);
+            goto fail;
+        }
+        saw_turn = 1;
         if (json_is_string(content)) {
             json_array_append_new(out, json_pack("{s:s, s:O}", "role", role, "content", content));
             continue;
@@ -506,7 +557,7 @@ static int prepare(struct splash_app *app, const json_t *body, int64_t max_token
         json_decref(r->tools);
         r->tools = NULL;
     }
-    json_t *converted = convert_messages(body, msg, sizeof msg);
+    json_t *converted = convert_messages(app, body, msg, sizeof msg);
     if (!converted)
         goto bad;
     char *prefill = NULL;
@@ -828,6 +879,15 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
     int streaming = json_is_true(stream);
     if (splash_api_run_init(&m->run, app, &r.p, r.tools, stops, streaming ? on_delta : NULL, m)) {
         splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
+        goto out;
+    }
+    int64_t full = splash_gen_context_overflow(app, r.p.ids.n);
+    if (full) {
+        /* Anthropic's words exactly: Claude Code matches them to compact the conversation.
+         * The maximum is a token short of the context, which the output needs. */
+        snprintf(msg, sizeof msg, "prompt is too long: %zu tokens > %lld maximum", r.p.ids.n,
+                 (long long)full - 1);
+        bad_request(reply, msg);
         goto out;
     }
     char reasoning[96];

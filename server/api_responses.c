@@ -11,6 +11,7 @@
 #include "server/api_run.h"
 #include "server/chat/chat_request.h"
 #include "server/chat/template_probe.h"
+#include "server/responses_tools.h"
 #include "server/sse.h"
 #include "server/think_budget.h"
 
@@ -131,7 +132,8 @@ static int reasoning_text(const json_t *item, const char *where, struct turn *t,
 }
 
 static int convert_item(const json_t *item, const char *where, struct turn *t, json_t *out,
-                        json_t *call_names, char *msg, size_t size)
+                        json_t *call_names, const struct splash_responses_tools *tools, char *msg,
+                        size_t size)
 {
     if (!json_is_object(item)) {
         snprintf(msg, size, "%s must be an object", where);
@@ -189,9 +191,13 @@ static int convert_item(const json_t *item, const char *where, struct turn *t, j
             snprintf(msg, size, "%s.arguments must be a JSON object", where);
             return -1;
         }
+        /* a namespaced tool's call goes back to the model under the name it knows */
+        json_t *model_name = json_string(splash_responses_tools_model_name(
+            tools, json_string_value(name),
+            json_string_value(json_object_get(item, "namespace"))));
         turn_add(t, json_pack("{s:s, s:O, s:O, s:o}", "type", "tool_call", "id", call_id, "name",
-                              name, "arguments", obj));
-        json_object_set(call_names, json_string_value(call_id), name);
+                              model_name, "arguments", obj));
+        json_object_set_new(call_names, json_string_value(call_id), model_name);
         return 0;
     }
     if (!strcmp(type, "function_call_output")) {
@@ -231,7 +237,8 @@ static int convert_item(const json_t *item, const char *where, struct turn *t, j
 }
 
 /* instructions and input as OpenAI chat messages. */
-static json_t *convert_input(const json_t *body, char *msg, size_t size)
+static json_t *convert_input(const json_t *body, const struct splash_responses_tools *tools,
+                            char *msg, size_t size)
 {
     json_t *out = json_array();
     json_t *call_names = json_object();
@@ -251,7 +258,8 @@ static json_t *convert_input(const json_t *body, char *msg, size_t size)
         for (size_t i = 0; i < json_array_size(input); i++) {
             char where[32];
             snprintf(where, sizeof where, "input[%zu]", i);
-            if (convert_item(json_array_get(input, i), where, &t, out, call_names, msg, size))
+            if (convert_item(json_array_get(input, i), where, &t, out, call_names, tools, msg,
+                             size))
                 goto fail;
         }
         turn_flush(&t, out);
@@ -268,38 +276,15 @@ fail:
     return NULL;
 }
 
-/* Function tools as OpenAI chat tools. */
-static json_t *convert_tools(const json_t *tools, char *msg, size_t size)
+/* The function tools the model sees (flattened and checked, responses_tools.h) as OpenAI chat
+ * tools. */
+static json_t *convert_tools(const json_t *tools)
 {
     json_t *out = json_array();
-    if (!tools || json_is_null(tools))
-        return out;
-    if (!json_is_array(tools)) {
-        snprintf(msg, size, "tools must be an array");
-        goto fail;
-    }
     for (size_t i = 0; i < json_array_size(tools); i++) {
         json_t *t = json_array_get(tools, i);
-        const char *type = json_string_value(json_object_get(t, "type"));
         json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
         json_t *params = json_object_get(t, "parameters");
-        if (!type || strcmp(type, "function")) {
-            snprintf(msg, size, "tools[%zu].type %s is not supported: only function tools are", i,
-                     type ? type : "(missing)");
-            goto fail;
-        }
-        if (!json_is_string(name) || !json_string_length(name)) {
-            snprintf(msg, size, "tools[%zu].name must be a non-empty string", i);
-            goto fail;
-        }
-        if (desc && !json_is_null(desc) && !json_is_string(desc)) {
-            snprintf(msg, size, "tools[%zu].description must be a string", i);
-            goto fail;
-        }
-        if (params && !json_is_null(params) && !json_is_object(params)) {
-            snprintf(msg, size, "tools[%zu].parameters must be an object", i);
-            goto fail;
-        }
         json_t *fn = json_pack("{s:O}", "name", name);
         if (json_is_string(desc))
             json_object_set(fn, "description", desc);
@@ -310,9 +295,6 @@ static json_t *convert_tools(const json_t *tools, char *msg, size_t size)
         json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
     }
     return out;
-fail:
-    json_decref(out);
-    return NULL;
 }
 
 /* ---- output items ---------------------------------------------------------------------------- */
@@ -335,12 +317,16 @@ static json_t *message_item(const char *id, const char *status, json_t *content)
                      "role", "assistant", "content", content);
 }
 
-static json_t *call_item(const char *id, const char *status, const char *call_id, const char *name,
-                         const char *args, size_t len)
+/* A function_call item; a namespaced tool's call names the tool and its namespace as the
+ * client offered them (to_client: responses_tools.h). */
+static json_t *call_item(const json_t *to_client, const char *id, const char *status,
+                         const char *call_id, const char *name, const char *args, size_t len)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s%}", "id", id, "type", "function_call", "status",
-                     status, "call_id", call_id, "name", name ? name : "", "arguments",
-                     args ? args : "", args ? len : 0);
+    json_t *item = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
+                             status, "call_id", call_id);
+    splash_responses_tools_name_call(to_client, item, name, name ? strlen(name) : 0);
+    json_object_set_new(item, "arguments", json_stringn(args ? args : "", args ? len : 0));
+    return item;
 }
 
 /* ---- the reply ------------------------------------------------------------------------------- */
@@ -354,6 +340,7 @@ struct resp {
     char id[48];
     json_t *base;   /* the response object's fields that echo the request */
     json_t *output; /* the output items finished so far (streaming) */
+    json_t *to_client; /* namespaced tools' names (responses_tools.h), or NULL */
     int64_t seq;    /* sequence_number of the next event */
     int finished;
     enum item open;
@@ -415,8 +402,9 @@ static json_t *output_json(struct resp *r)
         char call_id[48];
         splash_api_new_id(r->app, "fc_", id, sizeof id);
         splash_api_new_id(r->app, "call_", call_id, sizeof call_id);
-        json_array_append_new(out, call_item(id, "completed", call_id, res->calls[i].name,
-                                             res->calls[i].args, res->calls[i].args_len));
+        json_array_append_new(out, call_item(r->to_client, id, "completed", call_id,
+                                             res->calls[i].name, res->calls[i].args,
+                                             res->calls[i].args_len));
     }
     return out;
 }
@@ -470,11 +458,12 @@ static void close_item(struct resp *r)
     }
     case I_CALL: {
         const struct splash_chat_call *c = &res->calls[r->call];
+        item = call_item(r->to_client, r->item_id, "completed", r->call_id, c->name, c->args,
+                         c->args_len);
         emit(r, "response.function_call_arguments.done",
-             json_pack("{s:s, s:i, s:s, s:s%}", "item_id", r->item_id, "output_index", at, "name",
-                       c->name ? c->name : "", "arguments", c->args ? c->args : "",
+             json_pack("{s:s, s:i, s:O, s:s%}", "item_id", r->item_id, "output_index", at, "name",
+                       json_object_get(item, "name"), "arguments", c->args ? c->args : "",
                        c->args ? c->args_len : 0));
-        item = call_item(r->item_id, "completed", r->call_id, c->name, c->args, c->args_len);
         break;
     }
     }
@@ -534,10 +523,11 @@ static void on_delta(void *user, const struct splash_chat_delta *d)
         splash_api_new_id(r->app, "fc_", r->item_id, sizeof r->item_id);
         splash_api_new_id(r->app, "call_", r->call_id, sizeof r->call_id);
         r->call = d->call;
-        open_item(r, I_CALL,
-                  json_pack("{s:s, s:s, s:s, s:s%, s:s}", "type", "function_call", "status",
-                            "in_progress", "call_id", r->call_id, "name", d->text, d->len,
-                            "arguments", ""));
+        json_t *item = json_pack("{s:s, s:s, s:s}", "type", "function_call", "status",
+                                 "in_progress", "call_id", r->call_id);
+        splash_responses_tools_name_call(r->to_client, item, d->text, d->len);
+        json_object_set_new(item, "arguments", json_string(""));
+        open_item(r, I_CALL, item);
         break;
     case SPLASH_DELTA_CALL_ARGS:
         if (r->open == I_CALL)
@@ -585,6 +575,8 @@ static void resp_free(struct resp *r)
         json_decref(r->base);
     if (r->output)
         json_decref(r->output);
+    if (r->to_client)
+        json_decref(r->to_client);
     free(r);
 }
 
@@ -704,12 +696,14 @@ static json_t *base_json(struct resp *r, const json_t *body, int effort)
 /* Everything up to the prompt's token ids. */
 struct prep {
     json_t *messages, *tools;
+    struct splash_responses_tools rt; /* the request's tools as the model sees them */
     int effort;
     struct splash_api_prompt p;
 };
 
 static void prep_free(struct prep *r)
 {
+    splash_responses_tools_free(&r->rt);
     if (r->messages)
         json_decref(r->messages);
     if (r->tools)
@@ -729,11 +723,11 @@ static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
         bad_request(reply, "unsupported_parameter", msg);
         return -1;
     }
-    r->tools = convert_tools(json_object_get(body, "tools"), msg, sizeof msg);
-    if (!r->tools) {
+    if (splash_responses_tools_read(json_object_get(body, "tools"), &r->rt, msg, sizeof msg)) {
         bad_request(reply, "invalid_tools", msg);
         return -1;
     }
+    r->tools = convert_tools(r->rt.flat);
     json_t *choice = json_object_get(body, "tool_choice");
     if (choice && !json_is_null(choice)) {
         const char *s = json_string_value(choice);
@@ -765,7 +759,7 @@ static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
         bad_request(reply, "invalid_parameter", msg);
         return -1;
     }
-    json_t *converted = convert_input(body, msg, sizeof msg);
+    json_t *converted = convert_input(body, &r->rt, msg, sizeof msg);
     if (!converted) {
         bad_request(reply, "invalid_input", msg);
         return -1;
@@ -825,8 +819,13 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     const struct splash_api_prompt *p = &pr.p;
     if (p->prompt.thinks)
         splash_api_think_submit(app, submit, budget, (int64_t)p->ids.n);
-    if (splash_api_grammar_submit(app, body, splash_api_spec_responses, &p->prompt, submit, msg,
-                                  sizeof msg)) {
+    /* a forced call chooses among the tools the model sees */
+    json_t *seen = json_copy(body);
+    json_object_set(seen, "tools", pr.rt.flat);
+    int refused = splash_api_grammar_submit(app, seen, splash_api_spec_responses, &p->prompt,
+                                            submit, msg, sizeof msg);
+    json_decref(seen);
+    if (refused) {
         bad_request(reply, "invalid_parameter", msg);
         goto out;
     }
@@ -836,6 +835,8 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
         goto out;
     }
     r->app = app;
+    if (json_object_size(pr.rt.to_client))
+        r->to_client = json_incref(pr.rt.to_client);
     splash_api_new_id(app, "resp_", r->id, sizeof r->id);
     r->output = json_array();
     r->base = base_json(r, body, p->prompt.effort);

@@ -24,6 +24,12 @@ const char *splash_app_model_reported(const struct splash_app *app)
     return app->model_name;
 }
 
+int64_t splash_app_context(struct splash_app *app)
+{
+    json_t *info = splash_engine_client_info(app->engine);
+    return info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
+}
+
 int splash_app_admit(struct splash_app *app, struct splash_http_reply *reply)
 {
     pthread_mutex_lock(&app->lock);

@@ -54,6 +54,9 @@ int splash_app_model_known(const struct splash_app *app, const char *name);
 /* The name responses report (--announce-served-name picks the first alias). */
 const char *splash_app_model_reported(const struct splash_app *app);
 
+/* The context the engine serves (its READY frame's n_ctx); 0 while none is known. */
+int64_t splash_app_context(struct splash_app *app);
+
 /* Admission under --queue-size: 0 and a 503 reply filled when full. */
 int splash_app_admit(struct splash_app *app, struct splash_http_reply *reply);
 void splash_app_release(struct splash_app *app);

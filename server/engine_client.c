@@ -35,6 +35,7 @@ struct splash_pending {
     struct splash_event *events;
     size_t head, count, cap;
     int finished;     /* DONE or ERROR queued */
+    int started;      /* the engine gave it a lane (STARTED or tokens seen) */
     int released;     /* the HTTP side let go */
     struct splash_pending *next;
 };
@@ -57,7 +58,12 @@ struct splash_engine_client {
     pthread_t supervisor;
     pthread_mutex_t write_lock;
     double last_status_reply, last_status_sent;
-    /* request digests present at the previous failure, and those quarantined */
+    int own_kill; /* this engine was killed by the watchdog, not by a fault */
+    /* requests this engine failed itself (ERROR engine_failed): gone from the
+     * pending list once their client lets go, still present at the failure */
+    unsigned char suspects[MAX_QUARANTINE][32];
+    int n_suspects;
+    /* request digests started at the previous failure, and those quarantined */
     unsigned char prev_failure[MAX_QUARANTINE][32];
     int n_prev_failure;
     unsigned char quarantined[MAX_QUARANTINE][32];
@@ -170,6 +176,7 @@ static void send_frame(struct splash_engine_client *c, uint32_t type, uint64_t i
     if (st != SPLASH_OK && strstr(err.msg, "unread")) {
         pthread_mutex_lock(&c->lock);
         snprintf(c->why, sizeof c->why, "the engine left a frame unread for 30 s");
+        c->own_kill = 1;
         pid_t pid = c->pid;
         pthread_mutex_unlock(&c->lock);
         if (pid > 0)
@@ -207,23 +214,50 @@ static int is_quarantined(struct splash_engine_client *c, const unsigned char *d
     return 0;
 }
 
-/* A request present at two engine failures in a row is quarantined for an hour. */
-static void note_failure_requests(struct splash_engine_client *c)
+static void add_digest(unsigned char (*set)[32], int *n, const unsigned char *digest)
 {
+    for (int i = 0; i < *n; i++)
+        if (!memcmp(set[i], digest, 32))
+            return;
+    if (*n < MAX_QUARANTINE)
+        memcpy(set[(*n)++], digest, 32);
+}
+
+/* server.md "Engine restarts": a request the engine had started at each of two
+ * failures in a row that a request may cause (an execution failure, broken
+ * output, a fault signal; not a kill) is quarantined for an hour. A failure no
+ * request can cause breaks the row. */
+static void note_failure_requests(struct splash_engine_client *c, int request_may_cause)
+{
+    if (!request_may_cause) {
+        c->n_prev_failure = 0;
+        return;
+    }
     unsigned char now_set[MAX_QUARANTINE][32];
     int n = 0;
-    for (struct splash_pending *p = c->pending; p && n < MAX_QUARANTINE; p = p->next) {
-        memcpy(now_set[n++], p->digest, 32);
+    for (int i = 0; i < c->n_suspects; i++)
+        add_digest(now_set, &n, c->suspects[i]);
+    for (struct splash_pending *p = c->pending; p; p = p->next)
+        if (p->started)
+            add_digest(now_set, &n, p->digest);
+    for (int k = 0; k < n; k++)
         for (int i = 0; i < c->n_prev_failure; i++) {
-            if (memcmp(c->prev_failure[i], p->digest, 32))
+            if (memcmp(c->prev_failure[i], now_set[k], 32))
                 continue;
             int slot = c->n_quarantined < MAX_QUARANTINE ? c->n_quarantined++ : 0;
-            memcpy(c->quarantined[slot], p->digest, 32);
+            memcpy(c->quarantined[slot], now_set[k], 32);
             c->quarantined_until[slot] = now_s() + QUARANTINE_S;
         }
-    }
     memcpy(c->prev_failure, now_set, sizeof(now_set[0]) * (size_t)n);
     c->n_prev_failure = n;
+}
+
+/* Signals a request's input can raise in the engine; a kill (SIGKILL, SIGTERM)
+ * comes from outside. */
+static int fault_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
+           sig == SIGTRAP || sig == SIGSYS;
 }
 
 /* ---- spawning ----------------------------------------------------------------- */
@@ -302,7 +336,9 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
     pthread_mutex_lock(&c->write_lock);
     c->fd = sv[0];
     pthread_mutex_unlock(&c->write_lock);
+    pthread_mutex_lock(&c->lock);
     c->pid = pid;
+    pthread_mutex_unlock(&c->lock);
     return 0;
 }
 
@@ -340,7 +376,22 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
         pthread_mutex_unlock(&c->lock);
         return;
     }
-    enum splash_event_kind kind = f->type == SPLASH_FRAME_TOKENS ? SPLASH_EV_TOKENS
+    if (f->type == SPLASH_FRAME_STARTED || f->type == SPLASH_FRAME_TOKENS ||
+        f->type == SPLASH_FRAME_ERROR) {
+        pthread_mutex_lock(&c->lock);
+        for (struct splash_pending *p = c->pending; p; p = p->next) {
+            if (p->id != f->id)
+                continue;
+            p->started |= f->type != SPLASH_FRAME_ERROR;
+            const char *code = json_string_value(json_object_get(f->body, "code"));
+            if (f->type == SPLASH_FRAME_ERROR && code && !strcmp(code, "engine_failed"))
+                add_digest(c->suspects, &c->n_suspects, p->digest);
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    /* STARTED reaches the request as tokens without any ({cached}: its Started line) */
+    enum splash_event_kind kind = f->type == SPLASH_FRAME_TOKENS || f->type == SPLASH_FRAME_STARTED
+                                      ? SPLASH_EV_TOKENS
                                   : f->type == SPLASH_FRAME_DONE ? SPLASH_EV_DONE
                                   : f->type == SPLASH_FRAME_ERROR ? SPLASH_EV_ERROR
                                                                   : 0;
@@ -355,9 +406,10 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Reads frames until the engine goes away. While requests are pending a status
- * request goes out every 5 s; one left unanswered for 30 s fails the engine. */
-static void read_loop(struct splash_engine_client *c)
+/* Reads frames until the engine goes away (0) or sends a broken frame (-1, why
+ * in c->why). While requests are pending a status request goes out every 5 s;
+ * one left unanswered for 30 s fails the engine. */
+static int read_loop(struct splash_engine_client *c)
 {
     for (;;) {
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -376,8 +428,10 @@ static void read_loop(struct splash_engine_client *c)
             c->last_status_sent = t;
             send_status = 1;
         }
-        if (hung)
-            snprintf(c->why, sizeof c->why, "the engine left a status request unanswered for 30 s");
+        if (hung) {
+            snprintf(c->why, sizeof c->why, "the engine stopped answering status requests for 30 s");
+            c->own_kill = 1;
+        }
         pthread_mutex_unlock(&c->lock);
         if (send_status)
             send_frame(c, SPLASH_FRAME_STATUS_REQ, 0, NULL);
@@ -389,8 +443,16 @@ static void read_loop(struct splash_engine_client *c)
             continue;
         struct splash_frame f;
         struct splash_err err;
-        if (splash_frame_read(c->fd, &f, &err) != SPLASH_OK)
-            return;
+        enum splash_status st = splash_frame_read(c->fd, &f, &err);
+        if (st != SPLASH_OK) {
+            /* an end mid-frame is the engine dying; a frame that does not parse is broken output */
+            if (st != SPLASH_ERR_INVALID)
+                return 0;
+            pthread_mutex_lock(&c->lock);
+            snprintf(c->why, sizeof c->why, "the engine sent a broken frame: %s", err.msg);
+            pthread_mutex_unlock(&c->lock);
+            return -1;
+        }
         route(c, &f);
         splash_frame_free(&f);
     }
@@ -402,38 +464,61 @@ static void fail_pending(struct splash_engine_client *c, const char *code, const
         pending_push(p, SPLASH_EV_ERROR, json_pack("{s:s, s:s}", "code", code, "message", message));
 }
 
+/* The supervisor's end once the server stops: no engine runs any more. */
+static void *supervisor_stopped(struct splash_engine_client *c)
+{
+    fail_pending(c, "engine_failed", "the server is stopping");
+    set_state(c, SPLASH_ENGINE_STOPPED);
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
 static void *supervise(void *arg)
 {
     struct splash_engine_client *c = arg;
     for (;;) {
         char why[256] = "";
         pthread_mutex_lock(&c->lock);
+        /* a stop during the restart wait starts no engine */
+        if (c->stopping)
+            return supervisor_stopped(c);
         c->started_at = now_s();
         c->last_status_reply = 0;
         c->last_status_sent = 0;
+        c->own_kill = 0;
+        c->n_suspects = 0;
         pthread_mutex_unlock(&c->lock);
         int spawned = spawn_engine(c, why, sizeof why) == 0;
-        if (spawned)
-            read_loop(c);
+        int broken = 0;
+        if (spawned) {
+            /* a stop that came while it spawned saw no pid to signal: signal it here */
+            pthread_mutex_lock(&c->lock);
+            if (c->stopping)
+                kill(c->pid, SIGTERM);
+            pthread_mutex_unlock(&c->lock);
+            broken = read_loop(c) < 0;
+            if (broken)
+                kill(c->pid, SIGKILL); /* its output cannot be trusted any further */
+        }
         int status = 0;
-        if (spawned)
+        if (spawned) {
             waitpid(c->pid, &status, 0);
+            pthread_mutex_lock(&c->lock);
+            c->pid = 0; /* reaped: its number may be reused, never signal it again */
+            pthread_mutex_unlock(&c->lock);
+        }
         pthread_mutex_lock(&c->write_lock);
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;
         pthread_mutex_unlock(&c->write_lock);
         pthread_mutex_lock(&c->lock);
-        if (c->stopping) {
-            fail_pending(c, "engine_failed", "the server is stopping");
-            set_state(c, SPLASH_ENGINE_STOPPED);
-            pthread_mutex_unlock(&c->lock);
-            return NULL;
-        }
+        if (c->stopping)
+            return supervisor_stopped(c);
         double lived = now_s() - c->started_at;
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        if (!c->why[0] || c->state == SPLASH_ENGINE_READY) {
+        if (!broken && !c->own_kill && (!c->why[0] || c->state == SPLASH_ENGINE_READY)) {
             if (!spawned)
                 snprintf(c->why, sizeof c->why, "%s", why);
             else if (sig)
@@ -442,7 +527,9 @@ static void *supervise(void *arg)
                 snprintf(c->why, sizeof c->why, "the engine exited with status %d", code);
         }
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · engine failed: %s", c->why);
-        note_failure_requests(c);
+        /* a kill by signal from outside, the watchdog's or a stop is no request's doing;
+         * status 3 is the engine's own execution failure */
+        note_failure_requests(c, !c->own_kill && (broken || fault_signal(sig) || code == 3));
         /* a failed start (model refused, exec failed) meets the same cause again */
         int permanent = !spawned || (!sig && (code == 1 || code == 126 || code == 2) &&
                                      c->state != SPLASH_ENGINE_READY);
@@ -600,7 +687,8 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
     if (is_quarantined(c, digest)) {
         *code = "request_quarantined";
         snprintf(message, msg_size,
-                 "this request was running at two engine failures in a row and is refused for an hour");
+                 "this request was running at two engine failures in a row and is refused for an "
+                 "hour (or until the server restarts)");
         pthread_mutex_unlock(&c->lock);
         return NULL;
     }

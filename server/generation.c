@@ -123,6 +123,13 @@ static const char *grouped(int64_t v, char *buf, size_t size)
     return buf;
 }
 
+int64_t splash_gen_context_overflow(struct splash_app *app, size_t n_prompt)
+{
+    /* the engine's own rule: the prompt must leave a position for the output */
+    int64_t n_ctx = splash_app_context(app);
+    return n_ctx > 0 && (int64_t)n_prompt >= n_ctx ? n_ctx : 0;
+}
+
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
                      size_t n_prompt, json_t *submit, const char *reasoning,
                      struct splash_http_reply *reply)
@@ -130,6 +137,16 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     memset(g, 0, sizeof *g);
     g->app = app;
     g->prompt_tokens = (int64_t)n_prompt;
+    int64_t n_ctx = splash_gen_context_overflow(app, n_prompt);
+    if (n_ctx) {
+        char message[200];
+        snprintf(message, sizeof message,
+                 "This model's maximum context length is %lld tokens, and the prompt has %lld, "
+                 "which leaves no room for output: shorten it, or serve a longer --max-context",
+                 (long long)n_ctx, (long long)n_prompt);
+        splash_reply_error(reply, 400, "invalid_request_error", "context_length_exceeded", message);
+        return -1;
+    }
     json_t *ids = json_array();
     for (size_t i = 0; i < n_prompt; i++)
         json_array_append_new(ids, json_integer(prompt[i]));
@@ -153,8 +170,11 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         int status = !strcmp(code, "engine_recovering") ? 503
                      : !strcmp(code, "request_quarantined") ? 400
                                                              : 500;
-        splash_reply_error(reply, status, status == 503 ? "overloaded_error" : "server_error", code,
-                           message);
+        splash_reply_error(reply, status,
+                           status == 503   ? "overloaded_error"
+                           : status == 400 ? "invalid_request_error"
+                                           : "server_error",
+                           code, message);
         reply->retry_after = status == 503 ? retry_after : 0;
         if (g->logprobs)
             json_decref(g->logprobs);
@@ -316,8 +336,10 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         return 1;
     if (ev.kind == SPLASH_EV_TOKENS) {
         json_t *t = json_object_get(ev.body, "t");
-        if (json_object_get(ev.body, "cached"))
+        if (json_object_get(ev.body, "cached") && !g->announced) {
+            g->announced = 1; /* a request that yields its lane starts again */
             announce_start(g, json_object_get(ev.body, "cached"));
+        }
         if (!g->first_token && json_array_size(t))
             g->first_token = mono_now();
         for (size_t i = 0; i < json_array_size(t); i++) {

@@ -3,13 +3,17 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "server/console.h"
+#include "server/refused_lines.h"
 
 struct splash_http {
     struct MHD_Daemon *daemon;
@@ -19,13 +23,14 @@ struct splash_http {
     void *app;
     pthread_mutex_t lock;
     char refused_origins[32][128]; /* printed once each */
+    struct splash_refused_lines refused;
     int n_refused_origins;
 };
 
 struct conn_ctx {
+    const struct splash_route *route; /* NULL once answered from the headers */
     char *body;
     size_t len, cap;
-    int too_large;
 };
 
 const char *splash_http_header(const struct splash_http_request *req, const char *name)
@@ -178,9 +183,28 @@ static void add_common_headers(struct splash_http *h, struct MHD_Response *r, co
     }
 }
 
-static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *c,
-                                  struct splash_http_reply *reply, const char *origin)
+/* The Refused · line of a 4xx answer, its code and message read from the error body. */
+static void note_refusal(struct splash_http *h, struct MHD_Connection *c, const char *method,
+                         const char *url, const struct splash_http_reply *reply)
 {
+    json_t *err = json_object_get(reply->json, "error");
+    const char *code = json_string_value(json_object_get(err, "code"));
+    if (!code)
+        code = json_string_value(json_object_get(err, "type"));
+    const char *message = json_string_value(json_object_get(err, "message"));
+    char client[INET6_ADDRSTRLEN] = "?";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr, client,
+                  sizeof client);
+    splash_refused_line(&h->refused, method, url, reply->status, code, message, client);
+}
+
+static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *c, const char *method,
+                                  const char *url, struct splash_http_reply *reply, const char *origin)
+{
+    if (reply->status >= 400 && reply->status < 500)
+        note_refusal(h, c, method, url, reply);
     struct MHD_Response *r;
     if (reply->produce) {
         struct stream_box *b = malloc(sizeof *b);
@@ -214,13 +238,14 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
     return ret;
 }
 
-static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection *c, int status,
+static enum MHD_Result simple_error(struct splash_http *h, struct MHD_Connection *c,
+                                    const char *method, const char *url, int status,
                                     const char *type, const char *code, const char *message,
                                     const char *origin)
 {
     struct splash_http_reply reply = {0};
     splash_reply_error(&reply, status, type, code, message);
-    return send_reply(h, c, &reply, origin);
+    return send_reply(h, c, method, url, &reply, origin);
 }
 
 static const struct splash_route *find_route(const struct splash_http *h, const char *method,
@@ -240,49 +265,45 @@ static const struct splash_route *find_route(const struct splash_http *h, const 
     return NULL;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls)
+static enum MHD_Result answer_preflight(struct splash_http *h, struct MHD_Connection *c,
+                                        const char *origin)
 {
-    struct splash_http *h = cls;
-    struct conn_ctx *ctx = *con_cls;
-    if (!ctx) {
-        ctx = calloc(1, sizeof *ctx);
-        if (!ctx)
-            return MHD_NO;
-        *con_cls = ctx;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        /* accumulate the body, refusing past --max-request-size */
-        if (!ctx->too_large) {
-            if (ctx->len + *upload_size > h->opts->max_request_size) {
-                ctx->too_large = 1;
-                free(ctx->body);
-                ctx->body = NULL;
-                ctx->len = ctx->cap = 0;
-            } else {
-                if (ctx->len + *upload_size + 1 > ctx->cap) {
-                    size_t cap = ctx->cap ? ctx->cap : 4096;
-                    while (cap < ctx->len + *upload_size + 1)
-                        cap *= 2;
-                    char *grown = realloc(ctx->body, cap);
-                    if (!grown)
-                        return MHD_NO;
-                    ctx->body = grown;
-                    ctx->cap = cap;
-                }
-                memcpy(ctx->body + ctx->len, upload, *upload_size);
-                ctx->len += *upload_size;
-            }
-        }
-        *upload_size = 0;
-        return MHD_YES;
-    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    add_common_headers(h, r, origin, 0);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, x-api-key, anthropic-version, "
+                            "anthropic-beta, openai-organization, openai-project");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The declared Content-Length, or -1 when there is none (a chunked or empty body). */
+static long long declared_length(struct MHD_Connection *c)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (!v)
+        return -1;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    return *end || end == v ? -1 : (long long)(n > (1ull << 62) ? 1ull << 62 : n);
+}
+
+/* Every check a request's headers settle (server.md "Network and authentication"),
+ * run before a byte of its body is read: a refused request's body is never
+ * buffered, and an Expect: 100-continue gets the final status instead of 100.
+ * Returns NULL once an answer is queued, else the route to run. */
+static const struct splash_route *admit(struct splash_http *h, struct MHD_Connection *c,
+                                        const char *url, const char *method, enum MHD_Result *ret)
+{
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    char msg[700];
     if (!host_allowed(h, host)) {
-        char msg[700];
         char name[128];
         snprintf(name, sizeof name, "%s", host);
         char *colon = strrchr(name, ':');
@@ -291,59 +312,108 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(msg, sizeof msg,
                  "this server does not answer to the host name %s; serve --allowed-host %s accepts it",
                  name, name);
-        return simple_error(h, c, 403, "forbidden", "host_not_allowed", msg, NULL);
+        *ret = simple_error(h, c, method, url, 403, "forbidden", "host_not_allowed", msg, NULL);
+        return NULL;
     }
     if (origin && !origin_allowed(h, origin) && !same_origin(origin, host)) {
         note_refused_origin(h, origin);
-        char msg[700];
         snprintf(msg, sizeof msg, "origin %.300s is not allowed; serve --allowed-origin %.300s admits it",
                  origin, origin);
-        return simple_error(h, c, 403, "forbidden", "origin_not_allowed", msg, NULL);
+        *ret = simple_error(h, c, method, url, 403, "forbidden", "origin_not_allowed", msg, NULL);
+        return NULL;
     }
     if (!strcmp(method, "OPTIONS")) {
-        struct splash_http_reply reply = {.status = 204};
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
-        add_common_headers(h, r, origin, 0);
-        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-        MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                                "Authorization, Content-Type, x-api-key, anthropic-version, "
-                                "anthropic-beta, openai-organization, openai-project");
-        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
-        enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply.status, r);
-        MHD_destroy_response(r);
-        return ret;
+        *ret = answer_preflight(h, c, origin);
+        return NULL;
     }
     int path_known;
     const struct splash_route *route = find_route(h, method, url, &path_known);
     if (!route) {
-        if (path_known)
-            return simple_error(h, c, 405, "invalid_request_error", "method_not_allowed",
+        if (path_known) {
+            *ret = simple_error(h, c, method, url, 405, "invalid_request_error", "method_not_allowed",
                                 "this path does not take that method", origin);
-        char msg[300];
-        snprintf(msg, sizeof msg, "no route %s %.200s", method, url);
-        return simple_error(h, c, 404, "invalid_request_error", "not_found", msg, origin);
+            return NULL;
+        }
+        snprintf(msg, sizeof msg, "no route %.20s %.200s", method, url);
+        *ret = simple_error(h, c, method, url, 404, "invalid_request_error", "not_found", msg, origin);
+        return NULL;
     }
-    if (!route->public_route && !key_ok(h, c))
-        return simple_error(h, c, 401, "authentication_error", "invalid_api_key",
+    if (!route->public_route && !key_ok(h, c)) {
+        *ret = simple_error(h, c, method, url, 401, "authentication_error", "invalid_api_key",
                             "a valid API key is required (Authorization: Bearer KEY or x-api-key)",
                             origin);
-    if (ctx->too_large) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than --max-request-size (%llu bytes)",
-                 (unsigned long long)h->opts->max_request_size);
-        return simple_error(h, c, 413, "invalid_request_error", "request_too_large", msg, origin);
+        return NULL;
     }
+    long long length = declared_length(c);
+    if (length > 0 && (unsigned long long)length > h->opts->max_request_size) {
+        snprintf(msg, sizeof msg,
+                 "the request body (%lld bytes) is larger than --max-request-size (%llu bytes)",
+                 length, (unsigned long long)h->opts->max_request_size);
+        *ret = simple_error(h, c, method, url, 413, "invalid_request_error", "request_too_large", msg, origin);
+        return NULL;
+    }
+    return route;
+}
+
+/* Appends an upload piece; 0 once the body passes --max-request-size (a chunked
+ * body, whose length no header declared) or memory runs out. */
+static int take_body(struct splash_http *h, struct conn_ctx *ctx, const char *upload, size_t n)
+{
+    if (ctx->len + n > h->opts->max_request_size)
+        return 0;
+    if (ctx->len + n + 1 > ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap : 4096;
+        while (cap < ctx->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(ctx->body, cap);
+        if (!grown)
+            return 0;
+        ctx->body = grown;
+        ctx->cap = cap;
+    }
+    memcpy(ctx->body + ctx->len, upload, n);
+    ctx->len += n;
+    return 1;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct splash_http *h = cls;
+    struct conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        /* the first call has the headers and no body yet */
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        *con_cls = ctx;
+        enum MHD_Result ret = MHD_YES;
+        ctx->route = admit(h, c, url, method, &ret);
+        return ret;
+    }
+    if (!ctx->route)
+        return MHD_YES; /* answered from the headers; libmicrohttpd discards any body */
+    if (*upload_size) {
+        /* a chunked body past the limit: libmicrohttpd cannot answer mid-upload, so
+         * close rather than read on */
+        if (!take_body(h, ctx, upload, *upload_size))
+            return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     struct splash_http_request req = {.method = method, .path = url,
                                       .body = ctx->body ? ctx->body : "", .body_len = ctx->len,
                                       .connection = c};
     if (ctx->body)
         ctx->body[ctx->len] = 0;
     struct splash_http_reply reply = {.status = 200};
-    route->fn(h->app, &req, &reply);
+    ctx->route->fn(h->app, &req, &reply);
     if (!reply.json && !reply.text && !reply.produce && reply.status == 200)
         splash_reply_error(&reply, 500, "server_error", "internal_error",
                            "the response could not be encoded");
-    return send_reply(h, c, &reply, origin);
+    return send_reply(h, c, method, url, &reply, origin);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -355,6 +425,44 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         free(ctx);
         *con_cls = NULL;
     }
+}
+
+/* The listening socket, bound here rather than by libmicrohttpd so a port in use
+ * is refused with its reason: SO_REUSEADDR only takes over a port left in
+ * TIME_WAIT, never one another server listens on. */
+static int listen_socket(const struct splash_serve_opts *opts, char *msg, size_t msg_size)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opts->port)};
+    if (inet_pton(AF_INET, opts->host, &addr.sin_addr) != 1) {
+        snprintf(msg, msg_size, "--host: %s is not an IPv4 address", opts->host);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(msg, msg_size, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 128) != 0) {
+        if (errno == EADDRINUSE)
+            snprintf(msg, msg_size, "port %d is in use (another splash serve?)", opts->port);
+        else
+            snprintf(msg, msg_size, "cannot listen on %s:%d: %s", opts->host, opts->port,
+                     strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int splash_http_check_port(const struct splash_serve_opts *opts, char *msg, size_t msg_size)
+{
+    int fd = listen_socket(opts, msg, msg_size);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
 }
 
 struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
@@ -371,23 +479,22 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     h->n_routes = n_routes;
     h->app = app;
     pthread_mutex_init(&h->lock, NULL);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opts->port)};
-    if (inet_pton(AF_INET, opts->host, &addr.sin_addr) != 1) {
-        snprintf(msg, msg_size, "--host: %s is not an IPv4 address", opts->host);
+    splash_refused_lines_init(&h->refused);
+    int fd = listen_socket(opts, msg, msg_size);
+    if (fd < 0) {
         free(h);
         return NULL;
     }
     h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                      MHD_USE_POLL,
                                  (uint16_t)opts->port, NULL, NULL, on_request, h,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(msg, msg_size, "cannot listen on %s:%d (is another server using the port?)",
-                 opts->host, opts->port);
+        snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
+        close(fd);
         free(h);
         return NULL;
     }

@@ -49,6 +49,9 @@ struct splash_route {
 /* The value of a request header, or NULL. */
 const char *splash_http_header(const struct splash_http_request *req, const char *name);
 
+/* Fails with msg ("port 8000 is in use (another splash serve?)") when the port
+ * cannot be listened on, so a second server stops before loading its model. */
+int splash_http_check_port(const struct splash_serve_opts *opts, char *msg, size_t msg_size);
 /* Starts listening; routes are searched in order. Returns NULL with msg on failure. */
 struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                       const struct splash_route *routes, size_t n_routes,

@@ -616,14 +616,14 @@ static int admit(struct engine *e, struct request *r, int lane)
         splash_sampler_accept(&r->sampler, r->prompt[k]);
     if (r->n_fed < cached)
         r->n_fed = cached;
-    if (!r->started) {
-        /* the front's Started line: the request is in a lane, with what the cache gave */
-        r->started = 1;
+    if (!r->started)
         r->cached = cached;
-        json_t *b = json_pack("{s:[], s:i}", "t", "cached", cached);
-        splash_frame_write(e->opts->fd, SPLASH_FRAME_TOKENS, r->id, b, &err);
-        json_decref(b);
-    }
+    /* the request is in a lane (quarantine counts only these), with what the cache gave:
+     * the front's Started line says it once */
+    json_t *b = json_pack("{s:i}", "cached", cached);
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, b, &err);
+    json_decref(b);
+    r->started = 1;
     return 1;
 }
 

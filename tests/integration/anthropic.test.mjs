@@ -216,7 +216,7 @@ test("messages: bad requests get Anthropic-shaped errors naming the field", asyn
     [{ messages: story }, /max_tokens/],
     [{ ...ok, max_tokens: 0 }, /max_tokens/],
     [{ ...ok, messages: [] }, /messages must be a non-empty array/],
-    [{ ...ok, messages: [{ role: "system", content: "x" }] }, /messages\[0\]\.role/],
+    [{ ...ok, messages: [{ role: "developer", content: "x" }] }, /messages\[0\]\.role developer is not supported/],
     [{ ...ok, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } }] }] },
      /messages\[0\]\.content\[0\]: image input is not supported: this model serves text only/],
     [{ ...ok, messages: [{ role: "user", content: [{ type: "tool_result", content: "x" }] }] },

