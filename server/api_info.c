@@ -136,6 +136,7 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
     pthread_mutex_lock(&app->lock);
     int admitted = app->admitted;
     uint64_t total = app->requests_total, gen = app->tokens_generated;
+    json_t *cache = app->prefix_cache ? json_deep_copy(app->prefix_cache) : NULL;
     pthread_mutex_unlock(&app->lock);
     reply->json = json_pack(
         "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
@@ -150,6 +151,11 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
                         json_pack("{s:s}", "later_system",
                                   splash_later_system_name((enum splash_later_system)app->later_system)));
     json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
+    /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
+    json_object_set_new(reply->json, "prefix_cache",
+                        cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
+                                                  info != NULL, "points", (json_int_t)0,
+                                                  "cached_tokens", (json_int_t)0));
 }
 
 void splash_api_info_metrics(void *appv, const struct splash_http_request *req,

@@ -65,6 +65,7 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         snprintf(msg, size, "%s", err.msg);
         return -1;
     }
+    app->reuse_token = ids.cache_reuse_after;
     app->n_stop_ids = 0;
     for (int i = 0; app->format->stops[i] && app->n_stop_ids < 8; i++)
         if (ids.stops[i] >= 0)

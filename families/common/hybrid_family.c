@@ -37,3 +37,18 @@ enum splash_status hybrid_family_forward(void *model, const struct splash_lane *
 {
     return hybrid_forward(model, lanes, n_lanes, err);
 }
+
+enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
+                                          void **dst, struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_fork(model, src, n_tokens, &s, err);
+    if (!st)
+        *dst = s;
+    return st;
+}
+
+uint64_t hybrid_family_cache_bytes(const void *model)
+{
+    return hybrid_cache_bytes(model);
+}

@@ -200,32 +200,33 @@ static void split_q_range(void *ctx, int64_t begin, int64_t end, int thread)
                    (size_t)t->hd * sizeof(float));
 }
 
+/* Pages for the sequence to hold n_tokens, and the page it appends into its own
+ * (a page shared with a cached prefix is copied before anything is written to it). */
 static enum splash_status reserve_pages(struct hybrid_model *model, struct hybrid_seq *seq,
                                         int64_t n_tokens, struct splash_err *err)
 {
     int64_t need = (n_tokens + model->page_tokens - 1) / model->page_tokens;
     int32_t n_attn = model->cfg.n_attn;
-    if (need <= seq->n_pages || n_attn == 0)
+    if (n_attn == 0)
         return SPLASH_OK;
-    if (need > seq->cap_pages) {
-        int64_t cap = seq->cap_pages ? seq->cap_pages : 16;
-        while (cap < need)
-            cap *= 2;
-        void **pages = calloc((size_t)n_attn * (size_t)cap, sizeof *pages);
-        if (!pages)
-            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the KV page table");
-        for (int32_t a = 0; a < n_attn; a++)
-            for (int64_t p = 0; p < seq->n_pages; p++)
-                pages[(size_t)a * cap + p] = seq->pages[(size_t)a * seq->cap_pages + p];
-        free(seq->pages);
-        seq->pages = pages;
-        seq->cap_pages = cap;
-    }
+    enum splash_status st;
+    if (seq->n_tokens % model->page_tokens &&
+        (st = hybrid_page_own(model, seq, seq->n_tokens / model->page_tokens, err)))
+        return st;
+    if (need <= seq->n_pages)
+        return SPLASH_OK;
+    if ((st = hybrid_seq_pages_grow(model, seq, need, err)))
+        return st;
     for (int64_t p = seq->n_pages; p < need; p++) {
         for (int32_t a = 0; a < n_attn; a++) {
-            void *page = model->host->alloc_aligned(64, model->kv_page_bytes);
-            if (!page)
+            void *page = hybrid_page_alloc(model);
+            if (!page) {
+                while (a-- > 0) {
+                    hybrid_page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
+                    seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
+                }
                 return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
             seq->pages[(size_t)a * seq->cap_pages + p] = page;
         }
         seq->n_pages = p + 1;

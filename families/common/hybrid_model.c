@@ -428,6 +428,8 @@ void hybrid_model_info(const struct hybrid_model *model, struct splash_model_inf
     info->kv_bytes_per_token = (uint64_t)c->n_attn * model->kv_page_bytes / model->page_tokens;
     info->state_bytes_per_seq =
         (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+    info->kv_page_tokens = model->page_tokens;
+    info->kv_page_bytes = (uint64_t)c->n_attn * model->kv_page_bytes;
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */
@@ -447,6 +449,7 @@ enum splash_status hybrid_seq_create(struct hybrid_model *model, struct hybrid_s
     }
     memset(seq->gdn_state, 0, n_gdn * model->gdn_state_bytes);
     memset(seq->conv_state, 0, n_gdn * model->conv_state_bytes);
+    model->cache_bytes += n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     *out = seq;
     return SPLASH_OK;
 }
@@ -455,7 +458,7 @@ static void free_pages(struct hybrid_model *model, struct hybrid_seq *seq, int64
 {
     for (int32_t a = 0; a < model->cfg.n_attn; a++)
         for (int64_t p = keep; p < seq->n_pages; p++) {
-            model->host->free_aligned(seq->pages[(size_t)a * seq->cap_pages + p]);
+            hybrid_page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
             seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
         }
     if (seq->n_pages > keep)
@@ -469,6 +472,10 @@ void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq)
     if (seq->pages)
         free_pages(model, seq, 0);
     free(seq->pages);
+    model->cache_bytes -= (size_t)seq->cap_pages * (size_t)model->cfg.n_attn * sizeof *seq->pages;
+    if (seq->gdn_state && seq->conv_state)
+        model->cache_bytes -=
+            (size_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     model->host->free_aligned(seq->gdn_state);
     model->host->free_aligned(seq->conv_state);
     free(seq);

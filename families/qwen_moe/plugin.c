@@ -213,6 +213,8 @@ static const struct splash_family_plugin qm_plugin = {
     .seq_destroy = hybrid_family_seq_destroy,
     .seq_truncate = hybrid_family_seq_truncate,
     .forward = hybrid_family_forward,
+    .seq_fork = hybrid_family_seq_fork,
+    .cache_bytes = hybrid_family_cache_bytes,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)
