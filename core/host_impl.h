@@ -11,7 +11,7 @@
  * plugins through the host table and includes nothing of the kernels. */
 const struct splash_kernels *splash_kernels_get(void);
 
-/* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512) is applied. */
+/* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512|neon|dotprod) is applied. */
 uint64_t splash_cpu_features(void);
 /* Human-readable list: "avx2 fma f16c avx512f ... (forced: scalar)". */
 void splash_cpu_describe(char *buf, size_t size);
