@@ -108,7 +108,8 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers \
+        test-arm64
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -235,6 +236,17 @@ check-layers:
 test: check-layers all $(TESTS) $(BROKEN_SOS)
 	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
 	    tests/packaging/run.sh tests/integration
+
+# ---- arm64 under emulation -------------------------------------------------
+# Cross-builds the tree for arm64 (CROSS=aarch64-linux-gnu, its own build dir) and runs the
+# unit tests that need no server process or host tools under qemu-aarch64-static, every
+# SIMD row required (tests/run-arm64.sh).
+ARM64_CROSS := aarch64-linux-gnu
+ARM64_TESTS := ARM64_TESTS_PLACEHOLDER
+test-arm64:
+	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
+	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS))
+	@tests/run-arm64.sh build-$(ARM64_CROSS) $(ARM64_TESTS)
 
 # ---- benchmarks ----------------------------------------------------------
 $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)

@@ -305,7 +305,7 @@ static void test_kquants_vec_dot_matches_reference(void **state)
 static void test_kquants_neon_rows_give_scalar_bits(void **state)
 {
     (void)state;
-    static const char *const types[] = {"q8_0", "q4_0", "q4_K", "q6_K"};
+    static const char *const types[] = {"q8_0", "q4_0", "q4_K", "q5_K", "q6_K"};
     static const char *const isas[] = {"neon-dotprod", "neon"};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const struct kq_case *k = NULL;
@@ -314,32 +314,15 @@ static void test_kquants_neon_rows_give_scalar_bits(void **state)
                 k = &kq_cases[c];
         assert_non_null(k);
         const struct splash_format_type *f = test_format_find(k->name);
-        const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1];
         const size_t row_bytes = ref_int(k->file, "row_bytes");
         const size_t act_row_bytes = ref_int(k->file, "act_row_bytes");
         uint8_t *q = test_quant_load(k->file, "q", n_rows_ref * row_bytes, NULL);
         uint8_t *aq = test_quant_load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
-        for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++) {
-            const struct splash_kernel_row *row = NULL;
-            for (uint32_t r = 0; r + 1 < f->n_rows; r++)
-                if (!strcmp(f->rows[r].isa, isas[s]))
-                    row = &f->rows[r];
-            if (!row)
-                fail_msg("%s has no %s row", k->name, isas[s]);
-            if (!test_row_runs_here(row))
-                continue;
-            for (int i = 0; i < n_rows_ref; i++)
-                for (int j = 0; j < n_rows_ref; j++) {
-                    float got, want;
-                    row->vec_dot(n_per_row_ref, &got, q + i * row_bytes, aq + j * act_row_bytes);
-                    ref->vec_dot(n_per_row_ref, &want, q + i * row_bytes, aq + j * act_row_bytes);
-                    if (memcmp(&got, &want, sizeof got))
-                        fail_msg("%s %s: w row %d x act row %d: %.9g, the scalar row %.9g",
-                                 k->name, row->isa, i, j, (double)got, (double)want);
-                }
-            print_message("  %s %s: scalar bits on %d x %d reference dots\n", k->name, row->isa,
-                          n_rows_ref, n_rows_ref);
-        }
+        for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++)
+            if (test_row_gives_scalar_bits(f, isas[s], n_per_row_ref, q, row_bytes, aq,
+                                           act_row_bytes, n_rows_ref))
+                print_message("  %s %s: scalar bits on %d x %d reference dots\n", k->name,
+                              isas[s], n_rows_ref, n_rows_ref);
         free(aq);
         free(q);
     }

@@ -70,7 +70,13 @@ KQ_DECL_MUL(q6k_mul_q8k_avx512);
     KQ_DECL_MUL(q8_0_mul_q8_0_##isa);                                                              \
     KQ_DECL_MUL(q4_0_mul_q8_0_##isa);                                                              \
     KQ_DECL_MUL(q4k_mul_q8k_##isa);                                                                \
-    KQ_DECL_MUL(q6k_mul_q8k_##isa)
+    KQ_DECL_MUL(q6k_mul_q8k_##isa);                                                                \
+    KQ_DECL_DOT(q5k_dot_q8k_##isa);                                                                \
+    KQ_DECL_MUL(q5k_mul_q8k_##isa);                                                                \
+    KQ_DECL_DOT(iq4nl_dot_q80_##isa);                                                              \
+    KQ_DECL_MUL(iq4nl_mul_rows_q80_##isa);                                                         \
+    KQ_DECL_DOT(iq4xs_dot_q8k_##isa);                                                              \
+    KQ_DECL_MUL(iq4xs_mul_rows_q8k_##isa)
 KQ_DECL_NEON(neon);
 KQ_DECL_NEON(neon_dotprod);
 #endif
