@@ -242,7 +242,8 @@ test: check-layers all $(TESTS) $(BROKEN_SOS)
 # unit tests that need no server process or host tools under qemu-aarch64-static, every
 # SIMD row required (tests/run-arm64.sh).
 ARM64_CROSS := aarch64-linux-gnu
-ARM64_TESTS := ARM64_TESTS_PLACEHOLDER
+ARM64_TESTS := test-format-kquants test-format-iquants test-format-rows test-format-fp4 \
+               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf
 test-arm64:
 	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
 	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS))
