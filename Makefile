@@ -5,22 +5,36 @@ CC       ?= cc
 CLANG    ?= clang
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-BUILD    ?= build
 VERSION  := 0.1.0
+# `make CROSS=aarch64-linux-gnu` builds for that target with $(CROSS)-gcc and -ar, the
+# target's multiarch .pc files (Debian: dpkg --add-architecture, the -dev:arm64 packages)
+# and a build tree of its own (build-aarch64-linux-gnu); `make test-arm64` runs its tests
+CROSS    ?=
+ifneq ($(CROSS),)
+  CC     := $(CROSS)-gcc
+  AR     := $(CROSS)-ar
+  PKG_CONFIG ?= PKG_CONFIG_LIBDIR=/usr/lib/$(CROSS)/pkgconfig:/usr/share/pkgconfig pkg-config
+  BUILD  ?= build-$(CROSS)
+  ARCH   := $(firstword $(subst -, ,$(CROSS)))
+else
+  AR     := ar
+  BUILD  ?= build
+  ARCH   := $(shell uname -m)
+endif
+PKG_CONFIG ?= pkg-config
 
 UNAME_S  := $(shell uname -s)
-ARCH     := $(shell uname -m)
 SO       := $(if $(filter Darwin,$(UNAME_S)),dylib,so)
 
 PKGS      := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto zlib
 # `make deps` installs what a fresh machine lacks; other goals stop early without it
 NO_PKG_GOALS := deps test-deps clean
 ifneq ($(or $(MAKECMDGOALS),all),$(filter $(NO_PKG_GOALS),$(MAKECMDGOALS)))
-  PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null || echo SPLASH_PKG_MISSING)
+  PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null || echo SPLASH_PKG_MISSING)
   ifeq ($(PKG_CFLAGS),SPLASH_PKG_MISSING)
     $(error pkg-config or a library it looks for is missing ($(PKGS)): run `make deps` first)
   endif
-  PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+  PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
 endif
 
 OPT      ?= -O2
@@ -34,10 +48,13 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(B
 LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
 
 # Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
+# foo_dotprod_neon.c: the Armv8.2 dot product (sdot/udot); plain foo_neon.c: Armv8.0 Advanced SIMD
+ISA_neon_dotprod := -march=armv8.2-a+dotprod
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
               -mavx512bf16 -mavx512vbmi
-isa_flags = $(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),))
+isa_flags = $(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),\
+            $(if $(filter %_dotprod_neon.c,$1),$(ISA_neon_dotprod),)))
 
 ifeq ($(ARCH),x86_64)
   SKIP_SRCS := %_neon.c
@@ -91,7 +108,8 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers
+.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers \
+        test-arm64
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
 all: $(BUILD)/splash $(LIBSPLASH) $(FORMAT_SOS) $(FAMILY_SOS) $(BUILD)/splash-plugin.pc
@@ -134,19 +152,19 @@ $(WEBUI_OBJ): $(BUILD)/gen/webui_html.c
 
 $(LIBSERVER): $(call obj,$(SERVER_SRCS)) $(WEBUI_OBJ)
 	@mkdir -p $(dir $@)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(LIBENGINE): $(call obj,$(ENGINE_SRCS))
 	@mkdir -p $(dir $@)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(LIBTEXT): $(call obj,$(TEXT_SRCS))
 	@mkdir -p $(dir $@)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(LIBMODELGEN): $(call obj,$(MODELGEN_SRCS))
 	@mkdir -p $(dir $@)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 # The mark tells build/splash it runs from a build tree: it then loads build/lib/splash
 # (core/plugin_search.h); installed copies never carry it.
@@ -186,7 +204,7 @@ $(BUILD)/gen/builtin_plugins.c: Makefile $(wildcard formats/*) $(wildcard famili
 	   echo '    0,'; echo '};'; } > $@
 
 $(LIBBUILTIN): $(call bobj,$(BUILTIN_SRCS)) $(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/obj/$(BUILD)/gen/builtin_plugins.o: $(BUILD)/gen/builtin_plugins.c
 	@mkdir -p $(dir $@)
@@ -219,6 +237,18 @@ test: check-layers all $(TESTS) $(BROKEN_SOS)
 	@SPLASH_BUILD=$(abspath $(BUILD)) tests/run-tests.sh $(TESTS) tests/jinja-diff/run.sh \
 	    tests/packaging/run.sh tests/integration
 
+# ---- arm64 under emulation -------------------------------------------------
+# Cross-builds the tree for arm64 (CROSS=aarch64-linux-gnu, its own build dir) and runs the
+# unit tests that need no server process or host tools under qemu-aarch64-static, every
+# SIMD row required (tests/run-arm64.sh).
+ARM64_CROSS := aarch64-linux-gnu
+ARM64_TESTS := test-format-kquants test-format-iquants test-format-rows test-format-fp4 \
+               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf
+test-arm64:
+	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
+	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS))
+	@tests/run-arm64.sh build-$(ARM64_CROSS) $(ARM64_TESTS)
+
 # ---- benchmarks ----------------------------------------------------------
 $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
 	@mkdir -p $(dir $@)
@@ -242,7 +272,7 @@ $(BUILD)/fobj/%.o: %.c
 	$(call say,CLANG,$<)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(call isa_flags,$<) -c $< -o $@
 
 $(BUILD)/libsplash-fuzz.a: $(call fobj,$(FUZZ_LIB_SRCS))
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libsplash-fuzz.a
 	@mkdir -p $(dir $@)

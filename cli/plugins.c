@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/host_impl.h"
 #include "core/registry.h"
 
 /* --plugin-dir values go first into SPLASH_PLUGIN_PATH, which the search reads next, so a
@@ -125,7 +126,8 @@ int splash_cmd_plugins(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: splash plugins [--plugin-dir DIR]...\n"
-                   "Lists the plugins that loaded and those refused, with the reason.\n");
+                   "Lists the CPU features kernel rows may use (after SPLASH_FORCE_ISA), the plugins\n"
+                   "that loaded and those refused, with the reason.\n");
             return 0;
         }
         fprintf(stderr, "splash plugins: unknown option %s\n", argv[i]);
@@ -133,6 +135,9 @@ int splash_cmd_plugins(int argc, char **argv)
     }
     struct splash_registry *r = splash_registry_global();
     size_t n = splash_registry_n_records(r), refused = 0;
+    char cpu[256];
+    splash_cpu_describe(cpu, sizeof cpu);
+    printf("CPU features for kernel rows: %s\n", cpu);
     printf("Loaded plugins:\n");
     for (size_t i = 0; i < n; i++) {
         const struct splash_plugin_record *rec = splash_registry_record(r, i);

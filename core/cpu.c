@@ -56,14 +56,49 @@ static uint64_t detect(void)
         f |= SPLASH_CPU_AVX512BF16;
     return f;
 }
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+/* The kernel's HWCAP bits (arch/arm64/include/uapi/asm/hwcap.h); spelled out so older
+ * libc headers that lack a name still build. */
+#define HWCAP_BIT_ASIMD (1ul << 1)
+#define HWCAP_BIT_ASIMDDP (1ul << 20)
+#define HWCAP_BIT_SVE (1ul << 22)
+#define HWCAP2_BIT_I8MM (1ul << 13)
+#define HWCAP2_BIT_BF16 (1ul << 14)
+
 static uint64_t detect(void)
 {
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    uint64_t f = 0;
+    if (!(hw & HWCAP_BIT_ASIMD))
+        return 0;
+    f |= SPLASH_CPU_NEON;
+    if (hw & HWCAP_BIT_ASIMDDP)
+        f |= SPLASH_CPU_NEON_DOTPROD;
+    if (hw2 & HWCAP2_BIT_I8MM)
+        f |= SPLASH_CPU_NEON_I8MM;
+    if (hw2 & HWCAP2_BIT_BF16)
+        f |= SPLASH_CPU_NEON_BF16;
+    if (hw & HWCAP_BIT_SVE)
+        f |= SPLASH_CPU_SVE;
+    return f;
+}
+#elif defined(__aarch64__)
+/* Other arm64 systems: Advanced SIMD is architectural; the rest as compiled for. */
+static uint64_t detect(void)
+{
+    uint64_t f = SPLASH_CPU_NEON;
 #if defined(__ARM_FEATURE_DOTPROD)
-    return SPLASH_CPU_NEON | SPLASH_CPU_NEON_DOTPROD;
-#else
-    return SPLASH_CPU_NEON;
+    f |= SPLASH_CPU_NEON_DOTPROD;
 #endif
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+    f |= SPLASH_CPU_NEON_I8MM;
+#endif
+#if defined(__ARM_FEATURE_BF16)
+    f |= SPLASH_CPU_NEON_BF16;
+#endif
+    return f;
 }
 #else
 static uint64_t detect(void)
@@ -82,7 +117,8 @@ static const struct {
     {SPLASH_CPU_AVX512DQ, "avx512dq"},   {SPLASH_CPU_AVX512VNNI, "avx512vnni"},
     {SPLASH_CPU_AVX512BF16, "avx512bf16"}, {SPLASH_CPU_AVXVNNI, "avxvnni"},
     {SPLASH_CPU_AVX512VBMI, "avx512vbmi"}, {SPLASH_CPU_NEON, "neon"},
-    {SPLASH_CPU_NEON_DOTPROD, "dotprod"},
+    {SPLASH_CPU_NEON_DOTPROD, "dotprod"}, {SPLASH_CPU_NEON_I8MM, "i8mm"},
+    {SPLASH_CPU_NEON_BF16, "bf16"},      {SPLASH_CPU_SVE, "sve"},
 };
 
 #define AVX2_SET (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_F16C)
@@ -103,8 +139,10 @@ static void features_init(void)
     else if (!strcmp(env, "avx2"))
         features &= AVX2_SET;
     else if (!strcmp(env, "neon"))
-        features &= SPLASH_CPU_NEON;
-    /* "avx512" and anything else: keep what the CPU has */
+        features &= SPLASH_CPU_NEON; /* Armv8.0 Advanced SIMD: no dot product rows */
+    else if (!strcmp(env, "dotprod"))
+        features &= SPLASH_CPU_NEON | SPLASH_CPU_NEON_DOTPROD;
+    /* "avx512", "i8mm" and anything else: keep what the CPU has */
 }
 
 uint64_t splash_cpu_features(void)

@@ -12,7 +12,7 @@
 const struct splash_kernels *splash_kernels_get(void);
 const struct splash_ssm_kernels *splash_ssm_kernels_get(void);
 
-/* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512) is applied. */
+/* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512|neon|dotprod) is applied. */
 uint64_t splash_cpu_features(void);
 /* Human-readable list: "avx2 fma f16c avx512f ... (forced: scalar)". */
 void splash_cpu_describe(char *buf, size_t size);

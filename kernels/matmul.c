@@ -154,6 +154,13 @@ static void (*fast_quantizer(const struct splash_format_type *act))(const float 
     if (act->gguf_type == MATMUL_Q8K_GGUF_TYPE && act->block_elems == 256 &&
         act->block_bytes == MATMUL_Q8K_BYTES && (splash_cpu_features() & avx512) == avx512)
         return splash_act_q8k_avx512;
+#elif defined(__aarch64__)
+    if (act->gguf_type == MATMUL_Q8K_GGUF_TYPE && act->block_elems == 256 &&
+        act->block_bytes == MATMUL_Q8K_BYTES && (splash_cpu_features() & SPLASH_CPU_NEON))
+        return splash_act_q8k_neon;
+    if (act->gguf_type == MATMUL_Q80_GGUF_TYPE && act->block_elems == 32 &&
+        act->block_bytes == MATMUL_Q80_BYTES && (splash_cpu_features() & SPLASH_CPU_NEON))
+        return splash_act_q8_0_neon;
 #else
     (void)act;
 #endif

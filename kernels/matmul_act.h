@@ -8,9 +8,15 @@
 /* Q8_K (GGUF type 15): float d, int8 qs[256], int16 bsums[16] per 256 values. */
 #define MATMUL_Q8K_GGUF_TYPE 15
 #define MATMUL_Q8K_BYTES 292
+/* Q8_0 (GGUF type 8): fp16 d, int8 qs[32] per 32 values. */
+#define MATMUL_Q80_GGUF_TYPE 8
+#define MATMUL_Q80_BYTES 34
 
 #if defined(__x86_64__)
 void splash_act_q8k_avx512(const float *x, void *blocks, int64_t n);
+#elif defined(__aarch64__)
+void splash_act_q8k_neon(const float *x, void *blocks, int64_t n);
+void splash_act_q8_0_neon(const float *x, void *blocks, int64_t n);
 #endif
 
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the packages packaging/dependencies.tsv lists for the given groups (build,
-# test, fuzz) with the system's package manager: apt-get (Debian, Ubuntu), dnf (Fedora),
+# test, fuzz, arm64) with the system's package manager: apt-get (Debian, Ubuntu), dnf (Fedora),
 # pacman (Arch) or brew (macOS). Says what it will install; runs nothing, and asks for no
 # sudo, when every package is present; uses sudo only when not root.
 #   packaging/deps.sh [--check] GROUP...
@@ -14,8 +14,8 @@ groups=()
 for a in "$@"; do
     case "$a" in
         --check) check=1 ;;
-        build|test|fuzz) groups+=("$a") ;;
-        *) echo "deps.sh: unknown argument '$a' (groups: build test fuzz; option: --check)" >&2
+        build|test|fuzz|arm64) groups+=("$a") ;;
+        *) echo "deps.sh: unknown argument '$a' (groups: build test fuzz arm64; option: --check)" >&2
            exit 2 ;;
     esac
 done
@@ -91,6 +91,11 @@ fi
 echo "deps: installing with $manager${sudo:+ (through sudo)}: ${missing[*]}"
 case "$manager" in
     apt)
+        # the :arm64 packages of the cross build need dpkg to accept that architecture
+        case " ${missing[*]}" in *:arm64*)
+            dpkg --print-foreign-architectures | grep -qx arm64 ||
+                "${sudo[@]}" dpkg --add-architecture arm64 ;;
+        esac
         "${sudo[@]}" apt-get update -qq
         # a test or fuzz package this release lacks (Ubuntu ships chromium as a snap)
         # is left out with a note, and its tests skip; a build package must exist

@@ -29,6 +29,16 @@ extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 /* ---- the table ---------------------------------------------------------- */
 
+/* The SIMD rows this architecture builds: every IQ type has an AVX2 row on x86-64; on arm64
+ * IQ4_NL and IQ4_XS have NEON rows. */
+#if defined(__aarch64__)
+#define IQ_SIMD_CPU SPLASH_CPU_NEON
+#define IQ_SIMD_NAME "neon"
+#else
+#define IQ_SIMD_CPU SPLASH_CPU_AVX2
+#define IQ_SIMD_NAME "avx2"
+#endif
+
 struct iq_case {
     const char *file;                    /* testdata name: quant/<file>.q */
     const struct splash_format_type *f;
@@ -289,6 +299,30 @@ static void test_iquants_vec_dot_matches_reference(void **state)
     }
 }
 
+#if defined(__aarch64__)
+/* IQ4_NL and IQ4_XS's NEON rows (both, Armv8.0 and sdot) give the scalar row's bits on
+ * ggml's vectors: integer block sums in lanes, then the scalar row's float steps. */
+static void test_iquants_neon_rows_give_scalar_bits(void **state)
+{
+    (void)state;
+    static const char *const isas[] = {"neon-dotprod", "neon"};
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct iq_case *c = &iq_cases[i];
+        if (strcmp(c->f->name, "IQ4_NL") && strcmp(c->f->name, "IQ4_XS"))
+            continue;
+        size_t rb = splash_format_row_bytes(c->f, N_PER_ROW), ab = act_row_bytes(c, N_PER_ROW);
+        uint8_t *q = test_quant_load(c->file, "q", rb * N_ROWS, NULL);
+        uint8_t *act = test_quant_load(c->file, "actq", ab * N_ROWS, NULL);
+        for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++)
+            if (test_row_gives_scalar_bits(c->f, isas[s], N_PER_ROW, q, rb, act, ab, N_ROWS))
+                print_message("%-8s %-12s scalar bits on %d x %d reference dots\n", c->f->name,
+                              isas[s], N_ROWS, N_ROWS);
+        free(act);
+        free(q);
+    }
+}
+#endif
+
 /* from_float of <t>.src.f32 writes ggml's bytes (<t>.q) for the types we quantize. */
 static void test_iquants_from_float_matches_reference(void **state)
 {
@@ -419,7 +453,7 @@ static void test_iquants_simd_rows_match_scalar(void **state)
         }
     }
     print_message("%d (type, length, SIMD row) combinations checked\n", n_checked);
-    if (test_cpu_has(SPLASH_CPU_AVX2, "the IQ avx2 rows"))
+    if (test_cpu_has(IQ_SIMD_CPU, "the IQ " IQ_SIMD_NAME " rows"))
         assert_true(n_checked > 0);
 }
 
@@ -465,7 +499,7 @@ static void test_iquants_mul_rows_tiles_match_scalar(void **state)
         free(w);
     }
     print_message("%d (type, SIMD row) tile combinations checked\n", n_checked);
-    if (test_cpu_has(SPLASH_CPU_AVX2, "the IQ avx2 rows"))
+    if (test_cpu_has(IQ_SIMD_CPU, "the IQ " IQ_SIMD_NAME " rows"))
         assert_true(n_checked > 0);
 }
 
@@ -585,6 +619,9 @@ int main(void)
         cmocka_unit_test(test_iquants_registered_by_kquants_plugin),
         cmocka_unit_test(test_iquants_to_float_matches_reference),
         cmocka_unit_test(test_iquants_vec_dot_matches_reference),
+#if defined(__aarch64__)
+        cmocka_unit_test(test_iquants_neon_rows_give_scalar_bits),
+#endif
         cmocka_unit_test(test_iquants_from_float_matches_reference),
         cmocka_unit_test(test_iquants_simd_rows_match_scalar),
         cmocka_unit_test(test_iquants_mul_rows_tiles_match_scalar),

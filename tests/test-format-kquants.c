@@ -297,6 +297,38 @@ static void test_kquants_vec_dot_matches_reference(void **state)
     assert_int_equal(total_bad, 0);
 }
 
+#if defined(__aarch64__)
+/* The NEON rows sum each (sub-)block in int32 lanes and then take the scalar row's own float
+ * steps in its order (formats/kquants/kq_neon.h), so on ggml's vectors each gives the
+ * scalar row's bits: both rows (Armv8.0 and sdot) of each type that has them, each run
+ * here (qemu's default CPU has the dot product; SPLASH_TEST_REQUIRE_ISA=1 fails a skip). */
+static void test_kquants_neon_rows_give_scalar_bits(void **state)
+{
+    (void)state;
+    static const char *const types[] = {"q8_0", "q4_0", "q4_K", "q5_K", "q6_K"};
+    static const char *const isas[] = {"neon-dotprod", "neon"};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const struct kq_case *k = NULL;
+        for (size_t c = 0; c < N_CASES; c++)
+            if (!strcmp(kq_cases[c].file, types[t]))
+                k = &kq_cases[c];
+        assert_non_null(k);
+        const struct splash_format_type *f = test_format_find(k->name);
+        const size_t row_bytes = ref_int(k->file, "row_bytes");
+        const size_t act_row_bytes = ref_int(k->file, "act_row_bytes");
+        uint8_t *q = test_quant_load(k->file, "q", n_rows_ref * row_bytes, NULL);
+        uint8_t *aq = test_quant_load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
+        for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++)
+            if (test_row_gives_scalar_bits(f, isas[s], n_per_row_ref, q, row_bytes, aq,
+                                           act_row_bytes, n_rows_ref))
+                print_message("  %s %s: scalar bits on %d x %d reference dots\n", k->name,
+                              isas[s], n_rows_ref, n_rows_ref);
+        free(aq);
+        free(q);
+    }
+}
+#endif
+
 /* ---- SIMD rows against the scalar row ------------------------------------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -671,6 +703,9 @@ int main(void)
         cmocka_unit_test(test_kquants_from_float_matches_reference_blocks),
         cmocka_unit_test(test_kquants_vec_dot_matches_reference),
         cmocka_unit_test(test_kquants_simd_rows_match_scalar),
+#if defined(__aarch64__)
+        cmocka_unit_test(test_kquants_neon_rows_give_scalar_bits),
+#endif
         cmocka_unit_test(test_kquants_mul_rows_tiles_match_vec_dot),
         cmocka_unit_test(test_kquants_validate_refuses_bad_sizes),
         cmocka_unit_test(test_kquants_validate_refuses_nan_and_inf_scales),

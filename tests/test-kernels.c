@@ -18,7 +18,6 @@
 #include "core/threadpool.h"
 #include "core/registry.h"
 #include "kernels/ops.h"
-#include "kernels/matmul_act.h"
 #include "splash/family.h"
 #include "splash/fp.h"
 #include "tests/support/kernel_rows.h"
@@ -124,47 +123,6 @@ static void test_pool_runs_every_index_once(void **state)
     }
     free((void *)c.hits);
     assert_true(both);
-}
-
-/* ---- activation quantizers ------------------------------------------------------------ */
-
-extern const splash_plugin_entry_fn splash_builtin_plugins[];
-
-static void test_matmul_act_q8k_matches_format(void **state)
-{
-#if defined(__x86_64__)
-    const uint64_t avx512 = SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |
-                            SPLASH_CPU_AVX512DQ;
-    if (!test_cpu_has(avx512, "splash_act_q8k_avx512")) {
-        printf("  no AVX-512: skipped\n");
-        return;
-    }
-    struct splash_registry *r = splash_registry_global();
-    if (!splash_registry_format_by_name(r, "Q8_K"))
-        splash_registry_add_builtins(r, splash_builtin_plugins);
-    const struct splash_format_type *f = splash_registry_format_by_name(r, "Q8_K");
-    assert_non_null(f);
-    assert_int_equal(f->block_bytes, MATMUL_Q8K_BYTES);
-    const int64_t n = 256 * 6;
-    float *x = rand_vec(n, 3);
-    /* block 1 all zero, block 2 with a tie of +max and -max (the first one wins), block 3
-     * with tiny values, block 4 with values that round at .5 */
-    memset(x + 256, 0, 256 * sizeof *x);
-    x[512 + 7] = -5.0f, x[512 + 9] = 5.0f;
-    for (int i = 0; i < 256; i++)
-        x[768 + i] *= 1e-30f;
-    for (int i = 0; i < 256; i++)
-        x[1024 + i] = (float)(i - 128) * 0.5f;
-    unsigned char *a = malloc((size_t)(n / 256) * MATMUL_Q8K_BYTES),
-                  *b = malloc((size_t)(n / 256) * MATMUL_Q8K_BYTES);
-    f->from_float(x, a, n, NULL);
-    splash_act_q8k_avx512(x, b, n);
-    for (int64_t i = 0; i < (n / 256) * MATMUL_Q8K_BYTES; i++)
-        if (a[i] != b[i])
-            fail_msg("Q8_K byte %lld (block %lld): %u, the format's %u", (long long)i,
-                     (long long)(i / MATMUL_Q8K_BYTES), b[i], a[i]);
-    free(x), free(a), free(b);
-#endif
 }
 
 /* ---- primitives ------------------------------------------------------------------ */
@@ -943,7 +901,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_runs_every_index_once),
-        cmocka_unit_test(test_matmul_act_q8k_matches_format),
         cmocka_unit_test(test_hybrid_vec_tables_match_reference),
         cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
         cmocka_unit_test(test_hybrid_kv_store_roundtrip),

@@ -4,6 +4,7 @@
 #include "formats/kquants/iq4_quant.h"
 #include "formats/kquants/iq4nl_r16.h"
 #include "formats/kquants/iq_blocks.h"
+#include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
 #include "formats/kquants/iq_simd.h"
@@ -60,6 +61,10 @@ static const struct splash_kernel_row iq4nl_rows[] = {
     {SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512VNNI,
      "avx512vnni", iq4nl_dot_q80_avx512, iq4nl_mul_rows_q80_avx512},
     {SPLASH_CPU_AVX2, "avx2", iq4nl_dot_q80_avx2, iq4nl_mul_rows_q80_avx2},
+#endif
+#if defined(__aarch64__)
+    {KQ_CPU_NEON_DOTPROD_ROW, "neon-dotprod", iq4nl_dot_q80_neon_dotprod, iq4nl_mul_rows_q80_neon_dotprod},
+    {KQ_CPU_NEON_ROW, "neon", iq4nl_dot_q80_neon, iq4nl_mul_rows_q80_neon},
 #endif
     {0, "scalar", iq4nl_dot_q8_0_ref, NULL},
 };

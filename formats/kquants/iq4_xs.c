@@ -4,6 +4,7 @@
 #include "formats/kquants/iq4_quant.h"
 #include "formats/kquants/iq4xs_r16.h"
 #include "formats/kquants/iq_blocks.h"
+#include "formats/kquants/kq_kernels.h"
 #include "formats/kquants/iq_common.h"
 #include "formats/kquants/iq_grids.h"
 #include "formats/kquants/iq_simd.h"
@@ -79,6 +80,10 @@ static const struct splash_kernel_row iq4xs_rows[] = {
          SPLASH_CPU_AVX512VBMI,
      "avx512vnni", iq4xs_dot_q8k_avx512, iq4xs_mul_rows_q8k_avx512},
     {SPLASH_CPU_AVX2, "avx2", iq4xs_dot_q8k_avx2, iq4xs_mul_rows_q8k_avx2},
+#endif
+#if defined(__aarch64__)
+    {KQ_CPU_NEON_DOTPROD_ROW, "neon-dotprod", iq4xs_dot_q8k_neon_dotprod, iq4xs_mul_rows_q8k_neon_dotprod},
+    {KQ_CPU_NEON_ROW, "neon", iq4xs_dot_q8k_neon, iq4xs_mul_rows_q8k_neon},
 #endif
     {0, "scalar", iq4xs_dot_q8k_ref, NULL},
 };

@@ -60,6 +60,30 @@ KQ_DECL_MUL(q5k_mul_q8k_avx512);
 KQ_DECL_MUL(q6k_mul_q8k_avx512);
 #endif
 
+#if defined(__aarch64__)
+/* NEON (kq_neon.h): _neon for Armv8.0, _neon_dotprod with sdot */
+#define KQ_DECL_NEON(isa)                                                                          \
+    KQ_DECL_DOT(q8_0_dot_q8_0_##isa);                                                              \
+    KQ_DECL_DOT(q4_0_dot_q8_0_##isa);                                                              \
+    KQ_DECL_DOT(q4k_dot_q8k_##isa);                                                                \
+    KQ_DECL_DOT(q6k_dot_q8k_##isa);                                                                \
+    KQ_DECL_MUL(q8_0_mul_q8_0_##isa);                                                              \
+    KQ_DECL_MUL(q4_0_mul_q8_0_##isa);                                                              \
+    KQ_DECL_MUL(q4k_mul_q8k_##isa);                                                                \
+    KQ_DECL_MUL(q6k_mul_q8k_##isa);                                                                \
+    KQ_DECL_DOT(q5k_dot_q8k_##isa);                                                                \
+    KQ_DECL_MUL(q5k_mul_q8k_##isa);                                                                \
+    KQ_DECL_DOT(iq4nl_dot_q80_##isa);                                                              \
+    KQ_DECL_MUL(iq4nl_mul_rows_q80_##isa);                                                         \
+    KQ_DECL_DOT(iq4xs_dot_q8k_##isa);                                                              \
+    KQ_DECL_MUL(iq4xs_mul_rows_q8k_##isa)
+KQ_DECL_NEON(neon);
+KQ_DECL_NEON(neon_dotprod);
+#endif
+
+#define KQ_CPU_NEON_ROW SPLASH_CPU_NEON
+#define KQ_CPU_NEON_DOTPROD_ROW (SPLASH_CPU_NEON | SPLASH_CPU_NEON_DOTPROD)
+
 #define KQ_CPU_AVX2_ROW (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA)
 /* the AVX-512 kernels look bytes up with vpermb (VBMI) */
 #define KQ_CPU_AVX512_ROW                                                                          \

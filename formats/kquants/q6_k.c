@@ -120,6 +120,10 @@ static const struct splash_kernel_row q6_k_rows[] = {
     {KQ_CPU_AVX512_ROW, "avx512vnni", q6k_dot_q8k_avx512, q6k_mul_q8k_avx512},
     {KQ_CPU_AVX2_ROW, "avx2", q6k_dot_q8k_avx2, q6k_mul_q8k_avx2},
 #endif
+#if defined(__aarch64__)
+    {KQ_CPU_NEON_DOTPROD_ROW, "neon-dotprod", q6k_dot_q8k_neon_dotprod, q6k_mul_q8k_neon_dotprod},
+    {KQ_CPU_NEON_ROW, "neon", q6k_dot_q8k_neon, q6k_mul_q8k_neon},
+#endif
     {0, "scalar", q6k_dot_q8k_ref, NULL},
 };
 

@@ -37,7 +37,10 @@ enum splash_log_level {
 #define SPLASH_CPU_AVXVNNI (1ull << 9)
 #define SPLASH_CPU_AVX512VBMI (1ull << 10)
 #define SPLASH_CPU_NEON (1ull << 16)
-#define SPLASH_CPU_NEON_DOTPROD (1ull << 17)
+#define SPLASH_CPU_NEON_DOTPROD (1ull << 17) /* sdot/udot (asimddp) */
+#define SPLASH_CPU_NEON_I8MM (1ull << 18)    /* smmla/ummla/usdot */
+#define SPLASH_CPU_NEON_BF16 (1ull << 19)    /* bfdot/bfmmla */
+#define SPLASH_CPU_SVE (1ull << 20)          /* reported only: no row needs it */
 
 /* Where model metadata came from. */
 enum splash_meta_source {

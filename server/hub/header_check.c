@@ -94,8 +94,8 @@ static enum splash_status check(const struct splash_registry *registry, const ch
     struct splash_err cerr = {{0}};
     enum splash_status st = splash_model_check(registry, path, &res, &cerr);
     if (st) {
-        char line[200];
-        snprintf(line, sizeof line, "%s", res.problems ? res.problems : cerr.msg);
+        char line[200]; /* its first line, at most 199 bytes of it */
+        snprintf(line, sizeof line, "%.199s", res.problems ? res.problems : cerr.msg);
         line[strcspn(line, "\n")] = 0;
         splash_err_set(err, st, "model-check refused it before any weight download: %s", line);
     } else {

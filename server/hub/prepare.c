@@ -181,7 +181,7 @@ static enum splash_status plan_target(const struct splash_registry *registry, co
     struct splash_err cerr = {{0}};
     if (registry && (st = splash_model_check(registry, t->path, &res, &cerr))) {
         char line[200];
-        snprintf(line, sizeof line, "%s", res.problems ? res.problems : cerr.msg);
+        snprintf(line, sizeof line, "%.199s", res.problems ? res.problems : cerr.msg);
         line[strcspn(line, "\n")] = 0;
         splash_err_set(err, st, "%.150s: refused by model-check: %s", t->path, line);
     }

@@ -276,6 +276,7 @@ case " $MISSING " in *" $p "*) exit 1 ;; esac
 printf installed
 EOF
 printf '#!/bin/sh\necho "apt-get $*" >>"$CALLS"\n' >"$stubs/apt-get"
+printf '#!/bin/sh\necho "dpkg $*" >>"$CALLS"\n' >"$stubs/dpkg"
 cat >"$stubs/apt-cache" <<'EOF'
 #!/bin/sh
 for p; do :; done
@@ -316,6 +317,10 @@ check "make test-deps: ... the rest installs" \
 UNAVAILABLE=libjansson-dev deps 1000 "libjansson-dev" build >/dev/null
 check "make deps: a build package the release lacks stops it" \
     grep -q "libjansson-dev is not in this system's apt sources" "$tmp/deps.out"
+calls=$(deps 0 "gcc-aarch64-linux-gnu libjansson-dev:arm64" arm64)
+check "deps.sh arm64: adds dpkg's arm64 architecture, then updates, then installs" \
+    grep -Pzq 'dpkg --add-architecture arm64\napt-get update -qq\napt-get install [^\n]*libjansson-dev:arm64' <<<"$calls"
+check "deps.sh arm64: ... the cross compiler too" grep -q "install .*gcc-aarch64-linux-gnu" <<<"$calls"
 
 echo "packaging: $failures failed"
 [ "$failures" -eq 0 ]

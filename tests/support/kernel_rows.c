@@ -126,3 +126,28 @@ void test_simd_rows_near_scalar(const struct splash_format_type *f, const struct
     }
     free(one);
 }
+
+int test_row_gives_scalar_bits(const struct splash_format_type *f, const char *isa, int64_t n,
+                               const void *w, size_t w_stride, const void *act,
+                               size_t act_stride, int n_rows)
+{
+    const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1], *row = NULL;
+    for (uint32_t r = 0; r + 1 < f->n_rows; r++)
+        if (!strcmp(f->rows[r].isa, isa))
+            row = &f->rows[r];
+    if (!row)
+        fail_msg("%s has no %s row", f->name, isa);
+    if (!test_row_runs_here(row))
+        return 0;
+    for (int i = 0; i < n_rows; i++)
+        for (int j = 0; j < n_rows; j++) {
+            const void *wr = (const char *)w + i * w_stride, *ar = (const char *)act + j * act_stride;
+            float got, want;
+            row->vec_dot(n, &got, wr, ar);
+            ref->vec_dot(n, &want, wr, ar);
+            if (memcmp(&got, &want, sizeof got))
+                fail_msg("%s %s: w row %d x act row %d: %.9g, the scalar row %.9g", f->name, isa,
+                         i, j, (double)got, (double)want);
+        }
+    return 1;
+}

@@ -63,4 +63,12 @@ void test_simd_rows_near_scalar(const struct splash_format_type *f, const struct
                                 const float *wf, const float *af, const float *want, double tol,
                                 int print_worst);
 
+/* f's row named isa (fails when f has none) against its scalar row on n_rows x n_rows
+ * (weight row, activation row) pairs of n values: every vec_dot the scalar row's bits;
+ * fails naming the pair. Returns 0 when the row is not on this CPU (test_row_runs_here:
+ * skipped, or failed under SPLASH_TEST_REQUIRE_ISA=1), 1 when it was held. */
+int test_row_gives_scalar_bits(const struct splash_format_type *f, const char *isa, int64_t n,
+                               const void *w, size_t w_stride, const void *act,
+                               size_t act_stride, int n_rows);
+
 #endif
