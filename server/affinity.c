@@ -13,9 +13,8 @@
 /* Session headers agents send on every request of a conversation (found in their
  * published packages; docs/scale-out.md lists them with versions). */
 static const char *const agent_headers[] = {
-    "X-Claude-Code-Session-Id", /* Claude Code */
-    "session_id",               /* Codex (the Responses conversation) */
-    "conversation_id",          /* Codex, older releases */
+    "X-Claude-Code-Session-Id", /* Claude Code 2.1 */
+    "Session-Id",               /* Codex 0.171 (its thread; also its prompt_cache_key) */
 };
 
 /* A header value may carry any byte a client chose; only printable ASCII without

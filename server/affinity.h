@@ -34,7 +34,7 @@ int splash_affinity_pick(const json_t *body, enum splash_affinity_api api,
                          const struct splash_affinity_hints *hints, char *out, size_t out_size,
                          char *msg, size_t msg_size);
 
-/* The agent session header a request carries, by the order docs/scale-out.md lists. */
+/* The agent session header a request carries (docs/scale-out.md lists them). */
 const char *splash_affinity_agent_header(const struct splash_http_request *req);
 
 /* Picks the request's key and sets it on the reply for the X-Splash-Affinity header.

@@ -34,7 +34,7 @@ function conversations(n) {
     const kind = ["openai", "claude-code", "codex"][i % 3];
     const key = `conv-${i}-${process.pid}`;
     const header = { openai: "X-Session-Affinity", "claude-code": "X-Claude-Code-Session-Id",
-      codex: "session_id" }[kind];
+      codex: "Session-Id" }[kind];
     out.push({ i, kind, key, headers: { [header]: key }, turns: [], messages: [] });
   }
   return out;
