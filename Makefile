@@ -61,7 +61,7 @@ FAMILIES     := $(filter-out common,$(sort $(notdir $(patsubst %/,%,$(dir $(wild
 FAMILY_COMMON_SRCS := $(call srcs_in,families/common)
 ISA_SUFFIXES := %_avx2.c %_avx512.c %_neon.c
 # A test is tests/test-NAME.c; its ISA units tests/test-NAME_avx2.c (_avx512.c, _neon.c) are
-# compiled with that ISA's flags (isa_flags) and linked into it, where the arch builds them.
+# compiled with that ISA's flags (isa_flags) and linked into it on the arch they are for.
 TEST_SRCS    := $(filter-out $(ISA_SUFFIXES),$(wildcard tests/test-*.c))
 TEST_ISA_SRCS := $(filter-out $(SKIP_SRCS),$(filter $(ISA_SUFFIXES),$(wildcard tests/test-*.c)))
 test_isa_objs = $(call obj,$(filter tests/$(1)_%,$(TEST_ISA_SRCS)))
@@ -198,7 +198,7 @@ $(BUILD)/splash-plugin.pc: Makefile
 	    '$(PREFIX)' '$(VERSION)' > $@
 
 # ---- tests ---------------------------------------------------------------
-# Deliberately broken plugins for the loader tests.
+# Plugins for the loader tests: deliberately broken ones, and ABI 1.0 format plugins.
 $(BUILD)/tests/plugins/%.$(SO): tests/plugins/%.c $(wildcard tests/plugins/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -shared -o $@ $<

@@ -1,4 +1,4 @@
-/* `splash make-model`: a random-weight GGUF of a family's shape (core/model_writer.h). */
+/* `splash make-model`: a random-weight GGUF of a family's shape (cli/modelgen/model_writer.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -136,8 +136,6 @@ int splash_cmd_serve(int argc, char **argv)
         {o.ple_memory != 0, "--ple-memory: not yet active"},
         {o.expert_memory != 0, "--expert-memory: not yet active; experts load whole"},
         {o.sparse_kv_memory != 0, "--sparse-kv-memory: not yet active"},
-        {o.max_cache_disk >= 0 || o.persistent_cache || o.cache_dir || o.max_cache_disk_writes,
-         "--max-cache-disk, --persistent-cache, --cache-dir: the SSD prefix cache is not yet active"},
         {strcmp(o.verify_rows, "auto") != 0, "--verify-rows: not yet active (no drafts)"},
     };
     for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -17,10 +18,12 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: splash template (--model-dir PATH | --template FILE) --request FILE.json "
-               "[--probe]\n"
+               "[--probe] [--now ISO8601]\n"
                "  Renders the request (messages, tools, add_generation_prompt, kwargs) with the\n"
                "  chat template to stdout, as the template produces it. With --probe, prints the\n"
-               "  later-system probe's outcome instead.\n");
+               "  later-system probe's outcome instead. --now sets strftime_now's clock, such as\n"
+               "  2026-01-15T12:00:00 (local wall-clock time) or 2026-01-15T12:00:00Z (an instant,\n"
+               "  shown in local time), so a render compares with a reference's fixed clock.\n");
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -163,10 +166,44 @@ static char *template_from_model_dir(const char *path, json_t *special, char *wh
     return t;
 }
 
+/* --now: YYYY-MM-DDTHH:MM:SS (or a space for the T), then nothing (local time), Z, or
+ * +HH:MM / -HH:MM. 0 with *out Unix seconds, -1 when malformed. */
+static int parse_now(const char *s, int64_t *out)
+{
+    struct tm tm = {0};
+    char sep;
+    int used = 0;
+    if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &sep,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used) != 7 ||
+        (sep != 'T' && sep != ' ') || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+        tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    const char *zone = s + used;
+    if (!*zone) {
+        tm.tm_isdst = -1;
+        time_t t = mktime(&tm);
+        *out = (int64_t)t;
+        return t == (time_t)-1 ? -1 : 0;
+    }
+    int64_t offset = 0;
+    if (strcmp(zone, "Z")) {
+        int hh, mm, n = 0;
+        if ((zone[0] != '+' && zone[0] != '-') ||
+            sscanf(zone + 1, "%2d:%2d%n", &hh, &mm, &n) != 2 || zone[1 + n] || hh > 23 || mm > 59)
+            return -1;
+        offset = (zone[0] == '-' ? -1 : 1) * (int64_t)(hh * 3600 + mm * 60);
+    }
+    *out = (int64_t)timegm(&tm) - offset;
+    return 0;
+}
+
 int splash_cmd_template(int argc, char **argv)
 {
     const char *model_dir = NULL, *template_path = NULL, *request_path = NULL;
     bool probe = false;
+    struct splash_jinja_render_opts render = {0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model-dir") == 0 && i + 1 < argc)
             model_dir = argv[++i];
@@ -176,6 +213,13 @@ int splash_cmd_template(int argc, char **argv)
             request_path = argv[++i];
         else if (strcmp(argv[i], "--probe") == 0)
             probe = true;
+        else if (strcmp(argv[i], "--now") == 0 && i + 1 < argc) {
+            if (parse_now(argv[++i], &render.now) != 0) {
+                fprintf(stderr, "splash template: --now %s is not YYYY-MM-DDTHH:MM:SS[Z|+HH:MM]\n",
+                        argv[i]);
+                return 2;
+            }
+        }
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -254,7 +298,7 @@ int splash_cmd_template(int argc, char **argv)
     char *out = NULL;
     size_t out_len = 0;
     struct splash_jinja_error rerr;
-    if (splash_jinja_render(t, vars, NULL, &out, &out_len, &rerr) != SPLASH_OK) {
+    if (splash_jinja_render(t, vars, &render, &out, &out_len, &rerr) != SPLASH_OK) {
         fprintf(stderr, "%s\n", rerr.msg);
     } else {
         rc = fwrite(out, 1, out_len, stdout) == out_len && fflush(stdout) == 0 ? 0 : 1;

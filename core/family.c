@@ -163,3 +163,27 @@ enum splash_status splash_family_forward(const struct splash_family_plugin *f, v
 {
     return f->forward(model, lanes, n_lanes, err);
 }
+
+/* ABI 1.2 prefix-caching members; older plugins: no fork (every prompt is prefilled
+ * whole), the cache's bytes counted by the caller. */
+int splash_family_can_fork(const struct splash_family_plugin *f)
+{
+    return f->seq_fork != NULL;
+}
+
+enum splash_status splash_family_seq_fork(const struct splash_family_plugin *f, void *model,
+                                          const void *src, int32_t n_tokens, void **dst,
+                                          struct splash_err *err)
+{
+    if (!f->seq_fork)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s predates ABI 1.2: sequences cannot be forked",
+                              f->header.name);
+    return f->seq_fork(model, src, n_tokens, dst, err);
+}
+
+uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
+                                   uint64_t counted)
+{
+    return f->cache_bytes ? f->cache_bytes(model) : counted;
+}

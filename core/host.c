@@ -12,9 +12,7 @@ static int host_pool_threads(const struct splash_pool *pool)
     return splash_pool_threads(pool);
 }
 
-void splash_host_init(struct splash_host *h,
-                      const struct splash_format_type *(*format_by_gguf)(int32_t gguf_type),
-                      const struct splash_format_type *(*format_by_name)(const char *name))
+void splash_host_init(struct splash_host *h, const struct splash_host_formats *formats)
 {
     memset(h, 0, sizeof *h);
     h->abi_major = SPLASH_ABI_MAJOR;
@@ -27,7 +25,10 @@ void splash_host_init(struct splash_host *h,
     h->parallel_for = splash_pool_parallel_for;
     h->pool_threads = host_pool_threads;
     h->meta = splash_meta_api_get();
-    h->format_by_gguf_type = format_by_gguf;
-    h->format_by_name = format_by_name;
+    h->format_by_gguf_type = formats->by_gguf;
+    h->format_by_name = formats->by_name;
     h->kernels = splash_kernels_get();
+    h->ssm = splash_ssm_kernels_get();
+    h->format_find_gguf = formats->find_gguf;
+    h->format_find_name = formats->find_name;
 }

@@ -10,6 +10,7 @@
 /* The compute layer's kernel table (kernels/table.c defines it): the core hands it to
  * plugins through the host table and includes nothing of the kernels. */
 const struct splash_kernels *splash_kernels_get(void);
+const struct splash_ssm_kernels *splash_ssm_kernels_get(void);
 
 /* CPU features after SPLASH_FORCE_ISA (scalar|avx2|avx512) is applied. */
 uint64_t splash_cpu_features(void);

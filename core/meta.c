@@ -600,6 +600,7 @@ static const struct splash_meta_api meta_api = {
     .n_tensors = api_n_tensors,
     .tensor_at = api_tensor_at,
     .tensor_find = find_tensor,
+    .size = sizeof(struct splash_meta_api),
 };
 
 const struct splash_meta_api *splash_meta_api_get(void)

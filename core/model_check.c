@@ -22,30 +22,15 @@ static const char *base_name(const char *path)
 
 /* ---- type rules (models.md "GGUF targets") ------------------------------ */
 
-/* Q1_0 is not in the original's list; we accept it as a linear format since a
- * format plugin decodes it and the reference files use it. */
-static const char *const linear_quantized[] = {
-    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS", "IQ4_NL",
-    "MXFP4", "NVFP4", "PQ2_0", "Q2_0", "Q1_0", NULL,
-};
-
-static int in_list(const char *const *list, const char *name)
-{
-    for (size_t i = 0; list[i]; i++)
-        if (!strcmp(list[i], name))
-            return 1;
-    return 0;
-}
-
 static int is_float_name(const char *t)
 {
     return !strcmp(t, "F32") || !strcmp(t, "F16") || !strcmp(t, "BF16");
 }
 
-int splash_role_accepts(uint32_t role, const char *t)
+int splash_role_accepts(uint32_t role, const struct splash_format_type *f, const char *t)
 {
-    int quant = in_list(linear_quantized, t);
+    /* a quantized linear format is one its plugin flags so */
+    int quant = f && (f->flags & SPLASH_FORMAT_LINEAR);
     switch (role) {
     case SPLASH_ROLE_LINEAR:
     case SPLASH_ROLE_EMBED:
@@ -252,14 +237,14 @@ static void check_decl(void *ctx, const struct splash_tensor_decl *d)
         return;
     }
     const char *type = t->type_name ? t->type_name : "?";
-    if (!splash_role_accepts(d->role, type)) {
-        problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
-        return;
-    }
     if (!t->format && t->dtype >= 0) {
         char detail[64];
         snprintf(detail, sizeof detail, "%s, no format plugin loaded", type);
         problem_add(&pc->problems, "unsupported", d->name, d->layer, detail);
+        return;
+    }
+    if (!splash_role_accepts(d->role, t->format, type)) {
+        problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
         return;
     }
     int same = 1;

@@ -51,12 +51,35 @@ static const struct splash_format_type *primary_format_by_name(const char *name)
     return f;
 }
 
+/* The registry whose host table h is. */
+static const struct splash_registry *registry_of_host(const struct splash_host *h)
+{
+    return (const struct splash_registry *)((const char *)h -
+                                            offsetof(struct splash_registry, host));
+}
+
+static const struct splash_format_type *host_find_gguf(const struct splash_host *h,
+                                                       int32_t gguf_type)
+{
+    return splash_registry_format_by_gguf(registry_of_host(h), gguf_type);
+}
+
+static const struct splash_format_type *host_find_name(const struct splash_host *h,
+                                                       const char *name)
+{
+    return splash_registry_format_by_name(registry_of_host(h), name);
+}
+
 struct splash_registry *splash_registry_create(void)
 {
     struct splash_registry *r = calloc(1, sizeof(struct splash_registry));
     if (!r)
         return NULL;
-    splash_host_init(&r->host, primary_format_by_gguf, primary_format_by_name);
+    const struct splash_host_formats formats = {.by_gguf = primary_format_by_gguf,
+                                                .by_name = primary_format_by_name,
+                                                .find_gguf = host_find_gguf,
+                                                .find_name = host_find_name};
+    splash_host_init(&r->host, &formats);
     pthread_mutex_lock(&primary_lock);
     if (!primary)
         primary = r;
@@ -175,6 +198,15 @@ static const char *format_type_clash(const struct splash_registry *r,
     return NULL;
 }
 
+/* SPLASH_FORMAT_LINEAR for a plugin built before ABI 1.2, which could not say: every
+ * quantized type of a GGUF id with kernel rows of its own. */
+static int legacy_linear(const struct splash_format_type *ft)
+{
+    const uint32_t not_linear =
+        SPLASH_FORMAT_FLOAT | SPLASH_FORMAT_ACTIVATION_ONLY | SPLASH_FORMAT_REPACKED;
+    return ft->gguf_type >= 0 && !(ft->flags & not_linear) && ft->rows && ft->n_rows;
+}
+
 /* A full-size copy of a format descriptor, its types copied too into records the
  * registry owns (one allocation): zeroed full-size structs, so the members a plugin
  * built before ABI 1.1 predates read as NULL, each followed by the links the registry
@@ -196,8 +228,11 @@ static struct splash_format_plugin *copy_format_plugin(const struct splash_plugi
         const struct splash_format_type **ptrs = (const struct splash_format_type **)(fp + 1);
         struct splash_format_record *recs = (struct splash_format_record *)(ptrs + n);
         for (size_t t = 0; t < n; t++) {
-            if (src->types[t])
+            if (src->types[t]) {
                 memcpy(&recs[t].type, src->types[t], type_copy);
+                if (h->abi_minor < 2 && legacy_linear(&recs[t].type))
+                    recs[t].type.flags |= SPLASH_FORMAT_LINEAR;
+            }
             ptrs[t] = src->types[t] ? &recs[t].type : NULL;
         }
         fp->types = ptrs;

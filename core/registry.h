@@ -30,9 +30,10 @@ enum splash_status splash_registry_load_file(struct splash_registry *r, const ch
                                              struct splash_err *err);
 /* Loads every libsplash-*.so in dir (sorted); refusals are recorded, not fatal. */
 void splash_registry_load_dir(struct splash_registry *r, const char *dir);
-/* The default search: each of extra_dirs (may be NULL), $SPLASH_PLUGIN_PATH
- * (colon-separated), the build-time directory, then <exe>/../lib/splash. The
- * first directory holding a plugin of a given name wins. */
+/* The default search (core/plugin_search.h): each of extra_dirs (may be NULL),
+ * $SPLASH_PLUGIN_PATH (colon-separated), then <exe>/../lib/splash, or the build tree's
+ * lib/splash for a binary in one. The first directory holding a plugin of a given name
+ * wins; world-writable directories and files are refused (recorded). */
 void splash_registry_load_default(struct splash_registry *r, const char *const *extra_dirs,
                                   size_t n_extra);
 /* Registers every plugin linked statically (tests, static builds). */

@@ -125,7 +125,29 @@ struct attn_task {
     float scale;
     float *out;
     int64_t out_stride;
+    int32_t window;      /* > 0: row at p sees keys p - window + 1 .. p */
+    const float *sinks;  /* NULL, or a logit per query head joining its softmax */
 };
+
+/* The first key the query at position pos sees. */
+static int64_t first_key(int32_t window, int64_t pos)
+{
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
+/* A sink logit joins the softmax of a head's (running max, sum, unnormalised output)
+ * with no value of its own: the sum grows, the output does not. */
+static void add_sink(const struct kernel_vec *vec, int32_t hd, float sink, float *mx, float *sum,
+                     float *o)
+{
+    if (sink > *mx) {
+        float r = expf(*mx - sink); /* 0 when no key was seen */
+        *sum *= r;
+        vec->scale(hd, r, o);
+        *mx = sink;
+    }
+    *sum += expf(sink - *mx);
+}
 
 /* One query row and one KV head: the `group` query heads that read it, with an
  * online softmax over blocks of KV rows (no allocation, any context length). */
@@ -146,7 +168,7 @@ static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
         sum[m] = 0.0f;
         memset(o0 + (int64_t)m * hd, 0, (size_t)hd * sizeof(float));
     }
-    for (int64_t p0 = 0; p0 < n_kv;) {
+    for (int64_t p0 = first_key(t->window, t->pos0 + i); p0 < n_kv;) {
         /* a block of rows inside one page */
         int64_t in_page = kv->page_tokens - p0 % kv->page_tokens;
         int64_t nb = n_kv - p0;
@@ -191,6 +213,10 @@ static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
         }
         p0 += nb;
     }
+    if (t->sinks)
+        for (int32_t m = 0; m < group; m++)
+            add_sink(vec, hd, t->sinks[(int64_t)g * group + m], &mx[m], &sum[m],
+                     o0 + (int64_t)m * hd);
     for (int32_t m = 0; m < group; m++)
         vec->scale(hd, 1.0f / sum[m], o0 + (int64_t)m * hd);
 }
@@ -273,7 +299,7 @@ static void attn_block_item(const struct attn_block_task *bt, int64_t qb, int32_
         sc->sum[r] = 0.0f;
     }
     int64_t n_kv = t->pos0 + i0 + rows; /* keys the last row sees */
-    for (int64_t p0 = 0; p0 < n_kv;) {
+    for (int64_t p0 = first_key(t->window, t->pos0 + i0); p0 < n_kv;) {
         int64_t nb = pt - p0 % pt;
         if (nb > n_kv - p0)
             nb = n_kv - p0;
@@ -289,10 +315,14 @@ static void attn_block_item(const struct attn_block_task *bt, int64_t qb, int32_
             /* row i sees keys up to pos0 + i0 + i */
             int64_t last = t->pos0 + i0 + r / group - p0; /* last visible key in the block */
             int64_t vis = last + 1 < nb ? last + 1 : nb;
-            if (vis <= 0) {
+            /* and keys from its window's first on */
+            int64_t from = first_key(t->window, t->pos0 + i0 + r / group) - p0;
+            if (vis <= 0 || from >= vis) {
                 memset(srow, 0, (size_t)nb * sizeof(float));
                 continue;
             }
+            for (int64_t j = 0; j < from; j++)
+                srow[j] = -INFINITY;
             for (int64_t j = vis; j < nb; j++)
                 srow[j] = -INFINITY;
             float bmax = sc->mx[r];
@@ -310,6 +340,10 @@ static void attn_block_item(const struct attn_block_task *bt, int64_t qb, int32_
         vec->gemm_nn(M, hd, nb, sc->s, pt, sc->v, hd, sc->o, hd, 1);
         p0 += nb;
     }
+    if (t->sinks)
+        for (int64_t r = 0; r < M; r++)
+            add_sink(vec, hd, t->sinks[(int64_t)g * group + r % group], &sc->mx[r], &sc->sum[r],
+                     sc->o + r * hd);
     for (int64_t i = 0; i < rows; i++)
         for (int32_t m = 0; m < group; m++) {
             int64_t r = i * group + m;
@@ -343,11 +377,22 @@ static void attn_block_items(void *ctx, int64_t begin, int64_t end, int thread)
     kernel_ftz_end(csr);
 }
 
-void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *pool,
-                           const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
-                           int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
-                           int64_t out_stride)
+/* The arguments as this build knows them: members a caller's older struct lacks are 0. */
+static struct splash_attn_args attn_args_of(const struct splash_attn_args *a)
 {
+    struct splash_attn_args full;
+    memset(&full, 0, sizeof full);
+    memcpy(&full, a, a->size < sizeof full ? a->size : sizeof full);
+    return full;
+}
+
+void kernel_attend_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                        const struct splash_attn_args *args)
+{
+    const struct splash_attn_args a = attn_args_of(args);
+    const struct splash_kv_pages *kv = a.kv;
+    int64_t n_q = a.n_q, pos0 = a.pos0;
+    int32_t n_head = a.n_head;
     if (n_q <= 0)
         return;
     int32_t group = n_head / kv->n_kv_heads;
@@ -355,14 +400,16 @@ void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *poo
         return; /* the family checks n_head / n_kv_heads at load */
     struct attn_task t = {.vec = vec,
                           .kv = kv,
-                          .q = q,
-                          .q_stride = q_stride,
+                          .q = a.q,
+                          .q_stride = a.q_stride,
                           .n_head = n_head,
                           .group = group,
                           .pos0 = pos0,
-                          .scale = scale,
-                          .out = out,
-                          .out_stride = out_stride};
+                          .scale = a.scale,
+                          .out = a.out,
+                          .out_stride = a.out_stride,
+                          .window = a.window > 0 ? a.window : 0,
+                          .sinks = a.sinks};
     if (n_q >= ATTN_QB) {
         int n_threads = pool ? splash_pool_threads(pool) : 1;
         size_t per_thread = attn_block_floats(group, kv->head_dim, kv->page_tokens);
@@ -388,12 +435,28 @@ void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *poo
     splash_pool_parallel_for(pool, n_q * kv->n_kv_heads, grain, attn_items, &t);
 }
 
+void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                           const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
+                           int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,
+                           int64_t out_stride)
+{
+    struct splash_attn_args a = {.size = sizeof a, .kv = kv, .q = q, .q_stride = q_stride,
+                                 .n_q = n_q, .n_head = n_head, .pos0 = pos0, .scale = scale,
+                                 .out = out, .out_stride = out_stride};
+    kernel_attend_with(vec, pool, &a);
+}
+
 void kernel_attention(struct splash_pool *pool, const struct splash_kv_pages *kv, const float *q,
                       int64_t q_stride, int64_t n_q, int32_t n_head, int64_t pos0, float scale,
                       float *out, int64_t out_stride)
 {
     kernel_attention_with(kernel_vec_get(), pool, kv, q, q_stride, n_q, n_head, pos0, scale, out,
                           out_stride);
+}
+
+void kernel_attend(struct splash_pool *pool, const struct splash_attn_args *a)
+{
+    kernel_attend_with(kernel_vec_get(), pool, a);
 }
 
 /* ---- lanes: a batched step's sequences in one section ------------------------------------
@@ -420,10 +483,18 @@ static int64_t lane_attn_items(const struct splash_attn_lane *ln, int32_t n_head
 
 struct lanes_task {
     const struct kernel_vec *vec;
-    const struct splash_attn_lane *lanes;
+    const char *lanes;  /* lane l at lanes + l * lane_size */
+    size_t lane_size;
     int32_t n_lanes, n_head;
     float scale;
+    int32_t window;
+    const float *sinks;
 };
+
+static const struct splash_attn_lane *lane_at(const struct lanes_task *t, int32_t l)
+{
+    return (const struct splash_attn_lane *)(t->lanes + (size_t)l * t->lane_size);
+}
 
 static void store_lane_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
@@ -431,9 +502,9 @@ static void store_lane_rows(void *ctx, int64_t begin, int64_t end, int thread)
     int32_t l = 0;
     int64_t base = 0; /* first item of lane l */
     for (int64_t it = begin; it < end; it++) {
-        while (it - base >= lane_store_items(&t->lanes[l]))
-            base += lane_store_items(&t->lanes[l++]);
-        const struct splash_attn_lane *ln = &t->lanes[l];
+        while (it - base >= lane_store_items(lane_at(t, l)))
+            base += lane_store_items(lane_at(t, l++));
+        const struct splash_attn_lane *ln = lane_at(t, l);
         int32_t nh = ln->kv.n_kv_heads, hd = ln->kv.head_dim;
         int64_t i = (it - base) / nh;
         int32_t h = (int32_t)((it - base) % nh);
@@ -454,7 +525,9 @@ static struct attn_task lane_task(const struct lanes_task *t, const struct splas
                               .pos0 = ln->pos0,
                               .scale = t->scale,
                               .out = ln->out,
-                              .out_stride = ln->out_stride};
+                              .out_stride = ln->out_stride,
+                              .window = t->window,
+                              .sinks = t->sinks};
 }
 
 static void attn_lane_items(void *ctx, int64_t begin, int64_t end, int thread)
@@ -465,10 +538,10 @@ static void attn_lane_items(void *ctx, int64_t begin, int64_t end, int thread)
     const struct splash_attn_lane *ln = NULL;
     struct attn_task at = {0};
     for (int64_t it = begin; it < end; it++) {
-        while (it - base >= lane_attn_items(&t->lanes[l], t->n_head))
-            base += lane_attn_items(&t->lanes[l++], t->n_head);
-        if (ln != &t->lanes[l]) {
-            ln = &t->lanes[l];
+        while (it - base >= lane_attn_items(lane_at(t, l), t->n_head))
+            base += lane_attn_items(lane_at(t, l++), t->n_head);
+        if (ln != lane_at(t, l)) {
+            ln = lane_at(t, l);
             at = lane_task(t, ln);
         }
         int32_t nh = ln->kv.n_kv_heads;
@@ -476,27 +549,49 @@ static void attn_lane_items(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-void kernel_attention_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
-                                 const struct splash_attn_lane *lanes, int32_t n_lanes,
-                                 int32_t n_head, float scale)
+/* The lanes' arguments as this build knows them (see attn_args_of). */
+static struct splash_attn_lanes_args lanes_args_of(const struct splash_attn_lanes_args *a)
 {
-    struct lanes_task t = {
-        .vec = vec, .lanes = lanes, .n_lanes = n_lanes, .n_head = n_head, .scale = scale};
+    struct splash_attn_lanes_args full;
+    memset(&full, 0, sizeof full);
+    memcpy(&full, a, a->size < sizeof full ? a->size : sizeof full);
+    return full;
+}
+
+void kernel_attend_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                              const struct splash_attn_lanes_args *args)
+{
+    const struct splash_attn_lanes_args a = lanes_args_of(args);
+    int32_t n_lanes = a.n_lanes, n_head = a.n_head;
+    struct lanes_task t = {.vec = vec,
+                           .lanes = a.lanes,
+                           .lane_size = a.lane_size,
+                           .n_lanes = n_lanes,
+                           .n_head = n_head,
+                           .scale = a.scale,
+                           .window = a.window > 0 ? a.window : 0,
+                           .sinks = a.sinks};
+    if (n_lanes <= 0 || a.lane_size < sizeof(struct splash_attn_lane))
+        return;
     /* every lane's keys and values first: a lane's rows read each other's */
     int64_t n_store = 0, n_items = 0, work = 0;
     for (int32_t l = 0; l < n_lanes; l++)
-        n_store += lane_store_items(&lanes[l]);
+        n_store += lane_store_items(lane_at(&t, l));
     if (n_store > 0) {
-        int64_t grain = 4096 / (lanes[0].kv.head_dim > 0 ? lanes[0].kv.head_dim : 1);
+        int64_t grain = 4096 / (lane_at(&t, 0)->kv.head_dim > 0 ? lane_at(&t, 0)->kv.head_dim : 1);
         splash_pool_parallel_for(pool, n_store, grain < 1 ? 1 : grain, store_lane_rows, &t);
     }
     for (int32_t l = 0; l < n_lanes; l++) {
-        const struct splash_attn_lane *ln = &lanes[l];
+        const struct splash_attn_lane *ln = lane_at(&t, l);
         int64_t items = lane_attn_items(ln, n_head);
         if (!items) {
             /* long lanes in the blocked form (lanes of no rows or a bad head count: none) */
-            kernel_attention_with(vec, pool, &ln->kv, ln->q, ln->q_stride, ln->n_q, n_head,
-                                  ln->pos0, scale, ln->out, ln->out_stride);
+            struct splash_attn_args one = {.size = sizeof one, .kv = &ln->kv, .q = ln->q,
+                                           .q_stride = ln->q_stride, .n_q = ln->n_q,
+                                           .n_head = n_head, .pos0 = ln->pos0, .scale = a.scale,
+                                           .out = ln->out, .out_stride = ln->out_stride,
+                                           .window = t.window, .sinks = t.sinks};
+            kernel_attend_with(vec, pool, &one);
             continue;
         }
         n_items += items;
@@ -512,8 +607,22 @@ void kernel_attention_lanes_with(const struct kernel_vec *vec, struct splash_poo
     splash_pool_parallel_for(pool, n_items, grain, attn_lane_items, &t);
 }
 
+void kernel_attention_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                                 const struct splash_attn_lane *lanes, int32_t n_lanes,
+                                 int32_t n_head, float scale)
+{
+    struct splash_attn_lanes_args a = {.size = sizeof a, .lanes = lanes, .lane_size = sizeof *lanes,
+                                       .n_lanes = n_lanes, .n_head = n_head, .scale = scale};
+    kernel_attend_lanes_with(vec, pool, &a);
+}
+
 void kernel_attention_lanes(struct splash_pool *pool, const struct splash_attn_lane *lanes,
                             int32_t n_lanes, int32_t n_head, float scale)
 {
     kernel_attention_lanes_with(kernel_vec_get(), pool, lanes, n_lanes, n_head, scale);
+}
+
+void kernel_attend_lanes(struct splash_pool *pool, const struct splash_attn_lanes_args *a)
+{
+    kernel_attend_lanes_with(kernel_vec_get(), pool, a);
 }

@@ -146,6 +146,13 @@ void kernel_attention_lanes(struct splash_pool *pool, const struct splash_attn_l
                             int32_t n_lanes, int32_t n_head, float scale);
 
 /* The same kernels on an explicit primitive table (tests compare ISAs through these). */
+/* attend: attention with a sliding window and sinks (struct splash_attn_args). */
+void kernel_attend(struct splash_pool *pool, const struct splash_attn_args *a);
+void kernel_attend_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                        const struct splash_attn_args *a);
+void kernel_attend_lanes(struct splash_pool *pool, const struct splash_attn_lanes_args *a);
+void kernel_attend_lanes_with(const struct kernel_vec *vec, struct splash_pool *pool,
+                              const struct splash_attn_lanes_args *a);
 void kernel_attention_with(const struct kernel_vec *vec, struct splash_pool *pool,
                            const struct splash_kv_pages *kv, const float *q, int64_t q_stride,
                            int64_t n_q, int32_t n_head, int64_t pos0, float scale, float *out,

@@ -1,5 +1,5 @@
-/* The kernel table the host hands plugins (include/splash/kernels.h): the compute
- * layer's ops, one member each. */
+/* The kernel tables the host hands plugins (include/splash/kernels.h), generic and
+ * state-space: the compute layer's ops, one member each. */
 #include "core/host_impl.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/ops.h"
@@ -26,9 +26,25 @@ static const struct splash_kernels kernels = {
     .gdn_recurrent_lanes = kernel_gdn_recurrent_lanes,
     .attention_lanes = kernel_attention_lanes,
     .weight_set_scale = kernel_weight_set_scale,
+    .attend = kernel_attend,
+    .attend_lanes = kernel_attend_lanes,
+};
+
+static const struct splash_ssm_kernels ssm = {
+    .size = sizeof(struct splash_ssm_kernels),
+    .conv = kernel_gdn_conv,
+    .recurrent = kernel_gdn_recurrent,
+    .chunked = kernel_gdn_chunked,
+    .conv_lanes = kernel_gdn_conv_lanes,
+    .recurrent_lanes = kernel_gdn_recurrent_lanes,
 };
 
 const struct splash_kernels *splash_kernels_get(void)
 {
     return &kernels;
+}
+
+const struct splash_ssm_kernels *splash_ssm_kernels_get(void)
+{
+    return &ssm;
 }

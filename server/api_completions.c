@@ -6,6 +6,7 @@
 
 #include "server/affinity.h"
 #include "server/api.h"
+#include "server/api_prompt.h"
 #include "server/generation.h"
 #include "server/sse.h"
 #include "server/stop_strings.h"
@@ -144,7 +145,8 @@ static void done(void *ctx)
 }
 
 /* The prompt's token ids: a string, or an array of token ids (one prompt; a batch of several
- * is refused). Returns 0, or -1 with msg. */
+ * is refused). Returns 0, -1 with msg, or 1 with msg when the
+ * text cannot fit the context. */
 static int read_prompt(struct splash_app *app, json_t *prompt, struct splash_token_buf *ids,
                        char *msg, size_t msg_size)
 {
@@ -152,13 +154,12 @@ static int read_prompt(struct splash_app *app, json_t *prompt, struct splash_tok
         (json_is_string(json_array_get(prompt, 0)) || json_is_array(json_array_get(prompt, 0))))
         prompt = json_array_get(prompt, 0);
     if (json_is_string(prompt)) {
-        struct splash_err err;
-        if (splash_tokenizer_encode(app->tok, json_string_value(prompt), json_string_length(prompt),
-                                    SPLASH_TOKENIZE_PARSE_SPECIAL, ids, &err) != SPLASH_OK) {
-            snprintf(msg, msg_size, "prompt: %s", err.msg);
-            return -1;
-        }
-        return 0;
+        char why[400];
+        int st = splash_api_encode_bounded(app, json_string_value(prompt),
+                                           json_string_length(prompt), ids, why, sizeof why);
+        if (st)
+            snprintf(msg, msg_size, "prompt: %s", why);
+        return st;
     }
     if (json_is_array(prompt) && json_array_size(prompt) > 1 &&
         (json_is_string(json_array_get(prompt, 0)) || json_is_array(json_array_get(prompt, 0)))) {
@@ -263,8 +264,10 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
                            "echo must be a boolean");
         goto out;
     }
-    if (read_prompt(app, json_object_get(body, "prompt"), &ids, msg, sizeof msg)) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_prompt", msg);
+    int bad = read_prompt(app, json_object_get(body, "prompt"), &ids, msg, sizeof msg);
+    if (bad) {
+        splash_reply_error(reply, 400, "invalid_request_error",
+                           bad > 0 ? "context_length_exceeded" : "invalid_prompt", msg);
         goto out;
     }
     if (ids.n == 0) {

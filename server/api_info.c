@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "server/api.h"
+#include "server/chat/template_probe.h"
 #include "server/console.h"
 
 static const char *state_name(enum splash_engine_state s)
@@ -41,6 +42,30 @@ void splash_api_info_ready(void *appv, const struct splash_http_request *req,
     reply->retry_after = s == SPLASH_ENGINE_FAILED ? 0 : retry;
     if (!reply->retry_after)
         reply->retry_after = 1; /* every 503 carries Retry-After */
+}
+
+/* server.md "Memory": the budget and the bounds on the context. This build has no SSD
+ * cache, so the bounds are the model's window and what memory holds of one request. */
+static json_t *memory_plan_json(const json_t *info)
+{
+    const json_t *plan = json_object_get(info, "plan");
+    if (!plan)
+        return json_null();
+    json_int_t ctx = json_integer_value(json_object_get(info, "n_ctx"));
+    json_int_t window = json_integer_value(json_object_get(info, "n_ctx_train"));
+    json_int_t resident = json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    double yarn = json_number_value(json_object_get(plan, "yarn_factor"));
+    json_int_t model = yarn > 1.0 ? ctx : window; /* past the window YaRN stretches it to ctx */
+    return json_pack("{s:{s:O, s:O, s:{s:I, s:I, s:s}}}", "budget", "usable_bytes",
+                     json_object_get(plan, "usable_bytes"), "bound", json_object_get(plan, "bound"),
+                     "context_bounds", "model", model, "resident", resident, "bound",
+                     ctx < model ? "memory" : "model");
+}
+
+static int64_t model_context(struct splash_app *app)
+{
+    json_t *info = splash_engine_client_info(app->engine);
+    return info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
 }
 
 /* server.md "API model aliases": each alias's root is the loaded model, or with
@@ -111,6 +136,7 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
     pthread_mutex_lock(&app->lock);
     int admitted = app->admitted;
     uint64_t total = app->requests_total, gen = app->tokens_generated;
+    json_t *cache = app->prefix_cache ? json_deep_copy(app->prefix_cache) : NULL;
     pthread_mutex_unlock(&app->lock);
     reply->json = json_pack(
         "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
@@ -120,6 +146,16 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
         admitted, "size", app->opts->queue_size, "console", "dropped_lines",
         (json_int_t)splash_console_dropped(), "requests", "total", (json_int_t)total,
         "tokens_generated", (json_int_t)gen);
+    json_object_set_new(reply->json, "maximum_context_tokens", json_integer(model_context(app)));
+    json_object_set_new(reply->json, "chat_template",
+                        json_pack("{s:s}", "later_system",
+                                  splash_later_system_name((enum splash_later_system)app->later_system)));
+    json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
+    /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
+    json_object_set_new(reply->json, "prefix_cache",
+                        cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
+                                                  info != NULL, "points", (json_int_t)0,
+                                                  "cached_tokens", (json_int_t)0));
 }
 
 void splash_api_info_metrics(void *appv, const struct splash_http_request *req,

@@ -20,6 +20,10 @@ int splash_api_check_kwargs(const json_t *kwargs, char *msg, size_t msg_size);
 
 /* tools in the OpenAI chat shape: an array of {type: function, function: {name, ...}}; absent or
  * null is none. -1 with msg naming field[i]. */
+/* Tokenizes a prompt: 0, or -1 (msg) when the tokenizer refuses it, or 1 (msg) when its
+ * bytes alone show it cannot fit the context, found before spending time on it. */
+int splash_api_encode_bounded(struct splash_app *app, const char *text, size_t len,
+                              struct splash_token_buf *ids, char *msg, size_t msg_size);
 int splash_api_check_tools(const json_t *tools, const char *field, char *msg, size_t msg_size);
 
 struct splash_api_prompt {

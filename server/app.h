@@ -37,6 +37,7 @@ struct splash_app {
     char bos_text[64], eos_text[64];
     int32_t stop_ids[8];             /* tokens that end a generation */
     int n_stop_ids;
+    int32_t reuse_token;             /* the format's turn boundary for the prefix cache, or -1 */
     int demo;                        /* the shipped demonstration story model */
     double started_at;
     double last_activity;            /* monotonic seconds of the last admitted request */
@@ -45,7 +46,9 @@ struct splash_app {
     int admitted;                    /* requests running or waiting */
     uint64_t requests_total, tokens_generated, prompt_tokens_total, rejected_503;
     int noted_default_model; /* a request without model was noted on the console */
+    size_t max_token_bytes;  /* the longest token's bytes: bounds a prompt's tokens from below */
     uint64_t request_seq;
+    json_t *prefix_cache;            /* the engine's prefix cache as its last request left it */
 };
 
 /* Does `name` name the served model (--model or a --served-model-name)? */

@@ -65,11 +65,18 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         snprintf(msg, size, "%s", err.msg);
         return -1;
     }
+    app->reuse_token = ids.cache_reuse_after;
     app->n_stop_ids = 0;
     for (int i = 0; app->format->stops[i] && app->n_stop_ids < 8; i++)
         if (ids.stops[i] >= 0)
             app->stop_ids[app->n_stop_ids++] = ids.stops[i];
     app->special = special_tokens(app->tok);
+    for (size_t id = 0; id < splash_tokenizer_n_tokens(app->tok); id++) {
+        size_t n = 0;
+        splash_tokenizer_piece(app->tok, (int32_t)id, SPLASH_DETOK_SPECIAL, &n);
+        if (n > app->max_token_bytes)
+            app->max_token_bytes = n;
+    }
     /* the tokens a grammar writes tool calls and think tags with */
     struct splash_grammar_format *gf = calloc(1, sizeof *gf);
     enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS

@@ -395,10 +395,10 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
                 add_digest(c->suspects, &c->n_suspects, p->digest);
         }
         pthread_mutex_unlock(&c->lock);
-        if (f->type == SPLASH_FRAME_STARTED)
-            return;
     }
-    enum splash_event_kind kind = f->type == SPLASH_FRAME_TOKENS ? SPLASH_EV_TOKENS
+    /* STARTED reaches the request as tokens without any ({cached}: its Started line) */
+    enum splash_event_kind kind = f->type == SPLASH_FRAME_TOKENS || f->type == SPLASH_FRAME_STARTED
+                                      ? SPLASH_EV_TOKENS
                                   : f->type == SPLASH_FRAME_DONE ? SPLASH_EV_DONE
                                   : f->type == SPLASH_FRAME_ERROR ? SPLASH_EV_ERROR
                                                                   : 0;

@@ -198,6 +198,8 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     for (int i = 0; i < app->n_stop_ids; i++)
         json_array_append_new(stops, json_integer(app->stop_ids[i]));
     json_object_set_new(submit, "stop_ids", stops);
+    if (app->format && app->reuse_token >= 0)
+        json_object_set_new(submit, "reuse_token", json_integer(app->reuse_token));
     g->want_logprobs = json_is_true(json_object_get(submit, "logprobs"));
     g->top_logprobs = (int)json_integer_value(json_object_get(submit, "top_logprobs"));
     if (g->want_logprobs)
@@ -225,11 +227,21 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
     g->started = mono_now();
     if (app->opts->request_timeout > 0)
         g->deadline = g->started + app->opts->request_timeout;
-    char input[32];
-    splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached 0%s%s",
-                        (unsigned long long)g->request, grouped((int64_t)n_prompt, input, sizeof input),
-                        reasoning ? " · " : "", reasoning ? reasoning : "");
+    snprintf(g->reasoning, sizeof g->reasoning, "%s", reasoning ? reasoning : "");
     return 0;
+}
+
+/* The Started line, once the engine takes the request into a lane and knows what the
+ * prefix cache gave it. */
+static void announce_start(struct splash_gen *g, const json_t *cached)
+{
+    char input[32], hit[32];
+    g->cached_tokens = json_integer_value(cached);
+    splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached %s%s%s",
+                        (unsigned long long)g->request,
+                        grouped(g->prompt_tokens, input, sizeof input),
+                        grouped(g->cached_tokens, hit, sizeof hit), g->reasoning[0] ? " · " : "",
+                        g->reasoning);
 }
 
 /* A token's text as a JSON string: a byte-level token may hold part of a character, which
@@ -382,6 +394,10 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
     }
     if (ev.kind == SPLASH_EV_TOKENS) {
         json_t *t = json_object_get(ev.body, "t");
+        if (json_object_get(ev.body, "cached") && !g->announced) {
+            g->announced = 1; /* a request that yields its lane starts again */
+            announce_start(g, json_object_get(ev.body, "cached"));
+        }
         if (!g->first_token && json_array_size(t))
             g->first_token = mono_now();
         for (size_t i = 0; i < json_array_size(t); i++) {
@@ -400,6 +416,13 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
                      ? json_string_value(json_object_get(ev.body, "finish_reason"))
                      : "stop");
         g->cached_tokens = json_integer_value(json_object_get(ev.body, "cached_tokens"));
+        json_t *pc = json_object_get(ev.body, "prefix_cache");
+        if (json_is_object(pc)) {
+            pthread_mutex_lock(&g->app->lock);
+            json_decref(g->app->prefix_cache);
+            g->app->prefix_cache = json_deep_copy(pc);
+            pthread_mutex_unlock(&g->app->lock);
+        }
     } else {
         g->done = 1;
         const char *code = json_string_value(json_object_get(ev.body, "code"));

@@ -26,6 +26,9 @@ struct splash_gen {
     int cancelled;            /* released before it ended */
     double deadline;          /* monotonic seconds, 0 = none (--request-timeout) */
     double client_checked;    /* monotonic seconds its connection was last looked at */
+    char reasoning[160];      /* the Started line's reasoning note, printed once the engine
+                                 takes the request (with what the prefix cache gave it) */
+    int announced;            /* the Started line was printed */
 };
 
 /* Generation parameters read from a request body (OpenAI names). Fills msg and

@@ -1,4 +1,4 @@
-/* The hybrid trunk's kernels (kernels/hybrid_*.c): every SIMD primitive table
+/* The compute layer's kernels (kernels/): every SIMD primitive table
  * against the scalar reference, and each kernel against a plain double-precision
  * implementation of its contract written here. */
 #include <setjmp.h>
@@ -555,6 +555,150 @@ static void test_hybrid_attention_lanes_match_alone(void **state)
     }
 }
 
+/* attention_naive with a sliding window (row at p sees keys p - window + 1 .. p; 0: all)
+ * and per-head sink logits (NULL: none) joining each softmax with no value */
+static void attention_naive_ws(const struct splash_kv_pages *kv, const float *q, int64_t n_q,
+                               int32_t n_head, int64_t pos0, float scale, int32_t window,
+                               const float *sinks, float *out)
+{
+    int32_t hd = kv->head_dim, group = n_head / kv->n_kv_heads;
+    float *krow = malloc((size_t)hd * 4), *vrow = malloc((size_t)hd * 4);
+    double *s = malloc((size_t)(pos0 + n_q) * sizeof *s), *acc = malloc((size_t)hd * sizeof *acc);
+    for (int64_t i = 0; i < n_q; i++)
+        for (int32_t h = 0; h < n_head; h++) {
+            int64_t last = pos0 + i, first = window > 0 ? last - window + 1 : 0;
+            if (first < 0)
+                first = 0;
+            const float *qh = q + (i * n_head + h) * hd;
+            double mx = sinks ? sinks[h] : -INFINITY, sum = 0;
+            for (int64_t j = first; j <= last; j++) {
+                kernel_kv_read_row(kv, 0, j, h / group, krow);
+                double d = 0;
+                for (int t = 0; t < hd; t++)
+                    d += (double)qh[t] * krow[t];
+                s[j] = d * scale;
+                mx = fmax(mx, s[j]);
+            }
+            memset(acc, 0, (size_t)hd * sizeof *acc);
+            for (int64_t j = first; j <= last; j++) {
+                double p = exp(s[j] - mx);
+                sum += p;
+                kernel_kv_read_row(kv, 1, j, h / group, vrow);
+                for (int t = 0; t < hd; t++)
+                    acc[t] += p * vrow[t];
+            }
+            if (sinks)
+                sum += exp(sinks[h] - mx);
+            for (int t = 0; t < hd; t++)
+                out[(i * n_head + h) * hd + t] = (float)(acc[t] / sum);
+        }
+    free(krow), free(vrow), free(s), free(acc);
+}
+
+/* attend with a sliding window and sinks, in the row form (short batches) and the blocked
+ * form (16 rows and more), against the naive softmax: windows inside a page, across pages,
+ * longer than the context; sinks large enough to take most of a head's weight. */
+static void test_attention_window_sinks_matches_naive(void **state)
+{
+    /* pos0, n_q, window, sinks */
+    const int64_t cases[][4] = {{37, 1, 8, 1},  {37, 11, 20, 0}, {0, 33, 5, 1},
+                                {5, 40, 17, 1}, {21, 16, 64, 1}, {50, 3, 0, 1},
+                                {60, 2, 1, 0}};
+    const int32_t n_kv = 2, n_head = 6, hd = 64;
+    float sinks[6];
+    for (int h = 0; h < n_head; h++)
+        sinks[h] = 3.0f * frand();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t pos0 = cases[ci][0], n_q = cases[ci][1], n = pos0 + n_q;
+        const int32_t window = (int32_t)cases[ci][2];
+        const float *sk = cases[ci][3] ? sinks : NULL;
+        float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
+        float *q = rand_vec(n_q * n_head * hd, 1);
+        float *out = malloc((size_t)(n_q * n_head * hd) * 4),
+              *expect = malloc((size_t)(n_q * n_head * hd) * 4);
+        for (int format = 0; format < 2; format++) {
+            struct kv_fixture f;
+            kv_init(&f, format, 16, n_kv, hd, n);
+            kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+            attention_naive_ws(&f.kv, q, n_q, n_head, pos0, 0.125f, window, sk, expect);
+            for (size_t t = 0; kernel_vec_tables[t]; t++) {
+                if (!supported(kernel_vec_tables[t]))
+                    continue;
+                struct splash_attn_args a = {.size = sizeof a, .kv = &f.kv, .q = q,
+                                             .q_stride = n_head * hd, .n_q = n_q,
+                                             .n_head = n_head, .pos0 = pos0, .scale = 0.125f,
+                                             .out = out, .out_stride = n_head * hd,
+                                             .window = window, .sinks = sk};
+                kernel_attend_with(kernel_vec_tables[t], pool, &a);
+                char what[128];
+                snprintf(what, sizeof what, "attend %s kv %d pos0 %lld n %lld window %d sinks %d",
+                         kernel_vec_tables[t]->isa, format, (long long)pos0, (long long)n_q,
+                         window, sk != NULL);
+                close_or_fail(what, out, expect, n_q * n_head * hd, 2e-5);
+            }
+            kv_free(&f);
+        }
+        free(k), free(v), free(q), free(out), free(expect);
+    }
+}
+
+/* attend_lanes walks lanes by the caller's element size (lanes inside larger structs) and
+ * gives each lane, window and sinks included, exactly what attend gives it alone. */
+static void test_attend_lanes_element_size_window_sinks(void **state)
+{
+    enum { LANES = 4 };
+    struct wide_lane {
+        struct splash_attn_lane lane;
+        double caller_data[3]; /* the caller's own members after the lane */
+    };
+    const int32_t n_kv = 2, n_head = 6, hd = 64, pt = 16, window = 12;
+    const int64_t pos0[LANES] = {37, 5, 0, 21}, n_q[LANES] = {1, 3, 20, 2};
+    const int64_t st = n_head * hd, kvs = n_kv * hd;
+    float sinks[6];
+    for (int h = 0; h < n_head; h++)
+        sinks[h] = 2.0f * frand();
+    const struct kernel_vec *vec = kernel_vec_get();
+    struct kv_fixture f[2][LANES];
+    struct wide_lane wl[LANES];
+    float *k[LANES], *v[LANES], *q[LANES], *out[2][LANES];
+    for (int l = 0; l < LANES; l++) {
+        int64_t n = pos0[l] + n_q[l];
+        k[l] = rand_vec(n * kvs, 2);
+        v[l] = rand_vec(n * kvs, 1);
+        q[l] = rand_vec(n_q[l] * st, 1);
+        for (int m = 0; m < 2; m++) {
+            kv_init(&f[m][l], SPLASH_KV_BF16, pt, n_kv, hd, n);
+            kernel_kv_store(pool, &f[m][l].kv, 0, pos0[l], k[l], kvs, v[l], kvs);
+            out[m][l] = calloc((size_t)(n_q[l] * st), 4);
+        }
+        kernel_kv_store(pool, &f[0][l].kv, pos0[l], n_q[l], k[l] + pos0[l] * kvs, kvs,
+                        v[l] + pos0[l] * kvs, kvs);
+        struct splash_attn_args a = {.size = sizeof a, .kv = &f[0][l].kv, .q = q[l],
+                                     .q_stride = st, .n_q = n_q[l], .n_head = n_head,
+                                     .pos0 = pos0[l], .scale = 0.125f, .out = out[0][l],
+                                     .out_stride = st, .window = window, .sinks = sinks};
+        kernel_attend_with(vec, pool, &a);
+        wl[l] = (struct wide_lane){.lane = {.kv = f[1][l].kv, .pos0 = pos0[l], .n_q = n_q[l],
+                                            .q = q[l], .q_stride = st, .out = out[1][l],
+                                            .out_stride = st, .k = k[l] + pos0[l] * kvs,
+                                            .v = v[l] + pos0[l] * kvs, .k_stride = kvs,
+                                            .v_stride = kvs},
+                                   .caller_data = {1e300, -1e300, 1e300}};
+    }
+    struct splash_attn_lanes_args la = {.size = sizeof la, .lanes = wl, .lane_size = sizeof wl[0],
+                                        .n_lanes = LANES, .n_head = n_head, .scale = 0.125f,
+                                        .window = window, .sinks = sinks};
+    kernel_attend_lanes_with(vec, pool, &la);
+    for (int l = 0; l < LANES; l++) {
+        assert_memory_equal(out[0][l], out[1][l], (size_t)(n_q[l] * st) * 4);
+        free(k[l]), free(v[l]), free(q[l]);
+        for (int m = 0; m < 2; m++) {
+            kv_free(&f[m][l]);
+            free(out[m][l]);
+        }
+    }
+}
+
 /* ---- Gated DeltaNet ---------------------------------------------------------------------- */
 
 static void test_hybrid_gdn_conv_matches_naive(void **state)
@@ -805,6 +949,8 @@ int main(void)
         cmocka_unit_test(test_hybrid_kv_store_roundtrip),
         cmocka_unit_test(test_hybrid_attention_matches_naive),
         cmocka_unit_test(test_hybrid_attention_lanes_match_alone),
+        cmocka_unit_test(test_attention_window_sinks_matches_naive),
+        cmocka_unit_test(test_attend_lanes_element_size_window_sinks),
         cmocka_unit_test(test_hybrid_gdn_conv_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_lanes_match_alone),

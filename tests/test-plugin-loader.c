@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/model_check.h"
 #include "core/registry.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -45,9 +46,9 @@ static void test_loader_refuses_wrong_major(void **state)
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_major", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks 1.1");
+    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks 1.2");
     assert_int_equal(splash_registry_n_families(r), 0);
-    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks 1.1");
+    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks 1.2");
     splash_registry_destroy(r);
 }
 
@@ -56,7 +57,7 @@ static void test_loader_refuses_newer_minor(void **state)
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_minor", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks 1.1");
+    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks 1.2");
     splash_registry_destroy(r);
 }
 
@@ -68,7 +69,7 @@ static void test_loader_refuses_short_descriptor(void **state)
     assert_int_equal(load_one(r, "broken_size", &err), SPLASH_ERR_ABI);
     snprintf(want, sizeof want,
              "plugin broken_size.so: descriptor of %zu bytes, ABI 1.0 needs at least %zu",
-             sizeof(struct splash_plugin_header), sizeof(struct splash_family_plugin));
+             sizeof(struct splash_plugin_header), offsetof(struct splash_family_plugin, seq_fork));
     assert_string_equal(err.msg, want);
     splash_registry_destroy(r);
 }
@@ -200,6 +201,80 @@ static void test_builtins_register_without_refusal(void **state)
     splash_registry_destroy(r);
 }
 
+/* ---- format types: links, the linear flag, the host per registry ---------------------- */
+
+static void toy_to_float(const void *src, float *dst, int64_t n)
+{
+    const int8_t *q = src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = q[i];
+}
+
+static void toy_dot(int64_t n, float *out, const void *w, const void *act)
+{
+    const int8_t *q = w;
+    const float *x = act;
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += q[i] * x[i];
+    *out = s;
+}
+
+static enum splash_status toy_validate(const void *data, size_t n_bytes, int64_t n_elems,
+                                       struct splash_err *err)
+{
+    return SPLASH_OK;
+}
+
+static const struct splash_kernel_row toy_rows[] = {{.cpu_requires = 0, .isa = "scalar", .vec_dot = toy_dot}};
+static const struct splash_format_type toy_type = {
+    .name = "TOY8", .gguf_type = 4000, .block_elems = 1, .block_bytes = 1,
+    .bits_per_weight = 8, .act_type = "F32", .to_float = toy_to_float,
+    .validate = toy_validate, .rows = toy_rows, .n_rows = 1};
+static const struct splash_format_type *const toy_types[] = {&toy_type};
+
+static struct splash_format_plugin toy_plugin = {
+    .header = {.abi_major = SPLASH_ABI_MAJOR, .abi_minor = 1, .size = sizeof toy_plugin,
+               .kind = SPLASH_PLUGIN_FORMAT, .name = "toy_format", .version = "1"},
+    .types = toy_types, .n_types = 1};
+
+static const struct splash_host *toy_host;
+
+static const struct splash_plugin_header *toy_entry(const struct splash_host *host)
+{
+    toy_host = host;
+    return &toy_plugin.header;
+}
+
+/* A format plugin built before ABI 1.2 could not flag its types linear: the registry
+ * derives the flag (a quantized type of a GGUF id with kernel rows), so model-check keeps
+ * accepting it for weights; one built against 1.2 says itself (here: it does not). The
+ * plugin's host answers look-ups from its own registry. */
+static void test_format_linear_flag_and_host_per_registry(void **state)
+{
+    for (int minor = 1; minor <= SPLASH_ABI_MINOR; minor++) {
+        struct splash_registry *r = splash_registry_create();
+        struct splash_err err;
+        toy_plugin.header.abi_minor = (uint16_t)minor;
+        assert_int_equal(splash_registry_add_entry(r, toy_entry, "toy", &err), SPLASH_OK);
+        const struct splash_format_type *t = splash_registry_format_by_name(r, "TOY8");
+        assert_non_null(t);
+        int linear = (t->flags & SPLASH_FORMAT_LINEAR) != 0;
+        assert_int_equal(linear, minor < 2);
+        assert_int_equal(splash_role_accepts(SPLASH_ROLE_LINEAR, t, "TOY8"), minor < 2);
+        assert_int_equal(splash_role_accepts(SPLASH_ROLE_NORM, t, "TOY8"), 0);
+        /* the host the plugin got is this registry's */
+        assert_ptr_equal(toy_host, splash_registry_host(r));
+        assert_ptr_equal(toy_host->format_find_name(toy_host, "TOY8"), t);
+        assert_ptr_equal(toy_host->format_find_gguf(toy_host, 4000), t);
+        assert_null(toy_host->format_find_name(toy_host, "Q4_K"));
+        assert_true(toy_host->meta->size >= sizeof(struct splash_meta_api));
+        assert_non_null(toy_host->ssm);
+        splash_registry_destroy(r);
+    }
+    toy_plugin.header.abi_minor = SPLASH_ABI_MINOR;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_loader_copies_abi10_format_types),
         cmocka_unit_test(test_loader_refuses_abi10_format_with_repacked_flag),
         cmocka_unit_test(test_builtins_register_without_refusal),
+        cmocka_unit_test(test_format_linear_flag_and_host_per_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * a byte-level BPE vocabulary in the GPT-2 byte alphabet with a few hundred
  * merges trained at build time on a list of common English pieces, the Qwen
  * special tokens, reserved fillers up to the model's vocabulary size, and a
- * ChatML template of our own. Part of make-model (core/model_writer.c). */
+ * ChatML template of our own. Part of make-model (cli/modelgen/model_writer.c). */
 #ifndef SPLASH_MODELGEN_BUILTIN_VOCAB_H
 #define SPLASH_MODELGEN_BUILTIN_VOCAB_H
 

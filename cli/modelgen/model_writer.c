@@ -46,7 +46,8 @@ static const struct splash_model_shape shapes[] = {
      .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
      .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
      .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
-    /* splash serve --demo: builds in well under a second */
+    /* a small shape that builds in well under a second (tests; --demo serves the trained
+     * model in packaging/demo) */
     {.name = "qwen35-demo", .arch = "qwen35", .n_embd = 256, .n_layers = 4, .n_ff = 768,
      .n_vocab = 2304, .n_ctx = 32768, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
      .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,

@@ -113,6 +113,7 @@ struct hybrid_buffer {
 struct hybrid_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
+    const struct splash_ssm_kernels *ssm;
     const struct splash_meta *meta;
     struct hybrid_config cfg;
     struct splash_model_opts opts;
@@ -139,6 +140,7 @@ struct hybrid_model {
     /* Buffers of a forward step, kept between steps: a prefill chunk's are tens of MB,
      * and fresh ones would be faulted in page by page every step (or every layer). */
     struct hybrid_buffer step_arena, ffn_arena, logits;
+    uint64_t cache_bytes; /* every sequence's pages, states and page tables (hybrid_cache.c) */
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages
@@ -180,8 +182,37 @@ void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq);
 enum splash_status hybrid_seq_truncate(struct hybrid_model *model, struct hybrid_seq *seq,
                                        int32_t n_keep, struct splash_err *err);
 
+/* Prefix caching (hybrid_cache.c): KV pages counted by reference, shared copy-on-write. */
+void *hybrid_page_alloc(struct hybrid_model *model);  /* one reference; NULL when out of memory */
+void hybrid_page_unref(struct hybrid_model *model, void *page);
+/* Makes page p of every attention layer the sequence's own (copies a shared one). */
+enum splash_status hybrid_page_own(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
+                                   struct splash_err *err);
+/* Room for `need` pages per layer in the sequence's page table. */
+enum splash_status hybrid_seq_pages_grow(struct hybrid_model *model, struct hybrid_seq *seq,
+                                         int64_t need, struct splash_err *err);
+/* family.h seq_fork: forks only at src's length where there is GDN state. */
+enum splash_status hybrid_seq_fork(struct hybrid_model *model, const struct hybrid_seq *src,
+                                   int32_t n_tokens, struct hybrid_seq **out,
+                                   struct splash_err *err);
+uint64_t hybrid_cache_bytes(const struct hybrid_model *model);
+
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
                                   int32_t n_lanes, struct splash_err *err);
+
+/* The vtable members both families share, as struct splash_family_plugin declares them
+ * (hybrid_family.c). */
+void hybrid_family_model_destroy(void *model);
+void hybrid_family_model_info(const void *model, struct splash_model_info *info);
+enum splash_status hybrid_family_seq_create(void *model, void **seq, struct splash_err *err);
+void hybrid_family_seq_destroy(void *model, void *seq);
+enum splash_status hybrid_family_seq_truncate(void *model, void *seq, int32_t n_keep,
+                                              struct splash_err *err);
+enum splash_status hybrid_family_forward(void *model, const struct splash_lane *lanes,
+                                         int32_t n_lanes, struct splash_err *err);
+enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
+                                          void **dst, struct splash_err *err);
+uint64_t hybrid_family_cache_bytes(const void *model);
 
 /* Element-wise helpers split over the pool. */
 void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,

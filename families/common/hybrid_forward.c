@@ -92,6 +92,7 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
 {
     struct hybrid_model *model = s->model;
     const struct splash_kernels *k = model->k;
+    const struct splash_ssm_kernels *ssm = model->ssm;
     const struct hybrid_config *c = &model->cfg;
     struct splash_pool *pool = model->opts.pool;
     int64_t n = s->n, cd = c->conv_dim, inner = (int64_t)c->n_v_heads * c->d_v;
@@ -118,12 +119,7 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
             .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
             .out = conv + r0 * cd};
     }
-    if (SPLASH_KERNELS_HAS(k, gdn_conv_lanes))
-        k->gdn_conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
-    else
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            k->gdn_conv(pool, s->conv_lanes[l].x, cd, s->conv_lanes[l].n, cd, L->conv_w,
-                        c->conv_kernel, s->conv_lanes[l].state, s->conv_lanes[l].out);
+    ssm->conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
     struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
     hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
@@ -168,15 +164,11 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
                                     .out = o + r0 * inner,
                                     .out_stride = inner};
         if (a.n_tokens >= HYBRID_CHUNK_MIN)
-            k->gdn_chunked(pool, &a);
+            ssm->chunked(pool, &a);
         else
             s->gdn_args[n_rec++] = a;
     }
-    if (SPLASH_KERNELS_HAS(k, gdn_recurrent_lanes))
-        k->gdn_recurrent_lanes(pool, s->gdn_args, n_rec);
-    else
-        for (int32_t l = 0; l < n_rec; l++)
-            k->gdn_recurrent(pool, &s->gdn_args[l]);
+    ssm->recurrent_lanes(pool, s->gdn_args, n_rec);
     /* gated RMSNorm: norm(o) * silu(z) */
     k->rmsnorm(pool, o, dv, L->ssm_norm, o, dv, n * nv, dv, c->rms_eps);
     struct gate_task gt = {
@@ -208,32 +200,33 @@ static void split_q_range(void *ctx, int64_t begin, int64_t end, int thread)
                    (size_t)t->hd * sizeof(float));
 }
 
+/* Pages for the sequence to hold n_tokens, and the page it appends into its own
+ * (a page shared with a cached prefix is copied before anything is written to it). */
 static enum splash_status reserve_pages(struct hybrid_model *model, struct hybrid_seq *seq,
                                         int64_t n_tokens, struct splash_err *err)
 {
     int64_t need = (n_tokens + model->page_tokens - 1) / model->page_tokens;
     int32_t n_attn = model->cfg.n_attn;
-    if (need <= seq->n_pages || n_attn == 0)
+    if (n_attn == 0)
         return SPLASH_OK;
-    if (need > seq->cap_pages) {
-        int64_t cap = seq->cap_pages ? seq->cap_pages : 16;
-        while (cap < need)
-            cap *= 2;
-        void **pages = calloc((size_t)n_attn * (size_t)cap, sizeof *pages);
-        if (!pages)
-            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the KV page table");
-        for (int32_t a = 0; a < n_attn; a++)
-            for (int64_t p = 0; p < seq->n_pages; p++)
-                pages[(size_t)a * cap + p] = seq->pages[(size_t)a * seq->cap_pages + p];
-        free(seq->pages);
-        seq->pages = pages;
-        seq->cap_pages = cap;
-    }
+    enum splash_status st;
+    if (seq->n_tokens % model->page_tokens &&
+        (st = hybrid_page_own(model, seq, seq->n_tokens / model->page_tokens, err)))
+        return st;
+    if (need <= seq->n_pages)
+        return SPLASH_OK;
+    if ((st = hybrid_seq_pages_grow(model, seq, need, err)))
+        return st;
     for (int64_t p = seq->n_pages; p < need; p++) {
         for (int32_t a = 0; a < n_attn; a++) {
-            void *page = model->host->alloc_aligned(64, model->kv_page_bytes);
-            if (!page)
+            void *page = hybrid_page_alloc(model);
+            if (!page) {
+                while (a-- > 0) {
+                    hybrid_page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
+                    seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
+                }
                 return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
             seq->pages[(size_t)a * seq->cap_pages + p] = page;
         }
         seq->n_pages = p + 1;
@@ -313,15 +306,13 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
             .v_stride = kvd};
     }
     float scale = 1.0f / sqrtf((float)hd);
-    if (SPLASH_KERNELS_HAS(k, attention_lanes))
-        k->attention_lanes(pool, s->attn_lanes, s->n_lanes, H, scale);
-    else
-        for (int32_t l = 0; l < s->n_lanes; l++) {
-            const struct splash_attn_lane *a = &s->attn_lanes[l];
-            k->kv_store(pool, &a->kv, a->pos0, a->n_q, a->k, a->k_stride, a->v, a->v_stride);
-            k->attention(pool, &a->kv, a->q, a->q_stride, a->n_q, H, a->pos0, scale, a->out,
-                         a->out_stride);
-        }
+    const struct splash_attn_lanes_args la = {.size = sizeof la,
+                                              .n_lanes = s->n_lanes,
+                                              .lanes = s->attn_lanes,
+                                              .lane_size = sizeof *s->attn_lanes,
+                                              .n_head = H,
+                                              .scale = scale};
+    k->attend_lanes(pool, &la);
     /* output gate: att * sigmoid(gate), gate head h at qg + h * 2 hd + hd */
     struct head_gate_task gt = {.act = model->act, .att = att, .qg = qg, .n_head = H, .hd = hd};
     hybrid_parallel(model, n, grain_rows(qd), head_gate_range, &gt);

@@ -70,12 +70,7 @@ enum splash_status hybrid_weight_scale(struct hybrid_model *model,
     model->k->to_float(sc, v);
     enum splash_status st = SPLASH_OK;
     if (w) {
-        if (!SPLASH_KERNELS_HAS(model->k, weight_set_scale))
-            st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                "%s: %s needs a core whose kernels take a per-tensor scale", path,
-                                name);
-        else
-            st = model->k->weight_set_scale(w, v, n, err);
+        st = model->k->weight_set_scale(w, v, n, err);
     } else if (single) {
         *single = v[0];
         if (n != 1 || !isfinite(v[0]))
@@ -299,6 +294,7 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     model->host = host;
     model->k = host->kernels;
+    model->ssm = host->ssm;
     model->meta = m;
     model->opts = *opts;
     model->ffn = ffn ? ffn : &hybrid_ffn_dense;
@@ -407,13 +403,7 @@ void hybrid_model_destroy(struct hybrid_model *model)
 void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight *const *w, int n_w,
                     const float *x, int64_t n, float *const *y)
 {
-    const struct splash_kernels *k = model->k;
-    if (SPLASH_KERNELS_HAS(k, matmul_many)) {
-        k->matmul_many(model->opts.pool, w, n_w, x, n, y);
-        return;
-    }
-    for (int i = 0; i < n_w; i++)
-        k->matmul(model->opts.pool, w[i], x, n, y[i]);
+    model->k->matmul_many(model->opts.pool, w, n_w, x, n, y);
 }
 
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes)
@@ -438,6 +428,8 @@ void hybrid_model_info(const struct hybrid_model *model, struct splash_model_inf
     info->kv_bytes_per_token = (uint64_t)c->n_attn * model->kv_page_bytes / model->page_tokens;
     info->state_bytes_per_seq =
         (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+    info->kv_page_tokens = model->page_tokens;
+    info->kv_page_bytes = (uint64_t)c->n_attn * model->kv_page_bytes;
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */
@@ -457,6 +449,7 @@ enum splash_status hybrid_seq_create(struct hybrid_model *model, struct hybrid_s
     }
     memset(seq->gdn_state, 0, n_gdn * model->gdn_state_bytes);
     memset(seq->conv_state, 0, n_gdn * model->conv_state_bytes);
+    model->cache_bytes += n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     *out = seq;
     return SPLASH_OK;
 }
@@ -465,7 +458,7 @@ static void free_pages(struct hybrid_model *model, struct hybrid_seq *seq, int64
 {
     for (int32_t a = 0; a < model->cfg.n_attn; a++)
         for (int64_t p = keep; p < seq->n_pages; p++) {
-            model->host->free_aligned(seq->pages[(size_t)a * seq->cap_pages + p]);
+            hybrid_page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
             seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
         }
     if (seq->n_pages > keep)
@@ -479,6 +472,10 @@ void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq)
     if (seq->pages)
         free_pages(model, seq, 0);
     free(seq->pages);
+    model->cache_bytes -= (size_t)seq->cap_pages * (size_t)model->cfg.n_attn * sizeof *seq->pages;
+    if (seq->gdn_state && seq->conv_state)
+        model->cache_bytes -=
+            (size_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     model->host->free_aligned(seq->gdn_state);
     model->host->free_aligned(seq->conv_state);
     free(seq);

@@ -101,42 +101,6 @@ static enum splash_status qh_model_create(const struct splash_host *host,
     return SPLASH_OK;
 }
 
-static void qh_model_destroy(void *model)
-{
-    hybrid_model_destroy(model);
-}
-
-static void qh_model_info(const void *model, struct splash_model_info *info)
-{
-    hybrid_model_info(model, info);
-}
-
-static enum splash_status qh_seq_create(void *model, void **seq, struct splash_err *err)
-{
-    struct hybrid_seq *s;
-    enum splash_status st = hybrid_seq_create(model, &s, err);
-    if (!st)
-        *seq = s;
-    return st;
-}
-
-static void qh_seq_destroy(void *model, void *seq)
-{
-    hybrid_seq_destroy(model, seq);
-}
-
-static enum splash_status qh_seq_truncate(void *model, void *seq, int32_t n_keep,
-                                          struct splash_err *err)
-{
-    return hybrid_seq_truncate(model, seq, n_keep, err);
-}
-
-static enum splash_status qh_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
-                                     struct splash_err *err)
-{
-    return hybrid_forward(model, lanes, n_lanes, err);
-}
-
 static const char *const qh_gguf_architectures[] = {QH_ARCH, NULL};
 static const char *const qh_model_types[] = {"qwen3_5", "qwen3_5_text", NULL};
 
@@ -148,12 +112,14 @@ static const struct splash_family_plugin qh_plugin = {
     .check_config = qh_check_config,
     .declare_tensors = qh_declare_tensors,
     .model_create = qh_model_create,
-    .model_destroy = qh_model_destroy,
-    .model_info = qh_model_info,
-    .seq_create = qh_seq_create,
-    .seq_destroy = qh_seq_destroy,
-    .seq_truncate = qh_seq_truncate,
-    .forward = qh_forward,
+    .model_destroy = hybrid_family_model_destroy,
+    .model_info = hybrid_family_model_info,
+    .seq_create = hybrid_family_seq_create,
+    .seq_destroy = hybrid_family_seq_destroy,
+    .seq_truncate = hybrid_family_seq_truncate,
+    .forward = hybrid_family_forward,
+    .seq_fork = hybrid_family_seq_fork,
+    .cache_bytes = hybrid_family_cache_bytes,
 };
 
 static const struct splash_plugin_header *qh_entry(const struct splash_host *host)

@@ -196,42 +196,6 @@ static enum splash_status qm_model_create(const struct splash_host *host,
     return SPLASH_OK;
 }
 
-static void qm_model_destroy(void *model)
-{
-    hybrid_model_destroy(model);
-}
-
-static void qm_model_info(const void *model, struct splash_model_info *info)
-{
-    hybrid_model_info(model, info);
-}
-
-static enum splash_status qm_seq_create(void *model, void **seq, struct splash_err *err)
-{
-    struct hybrid_seq *s;
-    enum splash_status st = hybrid_seq_create(model, &s, err);
-    if (!st)
-        *seq = s;
-    return st;
-}
-
-static void qm_seq_destroy(void *model, void *seq)
-{
-    hybrid_seq_destroy(model, seq);
-}
-
-static enum splash_status qm_seq_truncate(void *model, void *seq, int32_t n_keep,
-                                          struct splash_err *err)
-{
-    return hybrid_seq_truncate(model, seq, n_keep, err);
-}
-
-static enum splash_status qm_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
-                                     struct splash_err *err)
-{
-    return hybrid_forward(model, lanes, n_lanes, err);
-}
-
 static const char *const qm_gguf_architectures[] = {QM_ARCH, NULL};
 static const char *const qm_model_types[] = {"qwen3_5_moe", "qwen3_5_moe_text", NULL};
 
@@ -243,12 +207,14 @@ static const struct splash_family_plugin qm_plugin = {
     .check_config = qm_check_config,
     .declare_tensors = qm_declare_tensors,
     .model_create = qm_model_create,
-    .model_destroy = qm_model_destroy,
-    .model_info = qm_model_info,
-    .seq_create = qm_seq_create,
-    .seq_destroy = qm_seq_destroy,
-    .seq_truncate = qm_seq_truncate,
-    .forward = qm_forward,
+    .model_destroy = hybrid_family_model_destroy,
+    .model_info = hybrid_family_model_info,
+    .seq_create = hybrid_family_seq_create,
+    .seq_destroy = hybrid_family_seq_destroy,
+    .seq_truncate = hybrid_family_seq_truncate,
+    .forward = hybrid_family_forward,
+    .seq_fork = hybrid_family_seq_fork,
+    .cache_bytes = hybrid_family_cache_bytes,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

@@ -99,6 +99,7 @@ static const struct splash_kernel_row iq1m_rows[] = {
 
 const struct splash_format_type kq_iq1_m_type = {
     .name = "IQ1_M",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 29,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq1_m_block),

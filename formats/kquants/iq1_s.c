@@ -71,6 +71,7 @@ static const struct splash_kernel_row iq1s_rows[] = {
 
 const struct splash_format_type kq_iq1_s_type = {
     .name = "IQ1_S",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 19,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq1_s_block),

@@ -80,6 +80,7 @@ static const struct splash_kernel_row iq2s_rows[] = {
 
 const struct splash_format_type kq_iq2_s_type = {
     .name = "IQ2_S",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 22,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq2_s_block),

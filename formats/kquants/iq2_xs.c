@@ -76,6 +76,7 @@ static const struct splash_kernel_row iq2xs_rows[] = {
 
 const struct splash_format_type kq_iq2_xs_type = {
     .name = "IQ2_XS",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 17,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq2_xs_block),

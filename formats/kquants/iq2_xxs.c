@@ -73,6 +73,7 @@ static const struct splash_kernel_row iq2xxs_rows[] = {
 
 const struct splash_format_type kq_iq2_xxs_type = {
     .name = "IQ2_XXS",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 16,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq2_xxs_block),

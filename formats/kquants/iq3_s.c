@@ -86,6 +86,7 @@ static const struct splash_kernel_row iq3s_rows[] = {
 
 const struct splash_format_type kq_iq3_s_type = {
     .name = "IQ3_S",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 21,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq3_s_block),

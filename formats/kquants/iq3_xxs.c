@@ -80,6 +80,7 @@ static const struct splash_kernel_row iq3xxs_rows[] = {
 
 const struct splash_format_type kq_iq3_xxs_type = {
     .name = "IQ3_XXS",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 18,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq3_xxs_block),

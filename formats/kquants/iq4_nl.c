@@ -66,6 +66,7 @@ static const struct splash_kernel_row iq4nl_rows[] = {
 
 const struct splash_format_type kq_iq4_nl_type = {
     .name = "IQ4_NL",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 20,
     .block_elems = KQ_QK4_NL,
     .block_bytes = sizeof(struct iq4_nl_block),

@@ -85,6 +85,7 @@ static const struct splash_kernel_row iq4xs_rows[] = {
 
 const struct splash_format_type kq_iq4_xs_type = {
     .name = "IQ4_XS",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 23,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct iq4_xs_block),

@@ -74,6 +74,7 @@ static const struct splash_kernel_row q1_0_rows[] = {
 
 const struct splash_format_type kq_q1_0_type = {
     .name = "Q1_0",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 41,
     .block_elems = KQ_QK1_0,
     .block_bytes = sizeof(struct q1_0_block),

@@ -133,6 +133,7 @@ static const struct splash_kernel_row q2_k_rows[] = {
 
 const struct splash_format_type kq_q2_k_type = {
     .name = "Q2_K",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 10,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct q2_k_block),

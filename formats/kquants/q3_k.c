@@ -134,6 +134,7 @@ static const struct splash_kernel_row q3_k_rows[] = {
 
 const struct splash_format_type kq_q3_k_type = {
     .name = "Q3_K",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 11,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct q3_k_block),

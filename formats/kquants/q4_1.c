@@ -83,6 +83,7 @@ static const struct splash_kernel_row q4_1_rows[] = {
 
 const struct splash_format_type kq_q4_1_type = {
     .name = "Q4_1",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 3,
     .block_elems = KQ_QK4_1,
     .block_bytes = sizeof(struct q4_1_block),

@@ -126,6 +126,7 @@ static const struct splash_kernel_row q4_k_rows[] = {
 
 const struct splash_format_type kq_q4_k_type = {
     .name = "Q4_K",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 12,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct q4_k_block),

@@ -86,6 +86,7 @@ static const struct splash_kernel_row q5_0_rows[] = {
 
 const struct splash_format_type kq_q5_0_type = {
     .name = "Q5_0",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 6,
     .block_elems = KQ_QK5_0,
     .block_bytes = sizeof(struct q5_0_block),

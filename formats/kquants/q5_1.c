@@ -93,6 +93,7 @@ static const struct splash_kernel_row q5_1_rows[] = {
 
 const struct splash_format_type kq_q5_1_type = {
     .name = "Q5_1",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 7,
     .block_elems = KQ_QK5_1,
     .block_bytes = sizeof(struct q5_1_block),

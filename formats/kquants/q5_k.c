@@ -140,6 +140,7 @@ static const struct splash_kernel_row q5_k_rows[] = {
 
 const struct splash_format_type kq_q5_k_type = {
     .name = "Q5_K",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 13,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct q5_k_block),

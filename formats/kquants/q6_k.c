@@ -125,6 +125,7 @@ static const struct splash_kernel_row q6_k_rows[] = {
 
 const struct splash_format_type kq_q6_k_type = {
     .name = "Q6_K",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 14,
     .block_elems = KQ_QK_K,
     .block_bytes = sizeof(struct q6_k_block),

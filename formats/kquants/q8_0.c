@@ -65,6 +65,7 @@ static const struct splash_kernel_row q8_0_rows[] = {
 
 const struct splash_format_type kq_q8_0_type = {
     .name = "Q8_0",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 8,
     .block_elems = KQ_QK8_0,
     .block_bytes = sizeof(struct q8_0_block),

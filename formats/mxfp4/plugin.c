@@ -198,6 +198,7 @@ static const struct splash_kernel_row mxfp4_rows[] = {
 
 static const struct splash_format_type mxfp4_type = {
     .name = "MXFP4",
+    .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 39,
     .block_elems = MXFP4_QK,
     .block_bytes = sizeof(struct mxfp4_block),

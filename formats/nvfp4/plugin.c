@@ -345,7 +345,7 @@ static const struct splash_format_type nvfp4_type = {
     .name = "NVFP4",
     .gguf_type = 40,
     /* llama.cpp's files may keep NAME.scale beside a weight: its products' multiplier */
-    .flags = SPLASH_FORMAT_TENSOR_SCALE,
+    .flags = SPLASH_FORMAT_TENSOR_SCALE | SPLASH_FORMAT_LINEAR,
     .block_elems = NVFP4_QK,
     .block_bytes = sizeof(struct nvfp4_block),
     .bits_per_weight = 4.5f,

@@ -1,7 +1,7 @@
 /* Q2_0 (GGUF type 42) and PQ2_0 (Prism ML's type 142): 2-bit codes q worth d (q - 1),
  * one fp16 d per 64 (Q2_0) or 128 (PQ2_0) weights. Element j of a block is bits
  * 2 (j % 4) .. 2 (j % 4) + 1 of qs[j / 4] (checked against ggml's q2_0 vectors in
- * testdata/quant). Activations are Q8_0 (formats/kquants/q8_blocks.h). */
+ * testdata/quant). Activations are Q8_0 (splash/act.h). */
 #ifndef SPLASH_PQ2_H
 #define SPLASH_PQ2_H
 

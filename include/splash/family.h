@@ -65,6 +65,9 @@ struct splash_model_info {
     uint64_t weight_bytes;             /* bytes of weights the forward pass reads */
     uint64_t kv_bytes_per_token;       /* all attention layers, at the chosen kv format */
     uint64_t state_bytes_per_seq;      /* recurrent (GDN) state + conv state per sequence */
+    /* ---- ABI 1.2 (0 from an older plugin: the core then counts kv_bytes_per_token) ---- */
+    int32_t kv_page_tokens;            /* tokens per KV page */
+    uint64_t kv_page_bytes;            /* one page of every attention layer */
 };
 
 /* One lane of a batched forward step: n_tokens new tokens of one sequence,
@@ -114,6 +117,20 @@ struct splash_family_plugin {
     /* One batched step over n_lanes lanes: every weight is read once for all rows. */
     enum splash_status (*forward)(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                   struct splash_err *err);
+
+    /* ---- ABI 1.2: prefix caching. NULL in an older plugin; the core reaches them through
+     * core/family.c, which gives the defaults (no fork, bytes unknown). ---- */
+
+    /* A new sequence holding src's first n_tokens tokens: its KV pages shared with src
+     * copy-on-write (whichever sequence appends into a shared page copies it first), and
+     * its recurrent state a copy of src's. A family with recurrent state can only fork at
+     * src's current length (a restore point is a fork taken when a sequence reaches it)
+     * and refuses any other n_tokens with SPLASH_ERR_UNSUPPORTED. src is not changed. */
+    enum splash_status (*seq_fork)(void *model, const void *src, int32_t n_tokens, void **dst,
+                                   struct splash_err *err);
+    /* Bytes every live sequence's caches hold now (pages shared by several counted once,
+     * recurrent states, page tables), so the core keeps them within its memory plan. */
+    uint64_t (*cache_bytes)(const void *model);
 };
 
 #endif

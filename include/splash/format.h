@@ -46,6 +46,11 @@ struct splash_planes {
 /* its products are multiplied by a per-tensor F32 scale stored beside the weight (NAME.scale:
  * one value, or one per expert), as llama.cpp's NVFP4 GGUFs keep one */
 #define SPLASH_FORMAT_TENSOR_SCALE (1u << 3)
+/* a quantized layout for weight matrices: model-check accepts it wherever a family takes a
+ * quantized linear tensor (ABI 1.2; for plugins built before, the core sets it on every
+ * type with a GGUF id and kernel rows that is neither float, activation-only nor
+ * repacked) */
+#define SPLASH_FORMAT_LINEAR (1u << 4)
 
 struct splash_format_type {
     const char *name;         /* "Q4_K", "MXFP4", "af4g64", "BF16" */

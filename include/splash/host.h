@@ -13,6 +13,7 @@
 
 struct splash_format_type;
 struct splash_kernels;
+struct splash_ssm_kernels;
 struct splash_pool;
 struct splash_meta;
 
@@ -107,6 +108,11 @@ struct splash_meta_api {
     const struct splash_tensor_info *(*tensor_at)(const struct splash_meta *m, size_t i);
     /* NULL when absent. */
     const struct splash_tensor_info *(*tensor_find)(const struct splash_meta *m, const char *name);
+
+    /* ---- ABI 1.2 ---- */
+    /* sizeof(struct splash_meta_api) as the core knows it: a member appended after this
+     * one exists when size covers it. */
+    uint32_t size;
 };
 
 /* A range task for the worker pool: process items [begin, end) on thread `thread`. */
@@ -140,6 +146,17 @@ struct splash_host {
 
     /* Shared compute (kernels/): see splash/kernels.h. */
     const struct splash_kernels *kernels;
+
+    /* ---- ABI 1.2 ---- */
+    /* The state-space kernels (Gated DeltaNet): see splash/kernels.h. */
+    const struct splash_ssm_kernels *ssm;
+    /* Registered formats of the registry that handed this host table out, by GGUF type id
+     * or by name; NULL when none. (format_by_gguf_type and format_by_name, which take no
+     * host, answer from the process's first registry.) */
+    const struct splash_format_type *(*format_find_gguf)(const struct splash_host *host,
+                                                         int32_t gguf_type);
+    const struct splash_format_type *(*format_find_name)(const struct splash_host *host,
+                                                         const char *name);
 };
 
 #endif

@@ -1,9 +1,14 @@
-/* Shared compute the core offers families through host->kernels.
+/* Shared compute the core offers families: the generic table (host->kernels: matrix
+ * products, embeddings, norms, rotary, KV pages and attention) and the state-space table
+ * (host->ssm: Gated DeltaNet's convolution and delta rule).
  *
- * Families write their forward pass as calls into this table; the kernels
- * dispatch matrix products over the weight format's kernel rows and split the
- * work over the worker pool. Append-only, like every vtable. Shapes are given
- * in trailing comments as (rows, cols), row-major. */
+ * Families write their forward pass as calls into these tables; the kernels dispatch
+ * matrix products over the weight format's kernel rows and split the work over the
+ * worker pool. Append-only, like every vtable, and every append bumps SPLASH_ABI_MINOR:
+ * the loader refuses a plugin built against a newer minor than the core's, so every
+ * member a plugin's headers declare is present and non-NULL in the tables it is handed
+ * (no call site tests for one). Shapes are given in trailing comments as (rows, cols),
+ * row-major. */
 #ifndef SPLASH_KERNELS_H
 #define SPLASH_KERNELS_H
 
@@ -23,6 +28,8 @@ struct splash_kv_pages;
 struct splash_gdn_args;
 struct splash_conv_lane;
 struct splash_attn_lane;
+struct splash_attn_args;
+struct splash_attn_lanes_args;
 
 struct splash_kernels {
     uint32_t size; /* sizeof(struct splash_kernels) as the core knows it */
@@ -48,8 +55,8 @@ struct splash_kernels {
     /* A tensor of any format as floats (norm weights, biases): n = all elements. */
     void (*to_float)(const struct splash_tensor_info *t, float *out);
 
-    /* ---- Hybrid trunk kernels (kernels/hybrid_*.c). Every member below splits its
-     * work over the pool and must not be called from inside a pool task. ---- */
+    /* ---- Every member below splits its work over the pool and must not be called from
+     * inside a pool task. ---- */
 
     /* RMSNorm of n rows of d floats: y = x / sqrt(mean(x^2) + eps) * (w ? w : 1). Row r
      * at x + r * x_stride and y + r * y_stride (floats); y may equal x. */
@@ -83,6 +90,7 @@ struct splash_kernels {
                       const float *q, int64_t q_stride, int64_t n_q, int32_t n_head,
                       int64_t pos0, float scale, float *out, int64_t out_stride);
 
+    /* ABI 1.0 spelling of host->ssm's members (the same functions). */
     /* Causal depthwise convolution + SiLU over n tokens of `channels` (rows at x + i *
      * x_stride): out[i][c] = silu(sum_j w[c][j] * x'[i + j - (kw - 1)][c]) where x' is the
      * kw - 1 rows of state (oldest first, (kw - 1) x channels) followed by x. The state
@@ -96,8 +104,7 @@ struct splash_kernels {
      * gdn_recurrent up to float rounding. */
     void (*gdn_chunked)(struct splash_pool *pool, const struct splash_gdn_args *a);
 
-    /* ---- Appended members: check `size` (offsetof + sizeof; SPLASH_KERNELS_HAS below)
-     * before calling them. ---- */
+    /* ---- Appended within ABI 1.1 (a core of ABI 1.2 or later has them all). ---- */
 
     /* y[i] = x W[i]^T for n_w weights of the same input width: one parallel section for
      * all of them and, where their activation formats agree, one activation
@@ -126,11 +133,43 @@ struct splash_kernels {
      * another count or a value that is not finite. */
     enum splash_status (*weight_set_scale)(struct splash_weight *w, const float *scales,
                                            int64_t n, struct splash_err *err);
+
+    /* ---- ABI 1.2 ---- */
+
+    /* Causal grouped-query attention (see struct splash_attn_args): attention's results
+     * when a->window is 0 and a->sinks NULL; a sliding window and per-head sinks otherwise. */
+    void (*attend)(struct splash_pool *pool, const struct splash_attn_args *a);
+    /* kv_store, then attend, for a batched step's lanes as attention_lanes runs them, with
+     * a's window and sinks; lane l at (const char *)a->lanes + l * a->lane_size, so callers
+     * may keep lanes in larger structs and the lane struct may grow. */
+    void (*attend_lanes)(struct splash_pool *pool, const struct splash_attn_lanes_args *a);
 };
 
-/* Whether the kernel table k has member `m` (tables from older cores are shorter). */
+/* Whether the kernel table k has member `m`: always true for the members of the headers a
+ * plugin was built with (see above); kept for plugins that test for one. */
 #define SPLASH_KERNELS_HAS(k, m)                                                                   \
     ((k)->size >= offsetof(struct splash_kernels, m) + sizeof((k)->m) && (k)->m != NULL)
+
+/* The state-space kernels (host->ssm, ABI 1.2): Gated DeltaNet's causal convolution and
+ * delta rule, over one sequence or a batched step's lanes. The same functions as the
+ * generic table's ABI 1.0 members of the same names. */
+struct splash_ssm_kernels {
+    uint32_t size; /* sizeof(struct splash_ssm_kernels) as the core knows it */
+    /* See struct splash_kernels' gdn_conv. */
+    void (*conv)(struct splash_pool *pool, const float *x, int64_t x_stride, int64_t n,
+                 int64_t channels, const float *w, int32_t kw, float *state, float *out);
+    /* The gated delta rule, token by token (see struct splash_gdn_args). */
+    void (*recurrent)(struct splash_pool *pool, const struct splash_gdn_args *a);
+    /* Its chunked (WY / UT-transform) form: equal to recurrent up to float rounding. */
+    void (*chunked)(struct splash_pool *pool, const struct splash_gdn_args *a);
+    /* conv over n_lanes sequences of one layer in one parallel section. */
+    void (*conv_lanes)(struct splash_pool *pool, const struct splash_conv_lane *lanes,
+                       int32_t n_lanes, int64_t x_stride, int64_t channels, const float *w,
+                       int32_t kw);
+    /* recurrent over n_lanes sequences of one layer in one parallel section. */
+    void (*recurrent_lanes)(struct splash_pool *pool, const struct splash_gdn_args *a,
+                            int32_t n_lanes);
+};
 
 /* A sequence's KV cache for one attention layer, in pages of page_tokens tokens:
  * pages[p] holds positions [p * page_tokens, (p + 1) * page_tokens). Pages are
@@ -168,6 +207,40 @@ struct splash_attn_lane {
     int64_t out_stride;
     const float *k, *v;
     int64_t k_stride, v_stride;
+};
+
+/* Causal grouped-query attention for attend (ABI 1.2). Query row i (n_head heads of
+ * head_dim at q + i * q_stride) at position pos0 + i attends to the kv tokens from
+ * max(0, pos0 + i - window + 1) (window 0: from 0) to pos0 + i with softmax(scale * q.k);
+ * query head h reads kv head h / (n_head / n_kv_heads). With sinks, head h's softmax also
+ * holds the logit sinks[h] (unscaled), which takes weight but adds no value (gpt-oss's
+ * attention sinks). out + i * out_stride receives n_head * head_dim floats. The kernel
+ * reads size bytes: members past a caller's size read as 0. */
+struct splash_attn_args {
+    uint32_t size; /* sizeof(struct splash_attn_args) as the caller knows it */
+    int32_t n_head;
+    const struct splash_kv_pages *kv;
+    const float *q;
+    int64_t q_stride, n_q, pos0;
+    float scale;
+    int32_t window;      /* > 0: keys of the last `window` positions only; 0: all */
+    float *out;
+    int64_t out_stride;
+    const float *sinks;  /* NULL, or n_head logits */
+};
+
+/* A batched step's lanes for attend_lanes (ABI 1.2): n_lanes lanes (struct
+ * splash_attn_lane) of lane_size bytes each, n_head query heads, one scale, window and
+ * sinks for all. */
+struct splash_attn_lanes_args {
+    uint32_t size; /* sizeof(struct splash_attn_lanes_args) as the caller knows it */
+    int32_t n_lanes;
+    const void *lanes;
+    size_t lane_size; /* >= sizeof(struct splash_attn_lane) */
+    int32_t n_head;
+    float scale;
+    int32_t window;
+    const float *sinks;
 };
 
 /* One gated-delta-rule step over n_tokens tokens of one sequence, per value head h:

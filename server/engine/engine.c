@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/engine/engine_cache.h"
 #include "server/engine/protocol.h"
 #include "server/text/grammar/grammar.h"
 #include "core/family.h"
@@ -28,8 +29,15 @@ enum req_state { REQ_PREFILL, REQ_DECODE };
 
 struct request {
     uint64_t id;
-    int32_t *prompt;
+    int32_t *prompt;    /* the prompt, then the tokens generated (replayed after a yield) */
     int32_t n_prompt, n_prefilled;
+    int32_t cap_tokens;
+    int32_t n_fill;     /* tokens to prefill: the prompt, or prompt and output after a yield */
+    int32_t reuse;      /* the chat format's reuse token (turn boundaries), -1: none */
+    int32_t cached;     /* prompt tokens the first start took from the prefix cache */
+    int32_t last_point; /* the latest restore point this request took */
+    int32_t n_fed;      /* tokens the sampler has seen */
+    int started;        /* the front has been told the request started */
     void *seq;
     struct splash_sampler sampler;
     int32_t max_tokens, n_gen;
@@ -78,7 +86,10 @@ struct engine {
     /* single-byte and special tokens: every completion can be written with them */
     int32_t *closers;
     int n_closers;
+    struct splash_engine_cache cache; /* prefix cache and the caches' memory */
 };
+
+static uint64_t counted_bytes(const struct engine *e);
 
 static double mono_now(void)
 {
@@ -145,7 +156,9 @@ static void request_remove(struct engine *e, struct request *r)
 static void finish(struct engine *e, struct request *r, const char *reason)
 {
     json_t *b = json_pack("{s:s, s:i, s:i, s:i}", "finish_reason", reason, "prompt_tokens",
-                          r->n_prompt, "cached_tokens", 0, "completion_tokens", r->n_gen);
+                          r->n_prompt, "cached_tokens", r->cached, "completion_tokens", r->n_gen);
+    /* the prefix cache as this request leaves it, for the front's /status */
+    json_object_set_new(b, "prefix_cache", splash_ecache_status(&e->cache, counted_bytes(e)));
     struct splash_err err;
     splash_frame_write(e->opts->fd, SPLASH_FRAME_DONE, r->id, b, &err);
     json_decref(b);
@@ -211,7 +224,9 @@ static void submit(struct engine *e, uint64_t id, json_t *body)
         return;
     }
     r->id = id;
-    r->n_prompt = (int32_t)n_prompt;
+    r->n_prompt = r->n_fill = r->cap_tokens = (int32_t)n_prompt;
+    json_t *reuse = json_object_get(body, "reuse_token");
+    r->reuse = json_is_integer(reuse) ? (int32_t)json_integer_value(reuse) : -1;
     for (int64_t i = 0; i < n_prompt; i++) {
         json_int_t t = json_integer_value(json_array_get(prompt, (size_t)i));
         if (t < 0 || t >= e->lm->info.n_vocab) {
@@ -335,6 +350,7 @@ static void send_status(struct engine *e, uint64_t id)
         r->seq ? active++ : waiting++;
     json_t *b = json_pack("{s:i, s:i, s:i}", "active", active, "waiting", waiting, "max_lanes",
                           e->max_lanes);
+    json_object_set_new(b, "prefix_cache", splash_ecache_status(&e->cache, counted_bytes(e)));
     struct splash_err err;
     splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, id, b, &err);
     json_decref(b);
@@ -452,6 +468,26 @@ static int32_t steer_to_close(struct engine *e, struct request *r, const float *
     return best;
 }
 
+/* Keeps a generated token after the prompt, so a request that yields its lane can
+ * prefill its output again; without room it cannot yield. */
+static void keep_output(struct request *r, int32_t t)
+{
+    int32_t at = r->n_prompt + r->n_gen - 1;
+    if (r->cap_tokens < 0)
+        return;
+    if (at >= r->cap_tokens) {
+        int32_t cap = r->cap_tokens * 2 + 64;
+        int32_t *grown = realloc(r->prompt, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            r->cap_tokens = -1;
+            return;
+        }
+        r->prompt = grown;
+        r->cap_tokens = cap;
+    }
+    r->prompt[at] = t;
+}
+
 static void emit_token(struct engine *e, struct request *r, float *logits)
 {
     struct splash_token_logprob top[20];
@@ -505,6 +541,8 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
         return;
     }
     r->n_gen++;
+    r->n_fed++;
+    keep_output(r, t);
     json_t *b = json_pack("{s:[i]}", "t", t);
     if (r->logprobs) {
         json_object_set_new(b, "lp", json_pack("[f]", (double)lp));
@@ -520,6 +558,150 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
     r->state = REQ_DECODE;
     if (r->n_gen >= r->max_tokens)
         finish(e, r, "length");
+}
+
+static struct splash_prefill_plan plan_of(const struct request *r)
+{
+    return (struct splash_prefill_plan){.tokens = r->prompt, .n = r->n_fill, .reuse = r->reuse};
+}
+
+/* What the engine's sequences hold by its own count, for a family that does not say. */
+static uint64_t counted_bytes(const struct engine *e)
+{
+    uint64_t b = 0;
+    for (const struct request *r = e->reqs; r; r = r->next)
+        if (r->seq)
+            b += (uint64_t)r->pos * e->cache.kv_bytes_per_token + e->cache.state_bytes;
+    return b;
+}
+
+/* Gives the request's lane back: its caches go, and it prefills its prompt and output
+ * again (from the prefix cache where it can) once memory allows. */
+static void yield_lane(struct engine *e, struct request *r)
+{
+    splash_log(SPLASH_LOG_INFO, NULL,
+               "Request %llu yields its lane at token %d: memory is short for the others",
+               (unsigned long long)r->id, r->pos);
+    splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
+    r->seq = NULL;
+    e->n_active--;
+    if (r->state == REQ_DECODE)
+        r->n_fill = r->n_prompt + r->n_gen - 1;
+    r->state = REQ_PREFILL;
+    r->pos = r->n_prefilled = r->last_point = 0;
+}
+
+static void fail_capacity(struct engine *e, struct request *r, int lane, int32_t n_tokens,
+                          const char *what)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "lane %d (Resident), %s at token %d: no memory for %s; the caches hold %.1f MiB of the "
+             "memory plan's %.1f MiB for KV and states, no other request holds memory and no "
+             "cached prefix is left to evict",
+             lane, r->state == REQ_PREFILL ? "prefill" : "decode", r->pos + n_tokens, what,
+             (double)splash_ecache_used(&e->cache, counted_bytes(e)) / 1048576.0,
+             (double)e->cache.pool / 1048576.0);
+    send_error(e, r->id, "capacity_exhausted", msg);
+    request_remove(e, r);
+}
+
+/* The newest request holding a sequence that can give it back. */
+static struct request *newest_holder(struct engine *e)
+{
+    struct request *v = NULL;
+    for (struct request *r = e->reqs; r; r = r->next)
+        if (r->seq && r->cap_tokens >= 0)
+            v = r;
+    return v;
+}
+
+/* Starts a request on a sequence, resumed from the prefix cache where it can be.
+ * 1: started; 0: it waits for memory; -1: it ended (alone and memory holds nothing). */
+static int admit(struct engine *e, struct request *r, int lane)
+{
+    struct splash_prefill_plan plan = plan_of(r);
+    struct splash_err err;
+    int32_t cached = 0;
+    int alone = e->n_active == 0;
+    /* a start may take every cached prefix nothing in use holds (server.md); beside other
+     * requests it starts only where its state and its prompt's KV fit now, so a request
+     * that yielded does not start again only to yield once more */
+    int32_t can = splash_ecache_peek(&e->cache, &plan);
+    uint64_t need = e->cache.state_bytes +
+                    splash_ecache_lane_need(&e->cache, can, r->n_fill - can, 0);
+    if (!splash_ecache_make_room(&e->cache, counted_bytes(e), alone ? e->cache.state_bytes : need,
+                                 1) &&
+        !alone)
+        return 0;
+    if (splash_ecache_resume(&e->cache, &plan, &r->seq, &cached, &err) != SPLASH_OK) {
+        r->seq = NULL;
+        if (!alone)
+            return 0;
+        char what[300];
+        snprintf(what, sizeof what, "its caches at admission (%s)", err.msg);
+        fail_capacity(e, r, lane, 0, what);
+        return -1;
+    }
+    e->n_active++;
+    r->pos = r->n_prefilled = r->last_point = cached;
+    e->cache.reused += (uint64_t)cached;
+    for (int32_t k = r->n_fed; k < cached; k++)
+        splash_sampler_accept(&r->sampler, r->prompt[k]);
+    if (r->n_fed < cached)
+        r->n_fed = cached;
+    if (!r->started)
+        r->cached = cached;
+    /* the request is in a lane (quarantine counts only these), with what the cache gave:
+     * the front's Started line says it once */
+    json_t *b = json_pack("{s:i}", "cached", cached);
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, b, &err);
+    json_decref(b);
+    r->started = 1;
+    return 1;
+}
+
+/* Room for the step's lanes within the memory plan: cached prefixes go first; then,
+ * while other requests hold memory, the newest of them yields its lane; a request
+ * alone with nothing left to evict fails. Returns the lanes left in the step. */
+static int fit_step(struct engine *e, int n)
+{
+    while (n > 0) {
+        uint64_t need = 0;
+        for (int i = 0; i < n; i++)
+            need += splash_ecache_lane_need(&e->cache, e->lanes[i].pos0, e->lanes[i].n_tokens, 0);
+        if (splash_ecache_make_room(&e->cache, counted_bytes(e), need, 1))
+            return n;
+        struct request *v = e->n_active > 1 ? newest_holder(e) : NULL;
+        if (!v) {
+            char what[160];
+            snprintf(what, sizeof what, "%.1f MiB more of KV pages",
+                     (double)need / 1048576.0);
+            for (int i = 0; i < n; i++)
+                fail_capacity(e, e->lane_req[i], i, e->lanes[i].n_tokens, what);
+            return 0;
+        }
+        yield_lane(e, v);
+        for (int i = 0; i < n; i++)
+            if (e->lane_req[i] == v) {
+                memmove(&e->lanes[i], &e->lanes[i + 1], (size_t)(n - i - 1) * sizeof *e->lanes);
+                memmove(&e->lane_req[i], &e->lane_req[i + 1],
+                        (size_t)(n - i - 1) * sizeof *e->lane_req);
+                n--;
+                break;
+            }
+    }
+    return 0;
+}
+
+/* Turn boundaries after pos in the request's prompt (restore points near its end are
+ * the ones the next turn needs). */
+static int32_t boundaries_after(const struct splash_prefill_plan *plan, int32_t pos)
+{
+    int32_t k = 0;
+    for (int32_t p = pos + 1; p < plan->n; p++)
+        k += splash_plan_is_boundary(plan, p);
+    return k;
 }
 
 /* One batched step: every decoding request's next token plus one prompt chunk. */
@@ -542,26 +724,20 @@ static int step(struct engine *e)
         skip_prefill = !e->prefill_turn;
     }
     int32_t chunk = prefill_chunk(e, skip_decode ? 0 : n_decode);
-    int n_decode_lanes = 0;
-    for (struct request *r = e->reqs; r && n <= e->max_lanes; r = r->next) {
+    int n_decode_lanes = 0, blocked = 0;
+    for (struct request *r = e->reqs, *next; r && n <= e->max_lanes; r = next) {
+        next = r->next;
         if ((r->state == REQ_DECODE && skip_decode) || (r->state == REQ_PREFILL && skip_prefill))
             continue;
         /* one prompt chunk per step, and a new sequence only while lanes are free */
         if (r->state == REQ_PREFILL && (have_prefill || (!r->seq && e->n_active >= e->max_lanes)))
             continue;
         if (!r->seq) {
-            if (splash_family_seq_create(fam, e->lm->model, &r->seq, &err) != SPLASH_OK) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "no memory for the caches of lane %d at admission (prompt "
-                         "of %d tokens): %s", n, r->n_prompt, err.msg);
-                r->seq = NULL;
-                send_error(e, r->id, "capacity_exhausted", msg);
-                request_remove(e, r);
-                return 0;
-            }
-            e->n_active++;
-            struct splash_err werr;
-            splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, NULL, &werr);
+            /* requests start in the order they came: later ones wait behind one that waits */
+            int rc = blocked ? 0 : admit(e, r, n);
+            blocked |= rc == 0;
+            if (rc <= 0)
+                continue;
         }
         struct splash_lane *l = &e->lanes[n];
         memset(l, 0, sizeof *l);
@@ -574,29 +750,33 @@ static int step(struct engine *e)
             l->logits = e->logits + (size_t)n * (size_t)n_vocab;
             n_decode_lanes++;
         } else {
-            int32_t left = r->n_prompt - r->n_prefilled;
-            l->tokens = r->prompt + r->n_prefilled;
-            l->n_tokens = left < chunk ? left : chunk;
-            l->logits = l->n_tokens == left ? e->logits + (size_t)n * (size_t)n_vocab : NULL;
+            struct splash_prefill_plan plan = plan_of(r);
+            int32_t cut = splash_plan_next_cut(&plan, r->pos, chunk);
+            l->tokens = r->prompt + r->pos;
+            l->n_tokens = cut - r->pos;
+            /* a replay after a yield ends in decode without sampling again */
+            l->logits = cut == r->n_fill && r->n_gen == 0 ? e->logits + (size_t)n * (size_t)n_vocab
+                                                          : NULL;
             have_prefill = 1;
         }
         e->lane_req[n++] = r;
     }
-    if (!n)
+    if (!n || !(n = fit_step(e, n)))
         return 0;
     double t0 = mono_now();
     enum splash_status st = splash_family_forward(fam, e->lm->model, e->lanes, n, &err);
     if (st == SPLASH_ERR_NOMEM) {
-        /* a cache could not grow: the step's requests end with what failed, the engine goes on */
-        for (int i = 0; i < n; i++) {
-            struct request *r = e->lane_req[i];
-            char msg[512];
-            snprintf(msg, sizeof msg, "lane %d, %s at token %d: %s", i,
-                     r->state == REQ_PREFILL ? "prefill" : "decode", r->pos + e->lanes[i].n_tokens,
-                     err.msg);
-            send_error(e, r->id, "capacity_exhausted", msg);
-            request_remove(e, r);
+        /* the host refused memory: cached prefixes go, then the newest request yields;
+         * alone, the request fails with what could not be allocated */
+        while (e->cache.points && splash_prefix_cache_evict_one(e->cache.points, 1))
+            ;
+        struct request *v = e->n_active > 1 ? newest_holder(e) : NULL;
+        if (v) {
+            yield_lane(e, v);
+            return 0;
         }
+        for (int i = 0; i < n; i++)
+            fail_capacity(e, e->lane_req[i], i, e->lanes[i].n_tokens, err.msg);
         return 0;
     }
     if (st != SPLASH_OK) {
@@ -611,6 +791,7 @@ static int step(struct engine *e)
     for (int i = 0; i < n; i++)
         if (e->lane_req[i]->state == REQ_PREFILL)
             prefilled += e->lanes[i].n_tokens;
+    e->cache.prefilled += (uint64_t)prefilled;
     if (!prefilled)
         e->t_decode_step = ema(e->t_decode_step, dt);
     else if (dt - (n_decode_lanes ? e->t_decode_step : 0) > 0)
@@ -621,12 +802,22 @@ static int step(struct engine *e)
         r->pos += e->lanes[i].n_tokens;
         if (r->state == REQ_PREFILL) {
             r->n_prefilled += e->lanes[i].n_tokens;
-            for (int32_t k = 0; k < e->lanes[i].n_tokens; k++)
-                splash_sampler_accept(&r->sampler, e->lanes[i].tokens[k]);
+            for (int32_t k = r->n_fed; k < r->pos; k++)
+                splash_sampler_accept(&r->sampler, r->prompt[k]);
+            if (r->n_fed < r->pos)
+                r->n_fed = r->pos;
+            struct splash_prefill_plan plan = plan_of(r);
+            if (r->pos < r->n_fill)
+                splash_ecache_capture(&e->cache, &plan, r->pos, r->seq,
+                                      boundaries_after(&plan, r->pos), &r->last_point,
+                                      counted_bytes(e));
+            else if (r->n_gen > 0)
+                r->state = REQ_DECODE;
         }
         if (e->lanes[i].logits)
             emit_token(e, r, e->lanes[i].logits);
     }
+    splash_ecache_note(&e->cache, counted_bytes(e));
     return 0;
 }
 
@@ -667,6 +858,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 "regains them\n",
                 (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
+    splash_ecache_init(&e.cache, e.lm->family, e.lm->model, &e.lm->info,
+                       plan.kv_bytes + plan.state_bytes, o.prefix_cache_off);
     size_t n_vocab = (size_t)e.lm->info.n_vocab;
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
@@ -704,6 +897,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     }
     while (e.reqs)
         request_remove(&e, e.reqs);
+    splash_ecache_free(&e.cache);
     free(e.logits);
     free(e.lanes);
     free(e.lane_req);

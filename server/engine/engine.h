@@ -17,6 +17,7 @@ struct splash_engine_opts {
     int max_lanes;           /* requests decoding at once (0: 16) */
     int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */
     double decode_share;     /* decode time owed per unit of prefill time (server.md) */
+    int prefix_cache_off;    /* every prompt prefilled whole (benches' cold runs) */
 };
 
 /* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status

@@ -28,7 +28,8 @@ enum splash_frame_type {
     SPLASH_FRAME_ERROR = 19,   /* {code, message} for one request (id) or the engine (id 0) */
     SPLASH_FRAME_STATUS = 20,  /* {active, waiting, ...} */
     SPLASH_FRAME_LOG = 21,     /* {level, line} */
-    SPLASH_FRAME_STARTED = 22, /* {}: the request took a lane (quarantine counts only these) */
+    SPLASH_FRAME_STARTED = 22, /* {cached}: the request took a lane (quarantine counts only
+                                  these), resumed from `cached` prompt tokens of the prefix cache */
 };
 
 struct splash_frame {

@@ -125,10 +125,12 @@ enum splash_status splash_hub_file_digest(const char *path, int git_blob, char o
         int n = snprintf(head, sizeof head, "blob %llu", (unsigned long long)sb.st_size);
         EVP_DigestUpdate(ctx, head, (size_t)n + 1); /* with its NUL */
     }
-    static _Thread_local unsigned char buf[1 << 20];
-    ssize_t got;
-    while ((got = read(fd, buf, sizeof buf)) > 0)
+    size_t chunk = 1u << 20;
+    unsigned char *buf = malloc(chunk);
+    ssize_t got = -1;
+    while (buf && (got = read(fd, buf, chunk)) > 0)
         EVP_DigestUpdate(ctx, buf, (size_t)got);
+    free(buf);
     int bad = got < 0;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;

@@ -88,7 +88,7 @@ static const char *base_name(const char *p)
 
 /* model-check on a copy, its verdict in one line. */
 static enum splash_status check(const struct splash_registry *registry, const char *path,
-                                char *family, size_t family_size, struct splash_err *err)
+                                struct splash_hub_verdict *verdict, struct splash_err *err)
 {
     struct splash_check_result res;
     struct splash_err cerr = {{0}};
@@ -99,7 +99,8 @@ static enum splash_status check(const struct splash_registry *registry, const ch
         line[strcspn(line, "\n")] = 0;
         splash_err_set(err, st, "model-check refused it before any weight download: %s", line);
     } else {
-        snprintf(family, family_size, "%s", res.family);
+        snprintf(verdict->family, sizeof verdict->family, "%s", res.family);
+        snprintf(verdict->draft_repo, sizeof verdict->draft_repo, "%s", res.verdict.draft_repo);
     }
     splash_check_result_free(&res);
     return st;
@@ -151,11 +152,11 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
                                                         const struct splash_hub_file *const *files,
                                                         const char *const *sources,
                                                         const char *const *urls, size_t n,
-                                                        const char *work_dir, char *family,
-                                                        size_t family_size,
+                                                        const char *work_dir,
+                                                        struct splash_hub_verdict *verdict,
                                                         struct splash_err *err)
 {
-    family[0] = 0;
+    memset(verdict, 0, sizeof *verdict);
     for (size_t i = 0; i < n; i++) {
         char out[PATH_MAX];
         const char *name = base_name(files[i]->path);
@@ -174,7 +175,7 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
         if (st)
             return st;
     }
-    return check(registry, work_dir, family, family_size, err);
+    return check(registry, work_dir, verdict, err);
 }
 
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
@@ -182,11 +183,12 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
                                                  const struct splash_hub_file *const *files,
                                                  const char *const *sources,
                                                  const char *const *urls, size_t n,
-                                                 const char *work_dir, char *family,
-                                                 size_t family_size, struct splash_err *err)
+                                                 const char *work_dir,
+                                                 struct splash_hub_verdict *verdict,
+                                                 struct splash_err *err)
 {
     char first[PATH_MAX] = "";
-    family[0] = 0;
+    memset(verdict, 0, sizeof *verdict);
     for (size_t i = 0; i < n; i++) {
         const char *slash = strrchr(files[i]->path, '/');
         char out[PATH_MAX];
@@ -197,5 +199,5 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
         if (st)
             return st;
     }
-    return check(registry, first, family, family_size, err);
+    return check(registry, first, verdict, err);
 }

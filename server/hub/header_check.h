@@ -10,16 +10,23 @@
 
 struct splash_registry;
 
+/* What model-check said of a model that passed. */
+struct splash_hub_verdict {
+    char family[64];      /* the plugin that claimed it */
+    char draft_repo[128]; /* the DFlash2 draft its family names for its size, or "" */
+};
+
 /* files: the target's parts in order; sources[i] is a local path to read, or NULL to read
  * urls[i]. Copies each header into work_dir under the part's name, then checks the first.
- * family receives the plugin that claimed it. Errors give model-check's reasons. */
+ * verdict receives the family and its draft. Errors give model-check's reasons. */
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
                                                  const struct splash_registry *registry,
                                                  const struct splash_hub_file *const *files,
                                                  const char *const *sources,
                                                  const char *const *urls, size_t n,
-                                                 const char *work_dir, char *family,
-                                                 size_t family_size, struct splash_err *err);
+                                                 const char *work_dir,
+                                                 struct splash_hub_verdict *verdict,
+                                                 struct splash_err *err);
 
 
 /* The same for a safetensors (MLX, Model Optimizer, compressed-tensors) target: files are
@@ -31,8 +38,8 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
                                                         const struct splash_hub_file *const *files,
                                                         const char *const *sources,
                                                         const char *const *urls, size_t n,
-                                                        const char *work_dir, char *family,
-                                                        size_t family_size,
+                                                        const char *work_dir,
+                                                        struct splash_hub_verdict *verdict,
                                                         struct splash_err *err);
 
 #endif

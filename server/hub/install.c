@@ -155,7 +155,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
                                                  .lfs = strlen(blobs[i]) == 64};
     }
     if (!st) {
-        char family[64] = "";
+        struct splash_hub_verdict verdict = {"", ""};
         if (t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
             /* model-check on the files themselves (it reads their headers only) */
             struct splash_hub_file *hf = calloc(n_files, sizeof *hf);
@@ -172,7 +172,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
             }
             if (!st)
                 st = splash_hub_check_gguf_headers(&c->env, c->req->registry, list, src, urls,
-                                                   n_files, work, family, sizeof family, err);
+                                                   n_files, work, &verdict, err);
             for (size_t i = 0; i < n_files; i++) {
                 char p[PATH_MAX];
                 const char *slash = strrchr(rel[i], '/');
@@ -186,7 +186,8 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
                                     .variant = c->id.variant, .revision = c->revision,
                                     .commit = commit, .endpoint = c->env.endpoint,
                                     .cache_repo_dir = c->repo_dir, .kind = t.kind,
-                                    .family = family, .files = files, .n_files = n_files};
+                                    .family = verdict.family, .files = files,
+                                    .n_files = n_files};
         if (!st)
             st = splash_assembly_publish(c->inst_dir, &a, out, err);
     }
@@ -333,7 +334,7 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
         st = fetch_missing(c, rev, files, n, urls, blob_paths, 0, err);
     /* model-check on the headers before any weight moves */
-    char family[64] = "";
+    struct splash_hub_verdict verdict = {"", ""};
     if (!st && c->req->registry) {
         const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
         char work[PATH_MAX];
@@ -348,9 +349,9 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
             }
             st = t.kind == SPLASH_TARGET_SAFETENSORS
                      ? splash_hub_check_safetensors_headers(&c->env, c->req->registry, files, src,
-                                                            u, n, work, family, sizeof family, err)
+                                                            u, n, work, &verdict, err)
                      : splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n,
-                                                     work, family, sizeof family, err);
+                                                     work, &verdict, err);
             for (size_t i = 0; i < n; i++) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%.3800s/%s", work, base_name(files[i]->path));
@@ -364,6 +365,9 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         }
         free(src), free(u);
     }
+    if (!st && verdict.draft_repo[0])
+        say(c, "Draft · %s names %s as its DFlash2 draft; this build installs no drafts yet "
+               "(it decodes without one)", verdict.family, verdict.draft_repo);
     if (!st)
         st = fetch_missing(c, rev, files, n, urls, blob_paths, 1, err);
     /* snapshot links, refs, the assembly */
@@ -386,7 +390,7 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
                                     .variant = c->id.variant, .revision = c->revision,
                                     .commit = rev->commit, .endpoint = c->env.endpoint,
                                     .cache_repo_dir = c->repo_dir, .kind = t.kind,
-                                    .family = family, .files = af, .n_files = n};
+                                    .family = verdict.family, .files = af, .n_files = n};
         st = splash_assembly_publish(c->inst_dir, &a, out, err);
     }
     if (!st)
@@ -427,7 +431,7 @@ static enum splash_status without_hub(struct ctx *c, const char *why, struct spl
 enum splash_status splash_install(const struct splash_install_request *req,
                                   struct splash_installed *out, struct splash_err *err)
 {
-    static struct ctx c;
+    struct ctx c;
     memset(&c, 0, sizeof c);
     memset(out, 0, sizeof *out);
     c.req = req;

@@ -290,6 +290,8 @@ test("1,100 idle half-requests: a keyed /ready answers in < 1 s; one address is 
   try {
     const { port } = server;
     held.push(...await holdIdle(port, 1100));
+    // the server accepts the backlog (a thread each) first: once it answers at all, time it
+    await Promise.race([rawRequest(port, { path: "/health" }), sleep(5000)]);
     const t0 = Date.now();
     const r = await Promise.race([
       rawRequest(port, { path: "/ready", headers: { Authorization: "Bearer sekrit" } }),
@@ -494,6 +496,28 @@ test("kill -9 loops under load: every request gets an answer, the server serves 
     const ok = await rawRequest(port, { method: "POST", path: "/v1/completions",
                                         body: JSON.stringify({ model: "test/stories", prompt: "Hi", max_tokens: 2 }) });
     assert.equal(ok.status, 200);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a prompt too long for the context is refused before it is tokenized", async () => {
+  const server = await startServer();
+  try {
+    const prompt = "once upon a time ".repeat(3 * 1024 * 1024); // 51 MiB
+    const body = JSON.stringify({ model: "test/stories", prompt, max_tokens: 1 });
+    const t0 = Date.now();
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/completions", body });
+    assert.equal(r.status, 400, r.body.slice(0, 300));
+    const err = JSON.parse(r.body).error;
+    assert.equal(err.code, "context_length_exceeded");
+    assert.match(err.message, /more than 4096 tokens, this model's context/);
+    // the upload and its JSON take a few seconds on a loaded machine; tokenizing it took 30+
+    assert.ok(Date.now() - t0 < 10000, `took ${Date.now() - t0} ms`);
+    const chat = JSON.stringify({ model: "test/stories", max_tokens: 1, messages: [{ role: "user", content: prompt }] });
+    const c = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions", body: chat });
+    assert.equal(c.status, 400);
+    assert.match(JSON.parse(c.body).error.message, /more than 4096 tokens/);
   } finally {
     assert.equal(await server.stop(), 0);
   }

@@ -15,12 +15,17 @@ const bf16 = fs.readFileSync(path.join(testdata, "models/qwen35-tiny-BF16.gguf")
 const sha256 = (b) => (import("node:crypto").then((c) => c.createHash("sha256").update(b).digest("hex")));
 
 let hub;
+const scratchDirs = [];
 before(async () => { hub = new FakeHub(); await hub.listen(); });
-after(async () => { await hub.close(); });
+after(async () => {
+  await hub.close();
+  for (const d of scratchDirs) fs.rmSync(d, { recursive: true, force: true });
+});
 
 function home() {
   hub.faults = {}; // each test's faults are its own
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-hub-"));
+  scratchDirs.push(dir);
   return {
     dir,
     cache: path.join(dir, "hf/hub"),

@@ -50,6 +50,8 @@ function launch(args, env = {}) {
 before(async () => {
   fs.mkdirSync(bin, { recursive: true });
   fs.mkdirSync(home, { recursive: true });
+  // the stand-ins are CommonJS, whatever package.json a parent directory of /tmp holds
+  fs.writeFileSync(path.join(bin, "package.json"), '{"type": "commonjs"}\n');
   for (const c of ["claude", "codex", "opencode", "pi", "hermes"]) fakeClient(c);
   server = await startServer(["--max-context", "8K"], { env: { XDG_DATA_HOME: data, SPLASH_API_KEY: KEY } });
   lockPath = path.join(data, "splash", "runtime", `serve-${server.port}.json`);

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { splitGguf } from "./fakehub.mjs";
 import { splash, storiesModel, testdata } from "./harness.mjs";
 
@@ -20,8 +20,12 @@ function run(args, env) {
   });
 }
 
+const scratchDirs = [];
+after(() => { for (const d of scratchDirs) fs.rmSync(d, { recursive: true, force: true }); });
+
 function scratch() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-prepare-"));
+  scratchDirs.push(dir);
   return { dir, env: { XDG_DATA_HOME: path.join(dir, "data"), HOME: dir } };
 }
 

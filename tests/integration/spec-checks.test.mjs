@@ -2,6 +2,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { splash, storiesModel, startServer, rawRequest } from "./harness.mjs";
 
 function serve(args) {
@@ -58,6 +61,43 @@ test("no silent acceptance: logit_bias is checked and applied, broken tool schem
       assert.equal(m.status, 200, m.body);
     }
     assert.equal(server.output().split("Note · a request without model is served by test/stories").length, 2);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("splash template --now renders strftime_now on a fixed clock", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-now-"));
+  try {
+    fs.writeFileSync(path.join(dir, "t.jinja"), '{{ strftime_now("%Y-%m-%d %H:%M") }}');
+    fs.writeFileSync(path.join(dir, "r.json"), '{"messages":[]}');
+    const run = (now, tz) => spawnSync(splash, ["template", "--template", path.join(dir, "t.jinja"),
+                                                "--request", path.join(dir, "r.json"), "--now", now],
+                                       { encoding: "utf8", env: { ...process.env, TZ: tz } });
+    // wall-clock time renders as given in any zone; an instant renders in the local zone
+    assert.equal(run("2026-01-15T12:00:00", "America/New_York").stdout, "2026-01-15 12:00");
+    assert.equal(run("2026-01-15T12:00:00Z", "UTC").stdout, "2026-01-15 12:00");
+    assert.equal(run("2026-01-15T12:00:00+02:00", "UTC").stdout, "2026-01-15 10:00");
+    const bad = run("2026-01-15 noon", "UTC");
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /--now 2026-01-15 noon is not YYYY-MM-DDTHH:MM:SS/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("/status reports maximum_context_tokens, memory_plan.budget with context_bounds and chat_template.later_system", async () => {
+  const server = await startServer();
+  try {
+    const s = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(s.maximum_context_tokens, 4096);
+    assert.equal(s.maximum_context_tokens, s.capabilities.max_context_tokens);
+    assert.ok(s.memory_plan.budget.usable_bytes > 0);
+    assert.equal(typeof s.memory_plan.budget.bound, "string");
+    assert.equal(s.memory_plan.budget.context_bounds.model, 4096);
+    assert.ok(s.memory_plan.budget.context_bounds.resident >= 4096);
+    assert.equal(s.memory_plan.budget.context_bounds.bound, "model");
+    assert.match(s.chat_template.later_system, /^(native|patched|unsupported)$/);
   } finally {
     assert.equal(await server.stop(), 0);
   }

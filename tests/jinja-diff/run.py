@@ -10,8 +10,8 @@ JINJA_DIFF_TEMPLATES (comma-separated template stems to restrict to), SPLASH (th
 default build/splash). Exit 0 when all agree, 1 on any mismatch, 77 when Python Jinja2 or the
 binary is missing.
 
-strftime_now: `splash template` reads the system clock, so the oracle uses it too here
-(render_jinja2.py's default is the manifest's fixed 2026-01-15)."""
+strftime_now: both run on the manifest's fixed clock (render_jinja2.py's default,
+2026-01-15 12:00; `splash template --now`), so a render near midnight cannot differ."""
 
 import concurrent.futures
 import difflib
@@ -46,7 +46,8 @@ def env_int(name, default):
 
 
 def run_ours(splash, template, req_path):
-    p = subprocess.run([splash, "template", "--template", template, "--request", req_path],
+    p = subprocess.run([splash, "template", "--template", template, "--request", req_path,
+                        "--now", render_jinja2.FIXED_CLOCK.strftime("%Y-%m-%dT%H:%M:%S")],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     err = p.stderr.decode("utf-8", "replace")
     return p.returncode, p.stdout, err[:-1] if err.endswith("\n") else err
@@ -102,8 +103,7 @@ def main():
         path = os.path.join(TEMPLATES, name)
         stem = name[:-len(".jinja")]
         with open(path, encoding="utf-8") as f:
-            oracle = render_jinja2.Renderer(f.read(), render_jinja2.special_tokens_for(name),
-                                            clock="system")
+            oracle = render_jinja2.Renderer(f.read(), render_jinja2.special_tokens_for(name))
         special = render_jinja2.special_tokens_for(name)
         cases = []
         for i in range(n):
@@ -161,7 +161,7 @@ def main():
              counts["ours_failed"], counts["ours_rendered"], counts["message"]))
     if total_bad:
         print("jinja-diff: FAIL (requests kept in %s; reproduce with render_jinja2.py "
-              "--clock system --template T --request R)" % tmp)
+              "--template T --request R)" % tmp)
         return 1
     shutil.rmtree(tmp)
     print("jinja-diff: PASS")

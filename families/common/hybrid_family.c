@@ -1,0 +1,54 @@
+/* The family vtable members the Qwen families share, in the vtable's own signatures: both
+ * plugins' descriptors point here. */
+#include "families/common/hybrid.h"
+
+void hybrid_family_model_destroy(void *model)
+{
+    hybrid_model_destroy(model);
+}
+
+void hybrid_family_model_info(const void *model, struct splash_model_info *info)
+{
+    hybrid_model_info(model, info);
+}
+
+enum splash_status hybrid_family_seq_create(void *model, void **seq, struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_create(model, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
+}
+
+void hybrid_family_seq_destroy(void *model, void *seq)
+{
+    hybrid_seq_destroy(model, seq);
+}
+
+enum splash_status hybrid_family_seq_truncate(void *model, void *seq, int32_t n_keep,
+                                              struct splash_err *err)
+{
+    return hybrid_seq_truncate(model, seq, n_keep, err);
+}
+
+enum splash_status hybrid_family_forward(void *model, const struct splash_lane *lanes,
+                                         int32_t n_lanes, struct splash_err *err)
+{
+    return hybrid_forward(model, lanes, n_lanes, err);
+}
+
+enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
+                                          void **dst, struct splash_err *err)
+{
+    struct hybrid_seq *s;
+    enum splash_status st = hybrid_seq_fork(model, src, n_tokens, &s, err);
+    if (!st)
+        *dst = s;
+    return st;
+}
+
+uint64_t hybrid_family_cache_bytes(const void *model)
+{
+    return hybrid_cache_bytes(model);
+}

@@ -1,0 +1,74 @@
+/* The engine's side of prefix caching: the memory every sequence's caches may hold
+ * (the memory plan's KV and states), restore points taken and resumed through the
+ * family's forks, and eviction in server.md's order (cached prefixes first). */
+#ifndef SPLASH_ENGINE_ENGINE_CACHE_H
+#define SPLASH_ENGINE_ENGINE_CACHE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "server/engine/prefill_plan.h"
+#include "server/engine/prefix_cache.h"
+#include "splash/family.h"
+
+/* Chunk points of one prompt at least this far apart; turn points always. */
+#define SPLASH_CHECKPOINT_SPACING 1024
+/* Turn points kept for the last this many boundaries of a prompt (the next turn
+ * resumes from the last; an edit or a retry from one shortly before). */
+#define SPLASH_TURN_POINTS 8
+
+struct splash_engine_cache {
+    const struct splash_family_plugin *fam;
+    void *model;
+    struct splash_prefix_cache *points; /* NULL: no prefix cache (the family cannot fork) */
+    uint64_t pool;                      /* bytes every sequence's caches may hold */
+    uint64_t page_bytes;                /* one page of every attention layer */
+    int32_t page_tokens;
+    uint64_t state_bytes;               /* one sequence's recurrent state */
+    uint64_t kv_bytes_per_token;
+    uint64_t prefilled, reused;         /* prompt tokens computed, and taken from the cache */
+    uint64_t peak;                      /* the most the caches held after a step */
+};
+
+/* pool: the plan's KV and state bytes. Caching is off where the family cannot fork
+ * (a plugin older than ABI 1.2) or `off` is set. */
+void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,
+                        void *model, const struct splash_model_info *info, uint64_t pool,
+                        int off);
+void splash_ecache_free(struct splash_engine_cache *c);
+
+/* Bytes the caches hold now; `counted` is the engine's own estimate for a family that
+ * does not report them. */
+uint64_t splash_ecache_used(const struct splash_engine_cache *c, uint64_t counted);
+/* The most a lane of n tokens at pos0 adds (a new sequence's state when fresh). */
+uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t pos0, int32_t n,
+                                 int fresh);
+/* Evicts restore points until need more bytes fit the pool; the newest turn point goes
+ * too when `all` (a request's start or growth; a new point never takes it). 1 when
+ * they fit. */
+int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uint64_t need,
+                            int all);
+
+/* A sequence for the plan's prompt: forked from the deepest restore point the plan
+ * accepts, leaving at least one token to compute, or fresh. *cached gets its tokens. */
+enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
+                                        const struct splash_prefill_plan *plan, void **seq,
+                                        int32_t *cached, struct splash_err *err);
+
+/* The tokens splash_ecache_resume would take from the cache now. */
+int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_prefill_plan *plan);
+
+/* Takes a restore point of seq (which holds plan->tokens[0..pos)) where the rules above
+ * want one; last_point is the request's previous point, updated. Points give way to
+ * memory: one the pool cannot hold is not kept. */
+void splash_ecache_capture(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
+                           int32_t pos, void *seq, int32_t n_boundaries_after, int32_t *last_point,
+                           uint64_t counted);
+
+/* Notes the bytes held after a step (status: bytes_peak). */
+void splash_ecache_note(struct splash_engine_cache *c, uint64_t counted);
+
+/* /status: the cache's points, bytes, hits and tokens. */
+json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t counted);
+
+#endif

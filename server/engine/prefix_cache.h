@@ -1,0 +1,61 @@
+/* The in-memory prefix cache: restore points (a forked sequence holding a prompt
+ * prefix's KV pages, shared copy-on-write, and its recurrent state) in a radix tree
+ * over token ids. A request resumes from the deepest point along its prompt that its
+ * prefill plan accepts. The cache owns its points' sequences and gives them back
+ * through `drop`. */
+#ifndef SPLASH_ENGINE_PREFIX_CACHE_H
+#define SPLASH_ENGINE_PREFIX_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a point is, in the order eviction spares them (last goes last). */
+enum splash_point_class {
+    SPLASH_POINT_CHUNK = 0, /* a prefill chunk's end inside a turn */
+    SPLASH_POINT_TURN = 1,  /* a turn boundary: just after the chat format's reuse token */
+};
+
+struct splash_prefix_cache;
+struct splash_prefix_point;
+
+struct splash_prefix_stats {
+    uint64_t points, turn_points;    /* held now */
+    uint64_t inserted, evicted;      /* since the start */
+    uint64_t lookups, hits, hit_tokens;
+};
+
+struct splash_prefix_cache *splash_prefix_cache_create(void (*drop)(void *ctx, void *seq),
+                                                       void *ctx);
+/* Drops every point. */
+void splash_prefix_cache_destroy(struct splash_prefix_cache *c);
+
+/* The point at exactly tokens[0..n), or NULL. */
+struct splash_prefix_point *splash_prefix_cache_find(struct splash_prefix_cache *c,
+                                                     const int32_t *tokens, int32_t n);
+/* The deepest point along tokens[0..n) whose length `accept` takes (NULL: any), or NULL;
+ * counts a lookup, and a hit when found (marking the point used now). */
+struct splash_prefix_point *splash_prefix_cache_lookup(struct splash_prefix_cache *c,
+                                                       const int32_t *tokens, int32_t n,
+                                                       int (*accept)(void *ctx, int32_t len),
+                                                       void *ctx);
+/* The length lookup would find, without counting a lookup or marking a use. */
+int32_t splash_prefix_cache_peek(struct splash_prefix_cache *c, const int32_t *tokens, int32_t n,
+                                 int (*accept)(void *ctx, int32_t len), void *ctx);
+/* Adds a point at tokens[0..n) holding seq (the cache owns it from then on); a point
+ * already there is kept, marked used now, and seq dropped. -1: out of memory (seq is
+ * still the caller's). */
+int splash_prefix_cache_insert(struct splash_prefix_cache *c, const int32_t *tokens, int32_t n,
+                               void *seq, enum splash_point_class cls);
+
+void *splash_prefix_point_seq(const struct splash_prefix_point *p);
+int32_t splash_prefix_point_tokens(const struct splash_prefix_point *p);
+
+/* Drops the point eviction takes first: chunk points before turn points, each the least
+ * recently used first; the newest turn point (the one the latest conversation resumes
+ * from) only when `all`. 0 when nothing could go. */
+int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all);
+
+void splash_prefix_cache_stats(const struct splash_prefix_cache *c,
+                               struct splash_prefix_stats *s);
+
+#endif

@@ -1,0 +1,659 @@
+/* The prefix cache: the prefill plan's cuts, the radix tree of restore points, the
+ * families' copy-on-write forks, and the engine end to end: a request resumed from a
+ * restore point (a turn boundary, a chunk end, the same prompt again) gives the bits it
+ * gives on a cold engine (greedy and seeded, int8 and bf16 KV, dense and MoE), and
+ * requests that do not fit the memory plan together take turns instead of failing. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "server/engine/engine.h"
+#include "server/engine/prefill_plan.h"
+#include "server/engine/prefix_cache.h"
+#include "server/engine/protocol.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "server/text/tokenizer/tokenizer.h"
+#include "tests/support/model_run.h"
+#include "tests/support/rng.h"
+#include "tests/support/testdata.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+
+/* ---- the prefill plan ------------------------------------------------------------ */
+
+static void test_plan_cuts(void **state)
+{
+    (void)state;
+    enum { R = 7 }; /* the reuse token */
+    int32_t t[400];
+    for (int i = 0; i < 400; i++)
+        t[i] = 100 + i;
+    t[99] = R;  /* boundary at 100 */
+    t[129] = R; /* boundary at 130 */
+    struct splash_prefill_plan p = {.tokens = t, .n = 400, .reuse = R};
+    /* segment [0, 100): 64-token steps, then its tail [64, 100) alone */
+    assert_int_equal(splash_plan_next_cut(&p, 0, 1000), 64);
+    assert_int_equal(splash_plan_next_cut(&p, 0, 10), 64);
+    assert_int_equal(splash_plan_next_cut(&p, 64, 1000), 100);
+    /* a short segment is one call */
+    assert_int_equal(splash_plan_next_cut(&p, 100, 1000), 130);
+    /* [130, 400): budget cuts at whole steps from 130, the tail from 386 */
+    assert_int_equal(splash_plan_next_cut(&p, 130, 100), 194);
+    assert_int_equal(splash_plan_next_cut(&p, 130, 200), 322);
+    assert_int_equal(splash_plan_next_cut(&p, 322, 1000), 386);
+    assert_int_equal(splash_plan_next_cut(&p, 386, 1000), 400);
+    /* restore points are exactly the places a call may start */
+    assert_true(splash_plan_is_cut(&p, 64));
+    assert_true(splash_plan_is_cut(&p, 100));
+    assert_true(splash_plan_is_cut(&p, 130));
+    assert_true(splash_plan_is_cut(&p, 194));
+    assert_true(splash_plan_is_cut(&p, 386));
+    assert_false(splash_plan_is_cut(&p, 0));
+    assert_false(splash_plan_is_cut(&p, 128));
+    assert_false(splash_plan_is_cut(&p, 200));
+    assert_false(splash_plan_is_cut(&p, 400));
+    assert_true(splash_plan_is_boundary(&p, 130));
+    assert_false(splash_plan_is_boundary(&p, 131));
+    /* no reuse token: one segment */
+    p.reuse = -1;
+    assert_int_equal(splash_plan_next_cut(&p, 0, 1000), 384);
+    assert_false(splash_plan_is_cut(&p, 100));
+}
+
+/* ---- the radix tree ---------------------------------------------------------------- */
+
+static int dropped;
+static void count_drop(void *ctx, void *seq)
+{
+    (void)ctx;
+    free(seq);
+    dropped++;
+}
+
+static void *token_seq(void)
+{
+    return malloc(1);
+}
+
+static int accept_even(void *ctx, int32_t len)
+{
+    (void)ctx;
+    return len % 2 == 0;
+}
+
+static void test_radix_tree(void **state)
+{
+    (void)state;
+    dropped = 0;
+    struct splash_prefix_cache *c = splash_prefix_cache_create(count_drop, NULL);
+    int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int32_t b[] = {1, 2, 3, 9, 9, 9};
+    assert_int_equal(splash_prefix_cache_insert(c, a, 8, token_seq(), SPLASH_POINT_TURN), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, a, 4, token_seq(), SPLASH_POINT_CHUNK), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, b, 6, token_seq(), SPLASH_POINT_CHUNK), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, b, 2, token_seq(), SPLASH_POINT_TURN), 0);
+    /* a second point at the same prefix keeps the first */
+    assert_int_equal(splash_prefix_cache_insert(c, a, 4, token_seq(), SPLASH_POINT_CHUNK), 0);
+    assert_int_equal(dropped, 1);
+    assert_non_null(splash_prefix_cache_find(c, a, 8));
+    assert_null(splash_prefix_cache_find(c, a, 3));
+    int32_t q[] = {1, 2, 3, 4, 5, 6, 7, 8, 10};
+    struct splash_prefix_point *p = splash_prefix_cache_lookup(c, q, 9, NULL, NULL);
+    assert_non_null(p);
+    assert_int_equal(splash_prefix_point_tokens(p), 8);
+    /* the plan's test picks among the points along the prompt */
+    int32_t q2[] = {1, 2, 3, 9, 9, 9, 9};
+    p = splash_prefix_cache_lookup(c, q2, 7, accept_even, NULL);
+    assert_int_equal(splash_prefix_point_tokens(p), 6);
+    p = splash_prefix_cache_lookup(c, q2, 5, NULL, NULL);
+    assert_int_equal(splash_prefix_point_tokens(p), 2);
+    int32_t miss[] = {2, 2};
+    assert_null(splash_prefix_cache_lookup(c, miss, 2, NULL, NULL));
+    /* eviction: chunk points first, least recently used first; the newest turn point
+     * (b's, inserted last) only when everything may go */
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_null(splash_prefix_cache_find(c, a, 4)); /* a/4 was used least recently */
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_null(splash_prefix_cache_find(c, b, 6));
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_null(splash_prefix_cache_find(c, a, 8));
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 0);
+    assert_non_null(splash_prefix_cache_find(c, b, 2));
+    assert_int_equal(splash_prefix_cache_evict_one(c, 1), 1);
+    assert_null(splash_prefix_cache_lookup(c, q, 9, NULL, NULL));
+    /* the pruned tree takes new points */
+    assert_int_equal(splash_prefix_cache_insert(c, a, 5, token_seq(), SPLASH_POINT_TURN), 0);
+    assert_int_equal(splash_prefix_point_tokens(splash_prefix_cache_lookup(c, a, 8, NULL, NULL)),
+                     5);
+    struct splash_prefix_stats s;
+    splash_prefix_cache_stats(c, &s);
+    assert_int_equal(s.points, 1);
+    assert_int_equal(s.evicted, 4);
+    splash_prefix_cache_destroy(c);
+    assert_int_equal(dropped, 6);
+}
+
+/* ---- copy-on-write forks ------------------------------------------------------------- */
+
+static struct splash_pool *pool;
+
+static const struct splash_family_plugin *family(const char *name)
+{
+    struct splash_registry *r = splash_registry_global();
+    for (size_t i = 0; i < splash_registry_n_families(r); i++)
+        if (!strcmp(splash_registry_family(r, i)->header.name, name))
+            return splash_registry_family(r, i);
+    fail_msg("no family %s", name);
+    return NULL;
+}
+
+static void forward(struct test_run *r, void *seq, const int32_t *t, int32_t n, int32_t pos0,
+                    float *logits)
+{
+    struct splash_lane lane = {.seq = seq, .tokens = t, .n_tokens = n, .pos0 = pos0,
+                               .logits = logits};
+    struct splash_err err;
+    if (r->fam->forward(r->model, &lane, 1, &err))
+        fail_msg("forward: %s", err.msg);
+}
+
+static void fork_case(const char *fam, const char *file, int kv)
+{
+    struct test_run r;
+    struct test_run_opts o = {.fam = family(fam), .pool = pool, .kv_format = kv};
+    char path[512];
+    if (test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file))
+        return;
+    assert_non_null(r.fam->seq_fork);
+    assert_non_null(r.fam->cache_bytes);
+    assert_true(r.info.kv_page_tokens > 0);
+    uint64_t empty = r.fam->cache_bytes(r.model);
+    int32_t t[200];
+    uint64_t rng = 7;
+    for (int i = 0; i < 200; i++)
+        t[i] = (int32_t)(test_splitmix64(&rng) % 200) + 10;
+    size_t V = (size_t)r.info.n_vocab;
+    float *want = malloc(V * sizeof *want), *got = malloc(V * sizeof *got);
+    struct splash_err err;
+    void *a, *point, *b, *bad;
+    assert_int_equal(r.fam->seq_create(r.model, &a, &err), SPLASH_OK);
+    forward(&r, a, t, 100, 0, NULL); /* 100: mid-page, so both sides append into a shared page */
+    assert_int_equal(r.fam->seq_fork(r.model, a, 100, &point, &err), SPLASH_OK);
+    /* no GDN state but at the end */
+    assert_int_equal(r.fam->seq_fork(r.model, a, 64, &bad, &err), SPLASH_ERR_UNSUPPORTED);
+    uint64_t shared = r.fam->cache_bytes(r.model);
+    forward(&r, a, t + 100, 100, 100, want);
+    /* a second sequence from the point, fed the same tokens, computes the same bits: the
+     * first one's appends went to its own copy of the shared page */
+    assert_int_equal(r.fam->seq_fork(r.model, point, 100, &b, &err), SPLASH_OK);
+    forward(&r, b, t + 100, 100, 100, got);
+    assert_memory_equal(got, want, V * sizeof *got);
+    /* and a fresh sequence too */
+    r.fam->seq_destroy(r.model, b);
+    assert_int_equal(r.fam->seq_create(r.model, &b, &err), SPLASH_OK);
+    forward(&r, b, t, 100, 0, NULL);
+    forward(&r, b, t + 100, 100, 100, got);
+    assert_memory_equal(got, want, V * sizeof *got);
+    /* the point's fork shared its pages: it cost a state, far less than its KV */
+    r.fam->seq_destroy(r.model, b);
+    r.fam->seq_destroy(r.model, a);
+    assert_true(r.fam->cache_bytes(r.model) < shared);
+    r.fam->seq_destroy(r.model, point);
+    assert_int_equal(r.fam->cache_bytes(r.model), empty);
+    free(want);
+    free(got);
+    test_run_close(&r);
+}
+
+static void test_fork_copy_on_write(void **state)
+{
+    (void)state;
+    fork_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8);
+    fork_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16);
+    fork_case("qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8);
+}
+
+/* ---- the engine end to end ----------------------------------------------------------- */
+
+struct engine_thread {
+    pthread_t thread;
+    int fd;        /* the front's end */
+    struct splash_engine_opts o;
+    json_t *ready;
+};
+
+static void *engine_run(void *p)
+{
+    struct engine_thread *t = p;
+    splash_engine_main(&t->o);
+    return NULL;
+}
+
+static void engine_start(struct engine_thread *t, const char *file, int kv, uint64_t max_memory,
+                         int64_t max_context, int lanes)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    static char path[512];
+    memset(t, 0, sizeof *t);
+    t->fd = sv[0];
+    t->o = (struct splash_engine_opts){.fd = sv[1],
+                                       .model_path = test_testdata_path(path, sizeof path, file),
+                                       .n_threads = 1,
+                                       .kv_format = kv,
+                                       .max_memory = max_memory,
+                                       .max_context = max_context,
+                                       .max_lanes = lanes,
+                                       .prefill_chunk = 64,
+                                       .decode_share = 0.5};
+    assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
+    struct splash_frame f;
+    struct splash_err err;
+    assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
+    if (f.type != SPLASH_FRAME_READY)
+        fail_msg("engine: %s", json_string_value(json_object_get(f.body, "message")));
+    t->ready = f.body;
+}
+
+static void engine_stop(struct engine_thread *t)
+{
+    struct splash_err err;
+    json_t *b = json_object();
+    splash_frame_write(t->fd, SPLASH_FRAME_SHUTDOWN, 0, b, &err);
+    json_decref(b);
+    pthread_join(t->thread, NULL);
+    close(t->fd);
+    close(t->o.fd);
+    json_decref(t->ready);
+}
+
+struct result {
+    int32_t tokens[64];
+    double lp[64];
+    int n, total; /* tokens kept (the first 64), tokens generated */
+    int64_t cached;
+    int done;
+    char code[48];
+};
+
+static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
+                   int max_tokens, int32_t reuse, double temperature)
+{
+    json_t *ids = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(ids, json_integer(prompt[i]));
+    json_t *b = json_pack("{s:o, s:i, s:b, s:{s:f, s:i}}", "prompt", ids, "max_tokens", max_tokens,
+                          "logprobs", 1, "sampling", "temperature", temperature, "seed", 42);
+    if (reuse >= 0)
+        json_object_set_new(b, "reuse_token", json_integer(reuse));
+    struct splash_err err;
+    assert_int_equal(splash_frame_write(t->fd, SPLASH_FRAME_SUBMIT, id, b, &err), SPLASH_OK);
+    json_decref(b);
+}
+
+/* Reads frames until requests first..first+n-1 have all ended. */
+static void collect(struct engine_thread *t, uint64_t first, int n, struct result *res)
+{
+    memset(res, 0, (size_t)n * sizeof *res);
+    for (int left = n; left > 0;) {
+        struct splash_frame f;
+        struct splash_err err;
+        assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
+        if (f.id < first || f.id >= first + (uint64_t)n) {
+            splash_frame_free(&f);
+            continue;
+        }
+        struct result *r = &res[f.id - first];
+        if (f.type == SPLASH_FRAME_TOKENS) {
+            json_t *tk = json_object_get(f.body, "t"), *lp = json_object_get(f.body, "lp");
+            for (size_t i = 0; i < json_array_size(tk); i++, r->total++) {
+                if (r->n == 64)
+                    continue;
+                r->tokens[r->n] = (int32_t)json_integer_value(json_array_get(tk, i));
+                r->lp[r->n++] = json_number_value(json_array_get(lp, i));
+            }
+        } else if (f.type == SPLASH_FRAME_DONE) {
+            r->cached = json_integer_value(json_object_get(f.body, "cached_tokens"));
+            r->done = 1;
+            left--;
+        } else if (f.type == SPLASH_FRAME_ERROR) {
+            snprintf(r->code, sizeof r->code, "%s",
+                     json_string_value(json_object_get(f.body, "code")));
+            fprintf(stderr, "  request %llu: %s\n", (unsigned long long)f.id,
+                    json_string_value(json_object_get(f.body, "message")));
+            left--;
+        }
+        splash_frame_free(&f);
+    }
+}
+
+static json_t *engine_status(struct engine_thread *t)
+{
+    struct splash_err err;
+    json_t *b = json_object();
+    splash_frame_write(t->fd, SPLASH_FRAME_STATUS_REQ, 999999, b, &err);
+    json_decref(b);
+    for (;;) {
+        struct splash_frame f;
+        assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
+        if (f.type == SPLASH_FRAME_STATUS)
+            return f.body;
+        splash_frame_free(&f);
+    }
+}
+
+static void run_one(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
+                    int max_tokens, int32_t reuse, double temperature, struct result *res)
+{
+    submit(t, id, prompt, n, max_tokens, reuse, temperature);
+    collect(t, id, 1, res);
+    if (!res->done)
+        fail_msg("request %llu failed: %s", (unsigned long long)id, res->code);
+}
+
+static void assert_same(const char *what, const struct result *got, const struct result *want)
+{
+    if (got->n != want->n)
+        fail_msg("%s: %d tokens, cold %d", what, got->n, want->n);
+    for (int i = 0; i < got->n; i++)
+        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
+            fail_msg("%s: token %d is %d (logprob %.9g), cold %d (%.9g)", what, i, got->tokens[i],
+                     got->lp[i], want->tokens[i], want->lp[i]);
+}
+
+static int32_t im_end_id(const char *file)
+{
+    char path[512];
+    struct splash_tokenizer *tok;
+    struct splash_err err;
+    assert_int_equal(splash_tokenizer_load(test_testdata_path(path, sizeof path, file), &tok, &err),
+                     SPLASH_OK);
+    int32_t id = splash_tokenizer_find_special(tok, "<|im_end|>");
+    splash_tokenizer_destroy(tok);
+    assert_true(id >= 0);
+    return id;
+}
+
+/* A conversation: segments of these lengths, each closed by the reuse token but the
+ * last (the assistant's opening). Returns its length; bounds[] gets each boundary. */
+static int conversation(int32_t *t, const int *segs, int n_segs, int32_t reuse, uint32_t seed,
+                        int *bounds)
+{
+    uint64_t rng = seed;
+    int n = 0;
+    for (int s = 0; s < n_segs; s++) {
+        for (int i = 0; i < segs[s]; i++)
+            t[n++] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+        if (s + 1 < n_segs) {
+            t[n++] = reuse;
+            bounds[s] = n;
+        }
+    }
+    return n;
+}
+
+static void hit_case(const char *file, int kv, double temperature)
+{
+    char label[160];
+    int32_t reuse = im_end_id(file);
+    /* system, user, assistant, a long user turn (chunk points inside), the opening */
+    static const int segs[] = {200, 90, 60, 1300, 3};
+    int bounds[4];
+    int32_t *p = malloc(4096 * sizeof *p), *q = malloc(4096 * sizeof *q);
+    int n = conversation(p, segs, 5, reuse, 11, bounds);
+    struct result cold, hit;
+    struct engine_thread t;
+
+    engine_start(&t, file, kv, 0, 4096, 4);
+    run_one(&t, 1, p, n, 8, reuse, temperature, &cold);
+    assert_int_equal(cold.cached, 0);
+    engine_stop(&t);
+
+    /* the previous turn: the conversation up to the user's turn end, then an opening of
+     * its own; the next turn resumes at that turn boundary */
+    engine_start(&t, file, kv, 0, 4096, 4);
+    memcpy(q, p, (size_t)bounds[2] * sizeof *q);
+    q[bounds[2]] = 5;
+    q[bounds[2] + 1] = 6;
+    struct result prev;
+    run_one(&t, 1, q, bounds[2] + 2, 4, reuse, temperature, &prev);
+    run_one(&t, 2, p, n, 8, reuse, temperature, &hit);
+    snprintf(label, sizeof label, "%s kv %d t %.1f, turn boundary", file, kv, temperature);
+    assert_int_equal(hit.cached, bounds[2]);
+    assert_same(label, &hit, &cold);
+    /* the same prompt again: from its last cut, the final turn boundary */
+    run_one(&t, 3, p, n, 8, reuse, temperature, &hit);
+    snprintf(label, sizeof label, "%s kv %d t %.1f, same prompt", file, kv, temperature);
+    assert_int_equal(hit.cached, bounds[3]);
+    assert_same(label, &hit, &cold);
+    engine_stop(&t);
+
+    /* a prompt that leaves the long turn partway: the next resumes from a chunk's end */
+    engine_start(&t, file, kv, 0, 4096, 4);
+    int part = bounds[2] + 1100;
+    memcpy(q, p, (size_t)part * sizeof *q);
+    q[part] = 3;
+    run_one(&t, 1, q, part + 1, 2, reuse, temperature, &prev);
+    run_one(&t, 2, p, n, 8, reuse, temperature, &hit);
+    snprintf(label, sizeof label, "%s kv %d t %.1f, chunk end", file, kv, temperature);
+    assert_int_equal(hit.cached, bounds[2] + 1024);
+    assert_same(label, &hit, &cold);
+    engine_stop(&t);
+    free(p);
+    free(q);
+}
+
+static void test_engine_hits_bit_identical(void **state)
+{
+    (void)state;
+    hit_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0);
+    hit_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16, 0);
+    hit_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0.9);
+    hit_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8, 0);
+    hit_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_BF16, 0.9);
+}
+
+/* Concurrent conversations sharing a system prompt share its pages and take it from the
+ * cache; every answer matches the same request on a cold engine. */
+static void test_engine_shared_prefix_lanes(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    enum { N = 6 };
+    static int32_t conv[N][1024];
+    int len[N], bounds[4];
+    for (int i = 0; i < N; i++) {
+        static const int segs[] = {500, 40, 3};
+        len[i] = conversation(conv[i], segs, 3, reuse, 5, bounds); /* the same system prompt */
+        uint64_t rng = 100 + (uint64_t)i;
+        for (int k = bounds[0]; k < bounds[1] - 1; k++)
+            conv[i][k] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+    }
+    struct result cold[N], warm[N];
+    struct engine_thread t;
+    for (int i = 0; i < N; i++) {
+        engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 8);
+        run_one(&t, 1, conv[i], len[i], 6, reuse, 0, &cold[i]);
+        engine_stop(&t);
+    }
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 8);
+    for (int i = 0; i < N; i++)
+        submit(&t, 10 + (uint64_t)i, conv[i], len[i], 6, reuse, 0);
+    collect(&t, 10, N, warm);
+    int hits = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(warm[i].done);
+        hits += warm[i].cached == bounds[0];
+        assert_same("shared system prompt", &warm[i], &cold[i]);
+    }
+    assert_true(hits >= N - 1);
+    json_t *st = engine_status(&t);
+    json_t *pc = json_object_get(st, "prefix_cache");
+    assert_true(json_integer_value(json_object_get(pc, "cached_tokens")) >= (N - 1) * bounds[0]);
+    json_decref(st);
+    engine_stop(&t);
+}
+
+/* The memory plan's room for caches holds one long request but not two: the second waits
+ * or yields and both finish, and the caches never pass the plan. Before, the caches grew
+ * past the plan, and a cache that could not grow failed every request of the step. */
+static void test_engine_capacity_take_turns(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    struct engine_thread t;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t kv = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes"));
+    uint64_t cap = (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    engine_stop(&t);
+    uint64_t per_token = kv / cap;
+    /* room for 1,300 tokens of KV: one request of 900 fits, two do not */
+    engine_start(&t, file, SPLASH_KV_INT8, weights + states + 1300 * per_token, 1024, 2);
+    int32_t a[1024], b[1024];
+    static const int segs[] = {600, 3};
+    int bounds[2];
+    int na = conversation(a, segs, 2, reuse, 21, bounds);
+    int nb = conversation(b, segs, 2, reuse, 22, bounds);
+    struct result res[2];
+    submit(&t, 1, a, na, 300, reuse, 0);
+    submit(&t, 2, b, nb, 300, reuse, 0);
+    collect(&t, 1, 2, res);
+    assert_true(res[0].done);
+    assert_true(res[1].done);
+    assert_int_equal(res[0].total, 300);
+    assert_int_equal(res[1].total, 300);
+    json_t *st = engine_status(&t);
+    json_t *pc = json_object_get(st, "prefix_cache");
+    assert_true(json_integer_value(json_object_get(pc, "bytes_peak")) <=
+                json_integer_value(json_object_get(pc, "bytes_limit")));
+    /* the second request gave its lane back and prefilled again */
+    assert_true(json_integer_value(json_object_get(pc, "prefilled_tokens")) > na + nb);
+    json_decref(st);
+    engine_stop(&t);
+}
+
+static uint64_t rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A soak: 200 requests over a few shared prefixes with random continuations, under a
+ * memory plan far smaller than their KV together. The caches stay within the plan, the
+ * process's memory does not grow past it, every request ends well and the cache hits. */
+static void test_engine_soak_within_plan(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    struct engine_thread t;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 4096, 4);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t one_state = states / 4;
+    uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
+                         (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    engine_stop(&t);
+    /* room for 3,000 tokens of KV and twenty states beside the lanes' (a restore point
+     * is mostly its state on this model) */
+    engine_start(&t, file, SPLASH_KV_INT8, weights + states + 20 * one_state + 3000 * per_token, 4096,
+                 4);
+    enum { PREFIXES = 5, REQUESTS = 200, BATCH = 8 };
+    static int32_t prefix[PREFIXES][256];
+    int32_t prompt[1024];
+    uint64_t rng = 99;
+    for (int p = 0; p < PREFIXES; p++) {
+        for (int i = 0; i < 255; i++)
+            prefix[p][i] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+        prefix[p][255] = reuse;
+    }
+    uint64_t rss0 = 0;
+    int64_t hits = 0;
+    for (int sent = 0; sent < REQUESTS; sent += BATCH) {
+        for (int b = 0; b < BATCH; b++) {
+            int p = (int)(test_splitmix64(&rng) % PREFIXES);
+            /* part of a system turn, or all of it, then a user turn */
+            int n = test_splitmix64(&rng) % 2 ? 256 : 64 + (int)(test_splitmix64(&rng) % 192);
+            memcpy(prompt, prefix[p], (size_t)n * sizeof *prompt);
+            int extra = 10 + (int)(test_splitmix64(&rng) % 90);
+            for (int i = 0; i < extra; i++)
+                prompt[n++] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
+            prompt[n++] = reuse;
+            prompt[n++] = 5;
+            submit(&t, 1000 + (uint64_t)(sent + b), prompt, n, 2, reuse, 0);
+        }
+        struct result res[BATCH];
+        collect(&t, 1000 + (uint64_t)sent, BATCH, res);
+        for (int b = 0; b < BATCH; b++) {
+            if (!res[b].done)
+                fail_msg("soak request %d: %s", sent + b, res[b].code);
+            hits += res[b].cached > 0;
+        }
+        if (sent == 3 * BATCH)
+            rss0 = rss_bytes(); /* buffers and the first points are in */
+    }
+    json_t *st = engine_status(&t);
+    json_t *pc = json_object_get(st, "prefix_cache");
+    uint64_t limit = (uint64_t)json_integer_value(json_object_get(pc, "bytes_limit"));
+    assert_true((uint64_t)json_integer_value(json_object_get(pc, "bytes_peak")) <= limit);
+    assert_true(json_integer_value(json_object_get(pc, "evicted")) > 0);
+    uint64_t rss1 = rss_bytes();
+    if (rss1 > rss0 + limit + (8u << 20))
+        fail_msg("RSS grew from %.1f to %.1f MiB over a plan of %.1f MiB for caches",
+                 (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
+    assert_true(hits > REQUESTS / 4); /* most of the half that take a whole system turn */
+    json_decref(st);
+    engine_stop(&t);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    splash_registry_add_builtins(splash_registry_global(), splash_builtin_plugins);
+    pool = splash_pool_create(2);
+    return pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    splash_pool_destroy(pool);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_cuts),
+        cmocka_unit_test(test_radix_tree),
+        cmocka_unit_test(test_fork_copy_on_write),
+        cmocka_unit_test(test_engine_hits_bit_identical),
+        cmocka_unit_test(test_engine_shared_prefix_lanes),
+        cmocka_unit_test(test_engine_capacity_take_turns),
+        cmocka_unit_test(test_engine_soak_within_plan),
+    };
+    if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
