@@ -10,7 +10,10 @@ import { startNginx } from "../tests/integration/nginx.mjs";
 const [nConv = 8, nTurns = 4, maxTokens = 64] = process.argv.slice(2).map(Number);
 
 async function chat(url, conv) {
-  conv.messages.push({ role: "user", content: `Part ${conv.messages.length} of story ${conv.key}, go on.` });
+  // the first turn opens long, as an agent's does, so a turn's prompt spans cache steps
+  const opening = conv.messages.length ? "" :
+    Array.from({ length: 40 }, (_, k) => `Line ${k} of story ${conv.key}: the fox met a bird.`).join(" ") + " ";
+  conv.messages.push({ role: "user", content: `${opening}Part ${conv.messages.length} of story ${conv.key}, go on.` });
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-Session-Affinity": conv.key },
@@ -63,7 +66,8 @@ async function run(url, label) {
 
 const servers = [];
 try {
-  servers.push(await startServer(), await startServer());
+  const args = ["--max-context", "16K"]; // prefix-cache room for every conversation
+  servers.push(await startServer(args), await startServer(args));
   await run(servers[0].url, "1 replica, direct");
   for (const [label, roundRobin] of [["2 replicas, nginx, affinity", false], ["2 replicas, nginx, round robin", true]]) {
     const router = await startNginx(servers.map((s) => s.port), { roundRobin });

@@ -14,7 +14,9 @@ let router;
 let url;
 
 before(async () => {
-  replicas = await Promise.all([startServer(), startServer()]);
+  // room in each replica's prefix cache for all 20 conversations once one replica is gone
+  const args = ["--max-context", "16K"];
+  replicas = await Promise.all([startServer(args), startServer(args)]);
   router = await startNginx(replicas.map((r) => r.port));
   url = router.url;
 });
@@ -43,7 +45,10 @@ function conversations(n) {
 // One turn: the conversation so far plus a new user message; returns what nginx and the
 // replica said. stream: SSE, so a kill can land while tokens flow.
 async function turn(c, { maxTokens = 6, stream = false, onFirst } = {}) {
-  c.messages.push({ role: "user", content: `Turn ${c.messages.length} of story ${c.i}: tell more.` });
+  // the first turn carries a long opening, so the prompt spans several of the cache's steps
+  const opening = c.messages.length ? "" :
+    Array.from({ length: 40 }, (_, k) => `Line ${k} of story ${c.i}: the fox met a bird.`).join(" ") + " ";
+  c.messages.push({ role: "user", content: `${opening}Turn ${c.messages.length} of story ${c.i}: tell more.` });
   let text = "";
   let finished = false;
   let response;
@@ -99,7 +104,7 @@ async function turn(c, { maxTokens = 6, stream = false, onFirst } = {}) {
 // must a later turn read the earlier prompt back.
 async function hasPrefixCache(r) {
   const s = await (await fetch(`${r.url}/status`)).json();
-  return s.prefix_cache !== undefined;
+  return Boolean(s.prefix_cache?.enabled);
 }
 
 test("conversations keep their replica; a killed replica's conversations move", async () => {
