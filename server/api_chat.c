@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/affinity.h"
 #include "server/api.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
@@ -208,7 +209,8 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     json_t *messages = NULL, *submit = NULL, *stops = NULL;
     struct splash_api_prompt prompt = {0};
     struct chat *c = NULL;
-    if (!splash_api_check_model(app, body, reply))
+    if (!splash_api_check_model(app, body, reply) ||
+        splash_affinity_take(req, body, SPLASH_AFFINITY_OPENAI, reply))
         goto out;
     json_t *tools = json_object_get(body, "tools");
     int effort = -1;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/affinity.h"
 #include "server/api.h"
 #include "server/api_prompt.h"
 #include "server/generation.h"
@@ -242,7 +243,8 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
     struct completion *c = NULL;
     json_t *submit = NULL;
     struct splash_tok_bytes all = {0};
-    if (!splash_api_check_model(app, body, reply))
+    if (!splash_api_check_model(app, body, reply) ||
+        splash_affinity_take(req, body, SPLASH_AFFINITY_OPENAI, reply))
         goto out;
     if (json_object_get(body, "thinking_token_budget")) {
         splash_reply_error(reply, 400, "invalid_request_error", "unsupported_parameter",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/affinity.h"
 #include "server/api.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
@@ -855,6 +856,8 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
         bad_request(reply, "metadata must be an object");
         goto out;
     }
+    if (splash_affinity_take(req, body, SPLASH_AFFINITY_ANTHROPIC, reply))
+        goto out;
     submit = json_object();
     if (read_sampling(body, submit, msg, sizeof msg)) {
         bad_request(reply, msg);

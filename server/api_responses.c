@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/affinity.h"
 #include "server/api.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
@@ -814,7 +815,8 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
         bad_request(reply, "invalid_parameter", msg);
         goto out;
     }
-    if (prepare(app, body, &pr, reply))
+    if (prepare(app, body, &pr, reply) ||
+        splash_affinity_take(req, body, SPLASH_AFFINITY_OPENAI, reply))
         goto out;
     const struct splash_api_prompt *p = &pr.p;
     if (p->prompt.thinks)

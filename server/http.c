@@ -211,7 +211,8 @@ static void add_common_headers(struct splash_http *h, struct MHD_Response *r, co
 {
     if (origin && origin_allowed(h, origin)) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
-        MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate");
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "Retry-After, WWW-Authenticate, X-Splash-Affinity");
         MHD_add_response_header(r, "Vary", "Origin");
     }
     if (retry_after > 0) {
@@ -272,6 +273,8 @@ static enum MHD_Result send_reply(struct splash_http *h, struct MHD_Connection *
     add_common_headers(h, r, origin, reply->retry_after);
     if (reply->close_connection)
         MHD_add_response_header(r, "Connection", "close");
+    if (reply->affinity[0])
+        MHD_add_response_header(r, "X-Splash-Affinity", reply->affinity);
     if (reply->status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)reply->status, r);

@@ -21,6 +21,7 @@ struct splash_http_reply {
     const char *content_type;
     int retry_after;           /* > 0: a Retry-After header */
     int close_connection;      /* Connection: close (a request whose framing is refused) */
+    char affinity[176];        /* X-Splash-Affinity (server/affinity.c), "" for none */
     /* a streamed body: produce() fills buf with up to max bytes and returns the count,
      * 0 when it has nothing yet (it should block briefly instead), -1 at the end.
      * done() runs once when the stream ends or the client goes away. */

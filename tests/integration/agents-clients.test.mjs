@@ -9,6 +9,7 @@
 // (127.0.0.1, localhost, ::1) can be reached at all.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -63,7 +64,7 @@ function startProxy(target) {
         return;
       }
       exchanges.push({ method: req.method, url: req.url, headers: req.headers, body: json,
-                       status: r.status, response: text });
+                       status: r.status, response: text, affinity: r.headers.get("x-splash-affinity") });
       const out = {};
       r.headers.forEach((v, k) => { if (!["content-length", "transfer-encoding", "connection", "content-encoding"].includes(k)) out[k] = v; });
       res.writeHead(r.status, out);
@@ -134,6 +135,13 @@ test("claude -p: a turn over Messages, its system message inside messages render
     assert.equal(c.body.stream, true);
     assert.equal(c.body.max_tokens, 4096); // the launcher's quarter of the 16K context
     assert.equal(c.headers.authorization, "Bearer splash-no-key");
+    // its session header, and metadata.user_id (a JSON text naming the session), which the
+    // server echoes hashed, being longer than 128 characters (docs/scale-out.md)
+    const session = c.headers["x-claude-code-session-id"] ?? "";
+    assert.match(session, /^[0-9a-f-]{36}$/);
+    assert.equal(JSON.parse(c.body.metadata.user_id).session_id, session);
+    const digest = crypto.createHash("sha256").update(c.body.metadata.user_id).digest("hex");
+    assert.equal(c.affinity, `sha256:${digest.slice(0, 32)}`);
     // Claude Code 2.1 puts its environment in a system message after the user's
     assert.ok(c.body.messages.some((m, i) => m.role === "system" && i > 0), JSON.stringify(c.body.messages));
     const events = sse(c.response).map((e) => e.type);
@@ -165,6 +173,12 @@ test("codex exec: a turn over Responses; its namespaced tool's forced call round
   assert.equal(calls.length, 2, JSON.stringify(r.exchanges.map((e) => e.url)));
   const [first, second] = calls;
   assert.equal(first.status, 200, first.response);
+  // its session header and prompt_cache_key name the conversation (docs/scale-out.md)
+  for (const c of calls) {
+    assert.match(c.headers["session-id"] ?? "", /^[0-9a-f-]{36}$/);
+    assert.equal(c.body.prompt_cache_key, c.headers["session-id"]);
+    assert.equal(c.affinity, c.body.prompt_cache_key);
+  }
   assert.ok(first.body.tools.some((t) => t.type === "namespace" && t.name === "multi_agent_v1"));
   assert.ok(first.body.tools.some((t) => t.type === "web_search"), "Codex offers hosted web_search");
   assert.match(server.output(), /Note · Responses tool web_search left out/);
