@@ -38,7 +38,9 @@ fi
 
 installed() {
     case "$manager" in
-        apt) [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ] ;;
+        # one line per installed instance: a -dev package installed for the machine and
+        # as :arm64 for the cross build is two
+        apt) dpkg-query -W -f='${db:Status-Status}\n' "$1" 2>/dev/null | grep -qx installed ;;
         dnf) rpm -q --whatprovides "$1" >/dev/null 2>&1 ;;
         pacman) pacman -Qq "$1" >/dev/null 2>&1 ;;
         brew) [ -n "$(brew list --versions "$1" 2>/dev/null)" ] ;;

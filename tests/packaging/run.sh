@@ -273,6 +273,8 @@ cat >"$stubs/dpkg-query" <<'EOF'
 #!/bin/sh
 for p; do :; done
 case " $MISSING " in *" $p "*) exit 1 ;; esac
+# a name in $TWICE is installed for two architectures: one line per instance
+case " ${TWICE:-} " in *" $p "*) printf 'installed\ninstalled\n'; exit 0 ;; esac
 printf installed
 EOF
 printf '#!/bin/sh\necho "apt-get $*" >>"$CALLS"\n' >"$stubs/apt-get"
@@ -293,12 +295,14 @@ deps() { # deps UID MISSING GROUP...: the calls packaging/deps.sh made
     # the only programs on PATH: the stubs, a shell and the tools the script uses
     mkdir -p "$tmp/tools"
     for t in bash sh env cat dirname sed awk grep cut; do ln -sf "$(command -v $t)" "$tmp/tools/$t"; done
-    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid UNAVAILABLE=${UNAVAILABLE:-} PATH="$stubs:$tmp/tools" \
+    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid UNAVAILABLE=${UNAVAILABLE:-} TWICE=${TWICE:-} PATH="$stubs:$tmp/tools" \
         bash packaging/deps.sh "$@" >"$tmp/deps.out" 2>&1
     cat "$tmp/calls"
 }
 check "make deps: nothing runs when every package is present" test -z "$(deps 1000 '' build)"
 check "make deps: ... and it says so" grep -q "all .* installed" "$tmp/deps.out"
+check "make deps: a package installed for two architectures (:arm64 too) counts as installed" \
+    test -z "$(TWICE=libjansson-dev deps 1000 '' build)"
 calls=$(deps 1000 "libjansson-dev libcmocka-dev" build)
 check "make deps: a user gets sudo apt-get install of the missing build package only" \
     grep -qx "apt-get install -y -qq --no-install-recommends libjansson-dev" <<<"$calls"
