@@ -126,21 +126,6 @@ int splash_cmd_serve(int argc, char **argv)
                                     "page open in a browser use this server");
     static const char *ignored[] = {"--disable-ane: there is no Neural Engine here; prefill runs on the CPU",
                                     "--allow-idle-sleep: nothing to keep awake on this platform"};
-    /* options whose machinery this build does not have yet: accepted, said once */
-    struct {
-        int set;
-        const char *what;
-    } inactive[] = {
-        {o.mmproj != NULL, "--mmproj: vision is not available yet; the model serves text only"},
-        {o.draft_model != NULL, "--draft-model: speculative decoding with drafts is not available yet"},
-        {o.ple_memory != 0, "--ple-memory: not yet active"},
-        {o.expert_memory != 0, "--expert-memory: not yet active; experts load whole"},
-        {o.sparse_kv_memory != 0, "--sparse-kv-memory: not yet active"},
-        {strcmp(o.verify_rows, "auto") != 0, "--verify-rows: not yet active (no drafts)"},
-    };
-    for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++)
-        if (inactive[i].set)
-            splash_console_line(SPLASH_CONSOLE_OUT, "Note · %s", inactive[i].what);
     if (o.disable_ane)
         splash_console_line(SPLASH_CONSOLE_OUT, "Note · %s", ignored[0]);
     if (o.allow_idle_sleep)

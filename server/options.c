@@ -19,9 +19,9 @@ struct opt {
 static const struct opt opts_table[] = {
     {"--model", "OWNER/REPO[:VARIANT]", "the upstream model, or with --model-dir the name the API reports"},
     {"--model-dir", "PATH", "serve a local GGUF file, split part or model directory"},
-    {"--mmproj", "PATH", "a local GGUF vision projector (needs --model-dir)"},
+    {"--mmproj", "PATH", "a local GGUF vision projector (not in this build: refused)"},
     {"--revision", "REV", "an upstream branch, tag or commit"},
-    {"--draft-model", "PATH", "a compatible DFlash2 draft in place of the family's"},
+    {"--draft-model", "PATH", "a DFlash2 draft, or none (drafts are not in this build: only none)"},
     {"--language-only", NULL, "skip vision loading"},
     {"--offline", NULL, "start the installed model without asking the Hub"},
     {"--port", "N", "HTTP port (SPLASH_PORT or 8000)"},
@@ -34,9 +34,9 @@ static const struct opt opts_table[] = {
     {"--max-context", "TOKENS", "the context limit, e.g. 100K or 1M (auto)"},
     {"--kv-format", "int8|bf16", "KV cache storage (int8)"},
     {"--state-format", "fp32|bf16", "recurrent state storage (fp32)"},
-    {"--ple-memory", "SIZE|auto|off", "PLE table cache (Qwen3.8-Flash-Next)"},
-    {"--expert-memory", "SIZE|auto|off", "memory for routed experts (MoE)"},
-    {"--sparse-kv-memory", "SIZE|auto", "memory for KV read back from disk"},
+    {"--ple-memory", "SIZE|auto|off", "PLE table cache (not in this build: auto or off only)"},
+    {"--expert-memory", "SIZE|auto|off", "memory for routed experts (not in this build: auto or off only)"},
+    {"--sparse-kv-memory", "SIZE|auto", "memory for KV read back from disk (not in this build: auto only)"},
     {"--idle-release", "DURATION|off", "idle time before the weights' memory is released (10m)"},
     {"--max-cache-disk", "SIZE|auto|0", "disk quota for the prefix cache (auto)"},
     {"--max-cache-disk-writes", "SIZE", "most the disk cache writes a day (0: no limit)"},
@@ -54,7 +54,7 @@ static const struct opt opts_table[] = {
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
     {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
-    {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto)"},
+    {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto only: no drafts in this build)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
     {"--demo", NULL, "serve the tiny story model shipped with Splash (packaging/demo)"},
@@ -376,6 +376,23 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
     if (!strcmp(o->activations, "bf16"))
         return fail(msg, msg_size, "--activations bf16: this build has int8 activation kernels only "
                                    "(bf16/f32 activations are not implemented); use auto%s", "", NULL);
+    /* options whose machinery this build lacks are refused, not accepted and ignored */
+    if (o->mmproj)
+        return fail(msg, msg_size, "--mmproj: vision is not available in this build; leave it out "
+                                   "to serve the model's text%s", "", NULL);
+    if (o->draft_model && strcmp(o->draft_model, "none"))
+        return fail(msg, msg_size, "--draft-model: speculative decoding is not available in this "
+                                   "build; leave it out (or pass none) to decode without a draft%s",
+                    "", NULL);
+    if (strcmp(o->verify_rows, "auto"))
+        return fail(msg, msg_size, "--verify-rows: only auto in this build (no drafts to verify)%s",
+                    "", NULL);
+    if (o->ple_memory || o->expert_memory || o->sparse_kv_memory)
+        return fail(msg, msg_size, "%s: not available in this build (weights and caches stay "
+                                   "resident)",
+                    o->ple_memory ? "--ple-memory" : o->expert_memory ? "--expert-memory"
+                                                                     : "--sparse-kv-memory",
+                    NULL);
     if (o->cache_dir && !o->persistent_cache)
         return fail(msg, msg_size, "--cache-dir: needs --persistent-cache%s", "", NULL);
     /* the prefix cache is in memory only in this build: the SSD tier's options are refused

@@ -49,10 +49,12 @@ int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size
                              char *msg, size_t msg_size)
 {
     const char *colon = o->model ? strchr(o->model, ':') : NULL;
+    /* --draft-model none: decode without a draft (server.md) */
+    const char *draft = o->draft_model && strcmp(o->draft_model, "none") ? o->draft_model : NULL;
     struct splash_prepared prep;
     struct splash_err err;
     if (splash_prepare_local_model(splash_registry_global(), o->model_dir,
-                                   colon ? colon + 1 : NULL, o->draft_model, o->mmproj, NULL,
+                                   colon ? colon + 1 : NULL, draft, o->mmproj, NULL,
                                    &prep, &err)) {
         snprintf(msg, msg_size, "--model-dir: %s", err.msg);
         return -1;

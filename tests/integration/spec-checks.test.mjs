@@ -21,6 +21,20 @@ test("refused at startup: --persistent-cache with --max-cache-disk 0; --activati
   assert.match(act.stderr, /--activations bf16: .*not implemented/);
 });
 
+test("refused at startup: options whose machinery this build lacks (drafts, vision, streamed memory)", () => {
+  for (const [args, why] of [
+    [["--draft-model", "/nowhere"], /--draft-model: speculative decoding is not available/],
+    [["--verify-rows", "all"], /--verify-rows: only auto/],
+    [["--expert-memory", "1G"], /--expert-memory: not available in this build/],
+    [["--ple-memory", "1G"], /--ple-memory: not available in this build/],
+    [["--sparse-kv-memory", "1G"], /--sparse-kv-memory: not available in this build/],
+  ]) {
+    const r = serve(args);
+    assert.equal(r.status, 2, args.join(" ") + ": " + r.stdout + r.stderr);
+    assert.match(r.stderr, why);
+  }
+});
+
 test("a --max-memory larger than the budget is said to be ignored", async () => {
   const server = await startServer(["--max-memory", "1000G"]);
   try {
