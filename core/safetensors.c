@@ -548,6 +548,14 @@ static size_t shard_of(const struct model_shards *s, const struct splash_tensor_
     return s->n;
 }
 
+const char *splash_safetensors_shard_name(const struct splash_meta *m,
+                                         const struct splash_tensor_info *t)
+{
+    const struct model_shards *s = m->owner_data;
+    size_t k = s && m->owner_free == model_shards_free ? shard_of(s, t) : 0;
+    return s && m->owner_free == model_shards_free && k < s->n ? s->names[k] : "model.safetensors";
+}
+
 enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags,
                                                  struct splash_meta **out,
                                                  struct splash_err *err)

@@ -217,6 +217,7 @@ static const struct splash_format_type mxfp4_type = {
 static const struct splash_format_type mxfp4_mlx_type = {
     .name = "MXFP4_MLX",
     .gguf_type = -1,
+    .flags = SPLASH_FORMAT_LINEAR,
     .block_elems = MXFP4_QK,
     .block_bytes = sizeof(struct mxfp4_block),
     .bits_per_weight = 4.25f,
