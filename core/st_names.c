@@ -173,19 +173,13 @@ static char *read_text(const char *path)
     return buf;
 }
 
-/* chat_template.jinja, else tokenizer_config.json's chat_template (a string, or the
- * named list whose "default" entry is the chat template). */
-static enum splash_status template_key(const char *dir, struct splash_gguf_writer *w,
-                                       struct splash_err *err)
+enum splash_status splash_st_chat_template(const char *dir, char **out, struct splash_err *err)
 {
     char path[4096];
+    *out = NULL;
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-    char *text = read_text(path);
-    if (text) {
-        enum splash_status st = splash_gguf_writer_set_str(w, "tokenizer.chat_template", text, err);
-        free(text);
-        return st;
-    }
+    if ((*out = read_text(path)))
+        return SPLASH_OK;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     struct stat sb;
     if (stat(path, &sb) != 0)
@@ -207,9 +201,20 @@ static enum splash_status template_key(const char *dir, struct splash_gguf_write
         t = found;
     }
     enum splash_status st = SPLASH_OK;
-    if (json_is_string(t))
-        st = splash_gguf_writer_set_str(w, "tokenizer.chat_template", json_string_value(t), err);
+    if (json_is_string(t) && !(*out = strdup(json_string_value(t))))
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     json_decref(tc);
+    return st;
+}
+
+static enum splash_status template_key(const char *dir, struct splash_gguf_writer *w,
+                                       struct splash_err *err)
+{
+    char *text;
+    enum splash_status st = splash_st_chat_template(dir, &text, err);
+    if (!st && text)
+        st = splash_gguf_writer_set_str(w, "tokenizer.chat_template", text, err);
+    free(text);
     return st;
 }
 

@@ -36,6 +36,11 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
                                          unsigned flags, struct splash_meta **out,
                                          struct splash_err *err);
 
+/* The chat template of a checkpoint directory: chat_template.jinja, else
+ * tokenizer_config.json's chat_template (a string, or the list's "default" entry).
+ * *out (malloc'ed) is NULL when the directory has none. */
+enum splash_status splash_st_chat_template(const char *dir, char **out, struct splash_err *err);
+
 /* ---- st_names.c: the conventions ---- */
 
 enum st_kind {

@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "server/text/grammar/grammar.h"
 #include "core/meta.h"
+#include "core/st_target.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
@@ -40,22 +42,40 @@ static json_t *special_tokens(const struct splash_tokenizer *tok)
     return s;
 }
 
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+/* The model's chat template (malloc'ed): a GGUF's tokenizer.chat_template, or a checkpoint
+ * directory's chat_template.jinja / tokenizer_config.json. NULL with msg when none. */
+static char *template_of(const char *path, char *msg, size_t size)
 {
-    struct splash_meta *m;
     struct splash_err err;
+    struct stat sb;
+    char *text = NULL;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (splash_st_chat_template(path, &text, &err) != SPLASH_OK)
+            snprintf(msg, size, "%s", err.msg);
+        else if (!text)
+            snprintf(msg, size, "%s: the model has no chat template (chat_template.jinja or "
+                                "tokenizer_config.json's chat_template)", path);
+        return text;
+    }
+    struct splash_meta *m;
     if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);
-        return -1;
+        return NULL;
     }
-    const char *text = NULL;
-    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &text, &err) != SPLASH_OK) {
+    const char *t = NULL;
+    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &t, &err) != SPLASH_OK)
         snprintf(msg, size, "%s: the model has no chat template (tokenizer.chat_template)", path);
-        splash_meta_close(m);
-        return -1;
-    }
-    app->template_text = strdup(text);
+    else if (!(text = strdup(t)))
+        snprintf(msg, size, "out of memory");
     splash_meta_close(m);
+    return text;
+}
+
+int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+{
+    struct splash_err err;
+    if (!(app->template_text = template_of(path, msg, size)))
+        return -1;
     /* the chat format: FLINT where the vocabulary has its assistant tag, else QWEN */
     app->format = splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0
                       ? &splash_chat_format_flint
