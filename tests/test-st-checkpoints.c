@@ -274,6 +274,202 @@ static void test_mlx_nvfp4(void **state)
     round_trip(&q, "NVFP4_G");
 }
 
+/* ---- FP8 and compressed-tensors on the Model Optimizer base ------------------------- */
+
+#define MO_BASE "safetensors/qwen35-stories-modelopt-nvfp4"
+#define MO_PREFIX "model.language_model.layers."
+
+/* The nearest E4M3 code to x (|x| <= 448). */
+static uint8_t e4m3_code(float x)
+{
+    float a = fabsf(x);
+    uint8_t lo = 0, hi = 0x7e;
+    while (hi - lo > 1) { /* codes 0..0x7e increase with their value */
+        uint8_t mid = (uint8_t)((lo + hi) / 2);
+        if (splash_e4m3_to_fp32(mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    uint8_t c = a - splash_e4m3_to_fp32(lo) <= splash_e4m3_to_fp32(hi) - a ? lo : hi;
+    return (uint8_t)(c | (x < 0 && c ? 0x80 : 0));
+}
+
+enum mo_kind { MO_FP8_TENSOR, CT_FP8_TENSOR, CT_FP8_CHANNEL, CT_NVFP4 };
+
+/* One module's tensors for kind, replacing the base's, and the values they decode to. */
+static void write_module(struct test_st_file *f, const char *module, enum mo_kind kind,
+                         const float *w, int64_t rows, int64_t cols, float *out)
+{
+    const char *suffix[] = {"weight", "weight_scale", "weight_scale_2", "input_scale",
+                            "weight_packed", "weight_global_scale"};
+    char name[256];
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "%s.%s", module, suffix[i]);
+        test_st_remove(f, name);
+    }
+    int64_t shape[2] = {rows, cols}, one[1] = {1};
+    size_t n = (size_t)(rows * cols);
+    uint8_t *codes = calloc(n, 1);
+    float *scales = malloc((size_t)rows * sizeof *scales);
+    if (kind == CT_NVFP4) {
+        float amax = 0;
+        for (size_t i = 0; i < n; i++)
+            amax = fmaxf(amax, fabsf(w[i]));
+        float gs = 448.0f * 6.0f / amax; /* weight_global_scale: 1 / g */
+        float g = (float)(1.0 / (double)gs);
+        uint8_t *sc = malloc(n / 16);
+        for (size_t b = 0; b < n / 16; b++) {
+            float bmax = 0;
+            for (size_t j = 0; j < 16; j++)
+                bmax = fmaxf(bmax, fabsf(w[16 * b + j]));
+            sc[b] = e4m3_code(bmax / 6.0f / g);
+            float s = g * splash_e4m3_to_fp32(sc[b]);
+            for (size_t j = 0; j < 16; j++) {
+                unsigned c = s > 0 ? e2m1_code(w[16 * b + j] / s) : 0;
+                codes[(16 * b + j) / 2] |= (uint8_t)(c << (4 * (j & 1)));
+                out[16 * b + j] = s * e2m1_value(c);
+            }
+        }
+        int64_t pshape[2] = {rows, cols / 2}, sshape[2] = {rows, cols / 16};
+        snprintf(name, sizeof name, "%s.weight_packed", module);
+        test_st_add(f, name, "U8", 2, pshape, codes, n / 2);
+        snprintf(name, sizeof name, "%s.weight_scale", module);
+        test_st_add(f, name, "F8_E4M3", 2, sshape, sc, n / 16);
+        snprintf(name, sizeof name, "%s.weight_global_scale", module);
+        test_st_add(f, name, "F32", 1, one, &gs, 4);
+        free(sc);
+    } else {
+        int per_row = kind == CT_FP8_CHANNEL;
+        float amax_all = 0;
+        for (size_t i = 0; i < n; i++)
+            amax_all = fmaxf(amax_all, fabsf(w[i]));
+        for (int64_t r = 0; r < rows; r++) {
+            float amax = 0;
+            for (int64_t j = 0; j < cols; j++)
+                amax = fmaxf(amax, fabsf(w[r * cols + j]));
+            scales[r] = (per_row ? amax : amax_all) / 448.0f;
+            for (int64_t j = 0; j < cols; j++) {
+                codes[r * cols + j] = e4m3_code(w[r * cols + j] / scales[r]);
+                out[r * cols + j] = scales[r] * splash_e4m3_to_fp32(codes[r * cols + j]);
+            }
+        }
+        snprintf(name, sizeof name, "%s.weight", module);
+        test_st_add(f, name, "F8_E4M3", 2, shape, codes, n);
+        int64_t cshape[2] = {rows, 1};
+        snprintf(name, sizeof name, "%s.weight_scale", module);
+        if (per_row)
+            test_st_add(f, name, "F32", 2, cshape, scales, (size_t)rows * 4);
+        else
+            test_st_add(f, name, "F32", kind == MO_FP8_TENSOR ? 0 : 1, one, scales, 4);
+    }
+    free(codes);
+    free(scales);
+}
+
+static json_t *mo_config(enum mo_kind kind)
+{
+    if (kind == MO_FP8_TENSOR)
+        return json_pack("{s:s, s:s, s:[s, s]}", "quant_method", "modelopt", "quant_algo", "FP8",
+                         "ignore", "model.language_model.layers.*.linear_attn.in_proj_a",
+                         "model.language_model.layers.*.linear_attn.in_proj_b");
+    json_t *weights =
+        kind == CT_NVFP4
+            ? json_pack("{s:i, s:s, s:s, s:i}", "num_bits", 4, "type", "float", "strategy",
+                        "tensor_group", "group_size", 16)
+            : json_pack("{s:i, s:s, s:s}", "num_bits", 8, "type", "float", "strategy",
+                        kind == CT_FP8_CHANNEL ? "channel" : "tensor");
+    const char *format = kind == CT_NVFP4 ? "nvfp4-pack-quantized" : "float-quantized";
+    return json_pack("{s:s, s:s, s:{s:{s:[s], s:o, s:s}}, s:[s]}", "quant_method",
+                     "compressed-tensors", "format", format, "config_groups", "group_0",
+                     "targets", "Linear", "weights", weights, "format", format, "ignore",
+                     "re:.*linear_attn\\.in_proj_[ab]$");
+}
+
+/* The Model Optimizer base with every FFN projection written as kind: the loader gives
+ * the format's blocks decoding to the values written. */
+static void mo_round_trip(enum mo_kind kind, const char *label, const char *format)
+{
+    char rel[256], path[1024], dir[256];
+    struct splash_meta *m = NULL;
+    struct splash_err err = {{0}};
+    snprintf(rel, sizeof rel, MO_BASE);
+    test_testdata_path(path, sizeof path, rel);
+    assert_int_equal(splash_st_target_open(splash_registry_global(), path, SPLASH_ST_DECODE_F32,
+                                           &m, &err),
+                     SPLASH_OK);
+    const struct splash_meta_api *api = splash_meta_api_get();
+    struct test_st_file f;
+    snprintf(rel, sizeof rel, MO_BASE "/model.safetensors");
+    assert_int_equal(test_st_read(test_testdata_path(path, sizeof path, rel), &f), 0);
+    float *expected[N_LAYERS][3];
+    for (int l = 0; l < N_LAYERS; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96], module[200];
+            snprintf(name, sizeof name, "blk.%d.%s", l, gguf_projs[p]);
+            const struct splash_tensor_info *t = api->tensor_find(m, name);
+            int64_t n = t->ne[0] * t->ne[1];
+            float *w = malloc((size_t)n * sizeof *w);
+            t->format->to_float(t->data, w, n);
+            expected[l][p] = malloc((size_t)n * sizeof(float));
+            snprintf(module, sizeof module, MO_PREFIX "%d.mlp.%s", l, projs[p]);
+            write_module(&f, module, kind, w, t->ne[1], t->ne[0], expected[l][p]);
+            free(w);
+        }
+    splash_meta_close(m);
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(test_st_write(&f, path), 0);
+    test_st_free(&f);
+    snprintf(rel, sizeof rel, MO_BASE "/config.json");
+    json_t *config = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
+    json_object_set_new(config, "quantization_config", mo_config(kind));
+    assert_int_equal(test_st_write_config(dir, config), 0);
+    json_decref(config);
+    m = NULL;
+    if (splash_st_target_open(splash_registry_global(), dir, 0, &m, &err))
+        fail_msg("%s: %s", label, err.msg);
+    for (int l = 0; l < N_LAYERS; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, gguf_projs[p]);
+            const struct splash_tensor_info *t = api->tensor_find(m, name);
+            assert_string_equal(t->type_name, format);
+            int64_t n = t->ne[0] * t->ne[1];
+            float *x = malloc((size_t)n * sizeof *x);
+            t->format->to_float(t->data, x, n);
+            for (int64_t i = 0; i < n; i++)
+                if (fabs((double)x[i] - expected[l][p][i]) > 1e-6 * (fabs(expected[l][p][i]) + 1e-6))
+                    fail_msg("%s: %s value %lld: %g, written %g", label, name, (long long)i, x[i],
+                             expected[l][p][i]);
+            free(x);
+            free(expected[l][p]);
+        }
+    printf("  %-30s 24 projections load as %s, decoding as written\n", label, format);
+    splash_meta_close(m);
+    test_st_rmdir(dir);
+}
+
+static void test_modelopt_fp8_per_tensor(void **state)
+{
+    mo_round_trip(MO_FP8_TENSOR, "Model Optimizer FP8", "FP8_E4M3");
+}
+
+static void test_ct_fp8_per_tensor(void **state)
+{
+    mo_round_trip(CT_FP8_TENSOR, "compressed-tensors FP8 tensor", "FP8_E4M3");
+}
+
+static void test_ct_fp8_per_channel(void **state)
+{
+    mo_round_trip(CT_FP8_CHANNEL, "compressed-tensors FP8 channel", "FP8_E4M3");
+}
+
+static void test_ct_nvfp4(void **state)
+{
+    mo_round_trip(CT_NVFP4, "compressed-tensors NVFP4", "NVFP4_G");
+}
+
 /* ---- broken checkpoints ------------------------------------------------------------ */
 
 /* A copy of the base whose model.safetensors edit() changed (config too, when given). */
@@ -403,6 +599,10 @@ int main(void)
         cmocka_unit_test(test_mlx_affine_every_bits_group),
         cmocka_unit_test(test_mlx_mxfp4),
         cmocka_unit_test(test_mlx_nvfp4),
+        cmocka_unit_test(test_modelopt_fp8_per_tensor),
+        cmocka_unit_test(test_ct_fp8_per_tensor),
+        cmocka_unit_test(test_ct_fp8_per_channel),
+        cmocka_unit_test(test_ct_nvfp4),
         cmocka_unit_test(test_truncated_shard),
         cmocka_unit_test(test_missing_scales),
         cmocka_unit_test(test_codes_dtype),
