@@ -249,6 +249,15 @@ enum splash_status st_config_keys(const json_t *text, const char *arch, const ch
         (st = put_u32(w, arch, "ssm.inner_size", json_integer_value(hv) * json_integer_value(dv),
                       "linear_value_head_dim", err)))
         return st;
+    const json_t *norm = json_object_get(text, "norm_topk_prob");
+    if (norm) {
+        char key[128];
+        if (!json_is_boolean(norm))
+            return bad_key("norm_topk_prob", "a boolean", err);
+        snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+        if ((st = splash_gguf_writer_set_bool(w, key, json_is_true(norm), err)))
+            return st;
+    }
     if ((st = rope_keys(text, arch, w, err)))
         return st;
     return template_key(dir, w, err);

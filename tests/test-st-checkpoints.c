@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "core/meta.h"
+#include "core/model_check.h"
 #include "core/registry.h"
 #include "core/st_target.h"
 #include "splash/format.h"
@@ -593,6 +594,31 @@ static void test_index_names_missing_shard(void **state)
     test_st_rmdir(dir);
 }
 
+/* A MoE whose router does not renormalise its top-k is refused (the family does). */
+static void test_moe_norm_topk_false(void **state)
+{
+    char dir[256], path[1024], rel[256], link[512];
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/model.safetensors");
+    snprintf(link, sizeof link, "%s/model.safetensors", dir);
+    char *target = realpath(test_testdata_path(path, sizeof path, rel), NULL);
+    assert_non_null(target);
+    assert_int_equal(symlink(target, link), 0);
+    free(target);
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/config.json");
+    json_t *config = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
+    json_object_set_new(json_object_get(config, "text_config"), "norm_topk_prob", json_false());
+    assert_int_equal(test_st_write_config(dir, config), 0);
+    json_decref(config);
+    struct splash_check_result res;
+    struct splash_err err = {{0}};
+    assert_int_not_equal(splash_model_check(splash_registry_global(), dir, &res, &err), SPLASH_OK);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "expert_weights_norm: false"));
+    splash_check_result_free(&res);
+    test_st_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_codes_dtype),
         cmocka_unit_test(test_shape_disagrees_with_config),
         cmocka_unit_test(test_index_names_missing_shard),
+        cmocka_unit_test(test_moe_norm_topk_false),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -231,6 +231,9 @@ static const struct splash_format_type mxfp4_mlx_type = {
     .mlx_bits = 4,
     .mlx_group_size = MXFP4_QK,
     .import_planes = mxfp4_import_planes,
+    /* the same blocks as MXFP4's: the same load-time layout */
+    .repack_to = "MXFP4_R16",
+    .repack = mxfp4_r16_repack,
 };
 
 static const struct splash_format_type *const mxfp4_types[] = {
