@@ -619,6 +619,74 @@ static void test_moe_norm_topk_false(void **state)
     test_st_rmdir(dir);
 }
 
+/* Experts stored one module each (experts.<e>.<proj>, as transformers names them) load
+ * into the same stacked matrices as MLX's switch_mlp: the MoE base split per expert. */
+static void test_experts_per_module(void **state)
+{
+    char rel[256], path[1024], dir[256];
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit");
+    test_testdata_path(path, sizeof path, rel);
+    struct splash_meta *stacked = NULL, *split = NULL;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_st_target_open(splash_registry_global(), path, 0, &stacked, &err),
+                     SPLASH_OK);
+    struct test_st_file f;
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/model.safetensors");
+    assert_int_equal(test_st_read(test_testdata_path(path, sizeof path, rel), &f), 0);
+    const char *parts[3] = {"weight", "scales", "biases"};
+    int split_tensors = 0;
+    for (int l = 0; l < 4; l++)
+        for (int p = 0; p < 3; p++)
+            for (int i = 0; i < 3; i++) {
+                char name[256];
+                snprintf(name, sizeof name, PREFIX "%d.mlp.switch_mlp.%s.%s", l, projs[p], parts[i]);
+                struct test_st_tensor *t = test_st_find(&f, name);
+                assert_non_null(t);
+                struct test_st_tensor whole = *t;
+                whole.data = malloc(t->n_bytes);
+                memcpy(whole.data, t->data, t->n_bytes);
+                test_st_remove(&f, name);
+                size_t per = whole.n_bytes / (size_t)whole.shape[0];
+                for (int64_t e = 0; e < whole.shape[0]; e++) {
+                    snprintf(name, sizeof name, PREFIX "%d.mlp.experts.%lld.%s.%s", l,
+                             (long long)e, projs[p], parts[i]);
+                    test_st_add(&f, name, whole.dtype, 2, whole.shape + 1,
+                                (uint8_t *)whole.data + (size_t)e * per, per);
+                    split_tensors++;
+                }
+                free(whole.data);
+            }
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(test_st_write(&f, path), 0);
+    test_st_free(&f);
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/config.json");
+    json_t *config = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
+    assert_int_equal(test_st_write_config(dir, config), 0);
+    json_decref(config);
+    if (splash_st_target_open(splash_registry_global(), dir, 0, &split, &err))
+        fail_msg("%s", err.msg);
+    const struct splash_meta_api *api = splash_meta_api_get();
+    assert_int_equal(api->n_tensors(split), api->n_tensors(stacked));
+    const char *exps[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    for (int l = 0; l < 4; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, exps[p]);
+            const struct splash_tensor_info *a = api->tensor_find(stacked, name),
+                                            *b = api->tensor_find(split, name);
+            assert_non_null(b);
+            assert_int_equal(a->n_bytes, b->n_bytes);
+            assert_int_equal(b->ne[2], 8);
+            assert_memory_equal(a->data, b->data, a->n_bytes);
+        }
+    printf("  %d per-expert tensors stack into the switch_mlp matrices byte for byte\n",
+           split_tensors);
+    splash_meta_close(split);
+    splash_meta_close(stacked);
+    test_st_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_shape_disagrees_with_config),
         cmocka_unit_test(test_index_names_missing_shard),
         cmocka_unit_test(test_moe_norm_topk_false),
+        cmocka_unit_test(test_experts_per_module),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
