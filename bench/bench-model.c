@@ -6,7 +6,8 @@
  * token reads, the 2-thread read bandwidth, the decode speed that bandwidth
  * allows (the bound) and the fraction of it reached. The Qwen3.5-0.8B shape is
  * also set against llama.cpp on this machine (146 tokens/s prefill, 47 decode,
- * Q4_K_M, 2 threads).
+ * Q4_K_M, 2 threads). gpt-oss-20b's layers (four of them) run in OpenAI's own mix
+ * (MXFP4 experts, Q8_0 elsewhere), timed by llama-bench's method (pp512, tg128).
  *
  * usage: bench-model [-p N] [-n N]   (default 512 and 128) */
 #include <limits.h>
@@ -66,13 +67,13 @@ static int family_serves(const struct splash_registry *r, const char *arch)
 
 /* Builds the model once; later runs reuse the file. */
 static int ensure_model(const struct splash_registry *r, const char *dir, const char *shape_name,
-                        int64_t max_sample, char *path, size_t size)
+                        const char *mix, int64_t max_sample, char *path, size_t size)
 {
-    snprintf(path, size, "%s/%s-Q4_K_M.gguf", dir, shape_name);
+    snprintf(path, size, "%s/%s-%s.gguf", dir, shape_name, mix);
     struct stat sb;
     if (stat(path, &sb) == 0 && sb.st_size > 0)
         return 0;
-    struct splash_model_write_opts opts = {.mix = "Q4_K_M", .seed = 7, .n_threads = N_THREADS,
+    struct splash_model_write_opts opts = {.mix = mix, .seed = 7, .n_threads = N_THREADS,
                                            .max_sample = max_sample};
     struct splash_model_write_stats stats;
     struct splash_err err = {{0}};
@@ -189,12 +190,19 @@ int main(int argc, char **argv)
     printf("read bandwidth, %d threads (best of 5): %.1f GB/s\n", N_THREADS, bw);
 
     int rc = 0;
-    if (ensure_model(r, dir, "qwen35-0.8b", 0, path, sizeof path) ||
+    if (ensure_model(r, dir, "qwen35-0.8b", "Q4_K_M", 0, path, sizeof path) ||
         bench_one(r, path, n_prompt, n_gen, bw, 1))
         rc = 1;
     if (!family_serves(r, "qwen35moe")) {
         printf("note: no family plugin serves qwen35moe: the 35B-A3B layer shape is skipped\n");
-    } else if (ensure_model(r, dir, "qwen35moe-35b-a3b-4l", MOE_SAMPLE_VALUES, path,
+    } else if (ensure_model(r, dir, "qwen35moe-35b-a3b-4l", "Q4_K_M", MOE_SAMPLE_VALUES, path,
+                            sizeof path) ||
+               bench_one(r, path, n_prompt, n_gen, bw, 0)) {
+        rc = 1;
+    }
+    if (!family_serves(r, "gpt-oss")) {
+        printf("note: no family plugin serves gpt-oss: the gpt-oss-20b layer shape is skipped\n");
+    } else if (ensure_model(r, dir, "gpt-oss-20b-4l", "MXFP4_MOE", MOE_SAMPLE_VALUES, path,
                             sizeof path) ||
                bench_one(r, path, n_prompt, n_gen, bw, 0)) {
         rc = 1;
