@@ -513,8 +513,7 @@ static enum splash_status pick_type(const struct splash_registry *r, struct mix_
                                     struct splash_err *err)
 {
     const char *t = "F32";
-    /* the reference never quantizes a router (gpt-oss declares its own as a linear) */
-    if (role_is_matrix(d->role) && d->n_dims >= 2 && !strstr(d->name, "ffn_gate_inp")) {
+    if (role_is_matrix(d->role) && d->n_dims >= 2) {
         const struct splash_format_type *base =
             splash_registry_format_by_name(r, ms->mix ? ms->mix->base : mix);
         if (!base)
@@ -879,6 +878,8 @@ enum splash_status splash_model_write(const struct splash_registry *r,
     const char *mix = opts && opts->mix ? opts->mix : "Q4_K_M";
     uint64_t seed = opts ? opts->seed : 0;
     int64_t max_sample = opts ? opts->max_sample : 0;
+    struct splash_builtin_vocab_opts vocab = {.harmony = !strcmp(shape->arch, "gpt-oss"),
+                                              .chat_template = opts ? opts->chat_template : NULL};
     struct splash_model_plan *plan = NULL;
     enum splash_status st = splash_model_plan_create(r, shape, mix, &plan, err);
     if (st)
@@ -899,7 +900,7 @@ enum splash_status splash_model_write(const struct splash_registry *r,
         goto out_free;
     }
     if ((st = set_model_keys(w, shape, mix, opts ? opts->general_name : NULL, err)) ||
-        (st = splash_builtin_vocab_write(w, shape->n_vocab, err)))
+        (st = splash_builtin_vocab_write_opts(w, shape->n_vocab, &vocab, err)))
         goto out_free;
 
     /* buffers and jobs */

@@ -99,6 +99,9 @@ struct splash_model_write_opts {
      * drawn at random from it (same distribution, same bytes per token, a fraction
      * of the time: for benchmark models with hundreds of experts). */
     int64_t max_sample;
+    /* NULL: the built-in ChatML template; else tokenizer.chat_template (Jinja text). A
+     * gpt-oss shape's vocabulary holds the harmony tokens either way. */
+    const char *chat_template;
 };
 
 struct splash_model_write_stats {

@@ -254,8 +254,9 @@ void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
         decl(emit, ctx, il, "attn_output.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, e, 1, 1);
         decl(emit, ctx, il, "attn_sinks.weight", SPLASH_ROLE_SINKS, 0, 1, c->n_head, 1, 1);
         decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
-        /* the router as gpt-oss ships it is F16: a linear of any format */
-        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ROLE_LINEAR, 0, 2, e, x, 1);
+        /* the router stays a float, as the reference quantizer leaves it (F16 in the test
+         * data, F32 in OpenAI's own GGUFs) */
+        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ROLE_ANY_FLOAT, 0, 2, e, x, 1);
         decl(emit, ctx, il, "ffn_gate_inp.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, x, 1, 1);
         decl(emit, ctx, il, "ffn_gate_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
         decl(emit, ctx, il, "ffn_up_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
