@@ -291,6 +291,13 @@ static void test_parser_harmony(void **state)
     assert_int_equal(r.n_calls, 0);
     assert_true(str_eq(r.content, r.content_len, "{}"));
     splash_chat_result_free(&r);
+    /* arguments that are no JSON object: the body is text (the fuzzer found it streamed) */
+    parse_all_ways(&splash_chat_format_harmony, false, tools,
+                   "<|channel|>commentary to=functions.get_weather json<|message|>{\"a\": 1}x"
+                   "<|call|>", &r);
+    assert_int_equal(r.n_calls, 0);
+    assert_true(str_eq(r.content, r.content_len, "{\"a\": 1}x"));
+    splash_chat_result_free(&r);
     parse_all_ways(&splash_chat_format_harmony, false, tools, "plain words, no header", &r);
     assert_true(str_eq(r.content, r.content_len, "plain words, no header"));
     splash_chat_result_free(&r);

@@ -23,8 +23,10 @@ struct harmony_parser {
     char *buf;
     size_t n, cap;
     int n_calls;
-    bool call_has_args;
-    bool oom;
+    /* a call's message, held until it closes: its arguments must be a JSON object */
+    char name[MAX_NAME + 1];
+    char *args;
+    size_t args_n, args_cap;
 };
 
 static const char *const END_MARKERS[] = {"<|end|>", "<|call|>", "<|return|>"};
@@ -117,18 +119,42 @@ static void open_message(struct harmony_parser *p, const char *h, size_t n,
         p->kind = K_REASONING;
     } else if (to && to_len <= MAX_NAME && p->tools && has_tool(p->tools, to, to_len)) {
         p->kind = K_CALL;
-        p->n_calls++;
-        p->call_has_args = false;
-        emit(fn, user, SPLASH_DELTA_CALL_NAME, p->n_calls - 1, to, to_len);
+        memcpy(p->name, to, to_len);
+        p->name[to_len] = 0;
+        p->args_n = 0;
     } else {
         p->kind = K_CONTENT;
     }
 }
 
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+/* A call's message closed: a call when its body is a JSON object (an empty one is {}),
+ * else the body is answer text. */
 static void close_message(struct harmony_parser *p, splash_chat_delta_fn fn, void *user)
 {
-    if (p->kind == K_CALL && !p->call_has_args)
-        emit(fn, user, SPLASH_DELTA_CALL_ARGS, p->n_calls - 1, "{}", 2);
+    if (p->kind == K_CALL) {
+        const char *a = p->args ? p->args : "";
+        size_t b = 0, e = p->args_n;
+        while (b < e && is_blank(a[b]))
+            b++;
+        while (e > b && is_blank(a[e - 1]))
+            e--;
+        json_t *v = e > b ? json_loadb(a + b, e - b, 0, NULL) : NULL;
+        if (e == b || json_is_object(v)) {
+            p->n_calls++;
+            emit(fn, user, SPLASH_DELTA_CALL_NAME, p->n_calls - 1, p->name, strlen(p->name));
+            emit(fn, user, SPLASH_DELTA_CALL_ARGS, p->n_calls - 1, e > b ? a + b : "{}",
+                 e > b ? e - b : 2);
+        } else {
+            emit(fn, user, SPLASH_DELTA_CONTENT, 0, a, p->args_n);
+        }
+        json_decref(v);
+        p->args_n = 0;
+    }
     p->kind = K_CONTENT;
 }
 
@@ -140,15 +166,24 @@ static void body_bytes(struct harmony_parser *p, const char *s, size_t k, splash
     if (p->kind == K_REASONING) {
         emit(fn, user, SPLASH_DELTA_REASONING, 0, s, k);
     } else if (p->kind == K_CALL) {
-        /* the arguments' JSON as the model writes it, without the blanks before it */
-        if (!p->call_has_args) {
-            while (k && (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r'))
-                s++, k--;
-            if (!k)
+        if (p->args_n + k + 1 > p->args_cap) {
+            size_t c = p->args_cap ? p->args_cap : 256;
+            while (c < p->args_n + k + 1)
+                c *= 2;
+            char *na = realloc(p->args, c);
+            if (!na) {
+                /* no room to hold the call: its bytes go on as text, in order */
+                emit(fn, user, SPLASH_DELTA_CONTENT, 0, p->args, p->args_n);
+                emit(fn, user, SPLASH_DELTA_CONTENT, 0, s, k);
+                p->args_n = 0;
+                p->kind = K_CONTENT;
                 return;
-            p->call_has_args = true;
+            }
+            p->args = na;
+            p->args_cap = c;
         }
-        emit(fn, user, SPLASH_DELTA_CALL_ARGS, p->n_calls - 1, s, k);
+        memcpy(p->args + p->args_n, s, k);
+        p->args_n += k;
     } else {
         emit(fn, user, SPLASH_DELTA_CONTENT, 0, s, k);
     }
@@ -224,8 +259,10 @@ struct harmony_parser *harmony_parser_create(const json_t *tools)
 
 void harmony_parser_destroy(struct harmony_parser *p)
 {
-    if (p)
+    if (p) {
         free(p->buf);
+        free(p->args);
+    }
     free(p);
 }
 

@@ -2,8 +2,9 @@
  * header (<|channel|>NAME, a recipient " to=functions.NAME", a content type) then
  * <|message|> and a body ending at <|end|>, <|call|> or <|return|>; the next opens with
  * <|start|>assistant. The analysis channel is reasoning, final the answer, commentary
- * addressed to a function a tool call (its body the arguments' JSON), commentary to
- * nobody (a preamble) answer text. Called by chat_parser.c for a HARMONY format. */
+ * addressed to a function a tool call (its body the arguments, a JSON object: a call
+ * is held until its message closes, and one whose body is no JSON object is answer text),
+ * commentary to nobody (a preamble) answer text. Called by chat_parser.c for a HARMONY format. */
 #ifndef SPLASH_SERVER_CHAT_HARMONY_PARSER_H
 #define SPLASH_SERVER_CHAT_HARMONY_PARSER_H
 
