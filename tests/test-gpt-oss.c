@@ -459,6 +459,63 @@ static void test_fork_and_truncate(void **state)
     splash_meta_close(meta);
 }
 
+/* A batched step gives each lane the logits it gets alone: a decode lane, a prefill lane
+ * past the window and a lane of no tokens (whose logits buffer is left as it was). */
+static void test_lanes_batched(void **state)
+{
+    enum { NA = 40, NB = 70 };
+    int32_t a[NA + 1], b[NB];
+    for (int i = 0; i <= NA; i++)
+        a[i] = (int32_t)((i * 97 + 11) % 2000);
+    for (int i = 0; i < NB; i++)
+        b[i] = (int32_t)((i * 53 + 7) % 2000);
+    struct splash_meta *meta;
+    struct splash_model_info info;
+    void *model = open_model(&meta, 0, SPLASH_KV_BF16, &info);
+    int64_t V = info.n_vocab;
+    struct splash_err err = {{0}};
+    /* alone: A's next token after its prompt; B's prompt whole */
+    float *want_a = run_split(model, a, NA + 1, NA, V);
+    float *want_b = malloc((size_t)NB * (size_t)V * sizeof *want_b);
+    void *sa, *sb, *sc;
+    assert_int_equal(fam->seq_create(model, &sa, &err), SPLASH_OK);
+    assert_int_equal(fam->seq_create(model, &sb, &err), SPLASH_OK);
+    assert_int_equal(fam->seq_create(model, &sc, &err), SPLASH_OK);
+    struct splash_lane one = {.seq = sb, .tokens = b, .n_tokens = NB, .logits = want_b,
+                              .logits_all = 1};
+    assert_int_equal(fam->forward(model, &one, 1, &err), SPLASH_OK);
+    assert_int_equal(fam->seq_truncate(model, sb, 0, &err), SPLASH_OK);
+    one = (struct splash_lane){.seq = sa, .tokens = a, .n_tokens = NA};
+    assert_int_equal(fam->forward(model, &one, 1, &err), SPLASH_OK);
+    /* together */
+    float *got_a = malloc((size_t)V * sizeof *got_a);
+    float *got_b = malloc((size_t)NB * (size_t)V * sizeof *got_b);
+    float untouched[4] = {1, 2, 3, 4};
+    struct splash_lane lanes[3] = {
+        {.seq = sa, .tokens = a + NA, .n_tokens = 1, .pos0 = NA, .logits = got_a},
+        {.seq = sb, .tokens = b, .n_tokens = NB, .logits = got_b, .logits_all = 1},
+        {.seq = sc, .tokens = NULL, .n_tokens = 0, .logits = untouched},
+    };
+    assert_int_equal(fam->forward(model, lanes, 3, &err), SPLASH_OK);
+    double da = 0, db = 0;
+    for (int64_t i = 0; i < V; i++)
+        da = fmax(da, fabs(got_a[i] - want_a[i]));
+    for (int64_t i = 0; i < NB * V; i++)
+        db = fmax(db, fabs(got_b[i] - want_b[i]));
+    printf("  batched vs alone: decode lane %.2g, prefill lane %.2g\n", da, db);
+    assert_true(da == 0 && db == 0);
+    assert_true(untouched[0] == 1 && untouched[3] == 4);
+    fam->seq_destroy(model, sa);
+    fam->seq_destroy(model, sb);
+    fam->seq_destroy(model, sc);
+    free(want_a);
+    free(want_b);
+    free(got_a);
+    free(got_b);
+    fam->model_destroy(model);
+    splash_meta_close(meta);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_plan_counts_sliding_kv_at_the_window),
         cmocka_unit_test(test_ring_wraps),
         cmocka_unit_test(test_fork_and_truncate),
+        cmocka_unit_test(test_lanes_batched),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -130,8 +130,9 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     int64_t E = c->n_embd, V = c->n_vocab;
     int64_t m = 0;
     int32_t with_logits = 0;
+    /* a lane of no tokens has no row to give logits of */
     for (int32_t l = 0; l < s->n_lanes; l++)
-        if (s->lanes[l].logits) {
+        if (s->lanes[l].logits && s->lanes[l].n_tokens > 0) {
             m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
             with_logits++;
         }
@@ -141,7 +142,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     int64_t r = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits)
+        if (!ln->logits || ln->n_tokens == 0)
             continue;
         for (int64_t i = ln->logits_all ? 0 : ln->n_tokens - 1; i < ln->n_tokens; i++, r++)
             memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
@@ -149,7 +150,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
     if (with_logits == 1) {
         for (int32_t l = 0; l < s->n_lanes; l++)
-            if (s->lanes[l].logits)
+            if (s->lanes[l].logits && s->lanes[l].n_tokens > 0)
                 k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
         return SPLASH_OK;
     }
@@ -161,7 +162,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     r = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits)
+        if (!ln->logits || ln->n_tokens == 0)
             continue;
         int64_t rows = ln->logits_all ? ln->n_tokens : 1;
         memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
