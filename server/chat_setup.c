@@ -76,10 +76,15 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     struct splash_err err;
     if (!(app->template_text = template_of(path, msg, size)))
         return -1;
-    /* the chat format: FLINT where the vocabulary has its assistant tag, else QWEN */
-    app->format = splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0
-                      ? &splash_chat_format_flint
-                      : &splash_chat_format_qwen;
+    /* the chat format: HARMONY where the vocabulary has its channel tag and the template
+     * writes it, FLINT where the vocabulary has its assistant tag, else QWEN */
+    if (splash_tokenizer_find_special(app->tok, "<|channel|>") >= 0 &&
+        strstr(app->template_text, "<|channel|>"))
+        app->format = &splash_chat_format_harmony;
+    else if (splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0)
+        app->format = &splash_chat_format_flint;
+    else
+        app->format = &splash_chat_format_qwen;
     struct splash_chat_format_ids ids;
     if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);
@@ -97,17 +102,21 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         if (n > app->max_token_bytes)
             app->max_token_bytes = n;
     }
-    /* the tokens a grammar writes tool calls and think tags with */
-    struct splash_grammar_format *gf = calloc(1, sizeof *gf);
-    enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
-                                                ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
-                                                : SPLASH_GRAMMAR_CALLS_QWEN_XML;
-    if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
-        snprintf(msg, size, "chat format %s: %s", app->format->name, gf ? err.msg : "out of memory");
-        free(gf);
-        return -1;
+    /* the tokens a grammar writes tool calls and think tags with; the grammars write no
+     * harmony (api_grammar.c refuses constrained output there) */
+    if (app->format->calls != SPLASH_CALLS_HARMONY) {
+        struct splash_grammar_format *gf = calloc(1, sizeof *gf);
+        enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
+                                                    ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                    : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+        if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
+            snprintf(msg, size, "chat format %s: %s", app->format->name,
+                     gf ? err.msg : "out of memory");
+            free(gf);
+            return -1;
+        }
+        app->grammar_format = gf;
     }
-    app->grammar_format = gf;
     /* the thinking end: --thinking-end-text, else the close the template writes after a
      * reasoning (a line break then </think> for Qwen's, </think> alone for Flint's) */
     char default_end[32];
@@ -133,8 +142,12 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     splash_later_system_describe(&probe, "default", line, sizeof line);
     splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
     struct splash_effort_report report;
-    if (splash_template_probe_efforts(app->chat_template, app->special,
-                                      app->format->model_opens_think, &report,
+    /* a model that opens its reasoning itself decides whether to reason, whatever the
+     * effort; harmony's model always reasons, and the effort reaches it as the template's
+     * "Reasoning:" line, which the probe reports */
+    bool model_decides =
+        app->format->model_opens_think && app->format->calls != SPLASH_CALLS_HARMONY;
+    if (splash_template_probe_efforts(app->chat_template, app->special, model_decides, &report,
                                       &err) == SPLASH_OK) {
         app->thinks_by_default = report.thinks;
         app->default_effort = report.default_effort;
