@@ -29,8 +29,11 @@ int splash_cmd_pull(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: splash pull OWNER/REPO[:VARIANT] [--revision REV] [--offline] "
                    "[--language-only]\n"
+                   "                  [--draft-model OWNER/REPO|DIR|none]\n"
                    "Installs the model as splash serve does (Hugging Face cache, model-check on\n"
-                   "its headers first) and prints the installed directory.\n");
+                   "its headers first), with the DFlash2 draft its family names (or the one\n"
+                   "--draft-model names) and a GGUF repository's vision projector unless\n"
+                   "--language-only, and prints the installed directory.\n");
             return 0;
         } else if (!strcmp(a, "--revision") && i + 1 < argc) {
             req.revision = argv[++i];
@@ -38,6 +41,8 @@ int splash_cmd_pull(int argc, char **argv)
             req.offline = 1;
         } else if (!strcmp(a, "--language-only")) {
             req.language_only = 1;
+        } else if (!strcmp(a, "--draft-model") && i + 1 < argc) {
+            req.draft_model = argv[++i];
         } else if (a[0] == '-' || req.model) {
             fprintf(stderr, "splash pull: unexpected %s (see splash pull --help)\n", a);
             return 2;

@@ -210,8 +210,24 @@ void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char
             close(fd);
         json_t *files = meta ? json_object_get(meta, "files") : NULL;
         const char *cache = meta ? json_string_value(json_object_get(meta, "cache")) : NULL;
-        if (json_is_array(files) && cache && *repo_dir && !strcmp(cache, repo_dir))
-            free_commit(repo_dir, name, files, line);
+        const char *commit = meta ? json_string_value(json_object_get(meta, "commit")) : NULL;
+        json_t *draft = meta ? json_object_get(meta, "draft") : NULL;
+        const char *draft_cache = json_string_value(json_object_get(draft, "cache"));
+        const char *draft_commit = json_string_value(json_object_get(draft, "commit"));
+        json_t *own = json_array(), *drafts = json_array();
+        for (size_t i = 0; i < json_array_size(files); i++) {
+            json_t *f = json_array_get(files, i);
+            const char *role = json_string_value(json_object_get(f, "role"));
+            json_array_append(role && !strcmp(role, "draft") ? drafts : own, f);
+        }
+        if (commit && splash_hub_is_commit(commit) && cache && *repo_dir &&
+            !strcmp(cache, repo_dir))
+            free_commit(repo_dir, commit, own, line);
+        /* the draft's commit once no ref names it (each installation pins its own) */
+        if (draft_cache && *draft_cache && draft_commit && splash_hub_is_commit(draft_commit))
+            free_commit(draft_cache, draft_commit, drafts, line);
+        json_decref(own);
+        json_decref(drafts);
         json_decref(meta);
     }
     if (d)
