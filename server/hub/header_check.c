@@ -188,6 +188,25 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
     return st;
 }
 
+int64_t splash_hub_gguf_hidden(const char *path)
+{
+    struct splash_gguf *g = NULL;
+    struct splash_err ignored;
+    int64_t hidden = 0;
+    if (splash_gguf_open(path, SPLASH_GGUF_HEADERS_ONLY, &g, &ignored))
+        return 0;
+    const struct splash_gguf_kv *arch = splash_gguf_find_kv(g, "general.architecture");
+    char key[160];
+    if (arch && arch->type == GGUF_STRING) {
+        snprintf(key, sizeof key, "%.100s.embedding_length", arch->v.str);
+        const struct splash_gguf_kv *h = splash_gguf_find_kv(g, key);
+        if (h && h->type != GGUF_STRING && h->type != GGUF_ARRAY)
+            hidden = (int64_t)h->v.u64;
+    }
+    splash_gguf_close(g);
+    return hidden;
+}
+
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
                                                  const struct splash_registry *registry,
                                                  const struct splash_hub_file *const *files,
@@ -211,18 +230,7 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
             return st;
     }
     enum splash_status st = check(registry, first, verdict, err);
-    struct splash_gguf *g = NULL;
-    struct splash_err ignored;
-    if (!st && !splash_gguf_open(first, SPLASH_GGUF_HEADERS_ONLY, &g, &ignored)) {
-        const struct splash_gguf_kv *arch = splash_gguf_find_kv(g, "general.architecture");
-        char key[160];
-        if (arch && arch->type == GGUF_STRING) {
-            snprintf(key, sizeof key, "%.100s.embedding_length", arch->v.str);
-            const struct splash_gguf_kv *h = splash_gguf_find_kv(g, key);
-            if (h && h->type != GGUF_STRING && h->type != GGUF_ARRAY)
-                verdict->hidden = (int64_t)h->v.u64;
-        }
-        splash_gguf_close(g);
-    }
+    if (!st)
+        verdict->hidden = splash_hub_gguf_hidden(first);
     return st;
 }

@@ -18,6 +18,9 @@ struct splash_hub_verdict {
     int64_t hidden;       /* the target's hidden size (a draft's must match), 0 unknown */
 };
 
+/* A GGUF's hidden size (ARCH.embedding_length), 0 when it has none. */
+int64_t splash_hub_gguf_hidden(const char *path);
+
 /* Copies a GGUF's header (metadata and tensor directory) to out_path, from source when
  * local, else by range requests on url: a projector is chosen by its header. */
 enum splash_status splash_hub_copy_gguf_header(const struct splash_hub_env *env,
