@@ -702,6 +702,8 @@ enum splash_status splash_install(const struct splash_install_request *req,
         }
         splash_hub_revision_free(&rev);
     }
+    if (!st)
+        splash_hub_sweep(c.models_dir, req->line);
     close(lock);
     if (c.have_draft_rev)
         splash_hub_revision_free(&c.draft_rev);

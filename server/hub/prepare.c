@@ -226,6 +226,7 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
             snprintf(out->dir, sizeof out->dir, "%s", cur.dir);
             snprintf(out->target, sizeof out->target, "%s", cur.target);
             out->kind = cur.kind;
+            splash_hub_sweep(models_dir, NULL);
             close(lock);
             free(p.files);
             return SPLASH_OK;
@@ -266,6 +267,8 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
         }
         free(af);
     }
+    if (!st)
+        splash_hub_sweep(models_dir, NULL);
     if (lock >= 0)
         close(lock);
     free(p.files);

@@ -184,3 +184,43 @@ test("--language-only skips a safetensors shard that holds only the vision tower
   assert.equal(full.code, 0, full.err);
   assert.ok(meta(full.out.trim()).files.some((f) => f.path === "vision/tower.safetensors"), "the index's subdirectory shard");
 });
+
+test("models/ is swept of what no server holds and no preparation returns", async () => {
+  const h = home();
+  hub.commit("test/Sweep-GGUF", { "Stories-Q8_0.gguf": stories });
+  const first = await run(["pull", "test/Sweep-GGUF:Q8_0"], h.env);
+  assert.equal(first.code, 0, first.err);
+  const dir1 = first.out.trim();
+  // a server holds the first assembly while a new commit installs
+  const held = spawn("flock", ["-s", "-o", path.join(dir1, "model.json"), "sleep", "30"], { stdio: "ignore" });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const s2 = Buffer.from(stories); s2[s2.length - 1] ^= 1;
+  hub.commit("test/Sweep-GGUF", { "Stories-Q8_0.gguf": s2 });
+  const second = await run(["pull", "test/Sweep-GGUF:Q8_0"], h.env);
+  assert.equal(second.code, 0, second.err);
+  assert.match(second.err, /kept \w+: a running server holds it/);
+  assert.ok(fs.existsSync(dir1));
+  held.kill();
+  await new Promise((resolve) => held.on("exit", resolve));
+
+  // local files that are gone, an installation that never completed, a dead process's work folder
+  const copy = path.join(h.dir, "Copy-Q8_0.gguf");
+  fs.copyFileSync(storiesModel, copy);
+  const prep = await run(["prepare", copy], h.env);
+  assert.equal(prep.code, 0, prep.err);
+  const localInst = path.dirname(prep.out.trim());
+  fs.unlinkSync(copy);
+  fs.mkdirSync(path.join(h.models, "test--Never-GGUF--Q8_0"));
+  fs.mkdirSync(path.join(h.models, ".check-2147483646"));
+
+  // the next preparation sweeps them, and the assembly the stopped server held
+  const again = await run(["prepare", storiesModel], h.env);
+  assert.equal(again.code, 0, again.err);
+  assert.ok(!fs.existsSync(dir1), "the assembly no server holds any more");
+  assert.ok(!fs.existsSync(localInst), "local files that are gone");
+  assert.ok(!fs.existsSync(path.join(h.models, "test--Never-GGUF--Q8_0")), "an installation never completed");
+  assert.ok(!fs.existsSync(path.join(h.models, ".check-2147483646")), "a dead process's work folder");
+  assert.ok(fs.existsSync(second.out.trim()), "the current assembly stays");
+  assert.ok(fs.existsSync(again.out.trim()));
+  assert.ok(!fs.existsSync(path.join(h.cache, "models--test--Sweep-GGUF/blobs", sha256(stories))), "its blob is freed");
+});
