@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "server/text/grammar/grammar.h"
+#include "core/family.h"
 #include "core/meta.h"
+#include "core/registry.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
@@ -55,11 +57,23 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         return -1;
     }
     app->template_text = strdup(text);
+    /* the chat format the model's family names (models.md "Chat formats") */
+    const struct splash_family_plugin *family;
+    struct splash_family_verdict verdict;
+    enum splash_status st = splash_family_select(splash_registry_global(), m, &family, &verdict,
+                                                 &err);
     splash_meta_close(m);
-    /* the chat format: FLINT where the vocabulary has its assistant tag, else QWEN */
-    app->format = splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0
-                      ? &splash_chat_format_flint
-                      : &splash_chat_format_qwen;
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    app->format = splash_chat_format_find(verdict.chat_format);
+    if (!app->format) {
+        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
+                            "speak (qwen, flint)",
+                 path, family->header.name, verdict.chat_format);
+        return -1;
+    }
     struct splash_chat_format_ids ids;
     if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);

@@ -165,3 +165,28 @@ test("a prompt whose bytes alone cannot fit is context_length_exceeded in each A
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("the chat format is the family's, not guessed from the vocabulary holding <|assistant|>", async () => {
+  // the stories model with its unused <|image_pad|> vocabulary entry renamed <|assistant|>
+  // (13 bytes each: the GGUF's offsets stay): a Qwen model still speaks Qwen's format
+  const buf = Buffer.from(fs.readFileSync(storiesModel));
+  const entry = Buffer.concat([Buffer.from([13, 0, 0, 0, 0, 0, 0, 0]), Buffer.from("<|image_pad|>")]);
+  const at = buf.indexOf(entry);
+  assert.ok(at > 0, "the vocabulary entry");
+  buf.write("<|assistant|>", at + 8, "latin1");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-format-"));
+  const model = path.join(dir, "stories-assistant-Q8_0.gguf");
+  fs.writeFileSync(model, buf);
+  let server;
+  try {
+    server = await startServer([], { model });
+    const status = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(status.chat_template.format, "qwen", JSON.stringify(status.chat_template));
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions", body: JSON.stringify({
+      model: "test/stories", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }) });
+    assert.equal(r.status, 200, r.body);
+  } finally {
+    if (server) assert.equal(await server.stop(), 0);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
