@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include "server/text/grammar/grammar.h"
+#include "core/family.h"
 #include "core/meta.h"
+#include "core/registry.h"
 #include "core/st_target.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
@@ -71,20 +73,44 @@ static char *template_of(const char *path, char *msg, size_t size)
     return text;
 }
 
+/* The chat format the model's family names (models.md "Chat formats"). */
+static const struct splash_chat_format *format_of(const char *path, char *msg, size_t size)
+{
+    struct splash_err err;
+    struct splash_meta *m;
+    struct stat sb;
+    enum splash_status st =
+        stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)
+            ? splash_st_target_open(splash_registry_global(), path, SPLASH_ST_HEADERS_ONLY, &m,
+                                    &err)
+            : splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err);
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return NULL;
+    }
+    const struct splash_family_plugin *family;
+    struct splash_family_verdict verdict;
+    st = splash_family_select(splash_registry_global(), m, &family, &verdict, &err);
+    splash_meta_close(m);
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return NULL;
+    }
+    const struct splash_chat_format *f = splash_chat_format_find(verdict.chat_format);
+    if (!f)
+        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
+                            "speak (qwen, flint, harmony)",
+                 path, family->header.name, verdict.chat_format);
+    return f;
+}
+
 int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
 {
     struct splash_err err;
     if (!(app->template_text = template_of(path, msg, size)))
         return -1;
-    /* the chat format: HARMONY where the vocabulary has its channel tag and the template
-     * writes it, FLINT where the vocabulary has its assistant tag, else QWEN */
-    if (splash_tokenizer_find_special(app->tok, "<|channel|>") >= 0 &&
-        strstr(app->template_text, "<|channel|>"))
-        app->format = &splash_chat_format_harmony;
-    else if (splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0)
-        app->format = &splash_chat_format_flint;
-    else
-        app->format = &splash_chat_format_qwen;
+    if (!(app->format = format_of(path, msg, size)))
+        return -1;
     struct splash_chat_format_ids ids;
     if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);

@@ -38,6 +38,7 @@ static enum splash_status go_check_config(const struct splash_host *host,
             gptoss_sizes[i].n_expert == c.n_expert)
             snprintf(v->size_name, sizeof v->size_name, "%s", gptoss_sizes[i].name);
     gptoss_config_summary(&c, v->summary, sizeof v->summary);
+    snprintf(v->chat_format, sizeof v->chat_format, "harmony");
     return SPLASH_OK;
 }
 
