@@ -18,6 +18,22 @@ static const struct gptoss_size gptoss_sizes[] = {
     {"gpt-oss-120b", 2880, 36, 128},
 };
 
+/* Harmony needs its tags as single tokens; a vocabulary without them (a test model's)
+ * speaks the core's default format. */
+static int vocab_has(const struct splash_host *host, const struct splash_meta *m, const char *tok)
+{
+    struct splash_err err;
+    size_t n = 0;
+    if (host->meta->arr_len(m, "tokenizer.ggml.tokens", &n, &err))
+        return 0;
+    for (size_t i = n; i-- > 0;) { /* special tokens sit at the end */
+        const char *s;
+        if (!host->meta->arr_str(m, "tokenizer.ggml.tokens", i, &s, &err) && !strcmp(s, tok))
+            return 1;
+    }
+    return 0;
+}
+
 static enum splash_status go_check_config(const struct splash_host *host,
                                           const struct splash_meta *m,
                                           struct splash_family_verdict *v, struct splash_err *err)
@@ -38,7 +54,8 @@ static enum splash_status go_check_config(const struct splash_host *host,
             gptoss_sizes[i].n_expert == c.n_expert)
             snprintf(v->size_name, sizeof v->size_name, "%s", gptoss_sizes[i].name);
     gptoss_config_summary(&c, v->summary, sizeof v->summary);
-    snprintf(v->chat_format, sizeof v->chat_format, "harmony");
+    if (vocab_has(host, m, "<|channel|>"))
+        snprintf(v->chat_format, sizeof v->chat_format, "harmony");
     return SPLASH_OK;
 }
 
