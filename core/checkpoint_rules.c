@@ -52,6 +52,11 @@ static int glob_any(const char *const *globs, const char *name)
     return 0;
 }
 
+int splash_module_ignored(const struct splash_module_roles *roles, const char *name)
+{
+    return glob_any((roles ? roles : &roles_default)->ignore, name);
+}
+
 int splash_module_must_quantize(const struct splash_module_roles *roles, const char *module)
 {
     if (!roles)
