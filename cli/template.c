@@ -297,7 +297,7 @@ int splash_cmd_template(int argc, char **argv)
         json_object_update(vars, kwargs);
     char *out = NULL;
     size_t out_len = 0;
-    struct splash_jinja_error rerr;
+    struct splash_err rerr;
     if (splash_jinja_render(t, vars, &render, &out, &out_len, &rerr) != SPLASH_OK) {
         fprintf(stderr, "%s\n", rerr.msg);
     } else {

@@ -229,9 +229,9 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     json_t *choice = json_object_get(body, "tool_choice");
     if (json_is_string(choice) && !strcmp(json_string_value(choice), "none"))
         tools = NULL;
-    messages = splash_chat_normalize(app, json_object_get(body, "messages"), msg, sizeof msg);
-    if (!messages) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", msg);
+    struct splash_err nerr;
+    if (splash_chat_normalize(app, json_object_get(body, "messages"), &messages, &nerr)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", nerr.msg);
         goto out;
     }
     int status = splash_api_prompt_make(app, messages, tools, effort, kwargs, &prompt, msg, sizeof msg);

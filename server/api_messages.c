@@ -569,9 +569,11 @@ static int prepare(struct splash_app *app, const json_t *body, int64_t max_token
         splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
         return -1;
     }
-    r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
+    struct splash_err err;
+    enum splash_status st = splash_chat_normalize(app, converted, &r->messages, &err);
     json_decref(converted);
-    if (!r->messages) {
+    if (st) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
         free(prefill);
         goto bad;
     }

@@ -743,10 +743,11 @@ static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
         bad_request(reply, "invalid_input", msg);
         return -1;
     }
-    r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
+    struct splash_err err;
+    enum splash_status st = splash_chat_normalize(app, converted, &r->messages, &err);
     json_decref(converted);
-    if (!r->messages) {
-        bad_request(reply, "invalid_input", msg);
+    if (st) {
+        bad_request(reply, "invalid_input", err.msg);
         return -1;
     }
     int status =

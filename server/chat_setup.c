@@ -40,19 +40,18 @@ static json_t *special_tokens(const struct splash_tokenizer *tok)
     return s;
 }
 
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+enum splash_status splash_chat_setup(struct splash_app *app, const char *path,
+                                     struct splash_err *err)
 {
     struct splash_meta *m;
-    struct splash_err err;
-    if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s", err.msg);
-        return -1;
-    }
+    enum splash_status st;
+    if ((st = splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, err)) != SPLASH_OK)
+        return st;
     const char *text = NULL;
-    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &text, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s: the model has no chat template (tokenizer.chat_template)", path);
+    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &text, err) != SPLASH_OK) {
         splash_meta_close(m);
-        return -1;
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                              "%s: the model has no chat template (tokenizer.chat_template)", path);
     }
     app->template_text = strdup(text);
     splash_meta_close(m);
@@ -61,10 +60,8 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
                       ? &splash_chat_format_flint
                       : &splash_chat_format_qwen;
     struct splash_chat_format_ids ids;
-    if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s", err.msg);
-        return -1;
-    }
+    if ((st = splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, err)) != SPLASH_OK)
+        return st;
     app->reuse_token = ids.cache_reuse_after;
     app->n_stop_ids = 0;
     for (int i = 0; app->format->stops[i] && app->n_stop_ids < 8; i++)
@@ -82,10 +79,13 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
                                                 ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
                                                 : SPLASH_GRAMMAR_CALLS_QWEN_XML;
-    if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
-        snprintf(msg, size, "chat format %s: %s", app->format->name, gf ? err.msg : "out of memory");
+    if (!gf)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "chat format %s: out of memory",
+                              app->format->name);
+    struct splash_err gerr;
+    if ((st = splash_grammar_format_init(gf, calls, app->tok, &gerr)) != SPLASH_OK) {
         free(gf);
-        return -1;
+        return splash_err_set(err, st, "chat format %s: %s", app->format->name, gerr.msg);
     }
     app->grammar_format = gf;
     /* the thinking end: --thinking-end-text, else the close the template writes after a
@@ -95,19 +95,17 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
              app->format->think_close);
     const char *end_text = app->opts->thinking_end_text ? app->opts->thinking_end_text : default_end;
     int n_end = splash_think_end_tokens(app->tok, end_text, app->format->think_close, app->think_end,
-                                        64, msg, size);
+                                        64, err->msg, sizeof err->msg);
     if (n_end < 0)
-        return -1;
+        return SPLASH_ERR_INVALID;
     app->n_think_end = n_end;
     app->think_close_id = splash_tokenizer_find_special(app->tok, app->format->think_close);
     app->call_open_id = splash_tokenizer_find_special(app->tok, app->format->call_open);
     struct splash_later_system_probe probe;
-    if (splash_template_probe_later_system(app->template_text, strlen(app->template_text),
+    if ((st = splash_template_probe_later_system(app->template_text, strlen(app->template_text),
                                            app->special, &app->chat_template, &probe,
-                                           &err) != SPLASH_OK) {
-        snprintf(msg, size, "chat template: %s", err.msg);
-        return -1;
-    }
+                                           &gerr)) != SPLASH_OK)
+        return splash_err_set(err, st, "chat template: %s", gerr.msg);
     app->later_system = (int)probe.outcome;
     char line[512];
     splash_later_system_describe(&probe, "default", line, sizeof line);
@@ -115,7 +113,7 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     struct splash_effort_report report;
     if (splash_template_probe_efforts(app->chat_template, app->special,
                                       app->format->model_opens_think, &report,
-                                      &err) == SPLASH_OK) {
+                                      &gerr) == SPLASH_OK) {
         app->thinks_by_default = report.thinks;
         app->default_effort = report.default_effort;
         int override = -1;
@@ -134,7 +132,7 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         app->default_effort = -1;
         app->reasoning = json_pack("{s:n, s:[], s:n}", "thinks", "efforts", "default");
     }
-    return 0;
+    return SPLASH_OK;
 }
 
 void splash_chat_teardown(struct splash_app *app)

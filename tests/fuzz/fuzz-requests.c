@@ -84,8 +84,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     app.model_name = "fuzz/model";
     pthread_mutex_init(&app.lock, NULL);
     if (splash_tokenizer_load_gguf(path, &app.tok, &err) != SPLASH_OK ||
-        splash_chat_setup(&app, path, msg, sizeof msg) != 0) {
-        fprintf(stderr, "fuzz-requests: %s %s\n", err.msg, msg);
+        splash_chat_setup(&app, path, &err) != SPLASH_OK) {
+        fprintf(stderr, "fuzz-requests: %s\n", err.msg);
         abort();
     }
     unlink(path);
@@ -165,8 +165,9 @@ static void decode_body(json_t *body)
 {
     char msg[1024];
     /* OpenAI chat */
-    json_t *messages = splash_chat_normalize(&app, json_object_get(body, "messages"), msg, sizeof msg);
-    if (messages) {
+    json_t *messages;
+    struct splash_err nerr;
+    if (splash_chat_normalize(&app, json_object_get(body, "messages"), &messages, &nerr) == SPLASH_OK) {
         json_t *tools = json_object_get(body, "tools");
         int effort = -1;
         if (!splash_api_check_tools(tools, "tools", msg, sizeof msg) &&
