@@ -371,6 +371,42 @@ static void test_jinja_unicode_text_rules_follow_python(void **state)
            "STRASSE FIX ʼN|όσος σας.|i̇x|Ǆemal SSa|ǅemal Ssa|Ssa σας|Aσ-Σσ");
 }
 
+/* raise_exception's message is the template's own text, which may quote a request at
+ * length: err holds what splash_err can, opts.message the whole (jinja-diff compared 8
+ * raised messages of tool arguments cut at 255 bytes before opts.message). */
+static void test_jinja_long_raised_message_whole(void **state)
+{
+    (void)state;
+    struct splash_jinja_template *t = NULL;
+    const char *src = "{{ raise_exception('Invalid tool call arguments passed: ' ~ args) }}";
+    assert_int_equal(splash_jinja_parse(src, strlen(src), &t, NULL), SPLASH_OK);
+    char args[1201];
+    memset(args, 'x', 1200);
+    args[1200] = 0;
+    json_t *vars = json_pack("{s:s}", "args", args);
+    char message[2048];
+    struct splash_jinja_render_opts opts = {.message = message, .message_size = sizeof message};
+    struct splash_err err;
+    char *out;
+    assert_int_equal(splash_jinja_render(t, vars, &opts, &out, NULL, &err), SPLASH_ERR_INVALID);
+    assert_null(out);
+    assert_int_equal(strlen(message), strlen("Invalid tool call arguments passed: ") + 1200);
+    assert_int_equal(strncmp(message, "Invalid tool call arguments passed: xxx", 39), 0);
+    assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+    assert_int_equal(strncmp(err.msg, message, sizeof err.msg - 1), 0);
+    /* a success leaves the message empty */
+    json_object_set_new(vars, "args", json_string("ok"));
+    const char *ok = "{{ args }}";
+    struct splash_jinja_template *t2 = NULL;
+    assert_int_equal(splash_jinja_parse(ok, strlen(ok), &t2, NULL), SPLASH_OK);
+    assert_int_equal(splash_jinja_render(t2, vars, &opts, &out, NULL, &err), SPLASH_OK);
+    assert_string_equal(message, "");
+    free(out);
+    json_decref(vars);
+    splash_jinja_free(t);
+    splash_jinja_free(t2);
+}
+
 static void test_jinja_sandbox_limits(void **state)
 {
     (void)state;
@@ -449,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_jinja_numbers_follow_python),
         cmocka_unit_test(test_jinja_unicode_text_rules_follow_python),
         cmocka_unit_test(test_jinja_sandbox_limits),
+        cmocka_unit_test(test_jinja_long_raised_message_whole),
         cmocka_unit_test(test_jinja_render_is_fast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,6 +28,11 @@ struct splash_jinja_limits {
 struct splash_jinja_render_opts {
     const struct splash_jinja_limits *limits; /* NULL: defaults */
     int64_t now; /* strftime_now's clock, Unix seconds, local time; 0 = the current time */
+    /* (optional) a failure's whole text besides err, NUL-terminated, cut at message_size:
+     * raise_exception's message is the template's own and may quote a request past what
+     * splash_err holds ("" after a success) */
+    char *message;
+    size_t message_size;
 };
 
 /* Parses template text. On failure err names the line ("line 12: unexpected 'endfor'"). */
@@ -39,8 +44,9 @@ void splash_jinja_free(struct splash_jinja_template *t);
  * special tokens, extra kwargs). On success *out is a malloc'ed NUL-terminated string of
  * *out_len bytes (the text may itself hold NUL bytes). On failure *out is NULL, err (may be
  * NULL) says why and the status is SPLASH_ERR_INVALID (the template raised, err holding
- * raise_exception's text as given, cut at splash_err's size, or failed as Python would
- * fail), SPLASH_ERR_NOMEM or SPLASH_ERR_UNSUPPORTED (a sandbox bound). */
+ * raise_exception's text as given, cut at splash_err's size: opts->message takes it
+ * whole; or failed as Python would fail), SPLASH_ERR_NOMEM or SPLASH_ERR_UNSUPPORTED (a
+ * sandbox bound). */
 enum splash_status splash_jinja_render(const struct splash_jinja_template *t, const json_t *vars,
                                        const struct splash_jinja_render_opts *opts, char **out,
                                        size_t *out_len, struct splash_err *err);

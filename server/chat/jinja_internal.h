@@ -276,6 +276,8 @@ struct jj_ctx {
     unsigned depth;
     size_t output_total;
     struct splash_err *err;     /* the render's caller's: why it failed */
+    char *message;              /* and its whole text, when the caller asked (may be NULL) */
+    size_t message_size;
     enum jj_fail_kind fail_kind; /* and how, for the status */
     jmp_buf fail;
 };

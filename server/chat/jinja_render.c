@@ -913,9 +913,15 @@ enum splash_status splash_jinja_render(const struct splash_jinja_template *t, co
     if (!err)
         err = &local_err;
     memset(err, 0, sizeof *err);
+    char *message = opts && opts->message_size ? opts->message : NULL;
+    if (message)
+        message[0] = 0;
     struct jj_ctx *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        if (message)
+            snprintf(message, opts->message_size, "out of memory");
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
     c->tpl = t;
     c->err = err;
     c->limits = defaults;
@@ -931,6 +937,8 @@ enum splash_status splash_jinja_render(const struct splash_jinja_template *t, co
             c->limits.max_depth = l->max_depth;
     }
     c->now = opts && opts->now ? opts->now : (int64_t)time(NULL);
+    c->message = message;
+    c->message_size = message ? opts->message_size : 0;
     jj_arena_init(&c->arena, c->limits.max_memory);
     struct jj_buf buf = {0};
     enum splash_status st = SPLASH_OK;
@@ -941,6 +949,8 @@ enum splash_status splash_jinja_render(const struct splash_jinja_template *t, co
     }
     *out = malloc(buf.n + 1);
     if (!*out) {
+        if (message)
+            snprintf(message, opts->message_size, "out of memory");
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto out_free_ctx;
     }

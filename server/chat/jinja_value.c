@@ -15,12 +15,17 @@
 
 void jj_fail(struct jj_ctx *c, enum jj_fail_kind kind, const char *fmt, ...)
 {
-    if (c->err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err->msg, sizeof c->err->msg, fmt, ap);
-        va_end(ap);
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->message && c->message_size) {
+        va_list whole;
+        va_copy(whole, ap);
+        vsnprintf(c->message, c->message_size, fmt, whole);
+        va_end(whole);
     }
+    if (c->err)
+        vsnprintf(c->err->msg, sizeof c->err->msg, fmt, ap);
+    va_end(ap);
     c->fail_kind = kind;
     longjmp(c->fail, 1);
 }
