@@ -90,14 +90,12 @@ static void engine_stop(struct engine_run *e)
 static void submit(struct engine_run *e, uint64_t id, const int32_t *t, int n, int max_tokens,
                    int32_t reuse)
 {
-    json_t *ids = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(ids, json_integer(t[i]));
-    json_t *b = json_pack("{s:o, s:i, s:i, s:{s:f}}", "prompt", ids, "max_tokens", max_tokens,
-                          "reuse_token", reuse, "sampling", "temperature", 0.0);
+    struct splash_submit s = {.prompt = (int32_t *)t, .n_prompt = (size_t)n, .reuse_token = reuse};
+    splash_gen_params_init(&s.params);
+    s.params.max_tokens = max_tokens;
+    s.params.sampling.temperature = 0;
     struct splash_err err;
-    splash_frame_write(e->fd, SPLASH_FRAME_SUBMIT, id, b, &err);
-    json_decref(b);
+    splash_frame_write_submit(e->fd, id, &s, &err);
 }
 
 struct outcome {

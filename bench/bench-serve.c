@@ -638,12 +638,21 @@ static int engine_level(struct engine_run *e, int level, int n, int n_prompt, in
     uint64_t base = (uint64_t)level * 100 + 1;
     double t0 = now();
     for (int i = 0; i < n; i++) {
-        json_t *body = json_pack("{s:o, s:i, s:{s:f}}", "prompt", prompt_ids(level, i, n_prompt),
-                                 "max_tokens", n_gen, "sampling", "temperature", 0.0);
+        json_t *ids = prompt_ids(level, i, n_prompt);
+        struct splash_submit sub = {.n_prompt = json_array_size(ids), .reuse_token = -1};
+        splash_gen_params_init(&sub.params);
+        sub.params.max_tokens = n_gen;
+        sub.params.sampling.temperature = 0;
+        int32_t *prompt = malloc(sub.n_prompt * sizeof *prompt);
+        for (size_t k = 0; prompt && k < sub.n_prompt; k++)
+            prompt[k] = (int32_t)json_integer_value(json_array_get(ids, k));
+        json_decref(ids);
+        sub.prompt = prompt;
         s[i].t_start = t0;
         enum splash_status st =
-            splash_frame_write(e->fd, SPLASH_FRAME_SUBMIT, base + (uint64_t)i, body, &err);
-        json_decref(body);
+            prompt ? splash_frame_write_submit(e->fd, base + (uint64_t)i, &sub, &err)
+                   : splash_err_set(&err, SPLASH_ERR_NOMEM, "out of memory for the prompt");
+        free(prompt);
         if (st) {
             fprintf(stderr, "bench-serve: engine: %s\n", err.msg);
             return -1;

@@ -113,7 +113,10 @@ int splash_cmd_serve(int argc, char **argv)
     if (splash_tokenizer_load(path, &app.tok, &terr) != SPLASH_OK)
         snprintf(msg, sizeof msg, "%s", terr.msg);
     /* the chat side (template, probes, the format's stop tokens) reads the same file */
-    if (!app.tok || splash_chat_setup(&app, path, msg, sizeof msg)) {
+    enum splash_status chat = SPLASH_OK;
+    if (app.tok && (chat = splash_chat_setup(&app, path, &terr)) != SPLASH_OK)
+        snprintf(msg, sizeof msg, "%s", terr.msg);
+    if (!app.tok || chat != SPLASH_OK) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
         return 1;

@@ -297,9 +297,12 @@ int splash_cmd_template(int argc, char **argv)
         json_object_update(vars, kwargs);
     char *out = NULL;
     size_t out_len = 0;
-    struct splash_jinja_error rerr;
+    struct splash_err rerr;
+    char message[2048]; /* raise_exception's text whole, as Jinja2 prints it */
+    render.message = message;
+    render.message_size = sizeof message;
     if (splash_jinja_render(t, vars, &render, &out, &out_len, &rerr) != SPLASH_OK) {
-        fprintf(stderr, "%s\n", rerr.msg);
+        fprintf(stderr, "%s\n", message);
     } else {
         rc = fwrite(out, 1, out_len, stdout) == out_len && fflush(stdout) == 0 ? 0 : 1;
     }

@@ -51,9 +51,18 @@ struct splash_gguf {
     size_t map_size;
 };
 
-/* Geometry of a GGML type id: name, elements and bytes per block. 0 when unknown. */
+/* Geometry of a GGUF type id, GGML's or one a format plugin claimed: name, elements and
+ * bytes per block. 0 when unknown. */
 int splash_gguf_type_info(int32_t type, const char **name, uint32_t *block_elems,
                           uint32_t *block_bytes);
+/* A format type's GGUF id against what the id already means (GGML's table, or a plugin's
+ * earlier claim): a different block geometry is SPLASH_ERR_INVALID naming both. */
+enum splash_status splash_gguf_type_check(int32_t id, const char *name, uint32_t block_elems,
+                                          uint32_t block_bytes, struct splash_err *err);
+/* The same check, then an id GGML does not define becomes one GGUF files may name, with
+ * this geometry, for the rest of the process (the registry claims each format type's). */
+enum splash_status splash_gguf_type_claim(int32_t id, const char *name, uint32_t block_elems,
+                                          uint32_t block_bytes, struct splash_err *err);
 
 enum splash_status splash_gguf_open(const char *path, unsigned flags, struct splash_gguf **out,
                                     struct splash_err *err);

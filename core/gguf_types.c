@@ -1,6 +1,11 @@
-/* The GGML tensor types a GGUF directory may name, with their block geometry.
- * File-format knowledge only: decoding them is the format plugins' job. */
+/* The GGML tensor types a GGUF directory may name, with their block geometry, and the
+ * type ids format plugins add beyond them. File-format knowledge only: decoding them is
+ * the format plugins' job. */
 #include "core/gguf.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static const struct {
     int32_t id;
@@ -21,7 +26,18 @@ static const struct {
     {41, "Q1_0", 128, 18},    {42, "Q2_0", 64, 18},     {142, "PQ2_0", 128, 34},
 };
 
-int splash_gguf_type_info(int32_t type, const char **name, uint32_t *block_elems,
+/* Ids a format plugin brought (splash_gguf_type_claim): process-wide, since a file's bytes
+ * mean one thing whichever registry reads it. */
+#define MAX_PLUGIN_TYPES 64
+static struct {
+    int32_t id;
+    char name[32];
+    uint32_t block_elems, block_bytes;
+} plugin_types[MAX_PLUGIN_TYPES];
+static size_t n_plugin_types;
+static pthread_mutex_t plugin_types_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int ggml_type_info(int32_t type, const char **name, uint32_t *block_elems,
                           uint32_t *block_bytes)
 {
     for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++) {
@@ -36,4 +52,72 @@ int splash_gguf_type_info(int32_t type, const char **name, uint32_t *block_elems
         return 1;
     }
     return 0;
+}
+
+/* The plugin-brought id, or -1; under the lock. */
+static int plugin_type_at(int32_t type)
+{
+    for (size_t i = 0; i < n_plugin_types; i++)
+        if (plugin_types[i].id == type)
+            return (int)i;
+    return -1;
+}
+
+int splash_gguf_type_info(int32_t type, const char **name, uint32_t *block_elems,
+                          uint32_t *block_bytes)
+{
+    if (ggml_type_info(type, name, block_elems, block_bytes))
+        return 1;
+    pthread_mutex_lock(&plugin_types_lock);
+    int i = plugin_type_at(type);
+    if (i >= 0) {
+        if (name)
+            *name = plugin_types[i].name;
+        if (block_elems)
+            *block_elems = plugin_types[i].block_elems;
+        if (block_bytes)
+            *block_bytes = plugin_types[i].block_bytes;
+    }
+    pthread_mutex_unlock(&plugin_types_lock);
+    return i >= 0;
+}
+
+enum splash_status splash_gguf_type_check(int32_t id, const char *name, uint32_t block_elems,
+                                          uint32_t block_bytes, struct splash_err *err)
+{
+    const char *known;
+    uint32_t be, bb;
+    if (id < 0 || !splash_gguf_type_info(id, &known, &be, &bb))
+        return SPLASH_OK;
+    if (be != block_elems || bb != block_bytes)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "format %s: GGUF type %d is %s, blocks of %u values in %u bytes, not "
+                              "%u in %u",
+                              name, id, known, be, bb, block_elems, block_bytes);
+    return SPLASH_OK;
+}
+
+enum splash_status splash_gguf_type_claim(int32_t id, const char *name, uint32_t block_elems,
+                                          uint32_t block_bytes, struct splash_err *err)
+{
+    enum splash_status st = splash_gguf_type_check(id, name, block_elems, block_bytes, err);
+    if (st || id < 0 || ggml_type_info(id, NULL, NULL, NULL))
+        return st;
+    pthread_mutex_lock(&plugin_types_lock);
+    if (plugin_type_at(id) < 0) {
+        if (n_plugin_types == MAX_PLUGIN_TYPES) {
+            pthread_mutex_unlock(&plugin_types_lock);
+            return splash_err_set(err, SPLASH_ERR_NOMEM,
+                                  "format %s: GGUF type %d: plugins brought %d type ids already",
+                                  name, id, MAX_PLUGIN_TYPES);
+        }
+        plugin_types[n_plugin_types].id = id;
+        snprintf(plugin_types[n_plugin_types].name, sizeof plugin_types[n_plugin_types].name, "%s",
+                 name);
+        plugin_types[n_plugin_types].block_elems = block_elems;
+        plugin_types[n_plugin_types].block_bytes = block_bytes;
+        n_plugin_types++;
+    }
+    pthread_mutex_unlock(&plugin_types_lock);
+    return SPLASH_OK;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/format_links.h"
+#include "core/gguf.h"
 #include "core/host.h"
 #include "core/host_impl.h"
 #include "core/plugin_search.h"
@@ -371,6 +372,20 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
                           "format %s is already provided by plugin %s", clash,
                           other ? other : "?");
         }
+        /* every GGUF id first checked, then those GGML lacks claimed, so a refused plugin
+         * claims none */
+        struct splash_err gerr;
+        for (int claim = 0; claim < 2; claim++)
+            for (uint32_t t = 0; t < fp->n_types; t++) {
+                const struct splash_format_type *ft = fp->types[t];
+                enum splash_status st =
+                    (claim ? splash_gguf_type_claim : splash_gguf_type_check)(
+                        ft->gguf_type, ft->name, ft->block_elems, ft->block_bytes, &gerr);
+                if (st) {
+                    free(fp);
+                    return refuse(r, rec, origin, st, err, "%s", gerr.msg);
+                }
+            }
         void *grown = realloc(r->formats, (r->n_formats + 1) * sizeof *r->formats);
         if (!grown) {
             free(fp);

@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "server/app.h"
+#include "server/engine/gen_params.h"
 #include "server/http.h"
 
 /* Parses the body as a JSON object; NULL with a 400 naming the problem. */
@@ -18,21 +19,21 @@ void splash_api_error_param(struct splash_http_reply *reply, const json_t *body)
 /* A fresh response id: prefix + 24 hex digits. */
 void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, size_t size);
 
-/* Adds the thinking budget (server.md "Thinking token budget") to an engine submit
- * whose prompt opened a think block; budget < 0 sets no cap. */
-void splash_api_think_submit(struct splash_app *app, json_t *submit, int64_t budget,
-                             int64_t prompt_tokens);
+/* Sets the thinking budget (server.md "Thinking token budget") of a request whose
+ * prompt opened a think block; budget < 0 sets no cap. */
+void splash_api_think_params(struct splash_app *app, struct splash_gen_params *params,
+                             int64_t budget, int64_t prompt_tokens);
 
 struct splash_prompt;
 
-/* Adds a request's output constraint (response_format, tool_choice required or named)
- * to an engine submit, wrapped for how the prompt reasons. spec_of is one of the
+/* Sets a request's output constraint (response_format, tool_choice required or named)
+ * in its parameters, wrapped for how the prompt reasons. spec_of is one of the
  * splash_grammar_spec_from_* readers. Returns 0, or -1 with msg (a 400). */
 int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
                               int (*spec_of)(const json_t *body, json_t **spec, char *msg,
                                              size_t msg_size),
-                              const struct splash_prompt *prompt, json_t *submit, char *msg,
-                              size_t msg_size);
+                              const struct splash_prompt *prompt,
+                              struct splash_gen_params *params, char *msg, size_t msg_size);
 int splash_api_spec_chat(const json_t *body, json_t **spec, char *msg, size_t msg_size);
 int splash_api_spec_messages(const json_t *body, json_t **spec, char *msg, size_t msg_size);
 int splash_api_spec_responses(const json_t *body, json_t **spec, char *msg, size_t msg_size);

@@ -31,10 +31,10 @@ static int chat_prompt(struct splash_app *app, const json_t *body, struct splash
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         return -1;
     }
-    json_t *messages =
-        splash_chat_normalize(app, json_object_get(body, "messages"), msg, sizeof msg);
-    if (!messages) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", msg);
+    json_t *messages;
+    struct splash_err err;
+    if (splash_chat_normalize(app, json_object_get(body, "messages"), &messages, &err)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", err.msg);
         return -1;
     }
     int status = splash_api_prompt_make(app, messages, tools, effort,

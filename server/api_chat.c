@@ -7,6 +7,7 @@
 
 #include "server/affinity.h"
 #include "server/api.h"
+#include "server/gen_read.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
 #include "server/sse.h"
@@ -206,7 +207,9 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;
-    json_t *messages = NULL, *submit = NULL, *stops = NULL;
+    json_t *messages = NULL, *stops = NULL;
+    struct splash_gen_params params;
+    splash_gen_params_init(&params);
     struct splash_api_prompt prompt = {0};
     struct chat *c = NULL;
     if (!splash_api_check_model(app, body, reply) ||
@@ -226,9 +229,9 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     json_t *choice = json_object_get(body, "tool_choice");
     if (json_is_string(choice) && !strcmp(json_string_value(choice), "none"))
         tools = NULL;
-    messages = splash_chat_normalize(app, json_object_get(body, "messages"), msg, sizeof msg);
-    if (!messages) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", msg);
+    struct splash_err nerr;
+    if (splash_chat_normalize(app, json_object_get(body, "messages"), &messages, &nerr)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_messages", nerr.msg);
         goto out;
     }
     int status = splash_api_prompt_make(app, messages, tools, effort, kwargs, &prompt, msg, sizeof msg);
@@ -238,16 +241,19 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
                            msg);
         goto out;
     }
-    submit = json_object();
     int64_t budget;
-    if (splash_gen_params(body, submit, msg, sizeof msg) ||
-        splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg, sizeof msg)) {
+    struct splash_err err;
+    if (splash_gen_read_openai(body, &params, &err)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", err.msg);
+        goto out;
+    }
+    if (splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg, sizeof msg)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         goto out;
     }
     if (prompt.prompt.thinks)
-        splash_api_think_submit(app, submit, budget, (int64_t)prompt.ids.n);
-    if (splash_api_grammar_submit(app, body, splash_api_spec_chat, &prompt.prompt, submit, msg,
+        splash_api_think_params(app, &params, budget, (int64_t)prompt.ids.n);
+    if (splash_api_grammar_submit(app, body, splash_api_spec_chat, &prompt.prompt, &params, msg,
                                   sizeof msg)) {
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
         goto out;
@@ -267,7 +273,7 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     }
     char reasoning[96];
     splash_api_reasoning_line(effort, &prompt, reasoning, sizeof reasoning);
-    if (splash_api_run_start(&c->run, &prompt, submit, reasoning, reply))
+    if (splash_api_run_start(&c->run, &prompt, &params, reasoning, reply))
         goto out;
     if (c->stream) {
         reply->produce = produce;
@@ -303,7 +309,6 @@ out:
         json_decref(stops);
     if (messages)
         json_decref(messages);
-    if (submit)
-        json_decref(submit);
+    splash_gen_params_free(&params);
     json_decref(body);
 }

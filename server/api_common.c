@@ -70,23 +70,21 @@ void splash_api_new_id(struct splash_app *app, const char *prefix, char *out, si
              (unsigned long long)seq);
 }
 
-void splash_api_think_submit(struct splash_app *app, json_t *submit, int64_t budget,
-                             int64_t prompt_tokens)
+void splash_api_think_params(struct splash_app *app, struct splash_gen_params *params,
+                             int64_t budget, int64_t prompt_tokens)
 {
     json_t *info = splash_engine_client_info(app->engine);
     int64_t n_ctx = info ? json_integer_value(json_object_get(info, "n_ctx")) : 0;
     int64_t room = n_ctx - prompt_tokens;
-    json_t *mt = json_object_get(submit, "max_tokens");
-    int64_t max_tokens = json_is_integer(mt) ? json_integer_value(mt) : room;
-    json_t *end = json_array();
-    for (int i = 0; i < app->n_think_end; i++)
-        json_array_append_new(end, json_integer(app->think_end[i]));
-    json_t *think = json_pack("{s:I, s:o, s:i}", "budget",
-                              (json_int_t)splash_think_budget_effective(budget, max_tokens, room),
-                              "end", end, "close", app->think_close_id);
-    if (app->call_open_id >= 0)
-        json_object_set_new(think, "call_open", json_integer(app->call_open_id));
-    json_object_set_new(submit, "think", think);
+    int64_t max_tokens = params->max_tokens > 0 ? params->max_tokens : room;
+    struct splash_think_params *t = &params->think;
+    t->on = 1;
+    t->budget = splash_think_budget_effective(budget, max_tokens, room);
+    t->close = app->think_close_id;
+    t->call_open = app->call_open_id >= 0 ? app->call_open_id : -1;
+    t->n_end = 0;
+    for (int i = 0; i < app->n_think_end && i < SPLASH_GEN_MAX_THINK_END; i++)
+        t->end[t->n_end++] = app->think_end[i];
 }
 
 void splash_api_error_param(struct splash_http_reply *reply, const json_t *body)

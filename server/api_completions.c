@@ -6,6 +6,7 @@
 
 #include "server/affinity.h"
 #include "server/api.h"
+#include "server/gen_read.h"
 #include "server/api_prompt.h"
 #include "server/generation.h"
 #include "server/sse.h"
@@ -241,7 +242,8 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
         return;
     struct splash_token_buf ids = {0};
     struct completion *c = NULL;
-    json_t *submit = NULL;
+    struct splash_gen_params params;
+    splash_gen_params_init(&params);
     struct splash_tok_bytes all = {0};
     if (!splash_api_check_model(app, body, reply) ||
         splash_affinity_take(req, body, SPLASH_AFFINITY_OPENAI, reply))
@@ -286,9 +288,9 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
         splash_reply_error(reply, 400, "invalid_request_error", "invalid_stop", msg);
         goto out;
     }
-    submit = json_object();
-    if (splash_gen_params(body, submit, msg, sizeof msg)) {
-        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", msg);
+    struct splash_err err;
+    if (splash_gen_read_openai(body, &params, &err)) {
+        splash_reply_error(reply, 400, "invalid_request_error", "invalid_parameter", err.msg);
         goto out;
     }
     if (json_is_true(json_object_get(body, "echo")) && set_echo(c, &ids)) {
@@ -297,7 +299,7 @@ void splash_api_completions(void *appv, const struct splash_http_request *req,
     }
     if (!splash_app_admit(app, reply))
         goto out;
-    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, submit, NULL, reply)) {
+    if (splash_gen_start(&c->gen, app, ids.ids, ids.n, &params, NULL, reply)) {
         splash_app_release(app);
         goto out;
     }
@@ -369,8 +371,7 @@ out:
         free(c->echo);
         free(c);
     }
-    if (submit)
-        json_decref(submit);
+    splash_gen_params_free(&params);
     splash_token_buf_free(&ids);
     json_decref(body);
 }

@@ -1,5 +1,6 @@
 /* Output constraints from requests to the engine (grammar-constrained decoding). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/text/grammar/grammar.h"
@@ -73,8 +74,8 @@ SPEC_READER(splash_api_spec_responses, splash_grammar_spec_from_responses)
 int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
                               int (*spec_of)(const json_t *body, json_t **spec, char *msg,
                                              size_t msg_size),
-                              const struct splash_prompt *prompt, json_t *submit, char *msg,
-                              size_t msg_size)
+                              const struct splash_prompt *prompt,
+                              struct splash_gen_params *params, char *msg, size_t msg_size)
 {
     json_t *spec = NULL;
     if (spec_of(body, &spec, msg, msg_size))
@@ -106,9 +107,16 @@ int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
         return -1;
     }
     splash_grammar_destroy(g);
-    json_object_set_new(submit, "grammar", spec);
-    json_object_set_new(submit, "grammar_calls",
-                        json_string(app->format->calls == SPLASH_CALLS_GLM_ARGS ? "glm_args"
-                                                                                 : "qwen_xml"));
+    char *text = json_dumps(spec, JSON_COMPACT);
+    json_decref(spec);
+    if (!text) {
+        snprintf(msg, msg_size, "the output constraint: out of memory");
+        return -1;
+    }
+    free(params->grammar);
+    params->grammar = text;
+    params->grammar_calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
+                                ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                : SPLASH_GRAMMAR_CALLS_QWEN_XML;
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "server/affinity.h"
 #include "server/api.h"
+#include "server/gen_read.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
 #include "server/chat/chat_request.h"
@@ -573,9 +574,11 @@ static int prepare(struct splash_app *app, const json_t *body, int64_t max_token
         splash_reply_error_anthropic(reply, 500, "api_error", "out of memory");
         return -1;
     }
-    r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
+    struct splash_err err;
+    enum splash_status st = splash_chat_normalize(app, converted, &r->messages, &err);
     json_decref(converted);
-    if (!r->messages) {
+    if (st) {
+        snprintf(msg, sizeof msg, "%s", err.msg);
         free(prefill);
         goto bad;
     }
@@ -808,29 +811,6 @@ static void done(void *ctx)
 
 /* ---- handlers -------------------------------------------------------------------------------- */
 
-/* The sampling fields Anthropic defines, checked in its ranges, as the engine's parameters. */
-static int read_sampling(const json_t *body, json_t *submit, char *msg, size_t size)
-{
-    json_t *params = json_object();
-    static const char *const keys[] = {"temperature", "top_p", "top_k", "max_tokens"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(body, keys[i]);
-        if (v)
-            json_object_set(params, keys[i], v);
-    }
-    json_t *t = json_object_get(params, "temperature");
-    int rc = 0;
-    if (t && !json_is_null(t) &&
-        (!json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 1)) {
-        snprintf(msg, size, "temperature must be a number from 0 to 1");
-        rc = -1;
-    } else {
-        rc = splash_gen_params(params, submit, msg, size);
-    }
-    json_decref(params);
-    return rc;
-}
-
 void splash_api_messages(void *appv, const struct splash_http_request *req,
                          struct splash_http_reply *reply)
 {
@@ -843,7 +823,8 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
     }
     struct prep r;
     memset(&r, 0, sizeof r);
-    json_t *submit = NULL;
+    struct splash_gen_params params;
+    splash_gen_params_init(&params);
     struct msg *m = NULL;
     json_t *mt = json_object_get(body, "max_tokens");
     if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
@@ -867,16 +848,16 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
     }
     if (splash_affinity_take(req, body, SPLASH_AFFINITY_ANTHROPIC, reply))
         goto out;
-    submit = json_object();
-    if (read_sampling(body, submit, msg, sizeof msg)) {
-        bad_request(reply, msg);
+    struct splash_err err;
+    if (splash_gen_read_messages(body, &params, &err)) {
+        bad_request(reply, err.msg);
         goto out;
     }
     if (prepare(app, body, json_integer_value(mt), &r, reply))
         goto out;
     if (r.p.prompt.thinks)
-        splash_api_think_submit(app, submit, r.budget, (int64_t)r.p.ids.n);
-    if (splash_api_grammar_submit(app, body, splash_api_spec_messages, &r.p.prompt, submit, msg,
+        splash_api_think_params(app, &params, r.budget, (int64_t)r.p.ids.n);
+    if (splash_api_grammar_submit(app, body, splash_api_spec_messages, &r.p.prompt, &params, msg,
                                   sizeof msg)) {
         bad_request(reply, msg);
         goto out;
@@ -904,7 +885,7 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
     }
     char reasoning[96];
     splash_api_reasoning_line(r.effort, &r.p, reasoning, sizeof reasoning);
-    if (splash_api_run_start(&m->run, &r.p, submit, reasoning, reply))
+    if (splash_api_run_start(&m->run, &r.p, &params, reasoning, reply))
         goto out;
     if (streaming) {
         json_t *message = json_pack(
@@ -939,8 +920,7 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
 out:
     if (m)
         msg_free(m);
-    if (submit)
-        json_decref(submit);
+    splash_gen_params_free(&params);
     prep_free(&r);
     json_decref(body);
     anthropic_shape(reply);

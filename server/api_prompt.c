@@ -100,10 +100,11 @@ int splash_api_prompt_make(struct splash_app *app, const json_t *messages, const
                            char *msg, size_t msg_size)
 {
     memset(out, 0, sizeof *out);
-    int status =
-        splash_chat_render(app, messages, tools, effort, kwargs, &out->prompt, msg, msg_size);
-    if (status)
-        return status;
+    struct splash_err err;
+    if (splash_chat_render(app, messages, tools, effort, kwargs, &out->prompt, &err)) {
+        snprintf(msg, msg_size, "%s", err.msg);
+        return 400;
+    }
     char why[400];
     int64_t n_ctx;
     int64_t over = splash_api_bytes_over_context(app, out->prompt.len, &n_ctx);

@@ -8,6 +8,7 @@
 
 #include "server/affinity.h"
 #include "server/api.h"
+#include "server/gen_read.h"
 #include "server/api_prompt.h"
 #include "server/api_run.h"
 #include "server/chat/chat_request.h"
@@ -630,29 +631,6 @@ static int refuse_unsupported(const json_t *body, char *msg, size_t size)
     return 0;
 }
 
-/* The sampling fields Responses defines, as the engine's parameters. */
-static int read_sampling(const json_t *body, json_t *submit, char *msg, size_t size)
-{
-    json_t *params = json_object();
-    json_t *v;
-    if ((v = json_object_get(body, "temperature")))
-        json_object_set(params, "temperature", v);
-    if ((v = json_object_get(body, "top_p")))
-        json_object_set(params, "top_p", v);
-    int rc = 0;
-    v = json_object_get(body, "max_output_tokens");
-    if (v && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 1)) {
-        snprintf(msg, size, "max_output_tokens must be a positive integer");
-        rc = -1;
-    } else {
-        if (v)
-            json_object_set(params, "max_tokens", v);
-        rc = splash_gen_params(params, submit, msg, size);
-    }
-    json_decref(params);
-    return rc;
-}
-
 static json_t *base_json(struct resp *r, const json_t *body, int effort)
 {
     json_t *v;
@@ -765,10 +743,11 @@ static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
         bad_request(reply, "invalid_input", msg);
         return -1;
     }
-    r->messages = splash_chat_normalize(app, converted, msg, sizeof msg);
+    struct splash_err err;
+    enum splash_status st = splash_chat_normalize(app, converted, &r->messages, &err);
     json_decref(converted);
-    if (!r->messages) {
-        bad_request(reply, "invalid_input", msg);
+    if (st) {
+        bad_request(reply, "invalid_input", err.msg);
         return -1;
     }
     int status =
@@ -804,12 +783,17 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;
-    json_t *submit = json_object();
+    struct splash_gen_params params;
+    splash_gen_params_init(&params);
     struct prep pr;
     memset(&pr, 0, sizeof pr);
     struct resp *r = NULL;
     int64_t budget;
-    if (read_sampling(body, submit, msg, sizeof msg) ||
+    struct splash_err err;
+    int refused_params = splash_gen_read_responses(body, &params, &err) != SPLASH_OK;
+    if (refused_params)
+        snprintf(msg, sizeof msg, "%s", err.msg);
+    if (refused_params ||
         splash_think_budget_param(body, app->opts->thinking_token_budget, &budget, msg,
                                   sizeof msg)) {
         if (!splash_api_check_model(app, body, reply))
@@ -822,12 +806,12 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
         goto out;
     const struct splash_api_prompt *p = &pr.p;
     if (p->prompt.thinks)
-        splash_api_think_submit(app, submit, budget, (int64_t)p->ids.n);
+        splash_api_think_params(app, &params, budget, (int64_t)p->ids.n);
     /* a forced call chooses among the tools the model sees */
     json_t *seen = json_copy(body);
     json_object_set(seen, "tools", pr.rt.flat);
     int refused = splash_api_grammar_submit(app, seen, splash_api_spec_responses, &p->prompt,
-                                            submit, msg, sizeof msg);
+                                            &params, msg, sizeof msg);
     json_decref(seen);
     if (refused) {
         bad_request(reply, "invalid_parameter", msg);
@@ -851,7 +835,7 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
     }
     char line[96];
     splash_api_reasoning_line(pr.effort, p, line, sizeof line);
-    if (splash_api_run_start(&r->run, p, submit, line, reply))
+    if (splash_api_run_start(&r->run, p, &params, line, reply))
         goto out;
     if (streaming) {
         emit(r, "response.created",
@@ -880,6 +864,6 @@ out:
     if (r)
         resp_free(r);
     prep_free(&pr);
-    json_decref(submit);
+    splash_gen_params_free(&params);
     json_decref(body);
 }

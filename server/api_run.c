@@ -111,12 +111,13 @@ int splash_api_run_init(struct splash_api_run *r, struct splash_app *app,
 }
 
 int splash_api_run_start(struct splash_api_run *r, const struct splash_api_prompt *p,
-                         json_t *submit, const char *reasoning, struct splash_http_reply *reply)
+                         const struct splash_gen_params *params, const char *reasoning,
+                         struct splash_http_reply *reply)
 {
     if (!splash_app_admit(r->app, reply))
         return -1;
     r->admitted = 1;
-    if (splash_gen_start(&r->gen, r->app, p->ids.ids, p->ids.n, submit, reasoning, reply))
+    if (splash_gen_start(&r->gen, r->app, p->ids.ids, p->ids.n, params, reasoning, reply))
         return -1;
     r->started = 1;
     return 0;

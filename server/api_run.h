@@ -34,7 +34,8 @@ int splash_api_run_init(struct splash_api_run *r, struct splash_app *app,
 /* Admits the request and submits it (reasoning: the console's words, as for splash_gen_start); on
  * refusal fills reply (OpenAI shape) and returns -1. */
 int splash_api_run_start(struct splash_api_run *r, const struct splash_api_prompt *p,
-                         json_t *submit, const char *reasoning, struct splash_http_reply *reply);
+                         const struct splash_gen_params *params, const char *reasoning,
+                         struct splash_http_reply *reply);
 /* Pulls one engine event through the parser; 1 while the output goes on, 0 once it ended. */
 int splash_api_run_pump(struct splash_api_run *r, int timeout_ms);
 /* Cancels a generation still running, releases the admission and frees. */

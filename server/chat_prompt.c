@@ -18,14 +18,14 @@ static json_t *part_text(const json_t *part)
 }
 
 /* content: a string, null, or an array of text parts; images are refused (text-only). */
-static json_t *text_of(const json_t *content, const char *where, char *msg, size_t msg_size)
+static json_t *text_of(const json_t *content, const char *where, struct splash_err *err)
 {
     if (!content || json_is_null(content))
         return json_string("");
     if (json_is_string(content))
         return json_incref((json_t *)content);
     if (!json_is_array(content)) {
-        snprintf(msg, msg_size, "%s.content must be a string or an array of parts", where);
+        splash_err_set(err, SPLASH_ERR_INVALID, "%s.content must be a string or an array of parts", where);
         return NULL;
     }
     size_t total = 0;
@@ -33,26 +33,28 @@ static json_t *text_of(const json_t *content, const char *where, char *msg, size
         json_t *part = json_array_get(content, i);
         const char *type = json_string_value(json_object_get(part, "type"));
         if (!type) {
-            snprintf(msg, msg_size, "%s.content[%zu].type is missing", where, i);
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.content[%zu].type is missing", where, i);
             return NULL;
         }
         if (!strcmp(type, "image_url") || !strcmp(type, "input_image") || !strcmp(type, "image") ||
             !strcmp(type, "file") || !strcmp(type, "input_file")) {
-            snprintf(msg, msg_size, "%s.content[%zu]: image and file input are not supported: this "
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.content[%zu]: image and file input are not supported: this "
                                     "model serves text only", where, i);
             return NULL;
         }
         json_t *t = part_text(part);
         if (!json_is_string(t)) {
-            snprintf(msg, msg_size, "%s.content[%zu].%s must be a string", where, i,
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.content[%zu].%s must be a string", where, i,
                      strcmp(type, "refusal") ? "text" : "refusal");
             return NULL;
         }
         total += json_string_length(t);
     }
     char *buf = malloc(total + 1);
-    if (!buf)
+    if (!buf) {
+        splash_err_set(err, SPLASH_ERR_NOMEM, "%s.content: out of memory", where);
         return NULL;
+    }
     size_t off = 0;
     for (size_t i = 0; i < json_array_size(content); i++) {
         json_t *t = part_text(json_array_get(content, i));
@@ -64,10 +66,11 @@ static json_t *text_of(const json_t *content, const char *where, char *msg, size
     return s;
 }
 
-static json_t *normalize_calls(const json_t *calls, const char *where, char *msg, size_t msg_size)
+static json_t *normalize_calls(const json_t *calls, const char *where,
+                               struct splash_err *err)
 {
     if (!json_is_array(calls)) {
-        snprintf(msg, msg_size, "%s.tool_calls must be an array", where);
+        splash_err_set(err, SPLASH_ERR_INVALID, "%s.tool_calls must be an array", where);
         return NULL;
     }
     json_t *out = json_array();
@@ -76,7 +79,7 @@ static json_t *normalize_calls(const json_t *calls, const char *where, char *msg
         json_t *fn = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (!name) {
-            snprintf(msg, msg_size, "%s.tool_calls[%zu].function.name must be a string", where, i);
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.tool_calls[%zu].function.name must be a string", where, i);
             json_decref(out);
             return NULL;
         }
@@ -109,13 +112,12 @@ static json_t *normalize_calls(const json_t *calls, const char *where, char *msg
     return out;
 }
 
-json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, char *msg,
-                              size_t msg_size)
+enum splash_status splash_chat_normalize(struct splash_app *app, const json_t *messages,
+                                         json_t **normalized, struct splash_err *err)
 {
-    if (!json_is_array(messages) || json_array_size(messages) == 0) {
-        snprintf(msg, msg_size, "messages must be a non-empty array");
-        return NULL;
-    }
+    *normalized = NULL;
+    if (!json_is_array(messages) || json_array_size(messages) == 0)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "messages must be a non-empty array");
     json_t *out = json_array();
     int leading = 1, saw_later_system = 0;
     for (size_t i = 0; i < json_array_size(messages); i++) {
@@ -124,16 +126,16 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
         snprintf(where, sizeof where, "messages[%zu]", i);
         const char *role = json_string_value(json_object_get(m, "role"));
         if (!json_is_object(m) || !role) {
-            snprintf(msg, msg_size, "%s.role must be a string", where);
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.role must be a string", where);
             goto fail;
         }
         int is_system = !strcmp(role, "system") || !strcmp(role, "developer");
         if (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool") && !is_system) {
-            snprintf(msg, msg_size, "%s.role %s is not system, developer, user, assistant or tool",
+            splash_err_set(err, SPLASH_ERR_INVALID, "%s.role %s is not system, developer, user, assistant or tool",
                      where, role);
             goto fail;
         }
-        json_t *text = text_of(json_object_get(m, "content"), where, msg, msg_size);
+        json_t *text = text_of(json_object_get(m, "content"), where, err);
         if (!text)
             goto fail;
         leading &= is_system;
@@ -142,7 +144,7 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
         if (!strcmp(role, "assistant")) {
             json_t *calls = json_object_get(m, "tool_calls");
             if (calls && !json_is_null(calls)) {
-                json_t *nc = normalize_calls(calls, where, msg, msg_size);
+                json_t *nc = normalize_calls(calls, where, err);
                 if (!nc) {
                     json_decref(nm);
                     goto fail;
@@ -164,16 +166,17 @@ json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, ch
         json_array_append_new(out, nm);
     }
     if (saw_later_system && app->later_system == SPLASH_LATER_SYSTEM_UNSUPPORTED) {
-        snprintf(msg, msg_size, "messages: this model's chat template cannot render a system "
+        splash_err_set(err, SPLASH_ERR_INVALID, "messages: this model's chat template cannot render a system "
                                 "message after the conversation starts");
         goto fail;
     }
-    json_t *merged = splash_chat_merge_leading_system(out);
+    *normalized = splash_chat_merge_leading_system(out);
     json_decref(out);
-    return merged;
+    return *normalized ? SPLASH_OK : splash_err_set(err, SPLASH_ERR_NOMEM, "messages: out of memory");
 fail:
     json_decref(out);
-    return NULL;
+    /* a part's text whose copy ran out of memory set NOMEM; everything else is the request's */
+    return strstr(err->msg, "out of memory") ? SPLASH_ERR_NOMEM : SPLASH_ERR_INVALID;
 }
 
 /* The messages as harmony templates read them: an assistant turn's reasoning_content is
@@ -197,9 +200,9 @@ static json_t *harmony_messages(const json_t *messages)
     return out;
 }
 
-int splash_chat_render(struct splash_app *app, const json_t *messages, const json_t *tools,
-                       int effort, const json_t *kwargs, struct splash_prompt *out, char *msg,
-                       size_t msg_size)
+enum splash_status splash_chat_render(struct splash_app *app, const json_t *messages,
+                                      const json_t *tools, int effort, const json_t *kwargs,
+                                      struct splash_prompt *out, struct splash_err *err)
 {
     memset(out, 0, sizeof *out);
     if (effort < 0)
@@ -218,24 +221,20 @@ int splash_chat_render(struct splash_app *app, const json_t *messages, const jso
         .report = app->effort_report,
     };
     json_t *vars;
-    struct splash_err err;
-    if (splash_chat_template_vars(&vo, &vars, &err) != SPLASH_OK) {
-        snprintf(msg, msg_size, "%s", err.msg);
+    enum splash_status st = splash_chat_template_vars(&vo, &vars, err);
+    if (st != SPLASH_OK) {
         json_decref(harmony);
-        return 400;
+        return st;
     }
-    struct splash_jinja_error jerr;
-    enum splash_status st =
-        splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);
+    struct splash_err jerr;
+    st = splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);
     json_decref(vars);
     json_decref(harmony);
-    if (st != SPLASH_OK) {
-        snprintf(msg, msg_size, "the chat template refused the request: %s", jerr.msg);
-        return 400;
-    }
+    if (st != SPLASH_OK)
+        return splash_err_set(err, st, "the chat template refused the request: %s", jerr.msg);
     out->thinks = splash_chat_prompt_opens_think(app->format, out->text, out->len);
     out->effort = effort;
-    return 0;
+    return SPLASH_OK;
 }
 
 void splash_prompt_free(struct splash_prompt *p)

@@ -7,12 +7,14 @@
 #include <stddef.h>
 
 #include "server/app.h"
+#include "splash/status.h"
 
-/* Checks OpenAI chat messages and returns the normalised list: leading system and
+/* Checks OpenAI chat messages and gives the normalised list: leading system and
  * developer messages merged into one system message (blank line between), text
- * parts joined, tool-call arguments as objects. NULL with msg naming the field. */
-json_t *splash_chat_normalize(struct splash_app *app, const json_t *messages, char *msg,
-                              size_t msg_size);
+ * parts joined, tool-call arguments as objects. SPLASH_ERR_INVALID with err naming the
+ * field (a 400), or SPLASH_ERR_NOMEM. */
+enum splash_status splash_chat_normalize(struct splash_app *app, const json_t *messages,
+                                         json_t **normalized, struct splash_err *err);
 
 struct splash_prompt {
     char *text;
@@ -22,10 +24,11 @@ struct splash_prompt {
 };
 
 /* Renders normalised messages with the served template. effort: -1 = the default.
- * Returns 0, or an HTTP status (400 for a template error or refusal) with msg. */
-int splash_chat_render(struct splash_app *app, const json_t *messages, const json_t *tools,
-                       int effort, const json_t *kwargs, struct splash_prompt *out, char *msg,
-                       size_t msg_size);
+ * A template error or refusal is SPLASH_ERR_INVALID (a 400) with err saying so; a sandbox
+ * bound SPLASH_ERR_UNSUPPORTED, memory SPLASH_ERR_NOMEM. */
+enum splash_status splash_chat_render(struct splash_app *app, const json_t *messages,
+                                      const json_t *tools, int effort, const json_t *kwargs,
+                                      struct splash_prompt *out, struct splash_err *err);
 void splash_prompt_free(struct splash_prompt *p);
 
 #endif

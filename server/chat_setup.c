@@ -45,77 +45,72 @@ static json_t *special_tokens(const struct splash_tokenizer *tok)
 }
 
 /* The model's chat template (malloc'ed): a GGUF's tokenizer.chat_template, or a checkpoint
- * directory's chat_template.jinja / tokenizer_config.json. NULL with msg when none. */
-static char *template_of(const char *path, char *msg, size_t size)
+ * directory's chat_template.jinja / tokenizer_config.json. */
+static enum splash_status template_of(const char *path, char **out, struct splash_err *err)
 {
-    struct splash_err err;
     struct stat sb;
-    char *text = NULL;
+    enum splash_status st;
+    *out = NULL;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        if (splash_st_chat_template(path, &text, &err) != SPLASH_OK)
-            snprintf(msg, size, "%s", err.msg);
-        else if (!text)
-            snprintf(msg, size, "%s: the model has no chat template (chat_template.jinja or "
-                                "tokenizer_config.json's chat_template)", path);
-        return text;
+        if ((st = splash_st_chat_template(path, out, err)) != SPLASH_OK)
+            return st;
+        if (!*out)
+            return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                                  "%s: the model has no chat template (chat_template.jinja or "
+                                  "tokenizer_config.json's chat_template)", path);
+        return SPLASH_OK;
     }
     struct splash_meta *m;
-    if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s", err.msg);
-        return NULL;
-    }
+    if ((st = splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, err)) != SPLASH_OK)
+        return st;
     const char *t = NULL;
-    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &t, &err) != SPLASH_OK)
-        snprintf(msg, size, "%s: the model has no chat template (tokenizer.chat_template)", path);
-    else if (!(text = strdup(t)))
-        snprintf(msg, size, "out of memory");
+    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &t, err) != SPLASH_OK)
+        st = splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                            "%s: the model has no chat template (tokenizer.chat_template)", path);
+    else if (!(*out = strdup(t)))
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     splash_meta_close(m);
-    return text;
+    return st;
 }
 
 /* The chat format the model's family names (models.md "Chat formats"). */
-static const struct splash_chat_format *format_of(const char *path, char *msg, size_t size)
+static enum splash_status format_of(const char *path, const struct splash_chat_format **out,
+                                    struct splash_err *err)
 {
-    struct splash_err err;
     struct splash_meta *m;
     struct stat sb;
     enum splash_status st =
         stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)
             ? splash_st_target_open(splash_registry_global(), path, SPLASH_ST_HEADERS_ONLY, &m,
-                                    &err)
-            : splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err);
-    if (st) {
-        snprintf(msg, size, "%s", err.msg);
-        return NULL;
-    }
+                                    err)
+            : splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, err);
+    if (st)
+        return st;
     const struct splash_family_plugin *family;
     struct splash_family_verdict verdict;
-    st = splash_family_select(splash_registry_global(), m, &family, &verdict, &err);
+    st = splash_family_select(splash_registry_global(), m, &family, &verdict, err);
     splash_meta_close(m);
-    if (st) {
-        snprintf(msg, size, "%s", err.msg);
-        return NULL;
-    }
-    const struct splash_chat_format *f = splash_chat_format_find(verdict.chat_format);
-    if (!f)
-        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
-                            "speak (qwen, flint, harmony)",
-                 path, family->header.name, verdict.chat_format);
-    return f;
+    if (st)
+        return st;
+    if (!(*out = splash_chat_format_find(verdict.chat_format)))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: family %s names chat format %.16s, which this server does not "
+                              "speak (qwen, flint, harmony)",
+                              path, family->header.name, verdict.chat_format);
+    return SPLASH_OK;
 }
 
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+enum splash_status splash_chat_setup(struct splash_app *app, const char *path,
+                                     struct splash_err *err)
 {
-    struct splash_err err;
-    if (!(app->template_text = template_of(path, msg, size)))
-        return -1;
-    if (!(app->format = format_of(path, msg, size)))
-        return -1;
+    enum splash_status st;
+    if ((st = template_of(path, &app->template_text, err)) != SPLASH_OK)
+        return st;
+    if ((st = format_of(path, &app->format, err)) != SPLASH_OK)
+        return st;
     struct splash_chat_format_ids ids;
-    if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
-        snprintf(msg, size, "%s", err.msg);
-        return -1;
-    }
+    if ((st = splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, err)) != SPLASH_OK)
+        return st;
     app->reuse_token = ids.cache_reuse_after;
     app->n_stop_ids = 0;
     for (int i = 0; app->format->stops[i] && app->n_stop_ids < 8; i++)
@@ -130,16 +125,18 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     }
     /* the tokens a grammar writes tool calls and think tags with; the grammars write no
      * harmony (api_grammar.c refuses constrained output there) */
+    struct splash_err gerr;
     if (app->format->calls != SPLASH_CALLS_HARMONY) {
         struct splash_grammar_format *gf = calloc(1, sizeof *gf);
         enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
                                                     ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
                                                     : SPLASH_GRAMMAR_CALLS_QWEN_XML;
-        if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
-            snprintf(msg, size, "chat format %s: %s", app->format->name,
-                     gf ? err.msg : "out of memory");
+        if (!gf)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "chat format %s: out of memory",
+                                  app->format->name);
+        if ((st = splash_grammar_format_init(gf, calls, app->tok, &gerr)) != SPLASH_OK) {
             free(gf);
-            return -1;
+            return splash_err_set(err, st, "chat format %s: %s", app->format->name, gerr.msg);
         }
         app->grammar_format = gf;
     }
@@ -150,19 +147,17 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
              app->format->think_close);
     const char *end_text = app->opts->thinking_end_text ? app->opts->thinking_end_text : default_end;
     int n_end = splash_think_end_tokens(app->tok, end_text, app->format->think_close, app->think_end,
-                                        64, msg, size);
+                                        64, err->msg, sizeof err->msg);
     if (n_end < 0)
-        return -1;
+        return SPLASH_ERR_INVALID;
     app->n_think_end = n_end;
     app->think_close_id = splash_tokenizer_find_special(app->tok, app->format->think_close);
     app->call_open_id = splash_tokenizer_find_special(app->tok, app->format->call_open);
     struct splash_later_system_probe probe;
-    if (splash_template_probe_later_system(app->template_text, strlen(app->template_text),
+    if ((st = splash_template_probe_later_system(app->template_text, strlen(app->template_text),
                                            app->special, &app->chat_template, &probe,
-                                           &err) != SPLASH_OK) {
-        snprintf(msg, size, "chat template: %s", err.msg);
-        return -1;
-    }
+                                           &gerr)) != SPLASH_OK)
+        return splash_err_set(err, st, "chat template: %s", gerr.msg);
     app->later_system = (int)probe.outcome;
     char line[512];
     splash_later_system_describe(&probe, "default", line, sizeof line);
@@ -174,7 +169,7 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     bool model_decides =
         app->format->model_opens_think && app->format->calls != SPLASH_CALLS_HARMONY;
     if (splash_template_probe_efforts(app->chat_template, app->special, model_decides, &report,
-                                      &err) == SPLASH_OK) {
+                                      &gerr) == SPLASH_OK) {
         app->thinks_by_default = report.thinks;
         app->default_effort = report.default_effort;
         int override = -1;
@@ -193,7 +188,7 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         app->default_effort = -1;
         app->reasoning = json_pack("{s:n, s:[], s:n}", "thinks", "efforts", "default");
     }
-    return 0;
+    return SPLASH_OK;
 }
 
 void splash_chat_teardown(struct splash_app *app)

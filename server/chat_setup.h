@@ -6,11 +6,13 @@
 #include <stddef.h>
 
 #include "server/app.h"
+#include "splash/status.h"
 
 /* Loads tokenizer.chat_template from the GGUF at path, probes it (later system
  * messages, reasoning efforts) and checks the chat format's tokens. Logs the
- * "Chat template · ..." line. -1 with msg when the template cannot serve. */
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size);
+ * "Chat template · ..." line. An error, err saying why, when the template cannot serve. */
+enum splash_status splash_chat_setup(struct splash_app *app, const char *path,
+                                     struct splash_err *err);
 void splash_chat_teardown(struct splash_app *app);
 
 #endif

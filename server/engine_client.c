@@ -667,10 +667,16 @@ int splash_engine_client_exit_status(struct splash_engine_client *c)
     return s;
 }
 
-struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json_t *body,
-                                            const char **code, char *message, size_t msg_size,
-                                            int *retry_after)
+struct splash_pending *splash_engine_submit(struct splash_engine_client *c,
+                                            const struct splash_submit *submit, const char **code,
+                                            char *message, size_t msg_size, int *retry_after)
 {
+    json_t *body = splash_submit_to_json(submit);
+    if (!body) {
+        *code = "capacity_exhausted";
+        snprintf(message, msg_size, "out of memory");
+        return NULL;
+    }
     char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     unsigned char digest[32];
     SHA256((const unsigned char *)(text ? text : ""), text ? strlen(text) : 0, digest);
@@ -680,6 +686,7 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
         *code = "engine_failed";
         snprintf(message, msg_size, "%s", c->why[0] ? c->why : "the engine stopped");
         pthread_mutex_unlock(&c->lock);
+        json_decref(body);
         return NULL;
     }
     if (c->state != SPLASH_ENGINE_READY) {
@@ -689,6 +696,7 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
         double left = c->next_ready_at - now_s();
         *retry_after = left < 1 ? 1 : (int)(left + 0.999);
         pthread_mutex_unlock(&c->lock);
+        json_decref(body);
         return NULL;
     }
     if (is_quarantined(c, digest)) {
@@ -697,6 +705,7 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
                  "this request was running at two engine failures in a row and is refused for an "
                  "hour (or until the server restarts)");
         pthread_mutex_unlock(&c->lock);
+        json_decref(body);
         return NULL;
     }
     struct splash_pending *p = calloc(1, sizeof *p);
@@ -704,6 +713,7 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
         pthread_mutex_unlock(&c->lock);
         *code = "capacity_exhausted";
         snprintf(message, msg_size, "out of memory");
+        json_decref(body);
         return NULL;
     }
     p->client = c;
@@ -715,6 +725,7 @@ struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json
     c->pending = p;
     pthread_mutex_unlock(&c->lock);
     send_frame(c, SPLASH_FRAME_SUBMIT, p->id, body);
+    json_decref(body);
     return p;
 }
 

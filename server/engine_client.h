@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "server/engine/protocol.h"
+
 enum splash_engine_state {
     SPLASH_ENGINE_STARTING = 0,
     SPLASH_ENGINE_READY = 1,
@@ -55,9 +57,9 @@ void splash_engine_client_release(struct splash_engine_client *c);
 
 /* Submits a request; NULL with code/message filled (engine_recovering, engine_failed,
  * request_quarantined) when it cannot be taken. */
-struct splash_pending *splash_engine_submit(struct splash_engine_client *c, json_t *body,
-                                            const char **code, char *message, size_t msg_size,
-                                            int *retry_after);
+struct splash_pending *splash_engine_submit(struct splash_engine_client *c,
+                                            const struct splash_submit *submit, const char **code,
+                                            char *message, size_t msg_size, int *retry_after);
 /* Waits for the next event; 0 on timeout (timeout_ms >= 0), 1 with ev filled. */
 int splash_pending_next(struct splash_pending *p, struct splash_event *ev, int timeout_ms);
 void splash_pending_cancel(struct splash_pending *p);

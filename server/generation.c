@@ -11,139 +11,6 @@
 #include "server/http.h"
 #include <utf8proc.h>
 
-static int number_in(const json_t *body, const char *key, double lo, double hi, json_t *dst,
-                     const char *dst_key, char *msg, size_t msg_size)
-{
-    json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi ||
-        !isfinite(json_number_value(v))) {
-        snprintf(msg, msg_size, "%s must be a number from %g to %g", key, lo, hi);
-        return -1;
-    }
-    json_object_set_new(dst, dst_key, json_real(json_number_value(v)));
-    return 0;
-}
-
-/* OpenAI's logit_bias: token ids (decimal keys) to a bias from -100 to 100 added to their
- * logits; the engine refuses ids past its vocabulary. */
-#define MAX_LOGIT_BIAS 1024
-
-static int logit_bias(const json_t *body, json_t *sampling, char *msg, size_t msg_size)
-{
-    json_t *v = json_object_get(body, "logit_bias");
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_object(v)) {
-        snprintf(msg, msg_size, "logit_bias must be an object of token ids to numbers from -100 to 100");
-        return -1;
-    }
-    if (json_object_size(v) > MAX_LOGIT_BIAS) {
-        snprintf(msg, msg_size, "logit_bias: %zu tokens; at most %d", json_object_size(v),
-                 MAX_LOGIT_BIAS);
-        return -1;
-    }
-    json_t *list = json_array();
-    const char *key;
-    json_t *b;
-    json_object_foreach(v, key, b) {
-        char *end;
-        long long id = strtoll(key, &end, 10);
-        if (!*key || *end || id < 0 || id > INT32_MAX) {
-            snprintf(msg, msg_size, "logit_bias: key \"%.40s\" is not a token id", key);
-            json_decref(list);
-            return -1;
-        }
-        if (!json_is_number(b) || json_number_value(b) < -100 || json_number_value(b) > 100) {
-            snprintf(msg, msg_size, "logit_bias[\"%.40s\"] must be a number from -100 to 100", key);
-            json_decref(list);
-            return -1;
-        }
-        json_array_append_new(list, json_pack("[I, f]", (json_int_t)id, json_number_value(b)));
-    }
-    json_object_set_new(sampling, "logit_bias", list);
-    return 0;
-}
-
-int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size)
-{
-    json_t *sampling = json_object();
-    json_object_set_new(submit, "sampling", sampling);
-    /* OpenAI's default temperature is 1 */
-    json_object_set_new(sampling, "temperature", json_real(1.0));
-    if (number_in(body, "temperature", 0, 2, sampling, "temperature", msg, msg_size) ||
-        number_in(body, "top_p", 0, 1, sampling, "top_p", msg, msg_size) ||
-        number_in(body, "min_p", 0, 1, sampling, "min_p", msg, msg_size) ||
-        number_in(body, "presence_penalty", -2, 2, sampling, "presence_penalty", msg, msg_size) ||
-        number_in(body, "frequency_penalty", -2, 2, sampling, "frequency_penalty", msg, msg_size) ||
-        number_in(body, "repetition_penalty", 0.01, 10, sampling, "repetition_penalty", msg, msg_size))
-        return -1;
-    json_t *v;
-    if (logit_bias(body, sampling, msg, msg_size))
-        return -1;
-    if ((v = json_object_get(body, "top_k")) && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            snprintf(msg, msg_size, "top_k must be a non-negative integer");
-            return -1;
-        }
-        json_object_set(sampling, "top_k", v);
-    }
-    if ((v = json_object_get(body, "seed")) && !json_is_null(v)) {
-        if (!json_is_integer(v)) {
-            snprintf(msg, msg_size, "seed must be an integer");
-            return -1;
-        }
-        json_object_set(sampling, "seed", v);
-    }
-    /* one choice per request: n > 1 is refused rather than silently answered once */
-    if ((v = json_object_get(body, "n")) && !json_is_null(v) &&
-        (!json_is_integer(v) || json_integer_value(v) != 1)) {
-        snprintf(msg, msg_size, "n must be 1: this server generates one choice per request");
-        return -1;
-    }
-    if ((v = json_object_get(body, "stream")) && !json_is_null(v) && !json_is_boolean(v)) {
-        snprintf(msg, msg_size, "stream must be a boolean");
-        return -1;
-    }
-    if ((v = json_object_get(body, "stream_options")) && !json_is_null(v) && !json_is_object(v)) {
-        snprintf(msg, msg_size, "stream_options must be an object");
-        return -1;
-    }
-    json_t *mt = json_object_get(body, "max_completion_tokens");
-    if (!mt || json_is_null(mt))
-        mt = json_object_get(body, "max_tokens");
-    if (mt && !json_is_null(mt)) {
-        if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
-            snprintf(msg, msg_size, "%s must be a positive integer",
-                     json_object_get(body, "max_completion_tokens") ? "max_completion_tokens"
-                                                                     : "max_tokens");
-            return -1;
-        }
-        json_object_set(submit, "max_tokens", mt);
-    }
-    if ((v = json_object_get(body, "logprobs")) && !json_is_null(v)) {
-        if (json_is_boolean(v)) {
-            json_object_set(submit, "logprobs", v);
-        } else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 20) {
-            /* legacy completions: logprobs is the number of alternatives */
-            json_object_set_new(submit, "logprobs", json_true());
-            json_object_set(submit, "top_logprobs", v);
-        } else {
-            snprintf(msg, msg_size, "logprobs must be a boolean (or 0-20 for completions)");
-            return -1;
-        }
-    }
-    if ((v = json_object_get(body, "top_logprobs")) && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 20) {
-            snprintf(msg, msg_size, "top_logprobs must be an integer from 0 to 20");
-            return -1;
-        }
-        json_object_set(submit, "top_logprobs", v);
-    }
-    return 0;
-}
-
 static double mono_now(void)
 {
     struct timespec ts;
@@ -174,8 +41,8 @@ int64_t splash_gen_context_overflow(struct splash_app *app, size_t n_prompt)
 }
 
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
-                     size_t n_prompt, json_t *submit, const char *reasoning,
-                     struct splash_http_reply *reply)
+                     size_t n_prompt, const struct splash_gen_params *params,
+                     const char *reasoning, struct splash_http_reply *reply)
 {
     memset(g, 0, sizeof *g);
     g->app = app;
@@ -190,24 +57,21 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         splash_reply_error(reply, 400, "invalid_request_error", "context_length_exceeded", message);
         return -1;
     }
-    json_t *ids = json_array();
-    for (size_t i = 0; i < n_prompt; i++)
-        json_array_append_new(ids, json_integer(prompt[i]));
-    json_object_set_new(submit, "prompt", ids);
-    json_t *stops = json_array();
-    for (int i = 0; i < app->n_stop_ids; i++)
-        json_array_append_new(stops, json_integer(app->stop_ids[i]));
-    json_object_set_new(submit, "stop_ids", stops);
-    if (app->format && app->reuse_token >= 0)
-        json_object_set_new(submit, "reuse_token", json_integer(app->reuse_token));
-    g->want_logprobs = json_is_true(json_object_get(submit, "logprobs"));
-    g->top_logprobs = (int)json_integer_value(json_object_get(submit, "top_logprobs"));
+    struct splash_submit submit = {.prompt = (int32_t *)prompt, .n_prompt = n_prompt,
+                                   .reuse_token = app->format ? app->reuse_token : -1,
+                                   .params = *params};
+    for (int i = 0; i < app->n_stop_ids && i < SPLASH_GEN_MAX_STOP_IDS; i++)
+        submit.stop_ids[submit.n_stop++] = app->stop_ids[i];
+    if (submit.reuse_token < 0)
+        submit.reuse_token = -1;
+    g->want_logprobs = params->logprobs;
+    g->top_logprobs = params->top_logprobs;
     if (g->want_logprobs)
         g->logprobs = json_array();
     const char *code = NULL;
     char message[512];
     int retry_after = 0;
-    g->pending = splash_engine_submit(app->engine, submit, &code, message, sizeof message,
+    g->pending = splash_engine_submit(app->engine, &submit, &code, message, sizeof message,
                                       &retry_after);
     if (!g->pending) {
         int status = !strcmp(code, "engine_recovering") ? 503

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "server/engine/gen_params.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/app.h"
 
@@ -31,22 +32,18 @@ struct splash_gen {
     int announced;            /* the Started line was printed */
 };
 
-/* Generation parameters read from a request body (OpenAI names). Fills msg and
- * returns -1 naming the field on a bad value. */
-int splash_gen_params(const json_t *body, json_t *submit, char *msg, size_t msg_size);
-
 /* The engine refuses a prompt its context cannot hold, but for a stream only after its 200
  * went out: so each endpoint checks first and answers 400 context_length_exceeded in its own
  * shape. Returns the context a prompt of n_prompt tokens fills, or 0 when it fits (or no
  * context is known yet, while the engine starts). */
 int64_t splash_gen_context_overflow(struct splash_app *app, size_t n_prompt);
 
-/* Submits (refusing a prompt splash_gen_context_overflow refuses, OpenAI's shape); on refusal fills reply (503 with Retry-After, 500, 400) and returns -1.
+/* Submits the prompt with params (borrowed) (refusing a prompt splash_gen_context_overflow refuses, OpenAI's shape); on refusal fills reply (503 with Retry-After, 500, 400) and returns -1.
  * reasoning (may be NULL) describes the effort for the console's Started line:
  * "effort absent → low · thinking on". */
 int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t *prompt,
-                     size_t n_prompt, json_t *submit, const char *reasoning,
-                     struct splash_http_reply *reply);
+                     size_t n_prompt, const struct splash_gen_params *params,
+                     const char *reasoning, struct splash_http_reply *reply);
 /* Waits up to timeout_ms for the engine; appends decoded text to out. Returns 1
  * while the generation runs, 0 once it has ended (done or error). */
 int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int timeout_ms);

@@ -123,7 +123,7 @@ static void test_probe_patched_qwen35_keeps_references(void **state)
         json_object_update(vars, json_object_get(fixture, "kwargs"));
         char *out = NULL;
         size_t out_len = 0;
-        struct splash_jinja_error err;
+        struct splash_err err;
         enum splash_status st = splash_jinja_render(t, vars, &opts, &out, &out_len, &err);
         snprintf(rel, sizeof rel, "templates/%s",
                  json_string_value(json_object_get(pair, "expected")));

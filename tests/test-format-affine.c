@@ -354,7 +354,7 @@ static void test_affine_vec_dot_by_hand(void **state)
         x[j] = 2.75f - 0.25f * (float)(j % 16);
     x[31] = 2.125f;
     f->from_float(x, b, 32, NULL);
-    struct q8_0_block ones = {.d = 0x3c00}, ramp = {.d = 0x3800}; /* 1, 0.5 */
+    struct splash_q8_0_block ones = {.d = 0x3c00}, ramp = {.d = 0x3800}; /* 1, 0.5 */
     int sum_qa = 0, sum_a = 0;
     for (int j = 0; j < 32; j++) {
         const int c = j == 31 ? 3 : j % 16;
@@ -408,8 +408,8 @@ static void test_affine_validate_rejects_bad_blocks(void **state)
 
 /* Σ over elements of d_a (|s q a| + |z a|): the magnitude the kernels' float
  * roundings scale with (s Σ q a and z Σ a may cancel, so Σ |w a| would not do). */
-static double affine_abs_terms(int bits, int group, const uint8_t *w, const struct q8_0_block *y,
-                               int64_t n)
+static double affine_abs_terms(int bits, int group, const uint8_t *w,
+                               const struct splash_q8_0_block *y, int64_t n)
 {
     const int cb = bits * group / 8, bb = cb + 4;
     double t = 0;
@@ -440,9 +440,9 @@ static void check_type_rows(int bits, int group, int64_t n)
     const struct splash_format_type *f = find_af(bits, group);
     const int64_t n_w = 3, max_act = 9;
     const size_t w_bytes = splash_format_row_bytes(f, n);
-    const size_t a_bytes = (size_t)n / 32 * sizeof(struct q8_0_block);
+    const size_t a_bytes = (size_t)n / 32 * sizeof(struct splash_q8_0_block);
     uint8_t *w = malloc(n_w * w_bytes);
-    struct q8_0_block *act = malloc(max_act * a_bytes);
+    struct splash_q8_0_block *act = malloc(max_act * a_bytes);
     float ref[9][3], one[9][3];
     assert_true(w && act);
     for (size_t i = 0; i < n_w * w_bytes; i++)
@@ -511,7 +511,7 @@ static void test_affine_scalar_dot_matches_dequantized_dot(void **state)
             const int64_t n = 512;
             float x[512], wf[512];
             uint8_t w[512 + 128];
-            struct q8_0_block act[16];
+            struct splash_q8_0_block act[16];
             for (int k = 0; k < n; k++)
                 x[k] = (rng_uniform() - 0.3f) * 2.0f;
             f->from_float(x, w, n, NULL);

@@ -185,7 +185,7 @@ static void random_acts(const char *act_type, uint8_t *a, float *af, int64_t n)
         return;
     }
     assert_string_equal(act_type, "Q8_0");
-    struct q8_0_block *y = (struct q8_0_block *)a;
+    struct splash_q8_0_block *y = (struct splash_q8_0_block *)a;
     for (int64_t i = 0; i < n / 32; i++) {
         y[i].d = splash_fp32_to_fp16(rng_float(0.001f, 0.05f));
         for (int j = 0; j < 32; j++)
@@ -202,7 +202,8 @@ static void check_simd_rows(const struct splash_format_type *f, int64_t n_blocks
     const int64_t n = n_blocks * f->block_elems;
     const size_t w_row = splash_format_row_bytes(f, n);
     const int f32_act = !strcmp(f->act_type, "F32");
-    const size_t a_row = f32_act ? (size_t)n * 4 : (size_t)n / 32 * sizeof(struct q8_0_block);
+    const size_t a_row =
+        f32_act ? (size_t)n * 4 : (size_t)n / 32 * sizeof(struct splash_q8_0_block);
     uint8_t *w = malloc(w_row * RND_W), *a = malloc(a_row * RND_ACT);
     float *wf = malloc((size_t)n * RND_W * 4), *af = malloc((size_t)n * RND_ACT * 4);
     random_blocks(f, w, n_blocks * RND_W);

@@ -61,21 +61,21 @@ static const struct iq_case iq_cases[] = {
 
 static size_t act_block_bytes(const struct iq_case *c)
 {
-    return c->q8k ? sizeof(struct q8_k_block) : sizeof(struct q8_0_block);
+    return c->q8k ? sizeof(struct splash_q8_k_block) : sizeof(struct splash_q8_0_block);
 }
 
 static size_t act_row_bytes(const struct iq_case *c, int64_t n)
 {
-    return (size_t)(n / (c->q8k ? KQ_QK_K : KQ_QK8_0)) * act_block_bytes(c);
+    return (size_t)(n / (c->q8k ? SPLASH_QK_K : SPLASH_QK8_0)) * act_block_bytes(c);
 }
 
 /* Activation row (Q8_K or Q8_0 blocks) to floats, d * q. */
 static void act_to_float(const struct iq_case *c, const void *act, float *out, int64_t n)
 {
     if (c->q8k) {
-        const struct q8_k_block *b = act;
+        const struct splash_q8_k_block *b = act;
         for (int64_t i = 0; i < n; i++)
-            out[i] = b[i / KQ_QK_K].d * (float)b[i / KQ_QK_K].qs[i % KQ_QK_K];
+            out[i] = b[i / SPLASH_QK_K].d * (float)b[i / SPLASH_QK_K].qs[i % SPLASH_QK_K];
     } else {
         test_q8_0_to_float(act, out, n);
     }
@@ -129,12 +129,12 @@ static void random_weights(const struct splash_format_type *f, void *w, int64_t 
 static void random_acts(const struct iq_case *c, void *act, int64_t n, int n_rows)
 {
     if (c->q8k) {
-        struct q8_k_block *b = act;
-        for (int64_t i = 0; i < n / KQ_QK_K * n_rows; i++) {
+        struct splash_q8_k_block *b = act;
+        for (int64_t i = 0; i < n / SPLASH_QK_K * n_rows; i++) {
             b[i].d = ((float)(rng_next() % 1000) + 1.0f) / 65536.0f;
-            for (int k = 0; k < KQ_QK_K; k++)
+            for (int k = 0; k < SPLASH_QK_K; k++)
                 b[i].qs[k] = (int8_t)((int)(rng_next() % 255) - 127);
-            for (int g = 0; g < KQ_QK_K / 16; g++) {
+            for (int g = 0; g < SPLASH_QK_K / 16; g++) {
                 int s = 0;
                 for (int k = 0; k < 16; k++)
                     s += b[i].qs[16 * g + k];
@@ -142,10 +142,10 @@ static void random_acts(const struct iq_case *c, void *act, int64_t n, int n_row
             }
         }
     } else {
-        struct q8_0_block *b = act;
-        for (int64_t i = 0; i < n / KQ_QK8_0 * n_rows; i++) {
+        struct splash_q8_0_block *b = act;
+        for (int64_t i = 0; i < n / SPLASH_QK8_0 * n_rows; i++) {
             b[i].d = rng_fp16();
-            for (int k = 0; k < KQ_QK8_0; k++)
+            for (int k = 0; k < SPLASH_QK8_0; k++)
                 b[i].qs[k] = (int8_t)((int)(rng_next() % 255) - 127);
         }
     }
@@ -411,7 +411,7 @@ static void test_iquants_simd_rows_match_scalar(void **state)
         const struct iq_case *c = &iq_cases[i];
         const struct splash_kernel_row *ref = &c->f->rows[c->f->n_rows - 1];
         /* 1 block, 3 blocks, and a length whose IQ4_NL tail is not a multiple of 8 blocks */
-        const int64_t lens[] = {KQ_QK_K, 3 * KQ_QK_K, 1152};
+        const int64_t lens[] = {SPLASH_QK_K, 3 * SPLASH_QK_K, 1152};
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             const int64_t n = lens[li];
             if (n % c->f->block_elems)
@@ -469,7 +469,7 @@ static void test_iquants_mul_rows_tiles_match_scalar(void **state)
     for (size_t i = 0; i < N_CASES; i++) {
         const struct iq_case *c = &iq_cases[i];
         const struct splash_kernel_row *ref = &c->f->rows[c->f->n_rows - 1];
-        const int64_t n = 2 * KQ_QK_K;
+        const int64_t n = 2 * SPLASH_QK_K;
         size_t rb = splash_format_row_bytes(c->f, n), ab = act_row_bytes(c, n);
         size_t w_stride = rb + c->f->block_bytes, a_stride = ab + act_block_bytes(c);
         uint8_t *w = calloc(N_W, w_stride), *act = calloc(MAX_ACT, a_stride);

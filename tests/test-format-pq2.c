@@ -138,7 +138,7 @@ static void test_q2_0_vec_dot_matches_ggml_per_row(void **state)
     (void)state;
     const struct splash_format_type *f = test_format_find("Q2_0");
     const size_t n = (size_t)REF_ROWS * REF_N;
-    const size_t act_row_bytes = REF_N / 32 * sizeof(struct q8_0_block);
+    const size_t act_row_bytes = REF_N / 32 * sizeof(struct splash_q8_0_block);
     uint8_t *q = test_quant_load("q2_0", "q", REF_ROWS * 288, NULL);
     float *deq = test_quant_load("q2_0", "deq.f32", n * sizeof(float), NULL);
     uint8_t *actq = test_quant_load("q2_0", "actq", REF_ROWS * act_row_bytes, NULL);
@@ -243,12 +243,12 @@ static void test_pq2_0_to_float_by_hand(void **state)
      * reversed on a = -16..-13: 2(-16) + 1(-15) + 0 - (-13) = -34 instead of
      * 16 + 0 - 14 - 26 = -24, so it gives 22. Total 3 * 32 + 22 = 118, times
      * d_w d_a = 0.125: 14.75 (every step exact in float). */
-    struct q8_0_block act[4];
+    struct splash_q8_0_block act[4];
     for (int i = 0; i < 4; i++) {
         act[i].d = 0x3c00; /* 1.0 */
         memset(act[i].qs, 1, sizeof act[i].qs);
     }
-    struct q8_0_block act2[4];
+    struct splash_q8_0_block act2[4];
     for (int i = 0; i < 4; i++) {
         act2[i].d = 0x3400; /* 0.25 */
         for (int j = 0; j < 32; j++)
@@ -298,9 +298,9 @@ static void check_rows_against_scalar(const char *name)
     const struct splash_format_type *f = test_format_find(name);
     const int64_t n = 1024, n_w = 3, max_act = 9;
     const size_t w_bytes = splash_format_row_bytes(f, n);
-    const size_t a_bytes = (size_t)n / 32 * sizeof(struct q8_0_block);
+    const size_t a_bytes = (size_t)n / 32 * sizeof(struct splash_q8_0_block);
     uint8_t *w = malloc(n_w * w_bytes);
-    struct q8_0_block *act = malloc(max_act * a_bytes);
+    struct splash_q8_0_block *act = malloc(max_act * a_bytes);
     float *wf = malloc(n_w * n * sizeof(float)), *af = malloc(max_act * n * sizeof(float));
     float ref[9][3], one[9][3];
     assert_true(w && act && wf && af);

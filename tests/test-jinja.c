@@ -98,7 +98,7 @@ static void test_jinja_fixtures_match_reference(void **state)
         snprintf(stem, sizeof stem, "%.*s", (int)(strlen(tname) - 6), tname);
         json_t *vars = fixture_vars(fixture, json_object_get(special_all, stem));
         struct splash_jinja_render_opts opts = {.now = reference_now()};
-        struct splash_jinja_error rerr;
+        struct splash_err rerr;
         char *out = NULL;
         size_t out_len = 0;
         enum splash_status st = splash_jinja_render(t, vars, &opts, &out, &out_len, &rerr);
@@ -123,7 +123,7 @@ static void test_jinja_fixtures_match_reference(void **state)
                 fprintf(stderr, "%s: rendered, the reference raised: %s\n", name, want);
                 n_bad++;
             } else if (strcmp(source, "raise_exception") == 0 &&
-                       (rerr.kind != SPLASH_JINJA_RAISED || strcmp(rerr.msg, want) != 0)) {
+                       (st != SPLASH_ERR_INVALID || strcmp(rerr.msg, want) != 0)) {
                 fprintf(stderr, "%s: raised '%s', want '%s'\n", name, rerr.msg, want);
                 n_bad++;
             } else {
@@ -147,17 +147,15 @@ static void test_jinja_fixtures_match_reference(void **state)
 
 /* ---- small templates, expected output as Jinja2 3.1 renders it ---------------------------- */
 
-static char *render(const char *src, const char *vars_json, struct splash_jinja_error *err,
+static char *render(const char *src, const char *vars_json, struct splash_err *err,
                     enum splash_status *status)
 {
     struct splash_jinja_template *t = NULL;
     struct splash_err perr = {{0}};
     enum splash_status st = splash_jinja_parse(src, strlen(src), &t, &perr);
     if (st != SPLASH_OK) {
-        if (err) {
-            err->kind = SPLASH_JINJA_SYNTAX;
-            snprintf(err->msg, sizeof err->msg, "%s", perr.msg);
-        }
+        if (err)
+            *err = perr;
         if (status)
             *status = st;
         return NULL;
@@ -166,7 +164,7 @@ static char *render(const char *src, const char *vars_json, struct splash_jinja_
     json_t *vars = vars_json ? json_loads(vars_json, 0, &jerr) : json_object();
     assert_non_null(vars);
     char *out = NULL;
-    struct splash_jinja_error local;
+    struct splash_err local;
     st = splash_jinja_render(t, vars, NULL, &out, NULL, err ? err : &local);
     if (status)
         *status = st;
@@ -177,7 +175,7 @@ static char *render(const char *src, const char *vars_json, struct splash_jinja_
 
 static void expect(const char *src, const char *vars, const char *want)
 {
-    struct splash_jinja_error err = {0};
+    struct splash_err err = {0};
     char *out = render(src, vars, &err, NULL);
     if (!out) {
         fprintf(stderr, "template %s\nfailed: %s\n", src, err.msg);
@@ -192,7 +190,7 @@ static void expect(const char *src, const char *vars, const char *want)
 
 static void expect_error(const char *src, const char *vars, const char *want_msg)
 {
-    struct splash_jinja_error err = {0};
+    struct splash_err err = {0};
     char *out = render(src, vars, &err, NULL);
     if (out) {
         fprintf(stderr, "template %s rendered [%s], want error %s\n", src, out, want_msg);
@@ -373,6 +371,42 @@ static void test_jinja_unicode_text_rules_follow_python(void **state)
            "STRASSE FIX ʼN|όσος σας.|i̇x|Ǆemal SSa|ǅemal Ssa|Ssa σας|Aσ-Σσ");
 }
 
+/* raise_exception's message is the template's own text, which may quote a request at
+ * length: err holds what splash_err can, opts.message the whole (jinja-diff compared 8
+ * raised messages of tool arguments cut at 255 bytes before opts.message). */
+static void test_jinja_long_raised_message_whole(void **state)
+{
+    (void)state;
+    struct splash_jinja_template *t = NULL;
+    const char *src = "{{ raise_exception('Invalid tool call arguments passed: ' ~ args) }}";
+    assert_int_equal(splash_jinja_parse(src, strlen(src), &t, NULL), SPLASH_OK);
+    char args[1201];
+    memset(args, 'x', 1200);
+    args[1200] = 0;
+    json_t *vars = json_pack("{s:s}", "args", args);
+    char message[2048];
+    struct splash_jinja_render_opts opts = {.message = message, .message_size = sizeof message};
+    struct splash_err err;
+    char *out;
+    assert_int_equal(splash_jinja_render(t, vars, &opts, &out, NULL, &err), SPLASH_ERR_INVALID);
+    assert_null(out);
+    assert_int_equal(strlen(message), strlen("Invalid tool call arguments passed: ") + 1200);
+    assert_int_equal(strncmp(message, "Invalid tool call arguments passed: xxx", 39), 0);
+    assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+    assert_int_equal(strncmp(err.msg, message, sizeof err.msg - 1), 0);
+    /* a success leaves the message empty */
+    json_object_set_new(vars, "args", json_string("ok"));
+    const char *ok = "{{ args }}";
+    struct splash_jinja_template *t2 = NULL;
+    assert_int_equal(splash_jinja_parse(ok, strlen(ok), &t2, NULL), SPLASH_OK);
+    assert_int_equal(splash_jinja_render(t2, vars, &opts, &out, NULL, &err), SPLASH_OK);
+    assert_string_equal(message, "");
+    free(out);
+    json_decref(vars);
+    splash_jinja_free(t);
+    splash_jinja_free(t2);
+}
+
 static void test_jinja_sandbox_limits(void **state)
 {
     (void)state;
@@ -394,11 +428,10 @@ static void test_jinja_sandbox_limits(void **state)
     assert_int_equal(splash_jinja_parse(src, strlen(src), &t, NULL), SPLASH_OK);
     struct splash_jinja_limits lim = {.max_steps = 10000};
     struct splash_jinja_render_opts opts = {.limits = &lim};
-    struct splash_jinja_error err;
+    struct splash_err err;
     char *out;
     assert_int_equal(splash_jinja_render(t, NULL, &opts, &out, NULL, &err),
                      SPLASH_ERR_UNSUPPORTED);
-    assert_int_equal(err.kind, SPLASH_JINJA_LIMIT);
     assert_non_null(strstr(err.msg, "loop iterations"));
     splash_jinja_free(t);
 }
@@ -452,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_jinja_numbers_follow_python),
         cmocka_unit_test(test_jinja_unicode_text_rules_follow_python),
         cmocka_unit_test(test_jinja_sandbox_limits),
+        cmocka_unit_test(test_jinja_long_raised_message_whole),
         cmocka_unit_test(test_jinja_render_is_fast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

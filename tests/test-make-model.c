@@ -441,10 +441,10 @@ static void test_builtin_template_renders_chatml(void **state)
     assert_non_null(vars);
     char *out = NULL;
     size_t out_len = 0;
-    struct splash_jinja_error rerr;
+    struct splash_err rerr;
     enum splash_status st = splash_jinja_render(t, vars, NULL, &out, &out_len, &rerr);
     if (st)
-        fprintf(stderr, "render: line %d: %s\n", rerr.line, rerr.msg);
+        fprintf(stderr, "render: %s\n", rerr.msg);
     assert_int_equal(st, SPLASH_OK);
     if (strcmp(out, expected))
         fprintf(stderr, "rendered:\n%s\n---\n", out);

@@ -11,6 +11,7 @@
 
 #include "core/family.h"
 #include "core/model_check.h"
+#include "core/gguf.h"
 #include "core/registry.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -183,6 +184,21 @@ static void test_loader_refuses_abi10_format_with_repacked_flag(void **state)
     splash_registry_destroy(r);
 }
 
+/* A format type taking a GGUF id GGML defines with another block geometry would read
+ * every file of that type wrongly: refused, naming both geometries, and the new id its
+ * other type brings stays unknown (tests/plugins/broken_gguf_geometry.c). */
+static void test_loader_refuses_gguf_id_of_other_geometry(void **state)
+{
+    struct splash_registry *r = splash_registry_create();
+    struct splash_err err;
+    assert_int_equal(load_one(r, "broken_gguf_geometry", &err), SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg, "plugin broken_gguf_geometry.so: format NOT_Q8_0: GGUF type 8 "
+                                 "is Q8_0, blocks of 32 values in 34 bytes, not 32 in 36");
+    assert_int_equal(splash_registry_n_formats(r), 0);
+    assert_int_equal(splash_gguf_type_info(202, NULL, NULL, NULL), 0);
+    splash_registry_destroy(r);
+}
+
 /* Every plugin the build makes registers statically with unique type names. */
 static void test_builtins_register_without_refusal(void **state)
 {
@@ -328,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_loader_refuses_missing_file),
         cmocka_unit_test(test_loader_copies_abi10_format_types),
         cmocka_unit_test(test_loader_refuses_abi10_format_with_repacked_flag),
+        cmocka_unit_test(test_loader_refuses_gguf_id_of_other_geometry),
         cmocka_unit_test(test_builtins_register_without_refusal),
         cmocka_unit_test(test_format_linear_flag_and_host_per_registry),
     };

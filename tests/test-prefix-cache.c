@@ -288,16 +288,16 @@ struct result {
 static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
                    int max_tokens, int32_t reuse, double temperature)
 {
-    json_t *ids = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(ids, json_integer(prompt[i]));
-    json_t *b = json_pack("{s:o, s:i, s:b, s:{s:f, s:i}}", "prompt", ids, "max_tokens", max_tokens,
-                          "logprobs", 1, "sampling", "temperature", temperature, "seed", 42);
-    if (reuse >= 0)
-        json_object_set_new(b, "reuse_token", json_integer(reuse));
+    struct splash_submit s = {.prompt = (int32_t *)prompt, .n_prompt = (size_t)n,
+                              .reuse_token = reuse >= 0 ? reuse : -1};
+    splash_gen_params_init(&s.params);
+    s.params.max_tokens = max_tokens;
+    s.params.logprobs = 1;
+    s.params.sampling.temperature = (float)temperature;
+    s.params.sampling.seed = 42;
+    s.params.has_seed = 1;
     struct splash_err err;
-    assert_int_equal(splash_frame_write(t->fd, SPLASH_FRAME_SUBMIT, id, b, &err), SPLASH_OK);
-    json_decref(b);
+    assert_int_equal(splash_frame_write_submit(t->fd, id, &s, &err), SPLASH_OK);
 }
 
 /* Reads frames until requests first..first+n-1 have all ended. */

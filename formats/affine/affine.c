@@ -205,15 +205,15 @@ static inline void affine_dot_ref_impl(int bits, int group, int64_t n, float *s,
 {
     const size_t cb = AFFINE_CODE_BYTES(bits, group), bb = AFFINE_BLOCK_BYTES(bits, group);
     const uint8_t *b = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / group; i++, b += bb) {
         const float sc = splash_bf16_to_fp32(affine_load_u16(b + cb));
         const float z = splash_bf16_to_fp32(affine_load_u16(b + cb + 2));
-        for (int k = 0; k < group / KQ_QK8_0; k++, y++) {
+        for (int k = 0; k < group / SPLASH_QK8_0; k++, y++) {
             int sqa = 0, sa = 0;
-            for (int j = 0; j < KQ_QK8_0; j++) {
-                sqa += affine_code(b, bits, k * KQ_QK8_0 + j) * y->qs[j];
+            for (int j = 0; j < SPLASH_QK8_0; j++) {
+                sqa += affine_code(b, bits, k * SPLASH_QK8_0 + j) * y->qs[j];
                 sa += y->qs[j];
             }
             sum += (sc * (float)sqa + z * (float)sa) * splash_fp16_to_fp32(y->d);

@@ -86,7 +86,7 @@ affine_rows_avx2(int bits, int group, int nr, int64_t n, const uint8_t *w, const
                  size_t act_stride, float *out, size_t out_stride)
 {
     const int cb = AFFINE_CODE_BYTES(bits, group), bb = AFFINE_BLOCK_BYTES(bits, group);
-    const int sub = group / KQ_QK8_0;
+    const int sub = group / SPLASH_QK8_0;
     const int bytes8 = bits == 2 || bits == 4; /* codes as bytes, else as 16-bit lanes */
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -112,8 +112,8 @@ affine_rows_avx2(int bits, int group, int nr, int64_t n, const uint8_t *w, const
                 c1 = affine_unpack16_avx2(bits, w, bb, off + 2 * bits);
             }
             for (int r = 0; r < nr; r++) {
-                const struct q8_0_block *y =
-                    (const struct q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
+                const struct splash_q8_0_block *y =
+                    (const struct splash_q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
                     g * sub + k;
                 const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)y->qs);
                 __m256i qa;

@@ -51,8 +51,8 @@ affine_rows_avx512(int bits, int group, int nr, int64_t n, const uint8_t *w, con
                    size_t act_stride, float *out, size_t out_stride)
 {
     const int cb = AFFINE_CODE_BYTES(bits, group), bb = AFFINE_BLOCK_BYTES(bits, group);
-    const int sub = group / KQ_QK8_0;
-    const int64_t n_pieces = n / KQ_QK8_0;
+    const int sub = group / SPLASH_QK8_0;
+    const int64_t n_pieces = n / SPLASH_QK8_0;
     const __m512i ones8 = _mm512_set1_epi8(1);
     __m512 acc[AFFINE_MAX_ROWS];
     for (int r = 0; r < nr; r++)
@@ -72,8 +72,8 @@ affine_rows_avx512(int bits, int group, int nr, int64_t n, const uint8_t *w, con
         const float z1 = has1 ? splash_bf16_to_fp32(affine_load_u16(b1 + cb + 2)) : 0.0f;
         const __m512 vs = affine_halves_ps(s0, s1), vz = affine_halves_ps(z0, z1);
         for (int r = 0; r < nr; r++) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)(const void *)(act + (size_t)r * act_stride) + k;
+            const struct splash_q8_0_block *y =
+                (const struct splash_q8_0_block *)(const void *)(act + (size_t)r * act_stride) + k;
             const __m256i a0 = _mm256_loadu_si256((const __m256i *)(const void *)y[0].qs);
             const __m256i a1 = has1 ? _mm256_loadu_si256((const __m256i *)(const void *)y[1].qs)
                                     : _mm256_setzero_si256();

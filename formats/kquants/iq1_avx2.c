@@ -20,7 +20,7 @@ static inline void iq1_accumulate(const struct kq_dec256 *dec, uint16_t d,
 {
     const float xd = _cvtsh_ss(d);
     for (int r = 0; r < nr; r++) {
-        const struct q8_k_block *y = (const struct q8_k_block *)ab[r];
+        const struct splash_q8_k_block *y = (const struct splash_q8_k_block *)ab[r];
         sumf[r] += xd * y->d * (KQ_IQ1_DELTA * (float)kq_dec_dot_scaled(dec, y->qs));
     }
 }
@@ -66,7 +66,7 @@ static inline void iq1m_block(const void *wb, const uint8_t *const ab[], int nr,
     iq1_accumulate(&dec, kq_iq1m_scale_bits(x), ab, nr, sumf);
 }
 
-KQ_IQ_DEFINE_ROWS(iq1s, q8k, avx2, KQ_QK_K, sizeof(struct iq1_s_block),
-                  sizeof(struct q8_k_block), iq1s_block, kq_finish_id)
-KQ_IQ_DEFINE_ROWS(iq1m, q8k, avx2, KQ_QK_K, sizeof(struct iq1_m_block),
-                  sizeof(struct q8_k_block), iq1m_block, kq_finish_id)
+KQ_IQ_DEFINE_ROWS(iq1s, q8k, avx2, SPLASH_QK_K, sizeof(struct iq1_s_block),
+                  sizeof(struct splash_q8_k_block), iq1s_block, kq_finish_id)
+KQ_IQ_DEFINE_ROWS(iq1m, q8k, avx2, SPLASH_QK_K, sizeof(struct iq1_m_block),
+                  sizeof(struct splash_q8_k_block), iq1m_block, kq_finish_id)

@@ -16,7 +16,7 @@ static enum splash_status iq1m_validate(const void *data, size_t n_bytes, int64_
     if (st != SPLASH_OK)
         return st;
     const struct iq1_m_block *x = data;
-    for (int64_t i = 0; i < n_elems / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n_elems / SPLASH_QK_K; i++) {
         st = kq_iq_check_fp16(&kq_iq1_m_type, kq_iq1m_scale_bits(&x[i]), i, err);
         if (st != SPLASH_OK)
             return st;
@@ -42,9 +42,9 @@ static inline uint32_t iq1m_index(const struct iq1_m_block *b, int ib, int l, in
 static void iq1m_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq1_m_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(kq_iq1m_scale_bits(&x[i]));
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             for (int l = 0; l < 4; l++) {
                 const float dl = d * (float)iq1m_ls(&x[i], ib, l / 2);
                 int neg;
@@ -61,12 +61,12 @@ static void iq1m_to_float(const void *blocks, float *y, int64_t n)
 static void iq1m_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq1_m_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const int8_t *q8 = y[i].qs;
         int32_t sumi1 = 0, sumi2 = 0;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             int32_t sum1[2] = {0, 0}, sum2[2] = {0, 0};
             for (int l = 0; l < 4; l++) {
                 int neg;
@@ -101,7 +101,7 @@ const struct splash_format_type kq_iq1_m_type = {
     .name = "IQ1_M",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 29,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq1_m_block),
     .bits_per_weight = 1.75f,
     .act_type = "Q8_K",

@@ -18,9 +18,9 @@ static enum splash_status iq1s_validate(const void *data, size_t n_bytes, int64_
 static void iq1s_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq1_s_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d);
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             uint32_t qh = x[i].qh[ib];
             const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
             const float delta = qh & 0x8000 ? -KQ_IQ1_DELTA : KQ_IQ1_DELTA;
@@ -37,12 +37,12 @@ static void iq1s_to_float(const void *blocks, float *y, int64_t n)
 static void iq1s_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq1_s_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const int8_t *q8 = y[i].qs;
         int32_t sumi = 0, sumi1 = 0;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             uint32_t qh = x[i].qh[ib];
             int32_t ls = 2 * ((qh >> 12) & 7) + 1;
             int32_t delta = qh & 0x8000 ? -1 : 1;
@@ -73,7 +73,7 @@ const struct splash_format_type kq_iq1_s_type = {
     .name = "IQ1_S",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 19,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq1_s_block),
     .bits_per_weight = 1.5625f,
     .act_type = "Q8_K",

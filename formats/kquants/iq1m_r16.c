@@ -9,13 +9,13 @@
 /* Bytes of n_rows IQ1_M rows of n elements: the plain image and the repacked one. */
 static size_t iq1m_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct iq1_m_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct iq1_m_block) * (size_t)n_rows;
 }
 
 /* Row r of a group block from its plain block x. */
 static void iq1m_r16_pack_row(const struct iq1_m_block *x, int r, struct iq1m_r16_block *o)
 {
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         o->qh[ib][r] = (uint16_t)(x->qh[2 * ib] | x->qh[2 * ib + 1] << 8);
         for (int l = 0; l < 4; l++)
             o->qs[ib][16 * l + r] = x->qs[4 * ib + l];
@@ -26,7 +26,7 @@ static void iq1m_r16_pack_row(const struct iq1_m_block *x, int r, struct iq1m_r1
 
 void iq1m_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct iq1_m_block);
     const int64_t n_groups = n_rows / IQ1M_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -48,12 +48,12 @@ void iq1m_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status iq1m_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                             struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ1_M_R16: %lld elements is not a multiple of the %d-element "
                               "row block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq1_m_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct iq1_m_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ1_M_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -82,12 +82,12 @@ static inline uint32_t iq1m_r16_index(const struct iq1_m_block *x, int ib, int l
 static void iq1m_r16_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq1m_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (IQ1M_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (IQ1M_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < IQ1M_R16_ROWS; r++) {
             struct iq1_m_block x;
             iq1m_r16_unpack_row(&b[i], r, &x);
             const float d = splash_fp16_to_fp32(kq_iq1m_scale_bits(&x));
-            for (int ib = 0; ib < KQ_QK_K / 32; ib++)
+            for (int ib = 0; ib < SPLASH_QK_K / 32; ib++)
                 for (int l = 0; l < 4; l++, y += 8) {
                     const float dl = d * (float)iq1m_r16_ls(&x, ib, l / 2);
                     int neg;
@@ -106,12 +106,13 @@ static void iq1m_r16_to_float(const void *blocks, float *y, int64_t n)
  * 2^23), and the row's blocks chained through it, then times 1/8, give the bits
  * iq1m_r16_avx512.c computes (and, 8 being a power of two, those of the plain reference,
  * which adds d * d_a * (sumi1 + sumi2 / 8)). */
-static float iq1m_r16_block_dot(float sumf, const struct iq1_m_block *x, const struct q8_k_block *y)
+static float iq1m_r16_block_dot(float sumf, const struct iq1_m_block *x,
+                                const struct splash_q8_k_block *y)
 {
     const float d = splash_fp16_to_fp32(kq_iq1m_scale_bits(x)) * y->d;
     const int8_t *q8 = y->qs;
     int32_t bsum = 0;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++)
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++)
         for (int h = 0; h < 2; h++) {
             int32_t lsum = 0;
             for (int l = 2 * h; l < 2 * h + 2; l++, q8 += 8) {
@@ -134,14 +135,14 @@ static float iq1m_r16_block_dot(float sumf, const struct iq1_m_block *x, const s
 void iq1m_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ1M_R16_ROWS * IQ1M_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += IQ1M_R16_ROWS) {
         const struct iq1m_r16_block *b =
             (const struct iq1m_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < IQ1M_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -158,8 +159,8 @@ void iq1m_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
         const struct iq1_m_block *x =
             (const struct iq1_m_block *)((const char *)w + (size_t)i * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             float sum = 0;
             for (int64_t k = 0; k < nb; k++)
                 sum = iq1m_r16_block_dot(sum, &x[k], &y[k]);
@@ -182,7 +183,7 @@ static const struct splash_kernel_row iq1m_r16_rows[] = {
 const struct splash_format_type kq_iq1_m_r16_type = {
     .name = "IQ1_M_R16",
     .gguf_type = -1,
-    .block_elems = IQ1M_R16_ROWS * KQ_QK_K,
+    .block_elems = IQ1M_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct iq1m_r16_block),
     .bits_per_weight = 1.75f,
     .act_type = "Q8_K",

@@ -27,8 +27,8 @@
 #define IQ1M_R16_ROWS 16
 
 struct iq1m_r16_block {
-    uint8_t qs[KQ_QK_K / 32][4 * IQ1M_R16_ROWS];
-    uint16_t qh[KQ_QK_K / 32][IQ1M_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 32][4 * IQ1M_R16_ROWS];
+    uint16_t qh[SPLASH_QK_K / 32][IQ1M_R16_ROWS];
     uint16_t sc[4][IQ1M_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq1m_r16_block) == IQ1M_R16_ROWS * sizeof(struct iq1_m_block),
@@ -37,7 +37,7 @@ _Static_assert(sizeof(struct iq1m_r16_block) == IQ1M_R16_ROWS * sizeof(struct iq
 /* Row r's plain IQ1_M block of an IQ1_M_R16 block (the repack's inverse). */
 static inline void iq1m_r16_unpack_row(const struct iq1m_r16_block *b, int r, struct iq1_m_block *o)
 {
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         o->qh[2 * ib] = (uint8_t)b->qh[ib][r];
         o->qh[2 * ib + 1] = (uint8_t)(b->qh[ib][r] >> 8);
         for (int l = 0; l < 4; l++)

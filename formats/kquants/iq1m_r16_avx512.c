@@ -109,9 +109,9 @@ KQ_INLINE void iq1m_r16_tile(int64_t nb, const struct iq1m_r16_block *b, const c
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ1M_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ1M_R16_NR];
+        const struct splash_q8_k_block *y[IQ1M_R16_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
-            (const struct q8_k_block *)(act + r * act_stride) + i;
+            (const struct splash_q8_k_block *)(act + r * act_stride) + i;
         __m512i sc[4];
         KQ_UNROLL for (int k = 0; k < 4; k++) sc[k] =
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)b->sc[k]));
@@ -122,11 +122,11 @@ KQ_INLINE void iq1m_r16_tile(int64_t nb, const struct iq1m_r16_block *b, const c
             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sc[2], 4), _mm512_set1_epi32(0xF00)),
                             _mm512_and_si512(sc[3], _mm512_set1_epi32(0xF000))));
         const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
-        __m512i ls32[KQ_QK_K / 32];
+        __m512i ls32[SPLASH_QK_K / 32];
         __m512i bsum[2][IQ1M_R16_NR];
         KQ_UNROLL for (int h = 0; h < 2; h++) KQ_UNROLL for (int r = 0; r < nr; r++) bsum[h][r] =
             zero;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const __m512i scw = sc[ib >> 1];
             const __m512i ls[2] = {
                 ib & 1 ? iq1m_r16_scale(scw, 6) : iq1m_r16_scale(scw, 0),
@@ -165,7 +165,7 @@ KQ_INLINE void iq1m_r16_tile(int64_t nb, const struct iq1m_r16_block *b, const c
         {
             /* sum over the block's halves of scale times bsum, for the 9 S to take off */
             __m512i corr = zero;
-            KQ_UNROLL for (int ib = 0; ib < KQ_QK_K / 32; ib++)
+            KQ_UNROLL for (int ib = 0; ib < SPLASH_QK_K / 32; ib++)
             {
                 int32_t pair;
                 memcpy(&pair, y[r]->bsums + 2 * ib, 4);
@@ -194,7 +194,7 @@ void iq1m_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
                              size_t out_stride)
 {
     pthread_once(&iq1m_r16_tab_once, iq1m_r16_tab_init);
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ1M_R16_ROWS * IQ1M_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

@@ -9,14 +9,14 @@
 /* Bytes of n_rows IQ1_S rows of n elements: the plain image and the repacked one. */
 static size_t iq1s_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct iq1_s_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct iq1_s_block) * (size_t)n_rows;
 }
 
 /* Row r of a group block from its plain block x. */
 static void iq1s_r16_pack_row(const struct iq1_s_block *x, int r, struct iq1s_r16_block *o)
 {
     o->d[r] = x->d;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         o->qh[ib][r] = x->qh[ib];
         for (int l = 0; l < 4; l++)
             o->qs[ib][16 * l + r] = x->qs[4 * ib + l];
@@ -25,7 +25,7 @@ static void iq1s_r16_pack_row(const struct iq1_s_block *x, int r, struct iq1s_r1
 
 void iq1s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct iq1_s_block);
     const int64_t n_groups = n_rows / IQ1S_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -47,12 +47,12 @@ void iq1s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status iq1s_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                             struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ1_S_R16: %lld elements is not a multiple of the %d-element "
                               "row block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq1_s_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct iq1_s_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ1_S_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -66,12 +66,12 @@ static enum splash_status iq1s_r16_validate(const void *data, size_t n_bytes, in
 static void iq1s_r16_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq1s_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (IQ1S_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (IQ1S_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < IQ1S_R16_ROWS; r++) {
             struct iq1_s_block x;
             iq1s_r16_unpack_row(&b[i], r, &x);
             const float d = splash_fp16_to_fp32(x.d);
-            for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+            for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
                 const uint32_t qh = x.qh[ib];
                 const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
                 const float delta = qh & 0x8000 ? -KQ_IQ1_DELTA : KQ_IQ1_DELTA;
@@ -90,12 +90,12 @@ static void iq1s_r16_to_float(const void *blocks, float *y, int64_t n)
  * activations' sums; the sum is exact (|8 sumi + sumi1| < 2^23), and the row's blocks chained
  * through it, then times 1/8, give the bits iq1s_r16_avx512.c computes. */
 static float iq1s_r16_block_dot(float sumf, const struct iq1_s_block *x,
-                                const struct q8_k_block *y)
+                                const struct splash_q8_k_block *y)
 {
     const float d = splash_fp16_to_fp32(x->d) * y->d;
     const int8_t *q8 = y->qs;
     int32_t bsum = 0;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         const uint32_t qh = x->qh[ib];
         const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
         const int32_t delta = qh & 0x8000 ? -1 : 1;
@@ -115,14 +115,14 @@ static float iq1s_r16_block_dot(float sumf, const struct iq1_s_block *x,
 void iq1s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ1S_R16_ROWS * IQ1S_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += IQ1S_R16_ROWS) {
         const struct iq1s_r16_block *b =
             (const struct iq1s_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < IQ1S_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -139,8 +139,8 @@ void iq1s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
         const struct iq1_s_block *x =
             (const struct iq1_s_block *)((const char *)w + (size_t)i * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             float sum = 0;
             for (int64_t k = 0; k < nb; k++)
                 sum = iq1s_r16_block_dot(sum, &x[k], &y[k]);
@@ -163,7 +163,7 @@ static const struct splash_kernel_row iq1s_r16_rows[] = {
 const struct splash_format_type kq_iq1_s_r16_type = {
     .name = "IQ1_S_R16",
     .gguf_type = -1,
-    .block_elems = IQ1S_R16_ROWS * KQ_QK_K,
+    .block_elems = IQ1S_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct iq1s_r16_block),
     .bits_per_weight = 1.5625f,
     .act_type = "Q8_K",

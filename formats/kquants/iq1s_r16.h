@@ -26,8 +26,8 @@
 #define IQ1S_R16_ROWS 16
 
 struct iq1s_r16_block {
-    uint8_t qs[KQ_QK_K / 32][4 * IQ1S_R16_ROWS];
-    uint16_t qh[KQ_QK_K / 32][IQ1S_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 32][4 * IQ1S_R16_ROWS];
+    uint16_t qh[SPLASH_QK_K / 32][IQ1S_R16_ROWS];
     uint16_t d[IQ1S_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq1s_r16_block) == IQ1S_R16_ROWS * sizeof(struct iq1_s_block),
@@ -38,7 +38,7 @@ static inline void iq1s_r16_unpack_row(const struct iq1s_r16_block *b, int r,
                                        struct iq1_s_block *o)
 {
     o->d = b->d[r];
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         o->qh[ib] = b->qh[ib][r];
         for (int l = 0; l < 4; l++)
             o->qs[4 * ib + l] = b->qs[ib][16 * l + r];

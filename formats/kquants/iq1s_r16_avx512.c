@@ -70,12 +70,12 @@ KQ_INLINE void iq1s_r16_tile(int64_t nb, const struct iq1s_r16_block *b, const c
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ1S_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ1S_R16_NR];
+        const struct splash_q8_k_block *y[IQ1S_R16_NR];
         /* -7 S and -9 S of each sub-block (S its activations' sum), per activation row */
         _Alignas(32) int32_t c7[IQ1S_R16_NR][8], c9[IQ1S_R16_NR][8];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
             const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[r]->bsums),
                                                 _mm256_set1_epi16(1));
             _mm256_store_si256((__m256i *)c7[r], _mm256_mullo_epi32(s, _mm256_set1_epi32(-7)));
@@ -84,7 +84,7 @@ KQ_INLINE void iq1s_r16_tile(int64_t nb, const struct iq1s_r16_block *b, const c
         __asm__ volatile("" ::: "memory");
         __m512i bsum[IQ1S_R16_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) bsum[r] = zero;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const __m512i qh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)b->qh[ib]));
             /* the 16 rows' scales 2 s + 1 and delta signs */
             const __m512i ls = _mm512_or_si512(
@@ -136,7 +136,7 @@ void iq1s_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
                              const void *act, size_t act_stride, int64_t n_act, float *out,
                              size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ1S_R16_ROWS * IQ1S_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

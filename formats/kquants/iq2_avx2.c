@@ -18,7 +18,7 @@ static inline void iq2_accumulate(const struct kq_dec256 *dec, uint16_t d,
 {
     const float xd = _cvtsh_ss(d);
     for (int r = 0; r < nr; r++) {
-        const struct q8_k_block *y = (const struct q8_k_block *)ab[r];
+        const struct splash_q8_k_block *y = (const struct splash_q8_k_block *)ab[r];
         sumf[r] += xd * y->d * (float)kq_dec_dot_scaled(dec, y->qs);
     }
 }
@@ -61,16 +61,16 @@ static inline void iq2s_block(const void *wb, const uint8_t *const ab[], int nr,
                                       (long long)kq_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
                                       (long long)kq_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
                                       (long long)kq_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
-        iq2_store32(&dec, ib, g, kq_load_u32(x->qs + KQ_QK_K / 8 + 4 * ib));
+        iq2_store32(&dec, ib, g, kq_load_u32(x->qs + SPLASH_QK_K / 8 + 4 * ib));
         dec.ls[2 * ib] = (int16_t)(2 * (x->scales[ib] & 0xf) + 1);
         dec.ls[2 * ib + 1] = (int16_t)(2 * (x->scales[ib] >> 4) + 1);
     }
     iq2_accumulate(&dec, x->d, ab, nr, sumf);
 }
 
-KQ_IQ_DEFINE_ROWS(iq2xxs, q8k, avx2, KQ_QK_K, sizeof(struct iq2_xxs_block),
-                  sizeof(struct q8_k_block), iq2xxs_block, kq_finish_eighth)
-KQ_IQ_DEFINE_ROWS(iq2xs, q8k, avx2, KQ_QK_K, sizeof(struct iq2_xs_block),
-                  sizeof(struct q8_k_block), iq2xs_block, kq_finish_eighth)
-KQ_IQ_DEFINE_ROWS(iq2s, q8k, avx2, KQ_QK_K, sizeof(struct iq2_s_block),
-                  sizeof(struct q8_k_block), iq2s_block, kq_finish_eighth)
+KQ_IQ_DEFINE_ROWS(iq2xxs, q8k, avx2, SPLASH_QK_K, sizeof(struct iq2_xxs_block),
+                  sizeof(struct splash_q8_k_block), iq2xxs_block, kq_finish_eighth)
+KQ_IQ_DEFINE_ROWS(iq2xs, q8k, avx2, SPLASH_QK_K, sizeof(struct iq2_xs_block),
+                  sizeof(struct splash_q8_k_block), iq2xs_block, kq_finish_eighth)
+KQ_IQ_DEFINE_ROWS(iq2s, q8k, avx2, SPLASH_QK_K, sizeof(struct iq2_s_block),
+                  sizeof(struct splash_q8_k_block), iq2s_block, kq_finish_eighth)

@@ -24,10 +24,10 @@ static inline uint32_t iq2s_index(const struct iq2_s_block *b, int ib, int l)
 static void iq2s_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq2_s_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d);
-        const uint8_t *signs = x[i].qs + KQ_QK_K / 8;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        const uint8_t *signs = x[i].qs + SPLASH_QK_K / 8;
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             float db[2];
             db[0] = d * (0.5f + (float)(x[i].scales[ib] & 0xf)) * 0.25f;
             db[1] = d * (0.5f + (float)(x[i].scales[ib] >> 4)) * 0.25f;
@@ -45,14 +45,14 @@ static void iq2s_to_float(const void *blocks, float *y, int64_t n)
 static void iq2s_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq2_s_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d) * y[i].d;
         const int8_t *q8 = y[i].qs;
-        const uint8_t *signs = x[i].qs + KQ_QK_K / 8;
+        const uint8_t *signs = x[i].qs + SPLASH_QK_K / 8;
         int32_t bsum = 0;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             int32_t sumi[2] = {0, 0};
             for (int l = 0; l < 4; l++) {
                 uint64_t g = kq_iq2s_grid[iq2s_index(&x[i], ib, l)];
@@ -82,7 +82,7 @@ const struct splash_format_type kq_iq2_s_type = {
     .name = "IQ2_S",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 22,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq2_s_block),
     .bits_per_weight = 2.5625f,
     .act_type = "Q8_K",

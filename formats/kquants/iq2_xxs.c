@@ -18,9 +18,9 @@ static enum splash_status iq2xxs_validate(const void *data, size_t n_bytes, int6
 static void iq2xxs_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq2_xxs_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d);
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             uint32_t idx = kq_load_u32(x[i].qs + 4 * ib);
             uint32_t aux = kq_load_u32(x[i].qs + 4 * ib + 2);
             const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
@@ -38,13 +38,13 @@ static void iq2xxs_to_float(const void *blocks, float *y, int64_t n)
 static void iq2xxs_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq2_xxs_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d) * y[i].d;
         const int8_t *q8 = y[i].qs;
         int32_t bsum = 0;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             uint32_t idx = kq_load_u32(x[i].qs + 4 * ib);
             uint32_t aux = kq_load_u32(x[i].qs + 4 * ib + 2);
             int32_t sumi = 0;
@@ -75,7 +75,7 @@ const struct splash_format_type kq_iq2_xxs_type = {
     .name = "IQ2_XXS",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 16,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq2_xxs_block),
     .bits_per_weight = 2.0625f,
     .act_type = "Q8_K",

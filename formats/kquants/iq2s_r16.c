@@ -9,17 +9,17 @@
 /* Bytes of n_rows IQ2_S rows of n elements: the plain image and the repacked one. */
 static size_t iq2s_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct iq2_s_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct iq2_s_block) * (size_t)n_rows;
 }
 
 /* Row r of a group block from its plain block x. */
 static void iq2s_r16_pack_row(const struct iq2_s_block *x, int r, struct iq2s_r16_block *o)
 {
     o->d[r] = x->d;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         for (int l = 0; l < 4; l++) {
             o->idx[ib][16 * l + r] = x->qs[4 * ib + l];
-            o->sg[ib][16 * l + r] = x->qs[KQ_QK_K / 8 + 4 * ib + l];
+            o->sg[ib][16 * l + r] = x->qs[SPLASH_QK_K / 8 + 4 * ib + l];
         }
         o->qh[ib][r] = x->qh[ib];
         o->sc[ib][r] = x->scales[ib];
@@ -28,7 +28,7 @@ static void iq2s_r16_pack_row(const struct iq2_s_block *x, int r, struct iq2s_r1
 
 void iq2s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct iq2_s_block);
     const int64_t n_groups = n_rows / IQ2S_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -50,12 +50,12 @@ void iq2s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status iq2s_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                             struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ2_S_R16: %lld elements is not a multiple of the %d-element "
                               "row block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq2_s_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct iq2_s_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ2_S_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -75,13 +75,13 @@ static inline uint32_t iq2s_r16_index(const struct iq2_s_block *b, int ib, int l
 static void iq2s_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct iq2s_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (IQ2S_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (IQ2S_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < IQ2S_R16_ROWS; r++) {
             struct iq2_s_block x;
             iq2s_r16_unpack_row(&b[i], r, &x);
             const float d = splash_fp16_to_fp32(x.d);
-            const uint8_t *signs = x.qs + KQ_QK_K / 8;
-            for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+            const uint8_t *signs = x.qs + SPLASH_QK_K / 8;
+            for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
                 float db[2];
                 db[0] = d * (0.5f + (float)(x.scales[ib] & 0xf)) * 0.25f;
                 db[1] = d * (0.5f + (float)(x.scales[ib] >> 4)) * 0.25f;
@@ -99,13 +99,14 @@ static void iq2s_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* sumf plus the dot of one plain block with one Q8_K block, in the plain reference's
  * steps (iq2_s.c): so a row's blocks chained through it, times 1/8, give its bits. */
-static float iq2s_r16_block_dot(float sumf, const struct iq2_s_block *x, const struct q8_k_block *y)
+static float iq2s_r16_block_dot(float sumf, const struct iq2_s_block *x,
+                                const struct splash_q8_k_block *y)
 {
     const float d = splash_fp16_to_fp32(x->d) * y->d;
     const int8_t *q8 = y->qs;
-    const uint8_t *signs = x->qs + KQ_QK_K / 8;
+    const uint8_t *signs = x->qs + SPLASH_QK_K / 8;
     int32_t bsum = 0;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         int32_t sumi[2] = {0, 0};
         for (int l = 0; l < 4; l++, q8 += 8) {
             const uint64_t g = kq_iq2s_grid[iq2s_r16_index(x, ib, l)];
@@ -126,14 +127,14 @@ static float iq2s_r16_block_dot(float sumf, const struct iq2_s_block *x, const s
 void iq2s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ2S_R16_ROWS * IQ2S_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += IQ2S_R16_ROWS) {
         const struct iq2s_r16_block *b =
             (const struct iq2s_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < IQ2S_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -150,8 +151,8 @@ void iq2s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
         const struct iq2_s_block *x =
             (const struct iq2_s_block *)((const char *)w + (size_t)i * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             float sum = 0;
             for (int64_t k = 0; k < nb; k++)
                 sum = iq2s_r16_block_dot(sum, &x[k], &y[k]);
@@ -172,7 +173,7 @@ static const struct splash_kernel_row iq2s_r16_rows[] = {
 const struct splash_format_type kq_iq2_s_r16_type = {
     .name = "IQ2_S_R16",
     .gguf_type = -1,
-    .block_elems = IQ2S_R16_ROWS * KQ_QK_K,
+    .block_elems = IQ2S_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct iq2s_r16_block),
     .bits_per_weight = 2.5625f,
     .act_type = "Q8_K",

@@ -26,10 +26,10 @@
 #define IQ2S_R16_ROWS 16
 
 struct iq2s_r16_block {
-    uint8_t idx[KQ_QK_K / 32][4 * IQ2S_R16_ROWS];
-    uint8_t sg[KQ_QK_K / 32][4 * IQ2S_R16_ROWS];
-    uint8_t qh[KQ_QK_K / 32][IQ2S_R16_ROWS];
-    uint8_t sc[KQ_QK_K / 32][IQ2S_R16_ROWS];
+    uint8_t idx[SPLASH_QK_K / 32][4 * IQ2S_R16_ROWS];
+    uint8_t sg[SPLASH_QK_K / 32][4 * IQ2S_R16_ROWS];
+    uint8_t qh[SPLASH_QK_K / 32][IQ2S_R16_ROWS];
+    uint8_t sc[SPLASH_QK_K / 32][IQ2S_R16_ROWS];
     uint16_t d[IQ2S_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq2s_r16_block) == IQ2S_R16_ROWS * sizeof(struct iq2_s_block),
@@ -39,10 +39,10 @@ _Static_assert(sizeof(struct iq2s_r16_block) == IQ2S_R16_ROWS * sizeof(struct iq
 static inline void iq2s_r16_unpack_row(const struct iq2s_r16_block *b, int r, struct iq2_s_block *o)
 {
     o->d = b->d[r];
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         for (int l = 0; l < 4; l++) {
             o->qs[4 * ib + l] = b->idx[ib][16 * l + r];
-            o->qs[KQ_QK_K / 8 + 4 * ib + l] = b->sg[ib][16 * l + r];
+            o->qs[SPLASH_QK_K / 8 + 4 * ib + l] = b->sg[ib][16 * l + r];
         }
         o->qh[ib] = b->qh[ib][r];
         o->scales[ib] = b->sc[ib][r];

@@ -68,20 +68,20 @@ KQ_INLINE void iq2s_r16_tile(int64_t nb, const struct iq2s_r16_block *b, const c
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ2S_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ2S_R16_NR];
+        const struct splash_q8_k_block *y[IQ2S_R16_NR];
         /* the activations + 128, unsigned */
-        _Alignas(64) uint8_t au[IQ2S_R16_NR][KQ_QK_K];
+        _Alignas(64) uint8_t au[IQ2S_R16_NR][SPLASH_QK_K];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
-            KQ_UNROLL for (int c = 0; c < KQ_QK_K; c += 64) _mm512_store_si512(
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
+            KQ_UNROLL for (int c = 0; c < SPLASH_QK_K; c += 64) _mm512_store_si512(
                 au[r] + c, _mm512_xor_si512(_mm512_loadu_si512(y[r]->qs + c), x80));
         }
         /* read the broadcasts back from memory rather than through shuffles */
         __asm__ volatile("" ::: "memory");
         __m512i bsum[IQ2S_R16_NR], csum = zero;
         KQ_UNROLL for (int r = 0; r < nr; r++) bsum[r] = zero;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qh[ib]));
             const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc[ib]));
             /* the 16 rows' scales 2 s + 1 of the two halves: (x & 0x1e) | 1 */
@@ -140,7 +140,7 @@ void iq2s_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
                              const void *act, size_t act_stride, int64_t n_act, float *out,
                              size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ2S_R16_ROWS * IQ2S_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

@@ -26,8 +26,8 @@
 #define IQ2XS_R16_ROWS 16
 
 struct iq2xs_r16_block {
-    uint16_t q[KQ_QK_K / 32][4 * IQ2XS_R16_ROWS];
-    uint8_t sc[KQ_QK_K / 32][IQ2XS_R16_ROWS];
+    uint16_t q[SPLASH_QK_K / 32][4 * IQ2XS_R16_ROWS];
+    uint8_t sc[SPLASH_QK_K / 32][IQ2XS_R16_ROWS];
     uint16_t d[IQ2XS_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq2xs_r16_block) == IQ2XS_R16_ROWS * sizeof(struct iq2_xs_block),
@@ -38,7 +38,7 @@ static inline void iq2xs_r16_unpack_row(const struct iq2xs_r16_block *b, int r,
                                         struct iq2_xs_block *o)
 {
     o->d = b->d[r];
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         o->scales[ib] = b->sc[ib][r];
         for (int l = 0; l < 4; l++) {
             const unsigned v = b->q[ib][16 * l + r];

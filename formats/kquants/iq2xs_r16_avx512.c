@@ -93,20 +93,20 @@ KQ_INLINE void iq2xs_r16_tile(int64_t nb, const struct iq2xs_r16_block *b, const
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ2XS_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ2XS_R16_NR];
+        const struct splash_q8_k_block *y[IQ2XS_R16_NR];
         /* the activations + 128, unsigned */
-        _Alignas(64) uint8_t au[IQ2XS_R16_NR][KQ_QK_K];
+        _Alignas(64) uint8_t au[IQ2XS_R16_NR][SPLASH_QK_K];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
-            KQ_UNROLL for (int c = 0; c < KQ_QK_K; c += 64) _mm512_store_si512(
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
+            KQ_UNROLL for (int c = 0; c < SPLASH_QK_K; c += 64) _mm512_store_si512(
                 au[r] + c, _mm512_xor_si512(_mm512_loadu_si512(y[r]->qs + c), x80));
         }
         /* read the broadcasts back from memory rather than through shuffles */
         __asm__ volatile("" ::: "memory");
         __m512i bsum[2][IQ2XS_R16_NR], corr[2] = {zero, zero};
         KQ_UNROLL for (int r = 0; r < nr; r++) bsum[0][r] = bsum[1][r] = zero;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const __m512i q0 = _mm512_loadu_si512(b->q[ib]);
             const __m512i q1 = _mm512_loadu_si512(b->q[ib] + 32);
             _Alignas(64) uint64_t sm[8];
@@ -171,7 +171,7 @@ void iq2xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t
                               const void *act, size_t act_stride, int64_t n_act, float *out,
                               size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ2XS_R16_ROWS * IQ2XS_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

@@ -25,8 +25,8 @@
 #define IQ2XXS_R16_ROWS 16
 
 struct iq2xxs_r16_block {
-    uint8_t idx[KQ_QK_K / 32][4 * IQ2XXS_R16_ROWS];
-    uint8_t sg[KQ_QK_K / 32][4 * IQ2XXS_R16_ROWS];
+    uint8_t idx[SPLASH_QK_K / 32][4 * IQ2XXS_R16_ROWS];
+    uint8_t sg[SPLASH_QK_K / 32][4 * IQ2XXS_R16_ROWS];
     uint16_t d[IQ2XXS_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq2xxs_r16_block) == IQ2XXS_R16_ROWS * sizeof(struct iq2_xxs_block),
@@ -37,7 +37,7 @@ static inline void iq2xxs_r16_unpack_row(const struct iq2xxs_r16_block *b, int r
                                          struct iq2_xxs_block *o)
 {
     o->d = b->d[r];
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         uint32_t idx = 0, aux = 0;
         for (int l = 0; l < 4; l++) {
             const uint32_t s = b->sg[ib][16 * l + r];

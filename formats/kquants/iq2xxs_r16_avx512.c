@@ -80,20 +80,20 @@ KQ_INLINE void iq2xxs_r16_tile(int64_t nb, const struct iq2xxs_r16_block *b, con
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ2XXS_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ2XXS_R16_NR];
+        const struct splash_q8_k_block *y[IQ2XXS_R16_NR];
         /* the activations + 128, unsigned */
-        _Alignas(64) uint8_t au[IQ2XXS_R16_NR][KQ_QK_K];
+        _Alignas(64) uint8_t au[IQ2XXS_R16_NR][SPLASH_QK_K];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
-            KQ_UNROLL for (int c = 0; c < KQ_QK_K; c += 64) _mm512_store_si512(
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
+            KQ_UNROLL for (int c = 0; c < SPLASH_QK_K; c += 64) _mm512_store_si512(
                 au[r] + c, _mm512_xor_si512(_mm512_loadu_si512(y[r]->qs + c), x80));
         }
         /* read the broadcasts back from memory rather than through shuffles */
         __asm__ volatile("" ::: "memory");
         __m512i bsum[IQ2XXS_R16_NR], csum = zero;
         KQ_UNROLL for (int r = 0; r < nr; r++) bsum[r] = zero;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const __m512i sgv = _mm512_loadu_si512(b->sg[ib]);
             _Alignas(64) uint64_t sm[8];
             _mm512_store_si512(sm, _mm512_permutex2var_epi8(tlo, sgv, thi));
@@ -139,7 +139,7 @@ void iq2xxs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_
                                const void *act, size_t act_stride, int64_t n_act, float *out,
                                size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ2XXS_R16_ROWS * IQ2XXS_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

@@ -11,7 +11,7 @@ static inline void iq3_accumulate(const struct kq_dec256 *dec, uint16_t d,
 {
     const float xd = _cvtsh_ss(d);
     for (int r = 0; r < nr; r++) {
-        const struct q8_k_block *y = (const struct q8_k_block *)ab[r];
+        const struct splash_q8_k_block *y = (const struct splash_q8_k_block *)ab[r];
         sumf[r] += xd * y->d * (float)kq_dec_dot_scaled(dec, y->qs);
     }
 }
@@ -44,7 +44,7 @@ static inline void iq3s_block(const void *wb, const uint8_t *const ab[], int nr,
     iq3_accumulate(&dec, x->d, ab, nr, sumf);
 }
 
-KQ_IQ_DEFINE_ROWS(iq3xxs, q8k, avx2, KQ_QK_K, sizeof(struct iq3_xxs_block),
-                  sizeof(struct q8_k_block), iq3xxs_block, kq_finish_quarter)
-KQ_IQ_DEFINE_ROWS(iq3s, q8k, avx2, KQ_QK_K, sizeof(struct iq3_s_block),
-                  sizeof(struct q8_k_block), iq3s_block, kq_finish_id)
+KQ_IQ_DEFINE_ROWS(iq3xxs, q8k, avx2, SPLASH_QK_K, sizeof(struct iq3_xxs_block),
+                  sizeof(struct splash_q8_k_block), iq3xxs_block, kq_finish_quarter)
+KQ_IQ_DEFINE_ROWS(iq3s, q8k, avx2, SPLASH_QK_K, sizeof(struct iq3_s_block),
+                  sizeof(struct splash_q8_k_block), iq3s_block, kq_finish_id)

@@ -28,9 +28,9 @@ static inline void iq3s_points(const struct iq3_s_block *b, int ib, int l, uint3
 static void iq3s_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq3_s_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d);
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const float db = d * (float)(1 + 2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf));
             for (int l = 0; l < 4; l++) {
                 uint32_t g1, g2;
@@ -50,13 +50,13 @@ static void iq3s_to_float(const void *blocks, float *y, int64_t n)
 static void iq3s_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq3_s_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0.f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d) * y[i].d;
         const int8_t *q8 = y[i].qs;
         int32_t bsum = 0;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             int32_t sumi = 0;
             for (int l = 0; l < 4; l++) {
                 uint32_t g1, g2;
@@ -88,7 +88,7 @@ const struct splash_format_type kq_iq3_s_type = {
     .name = "IQ3_S",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 21,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq3_s_block),
     .bits_per_weight = 3.4375f,
     .act_type = "Q8_K",

@@ -9,7 +9,7 @@
 /* Bytes of n_rows IQ3_S rows of n elements: the plain image and the repacked one. */
 static size_t iq3s_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct iq3_s_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct iq3_s_block) * (size_t)n_rows;
 }
 
 /* Row r of a group block from its plain block x (o's bit fields start zeroed). */
@@ -17,7 +17,7 @@ static void iq3s_r16_pack_row(const struct iq3_s_block *x, int r, struct iq3s_r1
 {
     o->d[r] = x->d;
     memcpy(&o->sc[r], x->scales, 4);
-    for (int k = 0; k < KQ_QK_K / 4; k++) {
+    for (int k = 0; k < SPLASH_QK_K / 4; k++) {
         const int h = k / 4, c = k % 4;
         o->qs[h][4 * r + c] = x->qs[k];
         o->qh[h] |= (uint64_t)(x->qh[k / 8] >> (k % 8) & 1) << (4 * r + c);
@@ -30,7 +30,7 @@ static void iq3s_r16_pack_row(const struct iq3_s_block *x, int r, struct iq3s_r1
 
 void iq3s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct iq3_s_block);
     const int64_t n_groups = n_rows / IQ3S_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -55,12 +55,12 @@ void iq3s_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status iq3s_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                             struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ3_S_R16: %lld elements is not a multiple of the %d-element "
                               "row block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct iq3_s_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct iq3_s_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "IQ3_S_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -90,12 +90,12 @@ static inline int32_t iq3s_r16_ls(const struct iq3_s_block *x, int ib)
 static void iq3s_r16_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq3s_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (IQ3S_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (IQ3S_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < IQ3S_R16_ROWS; r++) {
             struct iq3_s_block x;
             iq3s_r16_unpack_row(&b[i], r, &x);
             const float d = splash_fp16_to_fp32(x.d);
-            for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+            for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
                 const float db = d * (float)iq3s_r16_ls(&x, ib);
                 for (int l = 0; l < 4; l++, y += 8) {
                     uint32_t g1, g2;
@@ -115,12 +115,13 @@ static void iq3s_r16_to_float(const void *blocks, float *y, int64_t n)
 /* sumf plus d * d_a * (the block's integer sum) for one plain block and one Q8_K block,
  * in the plain reference's float steps (iq3_s.c), so that a row's blocks chained through
  * it give its bits. */
-static float iq3s_r16_block_dot(float sumf, const struct iq3_s_block *x, const struct q8_k_block *y)
+static float iq3s_r16_block_dot(float sumf, const struct iq3_s_block *x,
+                                const struct splash_q8_k_block *y)
 {
     const float d = splash_fp16_to_fp32(x->d) * y->d;
     const int8_t *q8 = y->qs;
     int32_t bsum = 0;
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
         int32_t sumi = 0;
         for (int l = 0; l < 4; l++, q8 += 8) {
             uint32_t g1, g2;
@@ -143,14 +144,14 @@ static float iq3s_r16_block_dot(float sumf, const struct iq3_s_block *x, const s
 void iq3s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ3S_R16_ROWS * IQ3S_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += IQ3S_R16_ROWS) {
         const struct iq3s_r16_block *b =
             (const struct iq3s_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < IQ3S_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -167,8 +168,8 @@ void iq3s_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
         const struct iq3_s_block *x =
             (const struct iq3_s_block *)((const char *)w + (size_t)i * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             float sum = 0;
             for (int64_t k = 0; k < nb; k++)
                 sum = iq3s_r16_block_dot(sum, &x[k], &y[k]);
@@ -191,7 +192,7 @@ static const struct splash_kernel_row iq3s_r16_rows[] = {
 const struct splash_format_type kq_iq3_s_r16_type = {
     .name = "IQ3_S_R16",
     .gguf_type = -1,
-    .block_elems = IQ3S_R16_ROWS * KQ_QK_K,
+    .block_elems = IQ3S_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct iq3s_r16_block),
     .bits_per_weight = 3.4375f,
     .act_type = "Q8_K",

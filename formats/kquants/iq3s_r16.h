@@ -25,9 +25,9 @@
 #define IQ3S_R16_ROWS 16
 
 struct iq3s_r16_block {
-    uint8_t qs[KQ_QK_K / 16][4 * IQ3S_R16_ROWS];
-    uint64_t qh[KQ_QK_K / 16];
-    uint64_t sg[KQ_QK_K / 16][4];
+    uint8_t qs[SPLASH_QK_K / 16][4 * IQ3S_R16_ROWS];
+    uint64_t qh[SPLASH_QK_K / 16];
+    uint64_t sg[SPLASH_QK_K / 16][4];
     uint32_t sc[IQ3S_R16_ROWS];
     uint16_t d[IQ3S_R16_ROWS];
 };
@@ -41,7 +41,7 @@ static inline void iq3s_r16_unpack_row(const struct iq3s_r16_block *b, int r, st
     memcpy(o->scales, &b->sc[r], 4);
     memset(o->qh, 0, sizeof o->qh);
     memset(o->signs, 0, sizeof o->signs);
-    for (int k = 0; k < KQ_QK_K / 4; k++) {
+    for (int k = 0; k < SPLASH_QK_K / 4; k++) {
         const int h = k / 4, c = k % 4;
         o->qs[k] = b->qs[h][4 * r + c];
         o->qh[k / 8] |= (uint8_t)((b->qh[h] >> (4 * r + c) & 1) << (k % 8));

@@ -113,14 +113,14 @@ KQ_INLINE void iq3s_r16_tile(int64_t nb, const struct iq3s_r16_block *b, const c
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ3S_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ3S_R16_NR];
+        const struct splash_q8_k_block *y[IQ3S_R16_NR];
         /* -64 * (the activations' sum) of each sub-block, and the activations with each
          * 16 transposed 4 x 4, per activation row */
         _Alignas(32) int32_t init[IQ3S_R16_NR][8];
-        _Alignas(64) int8_t at[IQ3S_R16_NR][KQ_QK_K];
+        _Alignas(64) int8_t at[IQ3S_R16_NR][SPLASH_QK_K];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
             _mm256_store_si256((__m256i *)init[r],
                                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[r]->bsums),
                                                  _mm256_set1_epi16(-64)));
@@ -131,7 +131,7 @@ KQ_INLINE void iq3s_r16_tile(int64_t nb, const struct iq3s_r16_block *b, const c
         const __m512i scv = _mm512_loadu_si512(b->sc);
         __m512i bsum[IQ3S_R16_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) bsum[r] = _mm512_setzero_si512();
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             __m512i w[8];
             iq3s_r16_decode(b, ib, g, w);
             /* 2 * scale + 1 */
@@ -168,7 +168,7 @@ void iq3s_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t 
                              const void *act, size_t act_stride, int64_t n_act, float *out,
                              size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ3S_R16_ROWS * IQ3S_R16_ROWS;
     const char *wb = w;
     struct iq3s_r16_grid grid;

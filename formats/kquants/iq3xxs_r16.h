@@ -25,8 +25,8 @@
 #define IQ3XXS_R16_ROWS 16
 
 struct iq3xxs_r16_block {
-    uint8_t qs[KQ_QK_K / 16][4 * IQ3XXS_R16_ROWS];
-    uint32_t aux[KQ_QK_K / 32][IQ3XXS_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 16][4 * IQ3XXS_R16_ROWS];
+    uint32_t aux[SPLASH_QK_K / 32][IQ3XXS_R16_ROWS];
     uint16_t d[IQ3XXS_R16_ROWS];
 };
 _Static_assert(sizeof(struct iq3xxs_r16_block) == IQ3XXS_R16_ROWS * sizeof(struct iq3_xxs_block),
@@ -37,10 +37,10 @@ static inline void iq3xxs_r16_unpack_row(const struct iq3xxs_r16_block *b, int r
                                          struct iq3_xxs_block *o)
 {
     o->d = b->d[r];
-    for (int k = 0; k < KQ_QK_K / 4; k++)
+    for (int k = 0; k < SPLASH_QK_K / 4; k++)
         o->qs[k] = b->qs[k / 4][4 * r + k % 4];
-    for (int ib = 0; ib < KQ_QK_K / 32; ib++)
-        memcpy(o->qs + KQ_QK_K / 4 + 4 * ib, &b->aux[ib][r], 4);
+    for (int ib = 0; ib < SPLASH_QK_K / 32; ib++)
+        memcpy(o->qs + SPLASH_QK_K / 4 + 4 * ib, &b->aux[ib][r], 4);
 }
 
 /* Writes n_rows IQ3_XXS rows of n elements (contiguous at src) as an IQ3_XXS_R16 image at dst. */

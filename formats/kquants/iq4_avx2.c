@@ -37,7 +37,7 @@ static inline void iq4xs_block(const void *wb, const uint8_t *const ab[], int nr
     }
     const float xd = _cvtsh_ss(x->d);
     if (nr == 1) { /* one row: the eight sums of one reduction, scalar float steps */
-        const struct q8_k_block *y = (const struct q8_k_block *)ab[0];
+        const struct splash_q8_k_block *y = (const struct splash_q8_k_block *)ab[0];
         const int8_t *q8[8];
         int32_t sums[8];
         for (int k = 0; k < 8; k++)
@@ -54,8 +54,8 @@ static inline void iq4xs_block(const void *wb, const uint8_t *const ab[], int nr
     float yd[8] = {0};
     const int8_t *q8[8];
     for (int r = 0; r < nr; r++) {
-        yd[r] = ((const struct q8_k_block *)ab[r])->d;
-        q8[r] = ((const struct q8_k_block *)ab[r])->qs;
+        yd[r] = ((const struct splash_q8_k_block *)ab[r])->d;
+        q8[r] = ((const struct splash_q8_k_block *)ab[r])->qs;
     }
     const __m256 d4d8 = _mm256_mul_ps(_mm256_set1_ps(xd), _mm256_loadu_ps(yd));
     __m256 s = _mm256_loadu_ps(sumf);
@@ -68,13 +68,13 @@ static inline void iq4xs_block(const void *wb, const uint8_t *const ab[], int nr
     _mm256_storeu_ps(sumf, s);
 }
 
-KQ_IQ_DEFINE_ROWS(iq4xs, q8k, avx2, KQ_QK_K, sizeof(struct iq4_xs_block),
-                  sizeof(struct q8_k_block), iq4xs_block, kq_finish_id)
+KQ_IQ_DEFINE_ROWS(iq4xs, q8k, avx2, SPLASH_QK_K, sizeof(struct iq4_xs_block),
+                  sizeof(struct splash_q8_k_block), iq4xs_block, kq_finish_id)
 
 /* IQ4_NL: eight 32-value blocks at a time (the tail one by one); a Q8_0 block per block.
  * sumf has 8 entries; entries r >= nr are scratch. */
 static inline void iq4nl_blocks(const struct iq4_nl_block *x, int nblk,
-                                const struct q8_0_block *const y[], int nr, float sumf[])
+                                const struct splash_q8_0_block *const y[], int nr, float sumf[])
 {
     struct kq_dec256 dec;
     float xd[8];
@@ -127,10 +127,10 @@ void iq4nl_mul_rows_q80_avx2(int64_t n, const void *w, size_t w_stride, int64_t 
         for (int64_t j0 = 0; j0 < n_act; j0 += 8) {
             const int nr = n_act - j0 < 8 ? (int)(n_act - j0) : 8;
             float sumf[8] = {0};
-            const struct q8_0_block *y[8];
+            const struct splash_q8_0_block *y[8];
             for (int r = 0; r < nr; r++)
-                y[r] = (const struct q8_0_block *)((const uint8_t *)a +
-                                                   (size_t)(j0 + r) * a_stride);
+                y[r] = (const struct splash_q8_0_block *)((const uint8_t *)a +
+                                                          (size_t)(j0 + r) * a_stride);
             for (int64_t b = 0; b < nb;) {
                 int nblk = nb - b >= 8 ? 8 : (int)(nb - b);
                 iq4nl_blocks(wr + b, nblk, y, nr, sumf);

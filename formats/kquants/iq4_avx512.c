@@ -79,7 +79,7 @@ struct iq4_wts {
     __m512i lo[2], hi[2];
 };
 
-KQ_INLINE void iq4xs_act(const struct q8_k_block *y, struct iq4_act *o)
+KQ_INLINE void iq4xs_act(const struct splash_q8_k_block *y, struct iq4_act *o)
 {
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
     for (int h = 0; h < 2; h++) {
@@ -130,7 +130,7 @@ KQ_INLINE __m512i iq4_fold(__m512i x, __m512i y, __m512i ia, __m512i ib)
 KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int nw, const void *act,
                           size_t act_stride, const int nr, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int np = nw * nr; /* pairs in use; lane l is (weight l / nr, activation l % nr) */
     const __mmask16 used = (__mmask16)((1u << np) - 1);
     int32_t woff[IQ4_LANES], aoff[IQ4_LANES];
@@ -160,11 +160,12 @@ KQ_INLINE void iq4xs_tile(int64_t n, const void *w, size_t w_stride, const int n
     __m512 sumf = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const struct iq4_xs_block *x0 = (const struct iq4_xs_block *)w + i;
-        const struct q8_k_block *y0 = (const struct q8_k_block *)act + i;
+        const struct splash_q8_k_block *y0 = (const struct splash_q8_k_block *)act + i;
         struct iq4_act ad[KQ_MAX_NR];
         struct iq4_wts wd[IQ4_LANES], wfly;
         KQ_UNROLL for (int r = 0; r < nr; r++)
-            iq4xs_act((const struct q8_k_block *)((const char *)y0 + r * act_stride), &ad[r]);
+            iq4xs_act((const struct splash_q8_k_block *)((const char *)y0 + r * act_stride),
+                      &ad[r]);
         if (nr == 1 && nw > 1)
             kq_prefetch_next_tile(w, w_stride, nw, i, sizeof(struct iq4_xs_block));
         if (nr > 1) {
@@ -299,7 +300,7 @@ KQ_INLINE __m512i iq4_byte_i32(__m512i v, const int j)
 /* 4 ng weight rows (ng = 1, 2, 4) against nb blocks of one activation row, acts its
  * blocks regrouped; each lane's running sum starts at 0 (first) or at its out value. */
 KQ_INLINE void iq4xs_mv_tile(int64_t nb, const void *w, size_t w_stride, const int ng,
-                             const struct q8_k_block *act, const struct iq4_act *acts,
+                             const struct splash_q8_k_block *act, const struct iq4_act *acts,
                              float *out, int first)
 {
     const int nw = 4 * ng;
@@ -315,7 +316,7 @@ KQ_INLINE void iq4xs_mv_tile(int64_t nb, const void *w, size_t w_stride, const i
     __m512 sumf = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(used, out);
     for (int64_t i = 0; i < nb; i++) {
         const char *x0 = (const char *)((const struct iq4_xs_block *)w + i);
-        const struct q8_k_block *y = act + i;
+        const struct splash_q8_k_block *y = act + i;
         const struct iq4_act *a = &acts[i];
         if (ng > 1)
             kq_prefetch_next_tile(w, w_stride, nw, i, sizeof(struct iq4_xs_block));
@@ -369,10 +370,10 @@ KQ_INLINE void iq4xs_mv_tile(int64_t nb, const void *w, size_t w_stride, const i
 
 /* Weight rows i0 .. n_w - 1 (tiles of 16, 8, 4) against one activation row. */
 static int64_t iq4xs_mat_vec(int64_t n, const char *w, size_t w_stride, int64_t n_w,
-                             const struct q8_k_block *y, float *out)
+                             const struct splash_q8_k_block *y, float *out)
 {
     struct iq4_act acts[IQ4_MV_CHUNK];
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     int64_t i = 0;
     for (int64_t c = 0; c < nb; c += IQ4_MV_CHUNK) {
         const int64_t nc = nb - c < IQ4_MV_CHUNK ? nb - c : IQ4_MV_CHUNK;
@@ -457,7 +458,7 @@ void iq4xs_dot_q8k_avx512(int64_t n, float *s, const void *w_row, const void *ac
 
 /* IQ4_NL: eight blocks at a time; a shorter tail pads with zero sums it never adds. */
 static inline void iq4nl_blocks512(const struct iq4_nl_block *x, int nblk,
-                                   const struct q8_0_block *const y[], int nr, float sumf[])
+                                   const struct splash_q8_0_block *const y[], int nr, float sumf[])
 {
     struct iq4_dec512 dec;
     float xd[8];
@@ -493,10 +494,10 @@ void iq4nl_mul_rows_q80_avx512(int64_t n, const void *w, size_t w_stride, int64_
         for (int64_t j0 = 0; j0 < n_act; j0 += 8) {
             const int nr = n_act - j0 < 8 ? (int)(n_act - j0) : 8;
             float sumf[8] = {0};
-            const struct q8_0_block *y[8];
+            const struct splash_q8_0_block *y[8];
             for (int r = 0; r < nr; r++)
-                y[r] =
-                    (const struct q8_0_block *)((const uint8_t *)a + (size_t)(j0 + r) * a_stride);
+                y[r] = (const struct splash_q8_0_block *)((const uint8_t *)a +
+                                                          (size_t)(j0 + r) * a_stride);
             for (int64_t b = 0; b < nb;) {
                 int nblk = nb - b >= 8 ? 8 : (int)(nb - b);
                 iq4nl_blocks512(wr + b, nblk, y, nr, sumf);

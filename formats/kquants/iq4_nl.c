@@ -42,7 +42,7 @@ static void iq4nl_from_float(const float *x, void *blocks, int64_t n, const floa
 static void iq4nl_dot_q8_0_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq4_nl_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sumf = 0;
     for (int64_t i = 0; i < n / KQ_QK4_NL; i++) {
         const float d = splash_fp16_to_fp32(y[i].d) * splash_fp16_to_fp32(x[i].d);

@@ -26,10 +26,10 @@ static inline int iq4xs_ls(const struct iq4_xs_block *b, int ib)
 static void iq4xs_to_float(const void *blocks, float *y, int64_t n)
 {
     const struct iq4_xs_block *x = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = splash_fp16_to_fp32(x[i].d);
         const uint8_t *qs = x[i].qs;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const float dl = d * (float)(iq4xs_ls(&x[i], ib) - 32);
             for (int j = 0; j < 16; j++) {
                 y[j] = dl * kq_iq4nl_values[qs[j] & 0xf];
@@ -45,21 +45,22 @@ static void iq4xs_to_float(const void *blocks, float *y, int64_t n)
 static void iq4xs_from_float(const float *x, void *blocks, int64_t n, const float *imatrix)
 {
     struct iq4_xs_block *y = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++)
-        kq_iq4_quantize(KQ_QK_K, x + i * KQ_QK_K, imatrix ? imatrix + i * KQ_QK_K : NULL, &y[i].d,
-                        y[i].qs, &y[i].scales_h, y[i].scales_l);
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++)
+        kq_iq4_quantize(SPLASH_QK_K, x + i * SPLASH_QK_K,
+                        imatrix ? imatrix + i * SPLASH_QK_K : NULL, &y[i].d, y[i].qs,
+                        &y[i].scales_h, y[i].scales_l);
 }
 
 static void iq4xs_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq4_xs_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sumf = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d4d8 = splash_fp16_to_fp32(x[i].d) * y[i].d;
         const uint8_t *qs = x[i].qs;
         const int8_t *q8 = y[i].qs;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++) {
             const float dl = d4d8 * (float)(iq4xs_ls(&x[i], ib) - 32);
             int32_t sumi1 = 0, sumi2 = 0;
             for (int j = 0; j < 16; j++) {
@@ -92,7 +93,7 @@ const struct splash_format_type kq_iq4_xs_type = {
     .name = "IQ4_XS",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 23,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct iq4_xs_block),
     .bits_per_weight = 4.25f,
     .act_type = "Q8_K",

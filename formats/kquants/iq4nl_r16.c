@@ -80,7 +80,7 @@ static void iq4nl_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* acc plus one plain block's dot with one Q8_0 block, in the kernels' float steps
  * (iq4nl_r16.h): exact integer sum, s = d * d_act, fma. */
-static float iq4nl_r16_block_dot(const struct iq4_nl_block *x, const struct q8_0_block *y,
+static float iq4nl_r16_block_dot(const struct iq4_nl_block *x, const struct splash_q8_0_block *y,
                                  float acc)
 {
     int32_t isum = 0;
@@ -98,8 +98,8 @@ void iq4nl_r16_mul_q80_ref(int64_t n, const void *w, size_t w_stride, int64_t n_
     const int64_t nb = n / KQ_QK4_NL;
     const int64_t n_full = n_w / IQ4NL_R16_ROWS * IQ4NL_R16_ROWS;
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_0_block *y =
-            (const struct q8_0_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_0_block *y =
+            (const struct splash_q8_0_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += IQ4NL_R16_ROWS) {
             const struct iq4nl_r16_block *b =

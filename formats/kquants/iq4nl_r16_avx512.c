@@ -37,24 +37,26 @@
 #endif
 
 /* d and -128 sum(q): the looked-up values carry a +128 bias */
-static void iq4nl_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
+static void iq4nl_r16_prepare(const struct splash_q8_0_block *y, int64_t nk,
+                              struct splash_r16_q8_0_act *p)
 {
-    r16_q8_0_prepare(y, nk, p, -128);
+    splash_r16_q8_0_prepare(y, nk, p, -128);
 }
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
-R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
-                                    const struct q8_0_block *const *y,
-                                    const struct r16_q8_0_act *const *p, const int nr, float *out,
-                                    size_t out_stride, const int first, const int prefetch)
+SPLASH_R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
+                                           const struct splash_q8_0_block *const *y,
+                                           const struct splash_r16_q8_0_act *const *p, const int nr,
+                                           float *out, size_t out_stride, const int first,
+                                           const int prefetch)
 {
     /* the IQ4_NL levels + 128 in every 128-bit lane */
     const __m512i lut =
         _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kq_iq4nl_values)),
                          _mm512_set1_epi8((char)0x80));
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 tot[R16_Q8_0_MAX_NR];
+    __m512 tot[SPLASH_R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -77,8 +79,9 @@ R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
             __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
             {
-                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], r16_q8_0_bcast4(a + 4 * k));
-                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], r16_q8_0_bcast4(a + 16 + 4 * k));
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], splash_r16_q8_0_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1],
+                                           splash_r16_q8_0_bcast4(a + 16 + 4 * k));
             }
             acc = _mm512_add_epi32(acc, acc2);
             const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
@@ -90,6 +93,6 @@ R16_Q8_0_INLINE void iq4nl_r16_tile(const struct iq4nl_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(iq4nl_r16_mul_q80_avx512, struct iq4nl_r16_block, struct r16_q8_0_act,
-                    KQ_QK4_NL, 1, iq4nl_r16_tile, iq4nl_r16_prepare, iq4nl_mul_rows_q80_avx512,
-                    R16_KC, R16_STREAM_BYTES)
+SPLASH_R16_Q8_0_DEFINE_MUL(iq4nl_r16_mul_q80_avx512, struct iq4nl_r16_block,
+                           struct splash_r16_q8_0_act, KQ_QK4_NL, 1, iq4nl_r16_tile,
+                           iq4nl_r16_prepare, iq4nl_mul_rows_q80_avx512, R16_KC, R16_STREAM_BYTES)

@@ -27,7 +27,7 @@
 #define IQ4XS_R16_ROWS 16
 
 struct iq4xs_r16_block {
-    uint8_t qs[KQ_QK_K / 8][4 * IQ4XS_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 8][4 * IQ4XS_R16_ROWS];
     uint32_t sc[IQ4XS_R16_ROWS];
     uint16_t sh[IQ4XS_R16_ROWS];
     uint16_t d[IQ4XS_R16_ROWS];
@@ -60,7 +60,7 @@ static inline void iq4xs_r16_unpack_row(const struct iq4xs_r16_block *b, int r,
         o->scales_l[j / 2] |= (uint8_t)((ls & 15) << 4 * (j % 2));
         o->scales_h |= (uint16_t)((ls >> 4) << 2 * j);
     }
-    for (int k = 0; k < KQ_QK_K / 8; k++)
+    for (int k = 0; k < SPLASH_QK_K / 8; k++)
         memcpy(o->qs + 4 * k, &b->qs[k][4 * r], 4);
 }
 

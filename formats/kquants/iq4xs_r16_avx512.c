@@ -72,12 +72,12 @@ KQ_INLINE void iq4xs_r16_tile(int64_t nb, const struct iq4xs_r16_block *b, const
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + IQ4XS_R16_PF + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[IQ4XS_R16_NR];
+        const struct splash_q8_k_block *y[IQ4XS_R16_NR];
         /* -128 * (the activations' sum) of each sub-block, per activation row */
         _Alignas(32) int32_t init[IQ4XS_R16_NR][8];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            y[r] = (const struct q8_k_block *)(act + r * act_stride) + i;
+            y[r] = (const struct splash_q8_k_block *)(act + r * act_stride) + i;
             _mm256_store_si256((__m256i *)init[r],
                                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[r]->bsums),
                                                  _mm256_set1_epi16(-128)));
@@ -132,7 +132,7 @@ void iq4xs_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t
                               const void *act, size_t act_stride, int64_t n_act, float *out,
                               size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / IQ4XS_R16_ROWS * IQ4XS_R16_ROWS;
     const char *wb = w;
     /* a call over more rows than L2 holds streams them from memory: its first tile

@@ -15,24 +15,24 @@
  * groups and a 4-bit scale in the top bits. 2.0625 bpw. */
 struct iq2_xxs_block {
     uint16_t d; /* fp16 */
-    uint16_t qs[KQ_QK_K / 8];
+    uint16_t qs[SPLASH_QK_K / 8];
 };
 _Static_assert(sizeof(struct iq2_xxs_block) == 66, "iq2_xxs block is 66 bytes");
 
 /* IQ2_XS (17): per 8 values a u16: 9-bit grid index, 7 sign bits; a 4-bit scale per 16. */
 struct iq2_xs_block {
     uint16_t d;
-    uint16_t qs[KQ_QK_K / 8];
-    uint8_t scales[KQ_QK_K / 32];
+    uint16_t qs[SPLASH_QK_K / 8];
+    uint8_t scales[SPLASH_QK_K / 32];
 };
 _Static_assert(sizeof(struct iq2_xs_block) == 74, "iq2_xs block is 74 bytes");
 
 /* IQ2_S (22): qs holds 32 low index bytes then 32 sign bytes; qh the 2 high index bits. */
 struct iq2_s_block {
     uint16_t d;
-    uint8_t qs[KQ_QK_K / 4];
-    uint8_t qh[KQ_QK_K / 32];
-    uint8_t scales[KQ_QK_K / 32];
+    uint8_t qs[SPLASH_QK_K / 4];
+    uint8_t qh[SPLASH_QK_K / 32];
+    uint8_t scales[SPLASH_QK_K / 32];
 };
 _Static_assert(sizeof(struct iq2_s_block) == 82, "iq2_s block is 82 bytes");
 
@@ -40,34 +40,34 @@ _Static_assert(sizeof(struct iq2_s_block) == 82, "iq2_s block is 82 bytes");
  * 7-bit sign groups and a 4-bit scale. */
 struct iq3_xxs_block {
     uint16_t d;
-    uint8_t qs[3 * KQ_QK_K / 8];
+    uint8_t qs[3 * SPLASH_QK_K / 8];
 };
 _Static_assert(sizeof(struct iq3_xxs_block) == 98, "iq3_xxs block is 98 bytes");
 
 /* IQ3_S (21): 9-bit indices (qs + one qh bit), explicit sign bits, a 4-bit scale per 32. */
 struct iq3_s_block {
     uint16_t d;
-    uint8_t qs[KQ_QK_K / 4];
-    uint8_t qh[KQ_QK_K / 32];
-    uint8_t signs[KQ_QK_K / 8];
-    uint8_t scales[KQ_QK_K / 64];
+    uint8_t qs[SPLASH_QK_K / 4];
+    uint8_t qh[SPLASH_QK_K / 32];
+    uint8_t signs[SPLASH_QK_K / 8];
+    uint8_t scales[SPLASH_QK_K / 64];
 };
 _Static_assert(sizeof(struct iq3_s_block) == 110, "iq3_s block is 110 bytes");
 
 /* IQ1_S (19): per 32 values a u16 qh: four 3-bit index highs, a 3-bit scale, delta sign. */
 struct iq1_s_block {
     uint16_t d;
-    uint8_t qs[KQ_QK_K / 8];
-    uint16_t qh[KQ_QK_K / 32];
+    uint8_t qs[SPLASH_QK_K / 8];
+    uint16_t qh[SPLASH_QK_K / 32];
 };
 _Static_assert(sizeof(struct iq1_s_block) == 50, "iq1_s block is 50 bytes");
 
 /* IQ1_M (29): no d field: the fp16 block scale is spread over the top nibbles of the
  * four u16 words of `scales`, whose other bits are 3-bit scales per 16 values. */
 struct iq1_m_block {
-    uint8_t qs[KQ_QK_K / 8];
-    uint8_t qh[KQ_QK_K / 16];
-    uint8_t scales[KQ_QK_K / 32];
+    uint8_t qs[SPLASH_QK_K / 8];
+    uint8_t qh[SPLASH_QK_K / 16];
+    uint8_t scales[SPLASH_QK_K / 32];
 };
 _Static_assert(sizeof(struct iq1_m_block) == 56, "iq1_m block is 56 bytes");
 
@@ -82,8 +82,8 @@ _Static_assert(sizeof(struct iq4_nl_block) == 18, "iq4_nl block is 18 bytes");
 struct iq4_xs_block {
     uint16_t d;
     uint16_t scales_h;
-    uint8_t scales_l[KQ_QK_K / 64];
-    uint8_t qs[KQ_QK_K / 2];
+    uint8_t scales_l[SPLASH_QK_K / 64];
+    uint8_t qs[SPLASH_QK_K / 2];
 };
 _Static_assert(sizeof(struct iq4_xs_block) == 136, "iq4_xs block is 136 bytes");
 

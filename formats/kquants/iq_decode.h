@@ -34,7 +34,7 @@ static inline void kq_iq3xxs_decode(const struct iq3_xxs_block *x, struct kq_dec
 {
     for (int ib = 0; ib < 8; ib++) {
         const uint8_t *q = x->qs + 8 * ib;
-        uint32_t aux = kq_load_u32(x->qs + KQ_QK_K / 4 + 4 * ib);
+        uint32_t aux = kq_load_u32(x->qs + SPLASH_QK_K / 4 + 4 * ib);
         __m256i g = _mm256_setr_epi32(
             (int)kq_iq3xxs_grid[q[0]], (int)kq_iq3xxs_grid[q[1]], (int)kq_iq3xxs_grid[q[2]],
             (int)kq_iq3xxs_grid[q[3]], (int)kq_iq3xxs_grid[q[4]], (int)kq_iq3xxs_grid[q[5]],

@@ -49,14 +49,14 @@ static void q1_0_from_float(const float *x, void *blocks, int64_t n, const float
 static void q1_0_dot_q8_0_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q1_0_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sumf = 0;
     for (int64_t i = 0; i < n / KQ_QK1_0; i++) {
         float sumi = 0.0f;
-        for (int k = 0; k < KQ_QK1_0 / KQ_QK8_0; k++) {
-            const struct q8_0_block *yb = &y[i * 4 + k];
+        for (int k = 0; k < KQ_QK1_0 / SPLASH_QK8_0; k++) {
+            const struct splash_q8_0_block *yb = &y[i * 4 + k];
             int32_t sumi_block = 0;
-            for (int j = 0; j < KQ_QK8_0; j++)
+            for (int j = 0; j < SPLASH_QK8_0; j++)
                 sumi_block += x[i].qs[4 * k + j / 8] >> (j % 8) & 1 ? yb->qs[j] : -yb->qs[j];
             sumi += splash_fp16_to_fp32(yb->d) * (float)sumi_block;
         }

@@ -16,7 +16,7 @@ static inline void q1_0_block(const void *wb, const uint8_t *const ab[], int nr,
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     const float xd = _cvtsh_ss(x->d);
     for (int r = 0; r < nr; r++) {
-        const struct q8_0_block *y = (const struct q8_0_block *)ab[r];
+        const struct splash_q8_0_block *y = (const struct splash_q8_0_block *)ab[r];
         __m256i p[4];
         for (int k = 0; k < 4; k++) {
             __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[k].qs), sg[k]);
@@ -34,4 +34,4 @@ static inline void q1_0_block(const void *wb, const uint8_t *const ab[], int nr,
 }
 
 KQ_IQ_DEFINE_ROWS(q1_0, q80, avx2, KQ_QK1_0, sizeof(struct q1_0_block),
-                  4 * sizeof(struct q8_0_block), q1_0_block, kq_finish_id)
+                  4 * sizeof(struct splash_q8_0_block), q1_0_block, kq_finish_id)

@@ -68,7 +68,7 @@ KQ_INLINE void kq_k4r16_decode(const uint8_t scales[3][64], const uint16_t d[16]
 }
 
 /* The int16 pairs (B_2t, B_2t+1) of a Q8_K row's 32-value sums, 4 per super-block. */
-KQ_INLINE void kq_k4r16_pairs(const struct q8_k_block *y, int64_t nb, int32_t *bp)
+KQ_INLINE void kq_k4r16_pairs(const struct splash_q8_k_block *y, int64_t nb, int32_t *bp)
 {
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),

@@ -54,15 +54,15 @@ struct q5_1_block {
 _Static_assert(sizeof(struct q5_1_block) == 24, "q5_1 block is 24 bytes");
 
 struct q2_k_block {
-    uint8_t scales[KQ_QK_K / 16]; /* low nibble scale, high nibble min, per 16 */
-    uint8_t qs[KQ_QK_K / 4];
+    uint8_t scales[SPLASH_QK_K / 16]; /* low nibble scale, high nibble min, per 16 */
+    uint8_t qs[SPLASH_QK_K / 4];
     uint16_t d, dmin; /* fp16 super-block scales */
 };
 _Static_assert(sizeof(struct q2_k_block) == 84, "q2_K block is 84 bytes");
 
 struct q3_k_block {
-    uint8_t hmask[KQ_QK_K / 8]; /* high bits */
-    uint8_t qs[KQ_QK_K / 4];    /* low 2 bits */
+    uint8_t hmask[SPLASH_QK_K / 8]; /* high bits */
+    uint8_t qs[SPLASH_QK_K / 4];    /* low 2 bits */
     uint8_t scales[12];         /* 16 6-bit scales */
     uint16_t d;
 };
@@ -71,22 +71,22 @@ _Static_assert(sizeof(struct q3_k_block) == 110, "q3_K block is 110 bytes");
 struct q4_k_block {
     uint16_t d, dmin;
     uint8_t scales[KQ_K_SCALE_SIZE]; /* 8 6-bit scales and 8 6-bit mins */
-    uint8_t qs[KQ_QK_K / 2];
+    uint8_t qs[SPLASH_QK_K / 2];
 };
 _Static_assert(sizeof(struct q4_k_block) == 144, "q4_K block is 144 bytes");
 
 struct q5_k_block {
     uint16_t d, dmin;
     uint8_t scales[KQ_K_SCALE_SIZE];
-    uint8_t qh[KQ_QK_K / 8];
-    uint8_t qs[KQ_QK_K / 2];
+    uint8_t qh[SPLASH_QK_K / 8];
+    uint8_t qs[SPLASH_QK_K / 2];
 };
 _Static_assert(sizeof(struct q5_k_block) == 176, "q5_K block is 176 bytes");
 
 struct q6_k_block {
-    uint8_t ql[KQ_QK_K / 2];
-    uint8_t qh[KQ_QK_K / 4];
-    int8_t scales[KQ_QK_K / 16];
+    uint8_t ql[SPLASH_QK_K / 2];
+    uint8_t qh[SPLASH_QK_K / 4];
+    int8_t scales[SPLASH_QK_K / 16];
     uint16_t d;
 };
 _Static_assert(sizeof(struct q6_k_block) == 210, "q6_K block is 210 bytes");

@@ -39,10 +39,10 @@ static inline float kq_neon_h2f(uint16_t h)
 
 void KQ_NEON_FN(q8_0_dot_q8_0)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
-    const struct q8_0_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *x = w_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK8_0; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK8_0; i++) {
         int32x4_t acc = vdupq_n_s32(0);
         KQ_DOT16(acc, vld1q_s8(x[i].qs), vld1q_s8(y[i].qs));
         KQ_DOT16(acc, vld1q_s8(x[i].qs + 16), vld1q_s8(y[i].qs + 16));
@@ -55,7 +55,7 @@ void KQ_NEON_FN(q8_0_dot_q8_0)(int64_t n, float *s, const void *w_row, const voi
 void KQ_NEON_FN(q4_0_dot_q8_0)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q4_0_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     const uint8x16_t low4 = vdupq_n_u8(0xF);
     const int8x16_t eight = vdupq_n_s8(8);
     float sum = 0;
@@ -77,10 +77,10 @@ void KQ_NEON_FN(q4_0_dot_q8_0)(int64_t n, float *s, const void *w_row, const voi
 void KQ_NEON_FN(q4k_dot_q8k)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q4_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     const uint8x16_t low4 = vdupq_n_u8(0xF);
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const uint8_t *q = x[i].qs;
         const int8_t *a = y[i].qs;
         int32x4_t isum_v = vdupq_n_s32(0);
@@ -111,11 +111,11 @@ void KQ_NEON_FN(q4k_dot_q8k)(int64_t n, float *s, const void *w_row, const void 
 void KQ_NEON_FN(q6k_dot_q8k)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q6_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     const uint8x16_t low4 = vdupq_n_u8(0xF), two = vdupq_n_u8(3);
     const int8x16_t off = vdupq_n_s8(32);
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
         const int8_t *sc = x[i].scales, *a = y[i].qs;
         int32x4_t isum_v = vdupq_n_s32(0);
@@ -152,10 +152,10 @@ void KQ_NEON_FN(q6k_dot_q8k)(int64_t n, float *s, const void *w_row, const void 
 void KQ_NEON_FN(q5k_dot_q8k)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q5_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     const uint8x16_t low4 = vdupq_n_u8(0xF), sixteen = vdupq_n_u8(16);
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const uint8_t *ql = x[i].qs;
         const uint8x16_t h0 = vld1q_u8(x[i].qh), h1 = vld1q_u8(x[i].qh + 16);
         const int8_t *a = y[i].qs;
@@ -193,7 +193,7 @@ void KQ_NEON_FN(q5k_dot_q8k)(int64_t n, float *s, const void *w_row, const void 
 void KQ_NEON_FN(iq4nl_dot_q80)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq4_nl_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     const int8x16_t table = vld1q_s8(kq_iq4nl_values);
     const uint8x16_t low4 = vdupq_n_u8(0xF);
     float sumf = 0;
@@ -212,15 +212,15 @@ void KQ_NEON_FN(iq4nl_dot_q80)(int64_t n, float *s, const void *w_row, const voi
 void KQ_NEON_FN(iq4xs_dot_q8k)(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct iq4_xs_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     const int8x16_t table = vld1q_s8(kq_iq4nl_values);
     const uint8x16_t low4 = vdupq_n_u8(0xF);
     float sumf = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d4d8 = kq_neon_h2f(x[i].d) * y[i].d;
         const uint8_t *qs = x[i].qs;
         const int8_t *q8 = y[i].qs;
-        for (int ib = 0; ib < KQ_QK_K / 32; ib++, qs += 16, q8 += 32) {
+        for (int ib = 0; ib < SPLASH_QK_K / 32; ib++, qs += 16, q8 += 32) {
             const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
                            (((x[i].scales_h >> 2 * ib) & 3) << 4);
             const float dl = d4d8 * (float)(ls - 32);

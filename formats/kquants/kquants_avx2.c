@@ -31,7 +31,7 @@ KQ_INLINE int kq_hsum_epi32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-#define KQ_ACT_K(r) ((const struct q8_k_block *)((const char *)act + (r) * act_stride) + i)
+#define KQ_ACT_K(r) ((const struct splash_q8_k_block *)((const char *)act + (r)*act_stride) + i)
 
 /* Shared skeleton: PREP unpacks block i into w[8] (32 values each, in order)
  * and sc[8] (their scales); FIX(y) is the int correction from bsums; D and
@@ -47,13 +47,13 @@ KQ_INLINE int kq_hsum_epi32(__m256i v)
             acc[r] = _mm256_setzero_ps();                                                          \
             accm[r] = 0;                                                                           \
         }                                                                                          \
-        for (int64_t i = 0; i < n / KQ_QK_K; i++) {                                                \
+        for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {                                            \
             __m256i w[8], sc[8];                                                                   \
             PREP;                                                                                  \
             const float dw = kq_h2f_fast(x[i].d);                                                  \
             const float dmw = DMIN;                                                                \
             for (int r = 0; r < nr; r++) {                                                         \
-                const struct q8_k_block *y = KQ_ACT_K(r);                                          \
+                const struct splash_q8_k_block *y = KQ_ACT_K(r);                                   \
                 __m256i isum = _mm256_setzero_si256();                                             \
                 for (int k = 0; k < 8; k++) {                                                      \
                     const __m256i a = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k));       \
@@ -61,8 +61,8 @@ KQ_INLINE int kq_hsum_epi32(__m256i v)
                         isum, _mm256_madd_epi16(_mm256_maddubs_epi16(w[k], a), sc[k]));            \
                 }                                                                                  \
                 isum = _mm256_sub_epi32(isum, FIX);                                                \
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y->d), _mm256_cvtepi32_ps(isum),     \
-                                         acc[r]);                                                  \
+                acc[r] =                                                                           \
+                    _mm256_fmadd_ps(_mm256_set1_ps(dw * y->d), _mm256_cvtepi32_ps(isum), acc[r]);  \
                 accm[r] -= dmw * y->d * (float)(MINS);                                             \
             }                                                                                      \
         }                                                                                          \
@@ -146,7 +146,7 @@ KQ_INLINE void q4k_prep(const uint8_t *packed, const uint8_t *qs, const uint8_t 
 }
 
 /* sum over sub-blocks j of min_j * (bsums[2j] + bsums[2j+1]) */
-KQ_INLINE int kq_k4_mins(const struct q8_k_block *y, __m128i mins8)
+KQ_INLINE int kq_k4_mins(const struct splash_q8_k_block *y, __m128i mins8)
 {
     const __m256i bs = KQ_BSUMS(y);
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));

@@ -77,7 +77,7 @@ KQ_INLINE __m512i kq_k4_scales16(const uint8_t *packed)
                 tile(n, wb + i * w_stride, w_stride, 1, act, 0, 1, out + i, 0);                    \
             return;                                                                                \
         }                                                                                          \
-        const int64_t nb = n / KQ_QK_K;                                                            \
+        const int64_t nb = n / SPLASH_QK_K;                                                        \
         act_t buf[nb <= KQ_MM_MAX_NB && n_w > KQ_MM_NW ? KQ_MAX_NR * nb : 1];                      \
         for (int64_t j = 0; j < n_act; j += KQ_MAX_NR) {                                           \
             const int nr = n_act - j >= KQ_MAX_NR ? KQ_MAX_NR : (int)(n_act - j);                  \
@@ -87,7 +87,7 @@ KQ_INLINE __m512i kq_k4_scales16(const uint8_t *packed)
             if (pre) {                                                                             \
                 for (int r = 0; r < nr; r++)                                                       \
                     for (int64_t i = 0; i < nb; i++)                                               \
-                        act_at(a, r * act_stride, i, &buf[r * nb + i]);                            \
+                        act_at(a, r *act_stride, i, &buf[r * nb + i]);                             \
                 a = buf;                                                                           \
             }                                                                                      \
             for (int64_t i = 0; i < n_w; i += KQ_MM_NW) {                                          \
@@ -194,7 +194,8 @@ struct kq_q4k_act {
 
 KQ_INLINE void kq_q4k_act_at(const void *act, size_t off, int64_t i, struct kq_q4k_act *o)
 {
-    const struct q8_k_block *y = (const struct q8_k_block *)((const char *)act + off) + i;
+    const struct splash_q8_k_block *y =
+        (const struct splash_q8_k_block *)((const char *)act + off) + i;
     o->a[0] = kq_act_split(y->qs);
     o->a[1] = kq_act_split(y->qs + 32);
     o->a[2] = kq_act_split(y->qs + 128);
@@ -227,7 +228,7 @@ KQ_INLINE void q4k_tile_avx512(int64_t n, const void *w, size_t w_stride, const 
                                const void *act, size_t act_stride, const int nr, float *out,
                                size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     __m512 acc[KQ_TILE_NW][KQ_MAX_NR];
     KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
         _mm512_setzero_ps();
@@ -287,7 +288,7 @@ KQ_INLINE void q4k_mm_tile_avx512(int64_t n, const void *w, size_t w_stride, con
                                   const void *act, size_t act_stride, const int nr, float *out,
                                   size_t out_stride, const int pre)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     __m512 acc[KQ_MM_NW][KQ_MAX_NR];
     KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
         _mm512_setzero_ps();
@@ -325,7 +326,7 @@ KQ_INLINE void q5k_kernel_avx512(int64_t n, const void *w_row, const void *act, 
                                  int nr, float *out, size_t out_stride)
 {
     const struct q5_k_block *x = w_row;
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(16);
     __m512i idx[4], bit[4];
     for (int p = 0; p < 4; p++) {
@@ -357,8 +358,8 @@ KQ_INLINE void q5k_kernel_avx512(int64_t n, const void *w_row, const void *act, 
             w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit[p]), w[p], b16);
         const float dw = kq_h2f_fast(x[i].d), dmw = kq_h2f_fast(x[i].dmin);
         for (int r = 0; r < nr; r++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + r * act_stride) + i;
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + r * act_stride) + i;
             __m512i isum = _mm512_setzero_si512();
             for (int p = 0; p < 4; p++) {
                 const __m512i a = _mm512_loadu_si512(y->qs + 64 * p);
@@ -397,7 +398,8 @@ struct kq_q6k_act {
 
 KQ_INLINE void kq_q6k_act_at(const void *act, size_t off, int64_t i, struct kq_q6k_act *o)
 {
-    const struct q8_k_block *y = (const struct q8_k_block *)((const char *)act + off) + i;
+    const struct splash_q8_k_block *y =
+        (const struct splash_q8_k_block *)((const char *)act + off) + i;
     const __m512i m32 = _mm512_set1_epi8(32);
     KQ_UNROLL for (int q = 0; q < 4; q++)
     {
@@ -468,7 +470,7 @@ KQ_INLINE void q6k_tile_avx512(int64_t n, const void *w, size_t w_stride, const 
                                const void *act, size_t act_stride, const int nr, float *out,
                                size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     __m512 acc[KQ_TILE_NW][KQ_MAX_NR];
     KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
         _mm512_setzero_ps();
@@ -502,7 +504,7 @@ KQ_INLINE void q6k_mm_tile_avx512(int64_t n, const void *w, size_t w_stride, con
                                   const void *act, size_t act_stride, const int nr, float *out,
                                   size_t out_stride, const int pre)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     __m512 acc[KQ_MM_NW][KQ_MAX_NR];
     KQ_UNROLL for (int wi = 0; wi < nw; wi++) KQ_UNROLL for (int r = 0; r < nr; r++) acc[wi][r] =
         _mm512_setzero_ps();

@@ -57,7 +57,7 @@ KQ_INLINE __m256i kq_dot_u8(__m256i w, __m256i a)
             const __m256i aw = _mm256_sign_epi8(w, w);                                             \
             const float dw = kq_h2f_fast(x[i].d);                                                  \
             for (int r = 0; r < nr; r++) {                                                         \
-                const struct q8_0_block *y = KQ_ACT(struct q8_0_block, r) + i;                     \
+                const struct splash_q8_0_block *y = KQ_ACT(struct splash_q8_0_block, r) + i;       \
                 const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);                      \
                 const __m256i p = _mm256_madd_epi16(                                               \
                     _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));       \
@@ -85,7 +85,7 @@ KQ_INLINE __m256i kq_dot_u8(__m256i w, __m256i a)
             const __m256i w = UNPACK(x + i);                                                       \
             const float dw = kq_h2f_fast(x[i].d), mw = kq_h2f_fast(x[i].m);                        \
             for (int r = 0; r < nr; r++) {                                                         \
-                const struct q8_1_block *y = KQ_ACT(struct q8_1_block, r) + i;                     \
+                const struct splash_q8_1_block *y = KQ_ACT(struct splash_q8_1_block, r) + i;       \
                 const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);                      \
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * kq_h2f_fast(y->d)),                   \
                                          _mm256_cvtepi32_ps(kq_dot_u8(w, a)), acc[r]);             \
@@ -101,7 +101,7 @@ KQ_INLINE __m256i kq_unpack_q4_0(const struct q4_0_block *b)
     return _mm256_sub_epi8(kq_nibbles(b->qs), _mm256_set1_epi8(8));
 }
 
-KQ_INLINE __m256i kq_unpack_q8_0(const struct q8_0_block *b)
+KQ_INLINE __m256i kq_unpack_q8_0(const struct splash_q8_0_block *b)
 {
     return _mm256_loadu_si256((const __m256i *)b->qs);
 }
@@ -126,7 +126,7 @@ KQ_INLINE __m256i kq_unpack_q5_1(const struct q5_1_block *b)
 
 KQ_DEFINE_SIGNED_Q8_0(q4_0_kernel_avx2, struct q4_0_block, kq_unpack_q4_0)
 KQ_DEFINE_SIGNED_Q8_0(q5_0_kernel_avx2, struct q5_0_block, kq_unpack_q5_0)
-KQ_DEFINE_SIGNED_Q8_0(q8_0_kernel_avx2, struct q8_0_block, kq_unpack_q8_0)
+KQ_DEFINE_SIGNED_Q8_0(q8_0_kernel_avx2, struct splash_q8_0_block, kq_unpack_q8_0)
 KQ_DEFINE_UNSIGNED_Q8_1(q4_1_kernel_avx2, struct q4_1_block, kq_unpack_q4_1)
 KQ_DEFINE_UNSIGNED_Q8_1(q5_1_kernel_avx2, struct q5_1_block, kq_unpack_q5_1)
 

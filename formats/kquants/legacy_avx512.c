@@ -14,7 +14,7 @@ KQ_INLINE __m512 kq_pair_ps(float a, float b)
     return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
 }
 
-KQ_INLINE __m512i kq_q8_0_pair(const struct q8_0_block *b)
+KQ_INLINE __m512i kq_q8_0_pair(const struct splash_q8_0_block *b)
 {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
                               _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
@@ -27,8 +27,8 @@ KQ_INLINE __m512i kq_q8_0_pair(const struct q8_0_block *b)
         const __m512i negc = _mm512_sub_epi32(                                                     \
             _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, w));          \
         for (int r = 0; r < nr; r++) {                                                             \
-            const struct q8_0_block *y =                                                           \
-                (const struct q8_0_block *)((const char *)act + r * act_stride) + i;               \
+            const struct splash_q8_0_block *y =                                                    \
+                (const struct splash_q8_0_block *)((const char *)act + r * act_stride) + i;        \
             const __m512i u = _mm512_xor_si512(kq_q8_0_pair(y), k80);                              \
             const __m512i t = _mm512_dpbusd_epi32(negc, u, w);                                     \
             const __m512 d = kq_pair_ps(dw0 * kq_h2f_fast(y[0].d), dw1 * kq_h2f_fast(y[1].d));     \
@@ -45,7 +45,7 @@ KQ_INLINE __m512i kq_q8_0_pair(const struct q8_0_block *b)
  * memory order (kq_prefetch_next_tile); a lone row prefetches KQ_PREFETCH bytes ahead. */
 
 /* The fp16 scales d of 16 consecutive Q8_0 blocks (lanes >= nblk zero) as floats. */
-KQ_INLINE __m512 kq_q8_0_d16(const struct q8_0_block *b, __mmask16 m)
+KQ_INLINE __m512 kq_q8_0_d16(const struct splash_q8_0_block *b, __mmask16 m)
 {
     const __m512i off =
         _mm512_set_epi32(15 * 34, 14 * 34, 13 * 34, 12 * 34, 11 * 34, 10 * 34, 9 * 34, 8 * 34,
@@ -56,14 +56,14 @@ KQ_INLINE __m512 kq_q8_0_d16(const struct q8_0_block *b, __mmask16 m)
 }
 
 /* Values of blocks b[0], b[1] (or b[0] and zeros) in one register. */
-KQ_INLINE __m512i kq_q8_0_load(const struct q8_0_block *b, int both)
+KQ_INLINE __m512i kq_q8_0_load(const struct splash_q8_0_block *b, int both)
 {
     return both ? kq_q8_0_pair(b)
                 : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)b->qs));
 }
 
-#define KQ_W8(wi) ((const struct q8_0_block *)((const char *)w + (wi)*w_stride))
-#define KQ_A8(r) ((const struct q8_0_block *)((const char *)act + (r)*act_stride))
+#define KQ_W8(wi) ((const struct splash_q8_0_block *)((const char *)w + (wi)*w_stride))
+#define KQ_A8(r) ((const struct splash_q8_0_block *)((const char *)act + (r)*act_stride))
 
 /* Blocks p, p + 1 of group g (only p when !both) for every pair of the tile. */
 #define KQ_Q8_0_PAIR_STEP(p, both)                                                                 \
@@ -94,7 +94,7 @@ KQ_INLINE void q8_0_tile_avx512(int64_t n, const void *w, size_t w_stride, const
                                 const void *act, size_t act_stride, const int nr, float *out,
                                 size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK8_0;
+    const int64_t nb = n / SPLASH_QK8_0;
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
     const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc[KQ_TILE_NW][KQ_MAX_NR];
@@ -111,7 +111,7 @@ KQ_INLINE void q8_0_tile_avx512(int64_t n, const void *w, size_t w_stride, const
             KQ_UNROLL for (int r = 0; r < nr; r++) sc[wi][r] = _mm512_mul_ps(dw, da[r]);
         }
         if (nw > 1)
-            kq_prefetch_next_tile(w, w_stride, nw, g / 16, 16 * sizeof(struct q8_0_block));
+            kq_prefetch_next_tile(w, w_stride, nw, g / 16, 16 * sizeof(struct splash_q8_0_block));
         if (nblk == 16) {
             _Pragma("GCC unroll 8") for (int p = 0; p < 16; p += 2) KQ_Q8_0_PAIR_STEP(p, 1);
         } else {
@@ -151,8 +151,8 @@ KQ_INLINE void q4_0_kernel_avx512(int64_t n, const void *w_row, const void *act,
     for (int r = 0; r < nr; r++) {
         float s = _mm512_reduce_add_ps(acc[r]);
         if (i < nb) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)((const char *)act + r * act_stride) + i;
+            const struct splash_q8_0_block *y =
+                (const struct splash_q8_0_block *)((const char *)act + r * act_stride) + i;
             int sumi = 0;
             for (int j = 0; j < KQ_QK4_0 / 2; j++)
                 sumi += ((x[i].qs[j] & 0xF) - 8) * y->qs[j] +

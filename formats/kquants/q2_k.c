@@ -13,7 +13,7 @@ static const struct kq_scale_field q2_k_fields[] = {
 static enum splash_status q2_k_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                         struct splash_err *err)
 {
-    return kq_validate_blocks("Q2_K", data, n_bytes, n_elems, KQ_QK_K,
+    return kq_validate_blocks("Q2_K", data, n_bytes, n_elems, SPLASH_QK_K,
                               sizeof(struct q2_k_block), q2_k_fields, 2, err);
 }
 
@@ -22,7 +22,7 @@ static enum splash_status q2_k_validate(const void *data, size_t n_bytes, int64_
 static void q2_k_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q2_k_block *b = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = kq_h2f(b[i].d), min = kq_h2f(b[i].dmin);
         const uint8_t *q = b[i].qs;
         int is = 0;
@@ -43,12 +43,12 @@ static void q2_k_from_float(const float *x, void *blocks, int64_t n, const float
 {
     (void)imatrix;
     struct q2_k_block *y = blocks;
-    uint8_t L[KQ_QK_K], Laux[16];
-    float weights[16], mins[KQ_QK_K / 16], scales[KQ_QK_K / 16];
+    uint8_t L[SPLASH_QK_K], Laux[16];
+    float weights[16], mins[SPLASH_QK_K / 16], scales[SPLASH_QK_K / 16];
     const float q4scale = 15.0f;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++, x += KQ_QK_K) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++, x += SPLASH_QK_K) {
         float max_scale = 0, max_min = 0;
-        for (int j = 0; j < KQ_QK_K / 16; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 16; j++) {
             for (int l = 0; l < 16; l++)
                 weights[l] = fabsf(x[16 * j + l]);
             scales[j] = kq_make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
@@ -60,24 +60,24 @@ static void q2_k_from_float(const float *x, void *blocks, int64_t n, const float
         }
         if (max_scale > 0) {
             float iscale = q4scale / max_scale;
-            for (int j = 0; j < KQ_QK_K / 16; j++)
+            for (int j = 0; j < SPLASH_QK_K / 16; j++)
                 y[i].scales[j] = (uint8_t)kq_nearest_int(iscale * scales[j]);
             y[i].d = kq_f2h(max_scale / q4scale);
         } else {
-            for (int j = 0; j < KQ_QK_K / 16; j++)
+            for (int j = 0; j < SPLASH_QK_K / 16; j++)
                 y[i].scales[j] = 0;
             y[i].d = kq_f2h(0.0f);
         }
         if (max_min > 0) {
             float iscale = q4scale / max_min;
-            for (int j = 0; j < KQ_QK_K / 16; j++)
+            for (int j = 0; j < SPLASH_QK_K / 16; j++)
                 y[i].scales[j] |= (uint8_t)(kq_nearest_int(iscale * mins[j]) << 4);
             y[i].dmin = kq_f2h(max_min / q4scale);
         } else {
             y[i].dmin = kq_f2h(0.0f);
         }
         /* requantize against the rounded scales */
-        for (int j = 0; j < KQ_QK_K / 16; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 16; j++) {
             const float d = kq_h2f(y[i].d) * (y[i].scales[j] & 0xF);
             if (!d)
                 continue;
@@ -87,7 +87,7 @@ static void q2_k_from_float(const float *x, void *blocks, int64_t n, const float
                 L[16 * j + k] = (uint8_t)KQ_MAX(0, KQ_MIN(3, l));
             }
         }
-        for (int j = 0; j < KQ_QK_K; j += 128)
+        for (int j = 0; j < SPLASH_QK_K; j += 128)
             for (int l = 0; l < 32; l++)
                 y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
                                                (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
@@ -97,9 +97,9 @@ static void q2_k_from_float(const float *x, void *blocks, int64_t n, const float
 void q2k_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q2_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         int summs = 0;
         for (int j = 0; j < 16; j++)
             summs += y[i].bsums[j] * (x[i].scales[j] >> 4);
@@ -135,7 +135,7 @@ const struct splash_format_type kq_q2_k_type = {
     .name = "Q2_K",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 10,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct q2_k_block),
     .bits_per_weight = 2.625f,
     .act_type = "Q8_K",

@@ -9,12 +9,12 @@
 /* Bytes of n_rows Q2_K rows of n elements: the plain image and the repacked one. */
 static size_t q2k_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct q2_k_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct q2_k_block) * (size_t)n_rows;
 }
 
 void q2k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct q2_k_block);
     const int64_t n_groups = n_rows / Q2K_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -26,10 +26,10 @@ void q2k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
                 const struct q2_k_block *x = (const struct q2_k_block *)(rows + r * row_bytes) + i;
                 o->d[r] = x->d;
                 o->dmin[r] = x->dmin;
-                for (int q = 0; q < KQ_QK_K / 64; q++)
+                for (int q = 0; q < SPLASH_QK_K / 64; q++)
                     for (int p = 0; p < 4; p++)
                         o->scales[q][4 * r + p] = x->scales[4 * q + Q2K_R16_SUB(p)];
-                for (int t = 0; t < KQ_QK_K / 16; t++)
+                for (int t = 0; t < SPLASH_QK_K / 16; t++)
                     memcpy(&o->qs[t][4 * r], x->qs + 4 * t, 4);
             }
         }
@@ -45,12 +45,12 @@ void q2k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status q2k_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                            struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q2_K_R16: %lld elements is not a multiple of the %d-element row "
                               "block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct q2_k_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct q2_k_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q2_K_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -64,12 +64,12 @@ static enum splash_status q2k_r16_validate(const void *data, size_t n_bytes, int
 static void q2k_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q2k_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (Q2K_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (Q2K_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < Q2K_R16_ROWS; r++) {
             struct q2_k_block x;
             q2k_r16_unpack_row(&b[i], r, &x);
             const float d = kq_h2f(x.d), min = kq_h2f(x.dmin);
-            for (int e = 0; e < KQ_QK_K; e++) {
+            for (int e = 0; e < SPLASH_QK_K; e++) {
                 /* value 128h + 32k + l is bits 2k..2k+1 of qs[32h + l] */
                 const int h = e / 128, k = e % 128 / 32, l = e % 32;
                 const uint8_t sc = x.scales[e / 16];
@@ -80,7 +80,7 @@ static void q2k_r16_to_float(const void *blocks, float *out, int64_t n)
 }
 
 /* The dot of one plain super-block with one Q8_K block, as q2k_dot_q8k_ref sums it. */
-static float q2k_r16_block_dot(const struct q2_k_block *x, const struct q8_k_block *y)
+static float q2k_r16_block_dot(const struct q2_k_block *x, const struct splash_q8_k_block *y)
 {
     int summs = 0;
     for (int j = 0; j < 16; j++)
@@ -88,7 +88,7 @@ static float q2k_r16_block_dot(const struct q2_k_block *x, const struct q8_k_blo
     const float dall = y->d * kq_h2f(x->d);
     const float dmin = y->d * kq_h2f(x->dmin);
     int isum = 0;
-    for (int e = 0; e < KQ_QK_K; e++) {
+    for (int e = 0; e < SPLASH_QK_K; e++) {
         const int h = e / 128, k = e % 128 / 32, l = e % 32;
         isum += (x->scales[e / 16] & 0xF) * ((x->qs[32 * h + l] >> 2 * k) & 3) * y->qs[e];
     }
@@ -100,14 +100,14 @@ static float q2k_r16_block_dot(const struct q2_k_block *x, const struct q8_k_blo
 void q2k_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                          size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q2K_R16_ROWS * Q2K_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += Q2K_R16_ROWS) {
         const struct q2k_r16_block *b =
             (const struct q2k_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < Q2K_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -136,7 +136,7 @@ static const struct splash_kernel_row q2k_r16_rows[] = {
 const struct splash_format_type kq_q2_k_r16_type = {
     .name = "Q2_K_R16",
     .gguf_type = -1,
-    .block_elems = Q2K_R16_ROWS * KQ_QK_K,
+    .block_elems = Q2K_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct q2k_r16_block),
     .bits_per_weight = 2.625f,
     .act_type = "Q8_K",

@@ -27,8 +27,8 @@
 #define Q2K_R16_SUB(p) ((p) == 1 ? 2 : (p) == 2 ? 1 : (p))
 
 struct q2k_r16_block {
-    uint8_t qs[KQ_QK_K / 16][4 * Q2K_R16_ROWS];
-    uint8_t scales[KQ_QK_K / 64][4 * Q2K_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 16][4 * Q2K_R16_ROWS];
+    uint8_t scales[SPLASH_QK_K / 64][4 * Q2K_R16_ROWS];
     uint16_t d[Q2K_R16_ROWS];
     uint16_t dmin[Q2K_R16_ROWS];
 };
@@ -40,10 +40,10 @@ static inline void q2k_r16_unpack_row(const struct q2k_r16_block *b, int r, stru
 {
     o->d = b->d[r];
     o->dmin = b->dmin[r];
-    for (int q = 0; q < KQ_QK_K / 64; q++)
+    for (int q = 0; q < SPLASH_QK_K / 64; q++)
         for (int p = 0; p < 4; p++)
             o->scales[4 * q + Q2K_R16_SUB(p)] = b->scales[q][4 * r + p];
-    for (int t = 0; t < KQ_QK_K / 16; t++)
+    for (int t = 0; t < SPLASH_QK_K / 16; t++)
         memcpy(o->qs + 4 * t, &b->qs[t][4 * r], 4);
 }
 

@@ -63,9 +63,9 @@ KQ_INLINE void q2k_r16_tile(int64_t nb, const struct q2k_r16_block *b, const cha
             KQ_UNROLL for (int l = 0; l < (int)sizeof *b; l += 64)
                 _mm_prefetch((const char *)b + Q2K_R16_PREFETCH + l, _MM_HINT_T1);
         }
-        const struct q8_k_block *y[KQ_MAX_NR];
+        const struct splash_q8_k_block *y[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
-            (const struct q8_k_block *)(act + r * act_stride) + i;
+            (const struct splash_q8_k_block *)(act + r * act_stride) + i;
         __m512i tq[KQ_MAX_NR], tm[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
@@ -143,7 +143,7 @@ KQ_INLINE void q2k_r16_tile(int64_t nb, const struct q2k_r16_block *b, const cha
 void q2k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                             size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q2K_R16_ROWS * Q2K_R16_ROWS;
     const char *wb = w;
     /* a call streaming its rows from memory prefetches ahead */
@@ -159,7 +159,7 @@ void q2k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
             const struct q2k_r16_block *b = grp + i0;
             for (int64_t j = 0; j < n_act; j += KQ_MAX_NR) {
                 const char *a = (const char *)act + (size_t)j * act_stride +
-                                (size_t)i0 * sizeof(struct q8_k_block);
+                                (size_t)i0 * sizeof(struct splash_q8_k_block);
                 float *o = out + (size_t)j * out_stride + (size_t)g;
                 const int pf = stream && j == 0;
                 switch (n_act - j >= KQ_MAX_NR ? KQ_MAX_NR : (int)(n_act - j)) {

@@ -11,7 +11,7 @@ static const struct kq_scale_field q3_k_fields[] = {{offsetof(struct q3_k_block,
 static enum splash_status q3_k_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                         struct splash_err *err)
 {
-    return kq_validate_blocks("Q3_K", data, n_bytes, n_elems, KQ_QK_K,
+    return kq_validate_blocks("Q3_K", data, n_bytes, n_elems, SPLASH_QK_K,
                               sizeof(struct q3_k_block), q3_k_fields, 1, err);
 }
 
@@ -20,7 +20,7 @@ static enum splash_status q3_k_validate(const void *data, size_t n_bytes, int64_
 static void q3_k_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q3_k_block *b = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d_all = kq_h2f(b[i].d);
         int8_t scales[16];
         kq_q3k_unpack_scales(b[i].scales, scales);
@@ -43,11 +43,11 @@ static void q3_k_from_float(const float *x, void *blocks, int64_t n, const float
 {
     (void)imatrix;
     struct q3_k_block *y = blocks;
-    int8_t L[KQ_QK_K];
-    float scales[KQ_QK_K / 16];
-    for (int64_t i = 0; i < n / KQ_QK_K; i++, x += KQ_QK_K) {
+    int8_t L[SPLASH_QK_K];
+    float scales[SPLASH_QK_K / 16];
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++, x += SPLASH_QK_K) {
         float max_scale = 0, amax = 0;
-        for (int j = 0; j < KQ_QK_K / 16; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 16; j++) {
             scales[j] = kq_make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
             float scale = fabsf(scales[j]);
             if (scale > amax) {
@@ -58,7 +58,7 @@ static void q3_k_from_float(const float *x, void *blocks, int64_t n, const float
         memset(y[i].scales, 0, 12);
         if (max_scale) {
             float iscale = -32.0f / max_scale;
-            for (int j = 0; j < KQ_QK_K / 16; j++) {
+            for (int j = 0; j < SPLASH_QK_K / 16; j++) {
                 int8_t l = (int8_t)kq_nearest_int(iscale * scales[j]);
                 l = (int8_t)(KQ_MAX(-32, KQ_MIN(31, l)) + 32);
                 if (j < 8)
@@ -74,7 +74,7 @@ static void q3_k_from_float(const float *x, void *blocks, int64_t n, const float
         }
         int8_t sc[16];
         kq_q3k_unpack_scales(y[i].scales, sc);
-        for (int j = 0; j < KQ_QK_K / 16; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 16; j++) {
             float d = kq_h2f(y[i].d) * sc[j];
             if (!d)
                 continue;
@@ -84,14 +84,14 @@ static void q3_k_from_float(const float *x, void *blocks, int64_t n, const float
             }
         }
         /* high bit of element j goes to hmask[j % 32] bit j / 32 */
-        memset(y[i].hmask, 0, KQ_QK_K / 8);
-        for (int j = 0; j < KQ_QK_K; j++) {
+        memset(y[i].hmask, 0, SPLASH_QK_K / 8);
+        for (int j = 0; j < SPLASH_QK_K; j++) {
             if (L[j] > 3) {
                 y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
                 L[j] = (int8_t)(L[j] - 4);
             }
         }
-        for (int j = 0; j < KQ_QK_K; j += 128)
+        for (int j = 0; j < SPLASH_QK_K; j += 128)
             for (int l = 0; l < 32; l++)
                 y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
                                                (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
@@ -101,9 +101,9 @@ static void q3_k_from_float(const float *x, void *blocks, int64_t n, const float
 void q3k_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q3_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         int8_t scales[16];
         kq_q3k_unpack_scales(x[i].scales, scales);
         const uint8_t *q = x[i].qs;
@@ -136,7 +136,7 @@ const struct splash_format_type kq_q3_k_type = {
     .name = "Q3_K",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 11,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct q3_k_block),
     .bits_per_weight = 3.4375f,
     .act_type = "Q8_K",

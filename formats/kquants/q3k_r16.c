@@ -14,7 +14,7 @@ KQ_DECL_MUL(q3k_r16_mul_q8k_avx512);
 
 /* The 256 levels u = q + 4 (0..7) of a plain Q3_K block (q3_k.c's element map: value
  * 128 h + 32 k + l takes bits 2k, 2k + 1 of qs[32 h + l] and bit 4h + k of hmask[l]). */
-static void q3k_plain_levels(const struct q3_k_block *b, uint8_t lv[KQ_QK_K])
+static void q3k_plain_levels(const struct q3_k_block *b, uint8_t lv[SPLASH_QK_K])
 {
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 4; k++)
@@ -27,7 +27,7 @@ static void q3k_plain_levels(const struct q3_k_block *b, uint8_t lv[KQ_QK_K])
 static void q3k_r16_pack_block(const struct q3_k_block *rows, int64_t nb, int64_t i,
                                uint8_t *dst)
 {
-    uint8_t lv[KQ_QK_K];
+    uint8_t lv[SPLASH_QK_K];
     memset(dst + Q3K_R16_LO, 0, Q3K_R16_D - Q3K_R16_LO);
     for (int r = 0; r < Q3K_R16_ROWS; r++) {
         const struct q3_k_block *b = rows + r * nb + i;
@@ -53,7 +53,7 @@ static void q3k_r16_pack_block(const struct q3_k_block *rows, int64_t nb, int64_
 
 void q3k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_groups = n_rows / Q3K_R16_ROWS;
     const struct q3_k_block *s = src;
     uint8_t *d = dst;
@@ -88,7 +88,7 @@ static const struct kq_scale_field q3k_r16_fields[Q3K_R16_ROWS] = {
 static enum splash_status q3k_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                            struct splash_err *err)
 {
-    return kq_validate_blocks("Q3_K_R16", data, n_bytes, n_elems, Q3K_R16_ROWS * KQ_QK_K,
+    return kq_validate_blocks("Q3_K_R16", data, n_bytes, n_elems, Q3K_R16_ROWS * SPLASH_QK_K,
                               Q3K_R16_BYTES, q3k_r16_fields, Q3K_R16_ROWS, err);
 }
 
@@ -96,7 +96,7 @@ static enum splash_status q3k_r16_validate(const void *data, size_t n_bytes, int
 static void q3k_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const uint8_t *blk = blocks;
-    for (int64_t i = 0; i < n / (Q3K_R16_ROWS * KQ_QK_K); i++, blk += Q3K_R16_BYTES)
+    for (int64_t i = 0; i < n / (Q3K_R16_ROWS * SPLASH_QK_K); i++, blk += Q3K_R16_BYTES)
         for (int r = 0; r < Q3K_R16_ROWS; r++) {
             const float d = q3k_r16_d(blk, r);
             for (int s = 0; s < 16; s++) {
@@ -111,7 +111,8 @@ static void q3k_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* Row r of a group against one activation row: q3k_dot_q8k_ref's integer sums and
  * float steps, read from the repacked blocks. */
-static float q3k_r16_dot_ref(int64_t nb, const uint8_t *group, int r, const struct q8_k_block *y)
+static float q3k_r16_dot_ref(int64_t nb, const uint8_t *group, int r,
+                             const struct splash_q8_k_block *y)
 {
     float sum = 0;
     for (int64_t i = 0; i < nb; i++) {
@@ -130,14 +131,14 @@ static float q3k_r16_dot_ref(int64_t nb, const uint8_t *group, int r, const stru
 
 static KQ_DECL_MUL(q3k_r16_mul_q8k_ref)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_groups = n_w / Q3K_R16_ROWS;
     const char *wb = w;
     for (int64_t g = 0; g < n_groups; g++) {
         const uint8_t *group = (const uint8_t *)wb + g * Q3K_R16_ROWS * w_stride;
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + j * act_stride);
             for (int r = 0; r < Q3K_R16_ROWS; r++)
                 out[j * out_stride + g * Q3K_R16_ROWS + r] = q3k_r16_dot_ref(nb, group, r, y);
         }
@@ -160,7 +161,7 @@ static const struct splash_kernel_row q3k_r16_rows[] = {
 const struct splash_format_type kq_q3_k_r16_type = {
     .name = "Q3_K_R16",
     .gguf_type = -1,
-    .block_elems = Q3K_R16_ROWS * KQ_QK_K,
+    .block_elems = Q3K_R16_ROWS * SPLASH_QK_K,
     .block_bytes = Q3K_R16_BYTES,
     .bits_per_weight = 3.4375f,
     .act_type = "Q8_K",

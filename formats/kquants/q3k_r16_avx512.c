@@ -92,7 +92,8 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
         }
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            const struct q8_k_block *y = (const struct q8_k_block *)(act + r * act_stride) + i;
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)(act + r * act_stride) + i;
             const __m512i bs =
                 _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums));
             _mm512_store_si512(init[r], _mm512_sub_epi32(_mm512_setzero_si512(),
@@ -116,7 +117,7 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
             KQ_UNROLL for (int r = 0; r < nr; r++)
             {
                 const int8_t *y =
-                    ((const struct q8_k_block *)(act + r * act_stride) + i)->qs + 32 * p;
+                    ((const struct splash_q8_k_block *)(act + r * act_stride) + i)->qs + 32 * p;
                 const int32_t *in = init[r] + 2 * p;
                 __m512i ca = _mm512_set1_epi32(in[0]), cb = _mm512_set1_epi32(in[1]);
                 ca = _mm512_dpbusd_epi32(ca, a0, kq_bcast4(y));
@@ -134,7 +135,7 @@ KQ_INLINE void q3k_r16_tile(const uint8_t *grp, int64_t i0, int64_t i1, const ch
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + Q3K_R16_D)));
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            const float da = ((const struct q8_k_block *)(act + r * act_stride) + i)->d;
+            const float da = ((const struct splash_q8_k_block *)(act + r * act_stride) + i)->d;
             tot[r] = _mm512_fmadd_ps(f[r], _mm512_mul_ps(dw, _mm512_set1_ps(0.25f * da)), tot[r]);
         }
     }
@@ -154,7 +155,7 @@ void q3k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
                             const void *act, size_t act_stride, int64_t n_act, float *out,
                             size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_groups = n_w / Q3K_R16_ROWS;
     /* a call streaming its rows from memory prefetches ahead in its first tile */
     const int stream = (size_t)n_groups * Q3K_R16_ROWS * w_stride > Q3K_R16_STREAM_BYTES;

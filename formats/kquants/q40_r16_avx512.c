@@ -33,21 +33,23 @@
 #define R16_PREFETCH 4096
 
 /* d and -8 sum(q): the levels 0..15 stand for q - 8 */
-static void q40_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
+static void q40_r16_prepare(const struct splash_q8_0_block *y, int64_t nk,
+                            struct splash_r16_q8_0_act *p)
 {
-    r16_q8_0_prepare(y, nk, p, -8);
+    splash_r16_q8_0_prepare(y, nk, p, -8);
 }
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
-R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
-                                  const struct q8_0_block *const *y,
-                                  const struct r16_q8_0_act *const *p, const int nr, float *out,
-                                  size_t out_stride, const int first, const int prefetch)
+SPLASH_R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
+                                         const struct splash_q8_0_block *const *y,
+                                         const struct splash_r16_q8_0_act *const *p, const int nr,
+                                         float *out, size_t out_stride, const int first,
+                                         const int prefetch)
 {
-    const __m512i lut = _mm512_loadu_si512(r16_nibble_lut);
+    const __m512i lut = _mm512_loadu_si512(splash_r16_nibble_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
-    __m512 tot[R16_Q8_0_MAX_NR];
+    __m512 tot[SPLASH_R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -70,8 +72,9 @@ R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
             __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
             {
-                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], r16_q8_0_bcast4(a + 4 * k));
-                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1], r16_q8_0_bcast4(a + 16 + 4 * k));
+                acc = _mm512_dpbusd_epi32(acc, wv[2 * k], splash_r16_q8_0_bcast4(a + 4 * k));
+                acc2 = _mm512_dpbusd_epi32(acc2, wv[2 * k + 1],
+                                           splash_r16_q8_0_bcast4(a + 16 + 4 * k));
             }
             acc = _mm512_add_epi32(acc, acc2);
             const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
@@ -83,5 +86,6 @@ R16_Q8_0_INLINE void q40_r16_tile(const struct q40_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(q40_r16_mul_q8_avx512, struct q40_r16_block, struct r16_q8_0_act, KQ_QK4_0, 1,
-                    q40_r16_tile, q40_r16_prepare, q4_0_mul_q8_0_avx512, R16_KC, R16_STREAM_BYTES)
+SPLASH_R16_Q8_0_DEFINE_MUL(q40_r16_mul_q8_avx512, struct q40_r16_block, struct splash_r16_q8_0_act,
+                           KQ_QK4_0, 1, q40_r16_tile, q40_r16_prepare, q4_0_mul_q8_0_avx512, R16_KC,
+                           R16_STREAM_BYTES)

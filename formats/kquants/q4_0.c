@@ -52,7 +52,7 @@ static void q4_0_from_float(const float *x, void *blocks, int64_t n, const float
 void q4_0_dot_q8_0_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q4_0_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0;
     for (int64_t i = 0; i < n / KQ_QK4_0; i++) {
         int sumi = 0;

@@ -13,7 +13,7 @@ static const struct kq_scale_field q4_k_fields[] = {
 static enum splash_status q4_k_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                         struct splash_err *err)
 {
-    return kq_validate_blocks("Q4_K", data, n_bytes, n_elems, KQ_QK_K,
+    return kq_validate_blocks("Q4_K", data, n_bytes, n_elems, SPLASH_QK_K,
                               sizeof(struct q4_k_block), q4_k_fields, 2, err);
 }
 
@@ -22,7 +22,7 @@ static enum splash_status q4_k_validate(const void *data, size_t n_bytes, int64_
 static void q4_k_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q4_k_block *b = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = kq_h2f(b[i].d), min = kq_h2f(b[i].dmin);
         const uint8_t *q = b[i].qs;
         for (int p = 0; p < 4; p++, q += 32) {
@@ -43,11 +43,11 @@ static void q4_k_from_float(const float *x, void *blocks, int64_t n, const float
 {
     (void)imatrix;
     struct q4_k_block *y = blocks;
-    uint8_t L[KQ_QK_K], Laux[32];
-    float weights[32], mins[KQ_QK_K / 32], scales[KQ_QK_K / 32];
-    for (int64_t i = 0; i < n / KQ_QK_K; i++, x += KQ_QK_K) {
+    uint8_t L[SPLASH_QK_K], Laux[32];
+    float weights[32], mins[SPLASH_QK_K / 32], scales[SPLASH_QK_K / 32];
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++, x += SPLASH_QK_K) {
         float max_scale = 0, max_min = 0;
-        for (int j = 0; j < KQ_QK_K / 32; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 32; j++) {
             float sum_x2 = 0;
             for (int l = 0; l < 32; l++)
                 sum_x2 += x[32 * j + l] * x[32 * j + l];
@@ -63,14 +63,14 @@ static void q4_k_from_float(const float *x, void *blocks, int64_t n, const float
         }
         float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-        for (int j = 0; j < KQ_QK_K / 32; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 32; j++) {
             uint8_t ls = (uint8_t)kq_nearest_int(inv_scale * scales[j]);
             uint8_t lm = (uint8_t)kq_nearest_int(inv_min * mins[j]);
             kq_set_scale_min_k4(j, y[i].scales, KQ_MIN(63, ls), KQ_MIN(63, lm));
         }
         y[i].d = kq_f2h(max_scale / 63.0f);
         y[i].dmin = kq_f2h(max_min / 63.0f);
-        for (int j = 0; j < KQ_QK_K / 32; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 32; j++) {
             uint8_t sc, m;
             kq_get_scale_min_k4(j, y[i].scales, &sc, &m);
             const float d = kq_h2f(y[i].d) * sc;
@@ -83,7 +83,7 @@ static void q4_k_from_float(const float *x, void *blocks, int64_t n, const float
             }
         }
         uint8_t *q = y[i].qs;
-        for (int j = 0; j < KQ_QK_K; j += 64, q += 32)
+        for (int j = 0; j < SPLASH_QK_K; j += 64, q += 32)
             for (int l = 0; l < 32; l++)
                 q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
     }
@@ -92,9 +92,9 @@ static void q4_k_from_float(const float *x, void *blocks, int64_t n, const float
 void q4k_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q4_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const uint8_t *q = x[i].qs;
         const int8_t *a = y[i].qs;
         int isum = 0, msum = 0;
@@ -132,7 +132,7 @@ const struct splash_format_type kq_q4_k_type = {
     .name = "Q4_K",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 12,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct q4_k_block),
     .bits_per_weight = 4.5f,
     .act_type = "Q8_K",

@@ -9,12 +9,12 @@
 /* Bytes of n_rows Q4_K rows of n elements: the plain image and the repacked one. */
 static size_t q4k_r16_image_bytes(int64_t n, int64_t n_rows)
 {
-    return (size_t)(n / KQ_QK_K) * sizeof(struct q4_k_block) * (size_t)n_rows;
+    return (size_t)(n / SPLASH_QK_K) * sizeof(struct q4_k_block) * (size_t)n_rows;
 }
 
 void q4k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct q4_k_block);
     const int64_t n_groups = n_rows / Q4K_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -28,7 +28,7 @@ void q4k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
                 o->dmin[r] = x->dmin;
                 for (int k = 0; k < KQ_K_SCALE_SIZE / 4; k++)
                     memcpy(&o->scales[k][4 * r], x->scales + 4 * k, 4);
-                for (int k = 0; k < KQ_QK_K / 8; k++)
+                for (int k = 0; k < SPLASH_QK_K / 8; k++)
                     memcpy(&o->qs[k][4 * r], x->qs + 4 * k, 4);
             }
         }
@@ -44,12 +44,12 @@ void q4k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status q4k_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                            struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q4_K_R16: %lld elements is not a multiple of the %d-element row "
                               "block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct q4_k_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct q4_k_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q4_K_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -63,7 +63,7 @@ static enum splash_status q4k_r16_validate(const void *data, size_t n_bytes, int
 static void q4k_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q4k_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (Q4K_R16_ROWS * KQ_QK_K); i++) {
+    for (int64_t i = 0; i < n / (Q4K_R16_ROWS * SPLASH_QK_K); i++) {
         for (int r = 0; r < Q4K_R16_ROWS; r++) {
             struct q4_k_block x;
             q4k_r16_unpack_row(&b[i], r, &x);
@@ -85,7 +85,7 @@ static void q4k_r16_to_float(const void *blocks, float *out, int64_t n)
 }
 
 /* The dot of one plain super-block with one Q8_K block, as q4k_dot_q8k_ref sums it. */
-static float q4k_r16_block_dot(const struct q4_k_block *x, const struct q8_k_block *y)
+static float q4k_r16_block_dot(const struct q4_k_block *x, const struct splash_q8_k_block *y)
 {
     const uint8_t *q = x->qs;
     const int8_t *a = y->qs;
@@ -111,14 +111,14 @@ static float q4k_r16_block_dot(const struct q4_k_block *x, const struct q8_k_blo
 void q4k_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                          size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q4K_R16_ROWS * Q4K_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += Q4K_R16_ROWS) {
         const struct q4k_r16_block *b =
             (const struct q4k_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < Q4K_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
@@ -147,7 +147,7 @@ static const struct splash_kernel_row q4k_r16_rows[] = {
 const struct splash_format_type kq_q4_k_r16_type = {
     .name = "Q4_K_R16",
     .gguf_type = -1,
-    .block_elems = Q4K_R16_ROWS * KQ_QK_K,
+    .block_elems = Q4K_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct q4k_r16_block),
     .bits_per_weight = 4.5f,
     .act_type = "Q8_K",

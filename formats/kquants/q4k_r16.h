@@ -25,7 +25,7 @@ struct q4k_r16_block {
     uint16_t d[Q4K_R16_ROWS];
     uint16_t dmin[Q4K_R16_ROWS];
     uint8_t scales[KQ_K_SCALE_SIZE / 4][4 * Q4K_R16_ROWS];
-    uint8_t qs[KQ_QK_K / 8][4 * Q4K_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 8][4 * Q4K_R16_ROWS];
 };
 _Static_assert(sizeof(struct q4k_r16_block) == Q4K_R16_ROWS * sizeof(struct q4_k_block),
                "a Q4_K_R16 block takes exactly the bytes of 16 Q4_K blocks");
@@ -37,7 +37,7 @@ static inline void q4k_r16_unpack_row(const struct q4k_r16_block *b, int r, stru
     o->dmin = b->dmin[r];
     for (int k = 0; k < KQ_K_SCALE_SIZE / 4; k++)
         memcpy(o->scales + 4 * k, &b->scales[k][4 * r], 4);
-    for (int k = 0; k < KQ_QK_K / 8; k++)
+    for (int k = 0; k < SPLASH_QK_K / 8; k++)
         memcpy(o->qs + 4 * k, &b->qs[k][4 * r], 4);
 }
 

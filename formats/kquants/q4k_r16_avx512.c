@@ -60,9 +60,9 @@ KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const voi
         }
         struct kq_k4r16_dec dec;
         kq_k4r16_decode(b->scales, b->d, b->dmin, Q4K_R16_SCALE_F, &dec);
-        const struct q8_k_block *y[KQ_MAX_NR];
+        const struct splash_q8_k_block *y[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
-            (const struct q8_k_block *)((const char *)act + r * act_stride) + i;
+            (const struct splash_q8_k_block *)((const char *)act + r * act_stride) + i;
         __m512 f[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) f[r] = _mm512_setzero_ps();
         KQ_UNROLL for (int j0 = 0; j0 < 8; j0 += nk)
@@ -105,8 +105,9 @@ KQ_INLINE void q4k_r16_tile(int64_t nb, const struct q4k_r16_block *b, const voi
  * interleave; the scales stay integers until each sub-block's sum is converted (d is
  * applied once), and the mins meet the activation's 32-value sums, prepared per call as
  * int16 pairs bp[4i + t] = (B_2t, B_2t+1) for super-block i. */
-KQ_INLINE void q4k_r16_matvec(int64_t nb, const struct q4k_r16_block *b, const struct q8_k_block *y,
-                              const int32_t *bp, float *out, const int prefetch)
+KQ_INLINE void q4k_r16_matvec(int64_t nb, const struct q4k_r16_block *b,
+                              const struct splash_q8_k_block *y, const int32_t *bp, float *out,
+                              const int prefetch)
 {
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     __m512 tot = _mm512_setzero_ps();
@@ -152,7 +153,7 @@ KQ_INLINE void q4k_r16_matvec(int64_t nb, const struct q4k_r16_block *b, const s
 void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                             size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q4K_R16_ROWS * Q4K_R16_ROWS;
     const char *wb = w;
     /* a single activation row (the last one, after whole tiles) takes the mat-vec path */
@@ -161,8 +162,9 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const int stream = (size_t)n_full * w_stride > Q4K_R16_STREAM_BYTES;
     int32_t bp[4 * Q4K_R16_MATVEC_NB];
     if (j1 < n_act)
-        kq_k4r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
-                       bp);
+        kq_k4r16_pairs(
+            (const struct splash_q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
+            bp);
     /* group by group, every activation tile over the group's blocks while they are in L1/L2 */
     for (int64_t g = 0; g < n_full; g += Q4K_R16_ROWS) {
         const struct q4k_r16_block *b = (const struct q4k_r16_block *)(wb + (size_t)g * w_stride);
@@ -184,8 +186,8 @@ void q4k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
             }
         }
         if (j1 < n_act) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j1 * act_stride);
             float *o = out + (size_t)j1 * out_stride + (size_t)g;
             if (stream)
                 q4k_r16_matvec(nb, b, y, bp, o, 1);

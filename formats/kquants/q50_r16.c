@@ -84,7 +84,8 @@ static void q50_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* acc plus one plain block's dot with one Q8_0 block, in the kernels' float steps
  * (q50_r16.h): exact integer sum, s = d_w d_act, fma. */
-static float q50_r16_block_dot(const struct q5_0_block *x, const struct q8_0_block *y, float acc)
+static float q50_r16_block_dot(const struct q5_0_block *x, const struct splash_q8_0_block *y,
+                               float acc)
 {
     int isum = 0;
     for (int j = 0; j < KQ_QK5_0; j++)
@@ -100,8 +101,8 @@ void q50_r16_mul_q8_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, 
     const int64_t nb = n / KQ_QK5_0;
     const int64_t n_full = n_w / Q50_R16_ROWS * Q50_R16_ROWS;
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_0_block *y =
-            (const struct q8_0_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_0_block *y =
+            (const struct splash_q8_0_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += Q50_R16_ROWS) {
             const struct q50_r16_block *b =

@@ -43,15 +43,16 @@
                                   Q50_LUT_B(6, src, cnt, dst) | Q50_LUT_B(7, src, cnt, dst)))
 
 /* d and -128 sum(q): the kernels use 8u against u - 16 */
-static void q50_r16_prepare(const struct q8_0_block *y, int64_t nk, struct r16_q8_0_act *p)
+static void q50_r16_prepare(const struct splash_q8_0_block *y, int64_t nk,
+                            struct splash_r16_q8_0_act *p)
 {
-    r16_q8_0_prepare(y, nk, p, -128);
+    splash_r16_q8_0_prepare(y, nk, p, -128);
 }
 
 /* The eight quads (8u) of a block. The stream of quads 5..7 is V0..V4's spare bits
  * (q50_r16.h): quad 5 = V0 bits 0..2, V1 bits 0..1; quad 6 = V1 bit 2, V2 bits 0..2, V3
  * bit 0; quad 7 = V3 bits 1..2, V4 bits 0..2. */
-R16_Q8_0_INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
+SPLASH_R16_Q8_0_INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
 {
     const __m512i f8 = _mm512_set1_epi8((char)0xF8);
     const __m512i v0 = _mm512_loadu_si512(b->qs[0]), v1 = _mm512_loadu_si512(b->qs[1]),
@@ -74,13 +75,14 @@ R16_Q8_0_INLINE void q50_r16_quads(const struct q50_r16_block *b, __m512i w[8])
 
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
-R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
-                                  const struct q8_0_block *const *y,
-                                  const struct r16_q8_0_act *const *p, const int nr, float *out,
-                                  size_t out_stride, const int first, const int prefetch)
+SPLASH_R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
+                                         const struct splash_q8_0_block *const *y,
+                                         const struct splash_r16_q8_0_act *const *p, const int nr,
+                                         float *out, size_t out_stride, const int first,
+                                         const int prefetch)
 {
     const __m512 eighth = _mm512_set1_ps(0.125f);
-    __m512 tot[R16_Q8_0_MAX_NR];
+    __m512 tot[SPLASH_R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -99,8 +101,9 @@ R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
             __m512i acc = _mm512_set1_epi32(p[r][i].c), acc2 = _mm512_setzero_si512();
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
             {
-                acc = _mm512_dpbusd_epi32(acc, w[2 * k], r16_q8_0_bcast4(a + 8 * k));
-                acc2 = _mm512_dpbusd_epi32(acc2, w[2 * k + 1], r16_q8_0_bcast4(a + 8 * k + 4));
+                acc = _mm512_dpbusd_epi32(acc, w[2 * k], splash_r16_q8_0_bcast4(a + 8 * k));
+                acc2 =
+                    _mm512_dpbusd_epi32(acc2, w[2 * k + 1], splash_r16_q8_0_bcast4(a + 8 * k + 4));
             }
             acc = _mm512_add_epi32(acc, acc2);
             const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(p[r][i].d));
@@ -112,5 +115,6 @@ R16_Q8_0_INLINE void q50_r16_tile(const struct q50_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(q50_r16_mul_q8_avx512, struct q50_r16_block, struct r16_q8_0_act, KQ_QK5_0, 1,
-                    q50_r16_tile, q50_r16_prepare, q5_0_mul_q8_0_avx2, Q50_KC, Q50_STREAM_BYTES)
+SPLASH_R16_Q8_0_DEFINE_MUL(q50_r16_mul_q8_avx512, struct q50_r16_block, struct splash_r16_q8_0_act,
+                           KQ_QK5_0, 1, q50_r16_tile, q50_r16_prepare, q5_0_mul_q8_0_avx2, Q50_KC,
+                           Q50_STREAM_BYTES)

@@ -111,7 +111,7 @@ struct q51_r16_sums {
 
 /* One plain block against one Q8_1 block: lane l adds the exact sum of q a over values
  * 4l .. 4l + 3 times t = d_w d_a by FMA; m adds m s_a. */
-static void q51_r16_block_step(const struct q5_1_block *x, const struct q8_1_block *y,
+static void q51_r16_block_step(const struct q5_1_block *x, const struct splash_q8_1_block *y,
                                struct q51_r16_sums *acc)
 {
     const float t = kq_h2f(x->d) * kq_h2f(y->d);
@@ -141,8 +141,8 @@ void q51_r16_mul_q8_1_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
     const int64_t nb = n / KQ_QK5_1;
     const int64_t n_full = n_w / Q51_R16_ROWS * Q51_R16_ROWS;
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_1_block *y =
-            (const struct q8_1_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_1_block *y =
+            (const struct splash_q8_1_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += Q51_R16_ROWS) {
             const struct q51_r16_block *b =

@@ -68,7 +68,7 @@ static void q5_1_from_float(const float *x, void *blocks, int64_t n, const float
 void q5_1_dot_q8_1_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q5_1_block *x = w_row;
-    const struct q8_1_block *y = act_row;
+    const struct splash_q8_1_block *y = act_row;
     float sum = 0;
     for (int64_t i = 0; i < n / KQ_QK5_1; i++) {
         uint32_t qh;

@@ -25,7 +25,7 @@ static void q5k_r16_unpack_row(const struct q5k_r16_block *b, int r, struct q5_k
         memcpy(o->scales + 4 * k, &b->scales[k][4 * r], 4);
     memset(o->qs, 0, sizeof o->qs);
     memset(o->qh, 0, sizeof o->qh);
-    for (int v = 0; v < KQ_QK_K; v++) {
+    for (int v = 0; v < SPLASH_QK_K; v++) {
         const int u = q5k_r16_level(b, r, v), p = v / 64, h = v / 32 % 2, l = v % 32;
         o->qs[32 * p + l] |= (uint8_t)((u & 0xF) << (4 * h));
         o->qh[l] |= (uint8_t)((u >> 4) << (2 * p + h));
@@ -39,7 +39,7 @@ static void q5k_r16_pack_row(const struct q5_k_block *x, int r, struct q5k_r16_b
     o->dmin[r] = x->dmin;
     for (int k = 0; k < KQ_K_SCALE_SIZE / 4; k++)
         memcpy(&o->scales[k][4 * r], x->scales + 4 * k, 4);
-    for (int j = 0; j < KQ_QK_K / 32; j++)
+    for (int j = 0; j < SPLASH_QK_K / 32; j++)
         for (int c = 0; c < 4; c++) {
             /* the levels of the sub-block's 8 quads at this lane byte */
             int u[8];
@@ -53,7 +53,7 @@ static void q5k_r16_pack_row(const struct q5_k_block *x, int r, struct q5k_r16_b
 
 void q5k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const size_t row_bytes = (size_t)nb * sizeof(struct q5_k_block);
     const int64_t n_groups = n_rows / Q5K_R16_ROWS;
     for (int64_t g = 0; g < n_groups; g++) {
@@ -78,12 +78,12 @@ void q5k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 static enum splash_status q5k_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                            struct splash_err *err)
 {
-    if (n_elems < 0 || n_elems % KQ_QK_K)
+    if (n_elems < 0 || n_elems % SPLASH_QK_K)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q5_K_R16: %lld elements is not a multiple of the %d-element row "
                               "block",
-                              (long long)n_elems, KQ_QK_K);
-    const uint64_t want = (uint64_t)(n_elems / KQ_QK_K) * sizeof(struct q5_k_block);
+                              (long long)n_elems, SPLASH_QK_K);
+    const uint64_t want = (uint64_t)(n_elems / SPLASH_QK_K) * sizeof(struct q5_k_block);
     if ((uint64_t)n_bytes != want)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "Q5_K_R16: %zu bytes for %lld elements, expected %llu", n_bytes,
@@ -97,13 +97,13 @@ static enum splash_status q5k_r16_validate(const void *data, size_t n_bytes, int
 static void q5k_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q5k_r16_block *b = blocks;
-    for (int64_t i = 0; i < n / (Q5K_R16_ROWS * KQ_QK_K); i++)
+    for (int64_t i = 0; i < n / (Q5K_R16_ROWS * SPLASH_QK_K); i++)
         for (int r = 0; r < Q5K_R16_ROWS; r++) {
             const float d = kq_h2f(b[i].d[r]), min = kq_h2f(b[i].dmin[r]);
             uint8_t sc[KQ_K_SCALE_SIZE];
             for (int k = 0; k < KQ_K_SCALE_SIZE / 4; k++)
                 memcpy(sc + 4 * k, &b[i].scales[k][4 * r], 4);
-            for (int j = 0; j < KQ_QK_K / 32; j++) {
+            for (int j = 0; j < SPLASH_QK_K / 32; j++) {
                 uint8_t s, m;
                 kq_get_scale_min_k4(j, sc, &s, &m);
                 const float dj = d * s, mj = min * m;
@@ -120,21 +120,21 @@ static void q5k_r16_to_float(const void *blocks, float *out, int64_t n)
 void q5k_r16_mul_q8k_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                          size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q5K_R16_ROWS * Q5K_R16_ROWS;
     for (int64_t g = 0; g < n_full; g += Q5K_R16_ROWS) {
         const struct q5k_r16_block *b =
             (const struct q5k_r16_block *)((const char *)w + (size_t)g * w_stride);
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j * act_stride);
             for (int r = 0; r < Q5K_R16_ROWS; r++) {
                 float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
                     struct q5_k_block x;
                     float s;
                     q5k_r16_unpack_row(&b[i], r, &x);
-                    q5k_dot_q8k_ref(KQ_QK_K, &s, &x, &y[i]);
+                    q5k_dot_q8k_ref(SPLASH_QK_K, &s, &x, &y[i]);
                     sum += s;
                 }
                 out[(size_t)j * out_stride + (size_t)(g + r)] = sum;
@@ -158,7 +158,7 @@ static const struct splash_kernel_row q5k_r16_rows[] = {
 const struct splash_format_type kq_q5_k_r16_type = {
     .name = "Q5_K_R16",
     .gguf_type = -1,
-    .block_elems = Q5K_R16_ROWS * KQ_QK_K,
+    .block_elems = Q5K_R16_ROWS * SPLASH_QK_K,
     .block_bytes = sizeof(struct q5k_r16_block),
     .bits_per_weight = 5.5f,
     .act_type = "Q8_K",

@@ -30,7 +30,7 @@ struct q5k_r16_block {
     uint16_t d[Q5K_R16_ROWS];
     uint16_t dmin[Q5K_R16_ROWS];
     uint8_t scales[KQ_K_SCALE_SIZE / 4][4 * Q5K_R16_ROWS];
-    uint8_t qs[KQ_QK_K / 32][Q5K_R16_VECS][4 * Q5K_R16_ROWS];
+    uint8_t qs[SPLASH_QK_K / 32][Q5K_R16_VECS][4 * Q5K_R16_ROWS];
 };
 _Static_assert(sizeof(struct q5k_r16_block) == Q5K_R16_ROWS * sizeof(struct q5_k_block),
                "a Q5_K_R16 block takes exactly the bytes of 16 Q5_K blocks");

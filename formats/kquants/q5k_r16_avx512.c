@@ -96,9 +96,9 @@ KQ_INLINE void q5k_r16_tile(int64_t nb, const struct q5k_r16_block *b, const voi
             q5k_r16_prefetch(b);
         struct kq_k4r16_dec dec;
         kq_k4r16_decode(b->scales, b->d, b->dmin, Q5K_R16_SCALE_F, &dec);
-        const struct q8_k_block *y[KQ_MAX_NR];
+        const struct splash_q8_k_block *y[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) y[r] =
-            (const struct q8_k_block *)((const char *)act + r * act_stride) + i;
+            (const struct splash_q8_k_block *)((const char *)act + r * act_stride) + i;
         __m512 f[KQ_MAX_NR];
         KQ_UNROLL for (int r = 0; r < nr; r++) f[r] = _mm512_setzero_ps();
         for (int j = 0; j < 8; j++) {
@@ -139,8 +139,9 @@ KQ_INLINE void q5k_r16_tile(int64_t nb, const struct q5k_r16_block *b, const voi
  * interleave; the mins meet the activation's 32-value sums, prepared per call as int16
  * pairs bp[4i + t] = (B_2t, B_2t+1) for super-block i. The float steps are
  * q5k_r16_tile's, in its order. */
-KQ_INLINE void q5k_r16_matvec(int64_t nb, const struct q5k_r16_block *b, const struct q8_k_block *y,
-                              const int32_t *bp, float *out, const int prefetch)
+KQ_INLINE void q5k_r16_matvec(int64_t nb, const struct q5k_r16_block *b,
+                              const struct splash_q8_k_block *y, const int32_t *bp, float *out,
+                              const int prefetch)
 {
     __m512 tot = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++, b++, y++, bp += 4) {
@@ -190,7 +191,7 @@ KQ_INLINE void q5k_r16_matvec(int64_t nb, const struct q5k_r16_block *b, const s
 void q5k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                             size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_full = n_w / Q5K_R16_ROWS * Q5K_R16_ROWS;
     const char *wb = w;
     /* a single activation row (the last one, after whole tiles) takes the mat-vec path */
@@ -199,8 +200,9 @@ void q5k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
     const int stream = (size_t)n_full * w_stride > Q5K_R16_STREAM_BYTES;
     int32_t bp[4 * Q5K_R16_MATVEC_NB];
     if (j1 < n_act && n_full)
-        kq_k4r16_pairs((const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
-                       bp);
+        kq_k4r16_pairs(
+            (const struct splash_q8_k_block *)((const char *)act + (size_t)j1 * act_stride), nb,
+            bp);
     /* group by group, every activation tile over the group's blocks while they are in L1/L2 */
     for (int64_t g = 0; g < n_full; g += Q5K_R16_ROWS) {
         const struct q5k_r16_block *b = (const struct q5k_r16_block *)(wb + (size_t)g * w_stride);
@@ -222,8 +224,8 @@ void q5k_r16_mul_q8k_avx512(int64_t n, const void *w, size_t w_stride, int64_t n
             }
         }
         if (j1 < n_act) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + (size_t)j1 * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + (size_t)j1 * act_stride);
             float *o = out + (size_t)j1 * out_stride + (size_t)g;
             if (stream)
                 q5k_r16_matvec(nb, b, y, bp, o, 1);

@@ -9,7 +9,7 @@ static const struct kq_scale_field q6_k_fields[] = {{offsetof(struct q6_k_block,
 static enum splash_status q6_k_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                         struct splash_err *err)
 {
-    return kq_validate_blocks("Q6_K", data, n_bytes, n_elems, KQ_QK_K,
+    return kq_validate_blocks("Q6_K", data, n_bytes, n_elems, SPLASH_QK_K,
                               sizeof(struct q6_k_block), q6_k_fields, 1, err);
 }
 
@@ -18,7 +18,7 @@ static enum splash_status q6_k_validate(const void *data, size_t n_bytes, int64_
 static void q6_k_to_float(const void *blocks, float *out, int64_t n)
 {
     const struct q6_k_block *b = blocks;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const float d = kq_h2f(b[i].d);
         const uint8_t *ql = b[i].ql, *qh = b[i].qh;
         const int8_t *sc = b[i].scales;
@@ -42,11 +42,11 @@ static void q6_k_from_float(const float *x, void *blocks, int64_t n, const float
 {
     (void)imatrix;
     struct q6_k_block *y = blocks;
-    int8_t L[KQ_QK_K];
-    float scales[KQ_QK_K / 16];
-    for (int64_t i = 0; i < n / KQ_QK_K; i++, x += KQ_QK_K) {
+    int8_t L[SPLASH_QK_K];
+    float scales[SPLASH_QK_K / 16];
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++, x += SPLASH_QK_K) {
         float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < KQ_QK_K / 16; ib++) {
+        for (int ib = 0; ib < SPLASH_QK_K / 16; ib++) {
             const float scale = kq_make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
             scales[ib] = scale;
             if (fabsf(scale) > max_abs_scale) {
@@ -60,9 +60,9 @@ static void q6_k_from_float(const float *x, void *blocks, int64_t n, const float
         }
         float iscale = -128.0f / max_scale;
         y[i].d = kq_f2h(1 / iscale);
-        for (int ib = 0; ib < KQ_QK_K / 16; ib++)
+        for (int ib = 0; ib < SPLASH_QK_K / 16; ib++)
             y[i].scales[ib] = (int8_t)KQ_MIN(127, kq_nearest_int(iscale * scales[ib]));
-        for (int j = 0; j < KQ_QK_K / 16; j++) {
+        for (int j = 0; j < SPLASH_QK_K / 16; j++) {
             float d = kq_h2f(y[i].d) * y[i].scales[j];
             if (!d)
                 continue;
@@ -72,7 +72,7 @@ static void q6_k_from_float(const float *x, void *blocks, int64_t n, const float
             }
         }
         uint8_t *ql = y[i].ql, *qh = y[i].qh;
-        for (int j = 0; j < KQ_QK_K; j += 128, ql += 64, qh += 32) {
+        for (int j = 0; j < SPLASH_QK_K; j += 128, ql += 64, qh += 32) {
             for (int l = 0; l < 32; l++) {
                 const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
                 const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
@@ -88,9 +88,9 @@ static void q6_k_from_float(const float *x, void *blocks, int64_t n, const float
 void q6k_dot_q8k_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct q6_k_block *x = w_row;
-    const struct q8_k_block *y = act_row;
+    const struct splash_q8_k_block *y = act_row;
     float sum = 0;
-    for (int64_t i = 0; i < n / KQ_QK_K; i++) {
+    for (int64_t i = 0; i < n / SPLASH_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
         const int8_t *sc = x[i].scales, *a = y[i].qs;
         int isum = 0;
@@ -131,7 +131,7 @@ const struct splash_format_type kq_q6_k_type = {
     .name = "Q6_K",
     .flags = SPLASH_FORMAT_LINEAR,
     .gguf_type = 14,
-    .block_elems = KQ_QK_K,
+    .block_elems = SPLASH_QK_K,
     .block_bytes = sizeof(struct q6_k_block),
     .bits_per_weight = 6.5625f,
     .act_type = "Q8_K",

@@ -15,7 +15,7 @@ KQ_DECL_MUL(q6k_r16_mul_q8k_avx512);
 /* The 256 levels u (0..63) of a plain Q6_K block (q6_k.c's element map: value
  * 128 h + 32 k + l takes the low (k < 2) or high nibble of ql[64 h + 32 (k & 1) + l] and
  * bits 2k, 2k + 1 of qh[32 h + l]), in one pass a compiler vectorizes. */
-static void q6k_plain_levels(const struct q6_k_block *b, uint8_t lv[KQ_QK_K])
+static void q6k_plain_levels(const struct q6_k_block *b, uint8_t lv[SPLASH_QK_K])
 {
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
@@ -33,7 +33,7 @@ static void q6k_plain_levels(const struct q6_k_block *b, uint8_t lv[KQ_QK_K])
 static void q6k_r16_pack_block(const struct q6_k_block *rows, int64_t nb, int64_t i,
                                uint8_t *dst)
 {
-    uint8_t lv[KQ_QK_K];
+    uint8_t lv[SPLASH_QK_K];
     for (int r = 0; r < Q6K_R16_ROWS; r++) {
         const struct q6_k_block *b = rows + r * nb + i;
         q6k_plain_levels(b, lv);
@@ -54,7 +54,7 @@ static void q6k_r16_pack_block(const struct q6_k_block *rows, int64_t nb, int64_
 
 void q6k_r16_repack(int64_t n, const void *src, int64_t n_rows, void *dst)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_groups = n_rows / Q6K_R16_ROWS;
     const struct q6_k_block *s = src;
     uint8_t *d = dst;
@@ -93,7 +93,7 @@ static const struct kq_scale_field q6k_r16_fields[Q6K_R16_ROWS] = {
 static enum splash_status q6k_r16_validate(const void *data, size_t n_bytes, int64_t n_elems,
                                            struct splash_err *err)
 {
-    return kq_validate_blocks("Q6_K_R16", data, n_bytes, n_elems, Q6K_R16_ROWS * KQ_QK_K,
+    return kq_validate_blocks("Q6_K_R16", data, n_bytes, n_elems, Q6K_R16_ROWS * SPLASH_QK_K,
                               Q6K_R16_BYTES, q6k_r16_fields, Q6K_R16_ROWS, err);
 }
 
@@ -101,10 +101,10 @@ static enum splash_status q6k_r16_validate(const void *data, size_t n_bytes, int
 static void q6k_r16_to_float(const void *blocks, float *out, int64_t n)
 {
     const uint8_t *blk = blocks;
-    for (int64_t i = 0; i < n / (Q6K_R16_ROWS * KQ_QK_K); i++, blk += Q6K_R16_BYTES)
-        for (int r = 0; r < Q6K_R16_ROWS; r++, out += KQ_QK_K) {
+    for (int64_t i = 0; i < n / (Q6K_R16_ROWS * SPLASH_QK_K); i++, blk += Q6K_R16_BYTES)
+        for (int r = 0; r < Q6K_R16_ROWS; r++, out += SPLASH_QK_K) {
             const float d = q6k_r16_d(blk, r);
-            for (int j = 0; j < KQ_QK_K; j++)
+            for (int j = 0; j < SPLASH_QK_K; j++)
                 out[j] = d * q6k_r16_scale(blk, r, j / 16) * (q6k_r16_level(blk, r, j) - 32);
         }
 }
@@ -113,7 +113,8 @@ static void q6k_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* Row r of a group against one activation row: q6k_dot_q8k_ref's integer sums and
  * float steps, read from the repacked blocks. */
-static float q6k_r16_dot_ref(int64_t nb, const uint8_t *group, int r, const struct q8_k_block *y)
+static float q6k_r16_dot_ref(int64_t nb, const uint8_t *group, int r,
+                             const struct splash_q8_k_block *y)
 {
     float sum = 0;
     for (int64_t i = 0; i < nb; i++) {
@@ -132,14 +133,14 @@ static float q6k_r16_dot_ref(int64_t nb, const uint8_t *group, int r, const stru
 
 static KQ_DECL_MUL(q6k_r16_mul_q8k_ref)
 {
-    const int64_t nb = n / KQ_QK_K;
+    const int64_t nb = n / SPLASH_QK_K;
     const int64_t n_groups = n_w / Q6K_R16_ROWS;
     const char *wb = w;
     for (int64_t g = 0; g < n_groups; g++) {
         const uint8_t *group = (const uint8_t *)wb + g * Q6K_R16_ROWS * w_stride;
         for (int64_t j = 0; j < n_act; j++) {
-            const struct q8_k_block *y =
-                (const struct q8_k_block *)((const char *)act + j * act_stride);
+            const struct splash_q8_k_block *y =
+                (const struct splash_q8_k_block *)((const char *)act + j * act_stride);
             for (int r = 0; r < Q6K_R16_ROWS; r++)
                 out[j * out_stride + g * Q6K_R16_ROWS + r] = q6k_r16_dot_ref(nb, group, r, y);
         }
@@ -163,7 +164,7 @@ static const struct splash_kernel_row q6k_r16_rows[] = {
 const struct splash_format_type kq_q6_k_r16_type = {
     .name = "Q6_K_R16",
     .gguf_type = -1,
-    .block_elems = Q6K_R16_ROWS * KQ_QK_K,
+    .block_elems = Q6K_R16_ROWS * SPLASH_QK_K,
     .block_bytes = Q6K_R16_BYTES,
     .bits_per_weight = 6.5625f,
     .act_type = "Q8_K",

@@ -27,7 +27,8 @@ struct r16_q8_1_act {
     float d, s;
 };
 
-static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, struct r16_q8_1_act *p)
+static inline void r16_q8_1_prepare(const struct splash_q8_1_block *y, int64_t nk,
+                                    struct r16_q8_1_act *p)
 {
     for (int64_t i = 0; i < nk; i++) {
         p[i].d = kq_h2f(y[i].d);
@@ -42,11 +43,12 @@ static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, stru
  * CODES(b, k, &lo, &hi) makes the codes of line k from them (Q5_1 adds its fifth bits).
  * These are the plain AVX2 kernels' float steps: 8 lane sums, then the minimum's. */
 #define R16_Q8_1_DEFINE_TILE(NAME, BLOCK_T, CODES)                                                 \
-    R16_Q8_0_INLINE void NAME(const BLOCK_T *b, int64_t nb, const struct q8_1_block *const *y,     \
-                              const struct r16_q8_1_act *const *p, const int nr, float *out,       \
-                              size_t out_stride, const int prefetch, const int conv)               \
+    SPLASH_R16_Q8_0_INLINE void NAME(                                                              \
+        const BLOCK_T *b, int64_t nb, const struct splash_q8_1_block *const *y,                    \
+        const struct r16_q8_1_act *const *p, const int nr, float *out, size_t out_stride,          \
+        const int prefetch, const int conv)                                                        \
     {                                                                                              \
-        const __m512i lut = _mm512_loadu_si512(r16_nibble_lut);                                    \
+        const __m512i lut = _mm512_loadu_si512(splash_r16_nibble_lut);                             \
         const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);                                \
         /* tot[r][l]: lane sums l of the plain kernel; totm[r]: its sum of m s_a */                \
         __m512 tot[R16_Q8_1_MAX_NR][8], totm[R16_Q8_1_MAX_NR];                                     \
@@ -80,9 +82,9 @@ static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, stru
                 {                                                                                  \
                     const int8_t *a = y[r][i].qs;                                                  \
                     const __m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,             \
-                                                           r16_q8_0_bcast4(a + 4 * k));            \
-                    const __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi,             \
-                                                           r16_q8_0_bcast4(a + 16 + 4 * k));       \
+                                                           splash_r16_q8_0_bcast4(a + 4 * k));     \
+                    const __m512i ph = _mm512_dpbusd_epi32(                                        \
+                        _mm512_setzero_si512(), hi, splash_r16_q8_0_bcast4(a + 16 + 4 * k));       \
                     tot[r][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), t[r], tot[r][k]);          \
                     tot[r][4 + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), t[r], tot[r][4 + k]);  \
                 }                                                                                  \
@@ -115,11 +117,11 @@ static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, stru
             const BLOCK_T *b = (const BLOCK_T *)(wb + (size_t)g * w_stride);                       \
             for (int64_t j = 0; j < n_act; j += R16_Q8_1_MAX_NR) {                                 \
                 const int nr = n_act - j < R16_Q8_1_MAX_NR ? (int)(n_act - j) : R16_Q8_1_MAX_NR;   \
-                const struct q8_1_block *y[R16_Q8_1_MAX_NR];                                       \
+                const struct splash_q8_1_block *y[R16_Q8_1_MAX_NR];                                \
                 const struct r16_q8_1_act *pp[R16_Q8_1_MAX_NR] = {NULL};                           \
                 for (int r = 0; r < nr; r++) {                                                     \
-                    y[r] = (const struct q8_1_block *)((const char *)act +                         \
-                                                       (size_t)(j + r) * act_stride);              \
+                    y[r] = (const struct splash_q8_1_block *)((const char *)act +                  \
+                                                              (size_t)(j + r) * act_stride);       \
                     if (prep)                                                                      \
                         pp[r] = prep + (size_t)(j + r) * (size_t)nb;                               \
                 }                                                                                  \
@@ -155,8 +157,8 @@ static inline void r16_q8_1_prepare(const struct q8_1_block *y, int64_t nk, stru
             prep = malloc((size_t)n_act * (size_t)nb * sizeof *prep);                              \
         for (int64_t j = 0; prep && j < n_act; j++)                                                \
             r16_q8_1_prepare(                                                                      \
-                (const struct q8_1_block *)((const char *)act + (size_t)j * act_stride), nb,       \
-                prep + (size_t)j * (size_t)nb);                                                    \
+                (const struct splash_q8_1_block *)((const char *)act + (size_t)j * act_stride),    \
+                nb, prep + (size_t)j * (size_t)nb);                                                \
         if (n_full)                                                                                \
             NAME##_run(wb, w_stride, n_full, nb, act, act_stride, n_act, prep, out, out_stride,    \
                        stream);                                                                    \

@@ -36,8 +36,8 @@ INLINE void rows_avx2(int64_t nb, const void *w, const char *act, size_t act_str
         const float dw = mxfp4_e8m0_half(x[i].e);
         MXFP4_UNROLL_ROWS
         for (int r = 0; r < nr; r++) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)(act + (size_t)r * act_stride) + i;
+            const struct splash_q8_0_block *y =
+                (const struct splash_q8_0_block *)(act + (size_t)r * act_stride) + i;
             const __m256i a = _mm256_loadu_si256((const __m256i *)y->qs);
             const __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, wq));
             const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));

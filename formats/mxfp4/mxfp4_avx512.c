@@ -50,11 +50,11 @@ INLINE __m512 w_scales16(const struct mxfp4_block *x, __mmask16 m)
 }
 
 /* fp16 scales of up to 16 Q8_0 blocks from y (lanes outside m zero). */
-INLINE __m512 a_scales16(const struct q8_0_block *y, __mmask16 m)
+INLINE __m512 a_scales16(const struct splash_q8_0_block *y, __mmask16 m)
 {
     const __m512i off =
         _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32((int)sizeof(struct q8_0_block)));
+                           _mm512_set1_epi32((int)sizeof(struct splash_q8_0_block)));
     const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, off, &y->d, 1);
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 }
@@ -85,7 +85,7 @@ INLINE void prefetch_next_tile(const void *w, size_t w_stride, int nw, int64_t g
 }
 
 #define W_ROW(wi) ((const struct mxfp4_block *)((const char *)w + (size_t)(wi)*w_stride))
-#define A_ROW(r) ((const struct q8_0_block *)(act + (size_t)(r)*act_stride))
+#define A_ROW(r) ((const struct splash_q8_0_block *)(act + (size_t)(r)*act_stride))
 
 /* Blocks q .. q + nk - 1 of the 16-block group at g. */
 #define QUAD_STEP(q, nk)                                                                           \
@@ -103,7 +103,7 @@ INLINE void prefetch_next_tile(const void *w, size_t w_stride, int nw, int64_t g
         }                                                                                          \
         MXFP4_UNROLL_ROWS                                                                          \
         for (int r = 0; r < nr; r++) {                                                             \
-            const struct q8_0_block *y = A_ROW(r) + g + (q);                                       \
+            const struct splash_q8_0_block *y = A_ROW(r) + g + (q);                                \
             const __m512i alo = load4x16(y->qs, sizeof *y, nk);                                    \
             const __m512i ahi = load4x16(y->qs + 16, sizeof *y, nk);                               \
             const __m512i negc = _mm512_sub_epi32(                                                 \
@@ -203,7 +203,7 @@ struct mv_act16 {
     __m512 d;
 };
 
-static void mv_prepare(int64_t nb, const struct q8_0_block *y, struct mv_act16 *o)
+static void mv_prepare(int64_t nb, const struct splash_q8_0_block *y, struct mv_act16 *o)
 {
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
     for (int64_t g = 0; g < nb; g += 16) {
@@ -212,7 +212,7 @@ static void mv_prepare(int64_t nb, const struct q8_0_block *y, struct mv_act16 *
         a->d = a_scales16(y + g, (__mmask16)((1u << nblk) - 1));
         for (int q = 0; q < 4; q++) {
             const int nk = nblk - 4 * q > 4 ? 4 : nblk - 4 * q;
-            const struct q8_0_block *b = y + g + 4 * q;
+            const struct splash_q8_0_block *b = y + g + 4 * q;
             a->lo[q] = nk > 0 ? load4x16(b->qs, sizeof *b, nk) : _mm512_setzero_si512();
             a->hi[q] = nk > 0 ? load4x16(b->qs + 16, sizeof *b, nk) : _mm512_setzero_si512();
             a->negc[q] = _mm512_sub_epi32(

@@ -77,7 +77,7 @@ static void mxfp4_r16_to_float(const void *blocks, float *out, int64_t n)
 
 /* acc plus one plain block's dot with one Q8_0 block, in the kernels' float steps
  * (mxfp4_r16.h): exact integer sum, s = 2^(e - 128) d_act, fma. */
-static float mxfp4_r16_block_dot(const struct mxfp4_block *x, const struct q8_0_block *y,
+static float mxfp4_r16_block_dot(const struct mxfp4_block *x, const struct splash_q8_0_block *y,
                                  float acc)
 {
     int isum = 0;
@@ -95,8 +95,8 @@ void mxfp4_r16_mul_q8_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
     const int64_t nb = n / MXFP4_QK;
     const int64_t n_full = n_w / MXFP4_R16_ROWS * MXFP4_R16_ROWS;
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_0_block *y =
-            (const struct q8_0_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_0_block *y =
+            (const struct splash_q8_0_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += MXFP4_R16_ROWS) {
             const struct mxfp4_r16_block *b =

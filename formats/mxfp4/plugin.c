@@ -165,7 +165,7 @@ static enum splash_status mxfp4_import_planes(const struct splash_planes *src, v
 static void mxfp4_q8_dot_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct mxfp4_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / MXFP4_QK; i++) {
         int sumi = 0;

@@ -68,8 +68,8 @@ INLINE void rows_avx2(int64_t n, const void *w, const char *act, size_t act_stri
         const __m128 ds = scales4(b->d, g);
         NVFP4_UNROLL_ROWS
         for (int r = 0; r < nr; r++) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)(act + (size_t)r * act_stride) + 2 * i;
+            const struct splash_q8_0_block *y =
+                (const struct splash_q8_0_block *)(act + (size_t)r * act_stride) + 2 * i;
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0].qs);
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1].qs);
             const __m256i a02 = _mm256_permute2x128_si256(y0, y1, 0x20);

@@ -60,8 +60,8 @@ INLINE void rows_avx512(int64_t n, const void *w, const char *act, size_t act_st
         const __m512 ds = _mm512_permutexvar_ps(lane_of, _mm512_castps128_ps512(scales4(b->d, g)));
         NVFP4_UNROLL_ROWS
         for (int r = 0; r < nr; r++) {
-            const struct q8_0_block *y =
-                (const struct q8_0_block *)(act + (size_t)r * act_stride) + 2 * i;
+            const struct splash_q8_0_block *y =
+                (const struct splash_q8_0_block *)(act + (size_t)r * act_stride) + 2 * i;
             __m512i a = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),
                 _mm256_loadu_si256((const __m256i *)y[1].qs), 1);

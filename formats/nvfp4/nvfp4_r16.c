@@ -89,8 +89,8 @@ static int32_t nvfp4_r16_sub_dot(const uint8_t *qs, const int8_t *a)
 
 /* acc plus one 64-value block (scale bytes c[4], canonical; codes qs[32] in the plain
  * order) against its two Q8_0 blocks, in the kernels' float steps (nvfp4_r16.h). */
-static float nvfp4_r16_block_dot(const uint8_t c[4], const uint8_t *qs, const struct q8_0_block *y,
-                                 float acc)
+static float nvfp4_r16_block_dot(const uint8_t c[4], const uint8_t *qs,
+                                 const struct splash_q8_0_block *y, float acc)
 {
     for (int q = 0; q < 2; q++) {
         const float i0 = (float)nvfp4_r16_sub_dot(qs + 16 * q, y[q].qs);
@@ -108,8 +108,8 @@ void nvfp4_r16_mul_q8_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
     const int64_t nb = n / NVFP4_QK;
     const int64_t n_full = n_w / NVFP4_R16_ROWS * NVFP4_R16_ROWS;
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_0_block *y =
-            (const struct q8_0_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_0_block *y =
+            (const struct splash_q8_0_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += NVFP4_R16_ROWS) {
             const struct nvfp4_r16_block *b =

@@ -51,7 +51,8 @@ struct nvfp4_r16_act {
     int32_t c[2];
 };
 
-static void nvfp4_r16_prepare(const struct q8_0_block *y, int64_t n_q8, struct nvfp4_r16_act *p)
+static void nvfp4_r16_prepare(const struct splash_q8_0_block *y, int64_t n_q8,
+                              struct nvfp4_r16_act *p)
 {
     const __m256i k80 = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < n_q8; i++) {
@@ -72,14 +73,15 @@ static void nvfp4_r16_prepare(const struct q8_0_block *y, int64_t n_q8, struct n
  * y[r], prepared p[r], two per block): out[r * out_stride + l] = (first ? 0 : its value)
  * + dot. Each block is taken in two halves (one Q8_0 block each), which keeps a half's 8
  * decoded vectors and the tile's totals in registers. */
-R16_Q8_0_INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
-                                    const struct q8_0_block *const *y,
-                                    const struct nvfp4_r16_act *const *p, const int nr, float *out,
-                                    size_t out_stride, const int first, const int prefetch)
+SPLASH_R16_Q8_0_INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
+                                           const struct splash_q8_0_block *const *y,
+                                           const struct nvfp4_r16_act *const *p, const int nr,
+                                           float *out, size_t out_stride, const int first,
+                                           const int prefetch)
 {
     const __m512i lut = _mm512_loadu_si512(nvfp4_r16_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
-    __m512 tot[R16_Q8_0_MAX_NR];
+    __m512 tot[SPLASH_R16_Q8_0_MAX_NR];
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
         first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)r * out_stride);
     for (int64_t i = 0; i < nk; i++, b++) {
@@ -106,19 +108,19 @@ R16_Q8_0_INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
             {
-                const struct q8_0_block *yq = &y[r][2 * i + q];
+                const struct splash_q8_0_block *yq = &y[r][2 * i + q];
                 const struct nvfp4_r16_act *pq = &p[r][2 * i + q];
                 const int8_t *a = yq->qs;
                 /* sub-block 2q: codes qs[4q], qs[4q + 1] (values 0..7 low, 8..15 high) */
                 __m512i i0 = _mm512_set1_epi32(pq->c[0]), i1 = _mm512_set1_epi32(pq->c[1]);
-                i0 = _mm512_dpbusd_epi32(i0, wv[0], r16_q8_0_bcast4(a + 0));
-                i1 = _mm512_dpbusd_epi32(i1, wv[4], r16_q8_0_bcast4(a + 16));
-                i0 = _mm512_dpbusd_epi32(i0, wv[2], r16_q8_0_bcast4(a + 4));
-                i1 = _mm512_dpbusd_epi32(i1, wv[6], r16_q8_0_bcast4(a + 20));
-                i0 = _mm512_dpbusd_epi32(i0, wv[1], r16_q8_0_bcast4(a + 8));
-                i1 = _mm512_dpbusd_epi32(i1, wv[5], r16_q8_0_bcast4(a + 24));
-                i0 = _mm512_dpbusd_epi32(i0, wv[3], r16_q8_0_bcast4(a + 12));
-                i1 = _mm512_dpbusd_epi32(i1, wv[7], r16_q8_0_bcast4(a + 28));
+                i0 = _mm512_dpbusd_epi32(i0, wv[0], splash_r16_q8_0_bcast4(a + 0));
+                i1 = _mm512_dpbusd_epi32(i1, wv[4], splash_r16_q8_0_bcast4(a + 16));
+                i0 = _mm512_dpbusd_epi32(i0, wv[2], splash_r16_q8_0_bcast4(a + 4));
+                i1 = _mm512_dpbusd_epi32(i1, wv[6], splash_r16_q8_0_bcast4(a + 20));
+                i0 = _mm512_dpbusd_epi32(i0, wv[1], splash_r16_q8_0_bcast4(a + 8));
+                i1 = _mm512_dpbusd_epi32(i1, wv[5], splash_r16_q8_0_bcast4(a + 24));
+                i0 = _mm512_dpbusd_epi32(i0, wv[3], splash_r16_q8_0_bcast4(a + 12));
+                i1 = _mm512_dpbusd_epi32(i1, wv[7], splash_r16_q8_0_bcast4(a + 28));
                 const __m512 pf = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), w1,
                                                   _mm512_mul_ps(_mm512_cvtepi32_ps(i0), w0));
                 tot[r] = _mm512_fmadd_ps(pf, _mm512_set1_ps(pq->d), tot[r]);
@@ -130,6 +132,6 @@ R16_Q8_0_INLINE void nvfp4_r16_tile(const struct nvfp4_r16_block *b, int64_t nk,
 }
 
 /* the rows after the last whole group are the plain format's */
-R16_Q8_0_DEFINE_MUL(nvfp4_r16_mul_q8_avx512, struct nvfp4_r16_block, struct nvfp4_r16_act, NVFP4_QK,
-                    2, nvfp4_r16_tile, nvfp4_r16_prepare, nvfp4_q8_avx512vnni_mul_rows, R16_KC,
-                    R16_STREAM_BYTES)
+SPLASH_R16_Q8_0_DEFINE_MUL(nvfp4_r16_mul_q8_avx512, struct nvfp4_r16_block, struct nvfp4_r16_act,
+                           NVFP4_QK, 2, nvfp4_r16_tile, nvfp4_r16_prepare,
+                           nvfp4_q8_avx512vnni_mul_rows, R16_KC, R16_STREAM_BYTES)

@@ -254,11 +254,11 @@ static enum splash_status nvfp4_fp8_validate(const void *data, size_t n_bytes, i
 
 /* One 64-value block against two Q8_0 blocks, in GGUF's order: per 16 values
  * (dy * d) * integer dot, summed in float. g scales d (exact when g is 1). */
-static float nvfp4_block_dot(const struct nvfp4_block *x, float g, const struct q8_0_block *y,
-                             float sum)
+static float nvfp4_block_dot(const struct nvfp4_block *x, float g,
+                             const struct splash_q8_0_block *y, float sum)
 {
     for (int s = 0; s < 4; s++) {
-        const struct q8_0_block *yb = &y[s / 2];
+        const struct splash_q8_0_block *yb = &y[s / 2];
         const int8_t *a = yb->qs + (s % 2) * 16;
         int sumi = 0;
         for (int j = 0; j < 8; j++) {
@@ -275,7 +275,7 @@ static float nvfp4_block_dot(const struct nvfp4_block *x, float g, const struct 
 static void nvfp4_q8_dot_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct nvfp4_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / NVFP4_QK; i++)
         sum = nvfp4_block_dot(&x[i], 1.0f, &y[2 * i], sum);
@@ -285,7 +285,7 @@ static void nvfp4_q8_dot_ref(int64_t n, float *s, const void *w_row, const void 
 static void nvfp4g_q8_dot_ref(int64_t n, float *s, const void *w_row, const void *act_row)
 {
     const struct nvfp4g_block *x = w_row;
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / NVFP4G_QK; i++)
         for (int k = 0; k < 4; k++)

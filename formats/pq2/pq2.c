@@ -87,15 +87,15 @@ static void pq2_from_float_qk(int qk, const float *x, void *blocks, int64_t n)
  * in integers. */
 static void pq2_dot_qk(int qk, int64_t n, float *s, const void *w_row, const void *act_row)
 {
-    const struct q8_0_block *y = act_row;
+    const struct splash_q8_0_block *y = act_row;
     float sum = 0.0f;
     for (int64_t i = 0; i < n / qk; i++) {
         const uint8_t *b = pq2_block_at(w_row, i, qk);
         const float dw = splash_fp16_to_fp32(pq2_load_u16(b));
-        for (int k = 0; k < qk / KQ_QK8_0; k++, y++) {
+        for (int k = 0; k < qk / SPLASH_QK8_0; k++, y++) {
             int sumi = 0;
-            for (int j = 0; j < KQ_QK8_0; j++)
-                sumi += (pq2_code(b + 2, k * KQ_QK8_0 + j) - 1) * y->qs[j];
+            for (int j = 0; j < SPLASH_QK8_0; j++)
+                sumi += (pq2_code(b + 2, k * SPLASH_QK8_0 + j) - 1) * y->qs[j];
             sum += (float)sumi * (dw * splash_fp16_to_fp32(y->d));
         }
     }

@@ -35,7 +35,7 @@ static inline __attribute__((always_inline)) void
 pq2_rows_avx2(int qk, int nr, int64_t n, const uint8_t *w, const uint8_t *act, size_t act_stride,
               float *out, size_t out_stride)
 {
-    const int sub = qk / KQ_QK8_0;
+    const int sub = qk / SPLASH_QK8_0;
     const size_t block_bytes = (size_t)(2 + qk / 4);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -47,8 +47,8 @@ pq2_rows_avx2(int qk, int nr, int64_t n, const uint8_t *w, const uint8_t *act, s
         for (int k = 0; k < sub; k++) {
             const __m256i q = pq2_decode32_avx2(w + 2 + 8 * k);
             for (int r = 0; r < nr; r++) {
-                const struct q8_0_block *y =
-                    (const struct q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
+                const struct splash_q8_0_block *y =
+                    (const struct splash_q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
                     i * sub + k;
                 const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)y->qs);
                 const __m256i d16 =

@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) void
 pq2_rows_avx512(int qk, int nr, int64_t n, const uint8_t *w, const uint8_t *act,
                 size_t act_stride, float *out, size_t out_stride)
 {
-    const int sub = qk / KQ_QK8_0;
+    const int sub = qk / SPLASH_QK8_0;
     const size_t block_bytes = (size_t)(2 + qk / 4);
     const __m512i ones8 = _mm512_set1_epi8(1);
     __m512 acc[PQ2_MAX_ROWS];
@@ -40,8 +40,8 @@ pq2_rows_avx512(int qk, int nr, int64_t n, const uint8_t *w, const uint8_t *act,
         for (int k = 0; k < sub; k += 2) {
             const __m512i q = pq2_decode64_avx512(w + 2 + 8 * k);
             for (int r = 0; r < nr; r++) {
-                const struct q8_0_block *y =
-                    (const struct q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
+                const struct splash_q8_0_block *y =
+                    (const struct splash_q8_0_block *)(const void *)(act + (size_t)r * act_stride) +
                     i * sub + k;
                 const __m512i a = _mm512_inserti64x4(
                     _mm512_castsi256_si512(

@@ -73,13 +73,14 @@ void q20_r16_to_float_qk(int qk, const void *blocks, float *out, int64_t n)
 /* acc plus one plain block's dot with its qk / 32 Q8_0 blocks, in the kernels' float steps
  * (q20_r16.h): the Q8_0 blocks' exact integer sums times their d, summed in order, then
  * times d_w into acc. */
-static float q20_r16_block_dot(int qk, const uint8_t *x, const struct q8_0_block *y, float acc)
+static float q20_r16_block_dot(int qk, const uint8_t *x, const struct splash_q8_0_block *y,
+                               float acc)
 {
     float u = 0.0f;
-    for (int h = 0; h < qk / KQ_QK8_0; h++) {
+    for (int h = 0; h < qk / SPLASH_QK8_0; h++) {
         int isum = 0;
-        for (int j = 0; j < KQ_QK8_0; j++) {
-            const int e = KQ_QK8_0 * h + j;
+        for (int j = 0; j < SPLASH_QK8_0; j++) {
+            const int e = SPLASH_QK8_0 * h + j;
             isum += (((x[2 + e / 4] >> (2 * (e % 4))) & 3) - 1) * y[h].qs[j];
         }
         const float da = splash_fp16_to_fp32(y[h].d);
@@ -96,8 +97,8 @@ void q20_r16_mul_ref_qk(int qk, PQ2_DECL_DOT((*plain_dot)), int64_t n, const voi
     const int64_t n_full = n_w / Q20_R16_ROWS * Q20_R16_ROWS;
     uint8_t x[Q20_R16_PLAIN(PQ2_QK_PQ2_0)];
     for (int64_t j = 0; j < n_act; j++) {
-        const struct q8_0_block *y =
-            (const struct q8_0_block *)((const char *)act + (size_t)j * act_stride);
+        const struct splash_q8_0_block *y =
+            (const struct splash_q8_0_block *)((const char *)act + (size_t)j * act_stride);
         float *o = out + (size_t)j * out_stride;
         for (int64_t g = 0; g < n_full; g += Q20_R16_ROWS) {
             const uint8_t *grp = (const uint8_t *)w + (size_t)g * w_stride;
@@ -105,7 +106,7 @@ void q20_r16_mul_ref_qk(int qk, PQ2_DECL_DOT((*plain_dot)), int64_t n, const voi
                 float acc = 0.0f;
                 for (int64_t i = 0; i < nb; i++) {
                     q20_r16_unpack_row(qk, grp + (size_t)i * Q20_R16_BLOCK(qk), l, x);
-                    acc = q20_r16_block_dot(qk, x, y + i * (qk / KQ_QK8_0), acc);
+                    acc = q20_r16_block_dot(qk, x, y + i * (qk / SPLASH_QK8_0), acc);
                 }
                 o[g + l] = acc;
             }

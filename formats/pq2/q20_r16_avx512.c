@@ -61,7 +61,7 @@ struct q20_r16_act {
     int32_t c;
 };
 
-static void q20_r16_prepare(const struct q8_0_block *y, int64_t nq, struct q20_r16_act *p)
+static void q20_r16_prepare(const struct splash_q8_0_block *y, int64_t nq, struct q20_r16_act *p)
 {
     const __m256i k80 = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < nq; i++) {
@@ -72,7 +72,7 @@ static void q20_r16_prepare(const struct q8_0_block *y, int64_t nq, struct q20_r
         __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
         p[i].d = _cvtsh_ss(y[i].d);
-        p[i].c = -(_mm_cvtsi128_si32(t) - KQ_QK8_0 * 128);
+        p[i].c = -(_mm_cvtsi128_si32(t) - SPLASH_QK8_0 * 128);
     }
 }
 
@@ -93,11 +93,11 @@ INLINE __m512i q20_r16_dpbusd_bcast(__m512i acc, __m512i q, const int8_t *a)
 /* The 16 rows of one group over nk blocks from b against nr activation rows (Q8_0 blocks
  * y[r], prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
 INLINE void q20_r16_tile(const int qk, const uint8_t *b, int64_t nk,
-                         const struct q8_0_block *const *y, const struct q20_r16_act *const *p,
-                         const int nr, float *out, size_t out_stride, const int first,
-                         const int prefetch)
+                         const struct splash_q8_0_block *const *y,
+                         const struct q20_r16_act *const *p, const int nr, float *out,
+                         size_t out_stride, const int first, const int prefetch)
 {
-    const int nh = qk / KQ_QK8_0;
+    const int nh = qk / SPLASH_QK8_0;
     const __m512i pair0 = _mm512_loadu_si512(q20_r16_pair[0]),
                   pair1 = _mm512_loadu_si512(q20_r16_pair[1]);
     /* each byte's bits 4 .. 11 of its qword: its bit pairs 2, 3 at the bottom */
@@ -164,18 +164,18 @@ INLINE void q20_r16_run(const int qk, const char *wb, size_t w_stride, int64_t n
                         int64_t nk, const void *act, size_t act_stride, int64_t j0, int64_t nj,
                         const struct q20_r16_act *prep, float *out, size_t out_stride, int stream)
 {
-    const int nh = qk / KQ_QK8_0;
+    const int nh = qk / SPLASH_QK8_0;
     const size_t nq = (size_t)(nk * nh);
     for (int64_t g = 0; g < n_full; g += Q20_R16_ROWS) {
         const uint8_t *b =
             (const uint8_t *)wb + (size_t)g * w_stride + (size_t)k0 * Q20_R16_BLOCK(qk);
         for (int64_t t = 0; t < nj; t += R16_MAX_NR) {
             const int nr = nj - t < R16_MAX_NR ? (int)(nj - t) : R16_MAX_NR;
-            const struct q8_0_block *y[R16_MAX_NR];
+            const struct splash_q8_0_block *y[R16_MAX_NR];
             const struct q20_r16_act *pp[R16_MAX_NR];
             for (int r = 0; r < nr; r++) {
-                y[r] = (const struct q8_0_block *)((const char *)act +
-                                                   (size_t)(j0 + t + r) * act_stride) +
+                y[r] = (const struct splash_q8_0_block *)((const char *)act +
+                                                          (size_t)(j0 + t + r) * act_stride) +
                        k0 * nh;
                 pp[r] = prep + (size_t)(t + r) * nq;
             }
@@ -214,7 +214,7 @@ INLINE void q20_r16_mul_avx512(const int qk, PQ2_DECL_MUL((*plain_mul)), int64_t
                                size_t w_stride, int64_t n_w, const void *act, size_t act_stride,
                                int64_t n_act, float *out, size_t out_stride)
 {
-    const int nh = qk / KQ_QK8_0;
+    const int nh = qk / SPLASH_QK8_0;
     const int64_t nb = n / qk;
     const int64_t n_full = n_w / Q20_R16_ROWS * Q20_R16_ROWS;
     const char *wb = w;
@@ -238,10 +238,10 @@ INLINE void q20_r16_mul_avx512(const int qk, PQ2_DECL_MUL((*plain_mul)), int64_t
         for (int64_t k0 = 0; k0 < nb; k0 += kc) {
             const int64_t nk = nb - k0 < kc ? nb - k0 : kc;
             for (int64_t j = 0; j < mj; j++)
-                q20_r16_prepare(
-                    (const struct q8_0_block *)((const char *)act + (size_t)(j0 + j) * act_stride) +
-                        k0 * nh,
-                    nk * nh, prep + (size_t)j * (size_t)(nk * nh));
+                q20_r16_prepare((const struct splash_q8_0_block *)((const char *)act +
+                                                                   (size_t)(j0 + j) * act_stride) +
+                                    k0 * nh,
+                                nk * nh, prep + (size_t)j * (size_t)(nk * nh));
             q20_r16_run(qk, wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,
                         out_stride, stream);
         }

@@ -5,12 +5,12 @@
  * one from the installed header.
  *
  * A kernel defines its block type, its per-block activation data (prepared once per
- * call; most take struct r16_q8_0_act), `PREPARE(y, n_q8_blocks, prep)` and
+ * call; most take struct splash_r16_q8_0_act), `PREPARE(y, n_q8_blocks, prep)` and
  * `TILE(b, nk, y, pp, nr, out, out_stride, first, prefetch)`: the 16 rows of one group over
- * nk weight blocks against nr <= R16_Q8_0_MAX_NR activation rows, `first` starting the
+ * nk weight blocks against nr <= SPLASH_R16_Q8_0_MAX_NR activation rows, `first` starting the
  * sums at 0 and later K chunks continuing them from out, so every (weight row, activation
  * row) pair takes the same float steps however the call is tiled. Then
- * R16_Q8_0_DEFINE_MUL defines the format's mul_rows. */
+ * SPLASH_R16_Q8_0_DEFINE_MUL defines the format's mul_rows. */
 #ifndef SPLASH_R16_Q8_0_H
 #define SPLASH_R16_Q8_0_H
 
@@ -19,20 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define R16_Q8_0_INLINE static inline __attribute__((always_inline))
-#define R16_Q8_0_ROWS 16   /* weight rows per group */
-#define R16_Q8_0_MAX_NR 8  /* activation rows per tile */
-#define R16_Q8_0_PREP 2048 /* prepared activation blocks on the stack */
+#define SPLASH_R16_Q8_0_INLINE static inline __attribute__((always_inline))
+#define SPLASH_R16_Q8_0_ROWS 16   /* weight rows per group */
+#define SPLASH_R16_Q8_0_MAX_NR 8  /* activation rows per tile */
+#define SPLASH_R16_Q8_0_PREP 2048 /* prepared activation blocks on the stack */
 
 /* i & 15 for vpermb's 64 entries: a byte's low nibble. */
-static const uint8_t r16_nibble_lut[64] = {
+static const uint8_t splash_r16_nibble_lut[64] = {
     0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,
     6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
     12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
 };
 
 /* 4 activation bytes broadcast to every 32-bit lane (vpbroadcastd from memory). */
-R16_Q8_0_INLINE __m512i r16_q8_0_bcast4(const int8_t *p)
+SPLASH_R16_Q8_0_INLINE __m512i splash_r16_q8_0_bcast4(const int8_t *p)
 {
     int32_t v;
     memcpy(&v, p, 4);
@@ -41,13 +41,13 @@ R16_Q8_0_INLINE __m512i r16_q8_0_bcast4(const int8_t *p)
 
 /* A Q8_0 activation block as the kernels meet it: d, and `scale` times the block's sum,
  * the correction a code stored with an offset needs. */
-struct r16_q8_0_act {
+struct splash_r16_q8_0_act {
     float d;
     int32_t c;
 };
 
-R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
-                                      struct r16_q8_0_act *p, int32_t scale)
+SPLASH_R16_Q8_0_INLINE void splash_r16_q8_0_prepare(const struct splash_q8_0_block *y, int64_t nk,
+                                                    struct splash_r16_q8_0_act *p, int32_t scale)
 {
     const __m256i k80 = _mm256_set1_epi8((char)0x80);
     for (int64_t i = 0; i < nk; i++) {
@@ -70,19 +70,21 @@ R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
  * group's chunk stays in L1 while every tile reads it (each weight is read once per call);
  * their prepared blocks go on the heap when the stack does not hold them, and without
  * the heap in batches of 8 rows (the same sums either way). */
-#define R16_Q8_0_DEFINE_MUL(NAME, BLOCK_T, ACT_T, QK, PER, TILE, PREPARE, PLAIN, KC, STREAM_BYTES) \
+#define SPLASH_R16_Q8_0_DEFINE_MUL(NAME, BLOCK_T, ACT_T, QK, PER, TILE, PREPARE, PLAIN, KC,        \
+                                   STREAM_BYTES)                                                   \
     static void NAME##_run(const char *wb, size_t w_stride, int64_t n_full, int64_t k0,            \
                            int64_t nk, const void *act, size_t act_stride, int64_t j0, int64_t nj, \
                            const ACT_T *prep, float *out, size_t out_stride, int stream)           \
     {                                                                                              \
-        for (int64_t g = 0; g < n_full; g += R16_Q8_0_ROWS) {                                      \
-            for (int64_t t = 0; t < nj; t += R16_Q8_0_MAX_NR) {                                    \
-                const int nr = nj - t < R16_Q8_0_MAX_NR ? (int)(nj - t) : R16_Q8_0_MAX_NR;         \
-                const struct q8_0_block *y[R16_Q8_0_MAX_NR];                                       \
-                const ACT_T *pp[R16_Q8_0_MAX_NR];                                                  \
+        for (int64_t g = 0; g < n_full; g += SPLASH_R16_Q8_0_ROWS) {                               \
+            for (int64_t t = 0; t < nj; t += SPLASH_R16_Q8_0_MAX_NR) {                             \
+                const int nr =                                                                     \
+                    nj - t < SPLASH_R16_Q8_0_MAX_NR ? (int)(nj - t) : SPLASH_R16_Q8_0_MAX_NR;      \
+                const struct splash_q8_0_block *y[SPLASH_R16_Q8_0_MAX_NR];                         \
+                const ACT_T *pp[SPLASH_R16_Q8_0_MAX_NR];                                           \
                 for (int r = 0; r < nr; r++) {                                                     \
-                    y[r] = (const struct q8_0_block *)((const char *)act +                         \
-                                                       (size_t)(j0 + t + r) * act_stride) +        \
+                    y[r] = (const struct splash_q8_0_block *)((const char *)act +                  \
+                                                              (size_t)(j0 + t + r) * act_stride) + \
                            (PER)*k0;                                                               \
                     pp[r] = prep + (size_t)(t + r) * (PER) * (size_t)nk;                           \
                 }                                                                                  \
@@ -117,9 +119,9 @@ R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
                     break;                                                                         \
                 default:                                                                           \
                     if (pf)                                                                        \
-                        TILE(b, nk, y, pp, R16_Q8_0_MAX_NR, o, out_stride, first, 1);              \
+                        TILE(b, nk, y, pp, SPLASH_R16_Q8_0_MAX_NR, o, out_stride, first, 1);       \
                     else                                                                           \
-                        TILE(b, nk, y, pp, R16_Q8_0_MAX_NR, o, out_stride, first, 0);              \
+                        TILE(b, nk, y, pp, SPLASH_R16_Q8_0_MAX_NR, o, out_stride, first, 0);       \
                     break;                                                                         \
                 }                                                                                  \
             }                                                                                      \
@@ -130,17 +132,17 @@ R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
               size_t act_stride, int64_t n_act, float *out, size_t out_stride)                     \
     {                                                                                              \
         const int64_t nb = n / (QK);                                                               \
-        const int64_t n_full = n_w / R16_Q8_0_ROWS * R16_Q8_0_ROWS;                                \
+        const int64_t n_full = n_w / SPLASH_R16_Q8_0_ROWS * SPLASH_R16_Q8_0_ROWS;                  \
         const char *wb = w;                                                                        \
         const int stream = (size_t)n_full * w_stride > (STREAM_BYTES);                             \
-        ACT_T stack[R16_Q8_0_PREP], *prep = stack;                                                 \
-        int64_t nj = n_act, kc = n_act <= R16_Q8_0_MAX_NR || nb <= (KC) ? nb : (KC);               \
-        if (n_full && (uint64_t)n_act * (PER) * (uint64_t)kc > R16_Q8_0_PREP) {                    \
+        ACT_T stack[SPLASH_R16_Q8_0_PREP], *prep = stack;                                          \
+        int64_t nj = n_act, kc = n_act <= SPLASH_R16_Q8_0_MAX_NR || nb <= (KC) ? nb : (KC);        \
+        if (n_full && (uint64_t)n_act * (PER) * (uint64_t)kc > SPLASH_R16_Q8_0_PREP) {             \
             prep = malloc((size_t)n_act * (PER) * (size_t)kc * sizeof *prep);                      \
             if (!prep) {                                                                           \
                 prep = stack;                                                                      \
-                nj = R16_Q8_0_MAX_NR;                                                              \
-                const int64_t fit = R16_Q8_0_PREP / ((PER)*R16_Q8_0_MAX_NR);                       \
+                nj = SPLASH_R16_Q8_0_MAX_NR;                                                       \
+                const int64_t fit = SPLASH_R16_Q8_0_PREP / ((PER)*SPLASH_R16_Q8_0_MAX_NR);         \
                 kc = kc < fit ? kc : fit;                                                          \
             }                                                                                      \
         }                                                                                          \
@@ -149,8 +151,8 @@ R16_Q8_0_INLINE void r16_q8_0_prepare(const struct q8_0_block *y, int64_t nk,
             for (int64_t k0 = 0; k0 < nb; k0 += kc) {                                              \
                 const int64_t nk = nb - k0 < kc ? nb - k0 : kc;                                    \
                 for (int64_t j = 0; j < mj; j++)                                                   \
-                    PREPARE((const struct q8_0_block *)((const char *)act +                        \
-                                                        (size_t)(j0 + j) * act_stride) +           \
+                    PREPARE((const struct splash_q8_0_block *)((const char *)act +                 \
+                                                               (size_t)(j0 + j) * act_stride) +    \
                                 (PER)*k0,                                                          \
                             (PER)*nk, prep + (size_t)j * (PER) * (size_t)nk);                      \
                 NAME##_run(wb, w_stride, n_full, k0, nk, act, act_stride, j0, mj, prep, out,       \

@@ -25,26 +25,14 @@ struct splash_jinja_limits {
     unsigned max_depth;   /* nested macro calls (default 200) */
 };
 
-enum splash_jinja_error_kind {
-    SPLASH_JINJA_OK = 0,
-    SPLASH_JINJA_RAISED,  /* raise_exception(msg): msg is the template's own text */
-    SPLASH_JINJA_RUNTIME, /* what Python would raise: undefined attribute, type error ... */
-    SPLASH_JINJA_LIMIT,   /* a sandbox bound was reached */
-    SPLASH_JINJA_SYNTAX,  /* parse error */
-    SPLASH_JINJA_NOMEM,
-};
-
-/* A render's failure. The message may be longer than splash_err holds (a raised message can
- * quote a request's arguments), so it has its own, larger, fixed buffer. */
-struct splash_jinja_error {
-    enum splash_jinja_error_kind kind;
-    int line; /* template line, 0 when unknown */
-    char msg[2048];
-};
-
 struct splash_jinja_render_opts {
     const struct splash_jinja_limits *limits; /* NULL: defaults */
     int64_t now; /* strftime_now's clock, Unix seconds, local time; 0 = the current time */
+    /* (optional) a failure's whole text besides err, NUL-terminated, cut at message_size:
+     * raise_exception's message is the template's own and may quote a request past what
+     * splash_err holds ("" after a success) */
+    char *message;
+    size_t message_size;
 };
 
 /* Parses template text. On failure err names the line ("line 12: unexpected 'endfor'"). */
@@ -54,11 +42,13 @@ void splash_jinja_free(struct splash_jinja_template *t);
 
 /* Renders with the variables of vars (a JSON object: messages, tools, add_generation_prompt,
  * special tokens, extra kwargs). On success *out is a malloc'ed NUL-terminated string of
- * *out_len bytes (the text may itself hold NUL bytes). On failure *out is NULL, err says why
- * and the status is SPLASH_ERR_INVALID (the template raised or failed), SPLASH_ERR_NOMEM or
- * SPLASH_ERR_UNSUPPORTED (a sandbox bound). */
+ * *out_len bytes (the text may itself hold NUL bytes). On failure *out is NULL, err (may be
+ * NULL) says why and the status is SPLASH_ERR_INVALID (the template raised, err holding
+ * raise_exception's text as given, cut at splash_err's size: opts->message takes it
+ * whole; or failed as Python would fail), SPLASH_ERR_NOMEM or SPLASH_ERR_UNSUPPORTED (a
+ * sandbox bound). */
 enum splash_status splash_jinja_render(const struct splash_jinja_template *t, const json_t *vars,
                                        const struct splash_jinja_render_opts *opts, char **out,
-                                       size_t *out_len, struct splash_jinja_error *err);
+                                       size_t *out_len, struct splash_err *err);
 
 #endif

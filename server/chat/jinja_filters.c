@@ -21,7 +21,7 @@ static int64_t int_arg(struct jj_ctx *c, struct jj_value *v, int64_t dflt, const
         return v->u.i;
     if (v->kind == JJ_BOOL)
         return v->u.b;
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "%s must be an integer, not %s", what, jj_type_name(*v));
+    jj_fail(c, JJ_FAIL_RUNTIME, "%s must be an integer, not %s", what, jj_type_name(*v));
 }
 
 static struct jj_str str_of(struct jj_ctx *c, struct jj_value v)
@@ -35,7 +35,7 @@ static struct jj_value attr_path(struct jj_ctx *c, struct jj_value v, struct jj_
     if (path.kind == JJ_INT)
         return jj_getitem(c, v, path);
     if (path.kind != JJ_STR)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "attribute must be a string or an integer");
+        jj_fail(c, JJ_FAIL_RUNTIME, "attribute must be a string or an integer");
     const char *p = path.u.s.p, *end = p + path.u.s.n;
     while (p <= end) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
@@ -116,14 +116,14 @@ static struct jj_value f_abs(struct jj_ctx *c, struct jj_value v, struct jj_args
         return jj_int(v.u.b);
     if (v.kind == JJ_FLOAT)
         return jj_float(fabs(v.u.f));
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "bad operand type for abs(): '%s'", jj_type_name(v));
+    jj_fail(c, JJ_FAIL_RUNTIME, "bad operand type for abs(): '%s'", jj_type_name(v));
 }
 
 static struct jj_value f_attr(struct jj_ctx *c, struct jj_value v, struct jj_args *a)
 {
     struct jj_value *name = jj_arg(a, 0, "name");
     if (!name || name->kind != JJ_STR)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "attr filter needs a name");
+        jj_fail(c, JJ_FAIL_RUNTIME, "attr filter needs a name");
     return jj_getattr(c, v, name->u.s.p, name->u.s.n);
 }
 
@@ -159,7 +159,7 @@ static struct jj_value f_center(struct jj_ctx *c, struct jj_value v, struct jj_a
     if (width <= len)
         return jj_str(s.p, s.n);
     if (width > (int64_t)c->limits.max_output)
-        jj_fail(c, SPLASH_JINJA_LIMIT, "center width too large");
+        jj_fail(c, JJ_FAIL_LIMIT, "center width too large");
     int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
     struct jj_buf b = {0};
     for (int64_t i = 0; i < left; i++)
@@ -192,7 +192,7 @@ static struct jj_value f_items(struct jj_ctx *c, struct jj_value v, struct jj_ar
     if (v.kind == JJ_UNDEFINED)
         return jj_list_value(jj_list_new(c, 0));
     if (v.kind != JJ_DICT)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "Can only get item pairs from a mapping.");
+        jj_fail(c, JJ_FAIL_RUNTIME, "Can only get item pairs from a mapping.");
     const struct jj_dict *d = v.u.dict;
     struct jj_list *l = jj_list_new(c, d->n);
     for (size_t i = 0; i < d->n; i++) {
@@ -216,7 +216,7 @@ static struct jj_value f_dictsort(struct jj_ctx *c, struct jj_value v, struct jj
         if (by->u.s.n == 5 && memcmp(by->u.s.p, "value", 5) == 0)
             pos = 1;
         else if (!(by->u.s.n == 3 && memcmp(by->u.s.p, "key", 3) == 0))
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "You can only sort by either \"key\" or \"value\"");
+            jj_fail(c, JJ_FAIL_RUNTIME, "You can only sort by either \"key\" or \"value\"");
     }
     const struct jj_list *l = items.u.list;
     struct jj_value *keys = jj_alloc(c, (l->n ? l->n : 1) * sizeof *keys);
@@ -358,7 +358,7 @@ static struct jj_value f_indent(struct jj_ctx *c, struct jj_value v, struct jj_a
         if (width < 0)
             width = 0;
         if (width > 4096)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "indent width too large");
+            jj_fail(c, JJ_FAIL_LIMIT, "indent width too large");
         char *sp = jj_alloc(c, (size_t)width + 1);
         memset(sp, ' ', (size_t)width);
         ind = (struct jj_str){sp, (size_t)width};
@@ -432,7 +432,7 @@ static struct jj_value f_map(struct jj_ctx *c, struct jj_value v, struct jj_args
         return jj_list_value(r);
     }
     if (a->n_pos == 0 || a->pos[0].kind != JJ_STR)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "map requires a filter argument");
+        jj_fail(c, JJ_FAIL_RUNTIME, "map requires a filter argument");
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)a->pos[0].u.s.n, a->pos[0].u.s.p);
     struct jj_args rest = {a->pos + 1, a->n_pos - 1, a->kw_names, a->kw, a->n_kw};
@@ -449,12 +449,12 @@ static struct jj_value select_common(struct jj_ctx *c, struct jj_value v, struct
     size_t off = by_attr ? 1 : 0;
     struct jj_value *attr = by_attr ? jj_arg(a, 0, NULL) : NULL;
     if (by_attr && !attr)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "Missing parameter for attribute name");
+        jj_fail(c, JJ_FAIL_RUNTIME, "Missing parameter for attribute name");
     char test[64] = "";
     bool has_test = a->n_pos > off;
     if (has_test) {
         if (a->pos[off].kind != JJ_STR)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "test name must be a string");
+            jj_fail(c, JJ_FAIL_RUNTIME, "test name must be a string");
         snprintf(test, sizeof test, "%.*s", (int)a->pos[off].u.s.n, a->pos[off].u.s.p);
     }
     struct jj_args rest = {0};
@@ -535,7 +535,7 @@ static struct jj_value f_replace(struct jj_ctx *c, struct jj_value v, struct jj_
 {
     struct jj_value *old = jj_arg(a, 0, "old"), *new = jj_arg(a, 1, "new");
     if (!old || !new)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "replace() needs old and new");
+        jj_fail(c, JJ_FAIL_RUNTIME, "replace() needs old and new");
     return jj_py_replace(c, str_of(c, v), str_of(c, *old), str_of(c, *new),
                          int_arg(c, jj_arg(a, 2, "count"), -1, "count"));
 }
@@ -608,9 +608,9 @@ static struct jj_value f_round(struct jj_ctx *c, struct jj_value v, struct jj_ar
     bool common_m = !method || (method->kind == JJ_STR && method->u.s.n == 6 &&
                                 memcmp(method->u.s.p, "common", 6) == 0);
     if (!ceil_m && !floor_m && !common_m)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "method must be common, ceil or floor");
+        jj_fail(c, JJ_FAIL_RUNTIME, "method must be common, ceil or floor");
     if (!jj_is_number(v))
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "type %s doesn't define __round__ method",
+        jj_fail(c, JJ_FAIL_RUNTIME, "type %s doesn't define __round__ method",
                 jj_type_name(v));
     if (common_m)
         return v.kind == JJ_FLOAT ? jj_float(round_float(v.u.f, prec))
@@ -664,7 +664,7 @@ static struct jj_value f_sum(struct jj_ctx *c, struct jj_value v, struct jj_args
         if (!none_or_missing(attr))
             x = attr_path(c, x, *attr);
         if (!jj_is_number(x) || !jj_is_number(total))
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "unsupported operand type(s) for +: '%s' and '%s'",
+            jj_fail(c, JJ_FAIL_RUNTIME, "unsupported operand type(s) for +: '%s' and '%s'",
                     jj_type_name(total), jj_type_name(x));
         if (x.kind == JJ_FLOAT || total.kind == JJ_FLOAT)
             total = jj_float(jj_as_double(total) + jj_as_double(x));
@@ -692,7 +692,7 @@ static struct jj_value f_tojson(struct jj_ctx *c, struct jj_value v, struct jj_a
             if (n < 0)
                 n = 0;
             if (n > 1024)
-                jj_fail(c, SPLASH_JINJA_LIMIT, "tojson indent too large");
+                jj_fail(c, JJ_FAIL_LIMIT, "tojson indent too large");
             char *sp = jj_alloc(c, (size_t)n + 1);
             memset(sp, ' ', (size_t)n);
             o.indent = (struct jj_str){sp, (size_t)n};
@@ -701,7 +701,7 @@ static struct jj_value f_tojson(struct jj_ctx *c, struct jj_value v, struct jj_a
     if (!none_or_missing(seps)) {
         if (seps->kind != JJ_LIST || seps->u.list->n != 2 ||
             seps->u.list->items[0].kind != JJ_STR || seps->u.list->items[1].kind != JJ_STR)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "separators must be a pair of strings");
+            jj_fail(c, JJ_FAIL_RUNTIME, "separators must be a pair of strings");
         o.item_sep = seps->u.list->items[0].u.s;
         o.key_sep = seps->u.list->items[1].u.s;
     } else {
@@ -765,7 +765,7 @@ static struct jj_value f_unique(struct jj_ctx *c, struct jj_value v, struct jj_a
             k = attr_path(c, k, *attr);
         k = fold(c, k, cs && jj_truthy(*cs));
         if (k.kind == JJ_DICT || k.kind == JJ_NS || (k.kind == JJ_LIST && !k.u.list->is_tuple))
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "unhashable type: '%s'", jj_type_name(k));
+            jj_fail(c, JJ_FAIL_RUNTIME, "unhashable type: '%s'", jj_type_name(k));
         bool dup = false;
         for (size_t j = 0; j < seen->n && !dup; j++)
             dup = jj_equal(seen->items[j], k);
@@ -844,8 +844,8 @@ struct jj_value jj_call_filter(struct jj_ctx *c, const char *name, struct jj_val
         if (strcmp(filters[i].name, name) == 0)
             return filters[i].fn(c, v, args);
     if (line)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "line %d: No filter named '%s'.", line, name);
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "No filter named '%s'.", name);
+        jj_fail(c, JJ_FAIL_RUNTIME, "line %d: No filter named '%s'.", line, name);
+    jj_fail(c, JJ_FAIL_RUNTIME, "No filter named '%s'.", name);
 }
 
 /* ---- tests ------------------------------------------------------------------------------- */
@@ -854,7 +854,7 @@ static bool t_cmp(struct jj_ctx *c, struct jj_value v, struct jj_args *a, int op
 {
     struct jj_value *o = jj_arg(a, 0, NULL);
     if (!o)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "test needs an argument");
+        jj_fail(c, JJ_FAIL_RUNTIME, "test needs an argument");
     switch (op) {
     case 0: return jj_equal(v, *o);
     case 1: return !jj_equal(v, *o);
@@ -945,7 +945,7 @@ bool jj_call_test(struct jj_ctx *c, const char *name, struct jj_value v, struct 
         return false;
     if (IS("even") || IS("odd") || IS("divisibleby")) {
         if (v.kind != JJ_INT && v.kind != JJ_BOOL)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "not all arguments converted during string "
+            jj_fail(c, JJ_FAIL_RUNTIME, "not all arguments converted during string "
                     "formatting");
         int64_t x = v.kind == JJ_BOOL ? v.u.b : v.u.i;
         if (IS("even"))
@@ -954,7 +954,7 @@ bool jj_call_test(struct jj_ctx *c, const char *name, struct jj_value v, struct 
             return x % 2 != 0;
         int64_t d = int_arg(c, jj_arg(a, 0, "num"), 0, "num");
         if (d == 0)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "integer modulo by zero");
+            jj_fail(c, JJ_FAIL_RUNTIME, "integer modulo by zero");
         return d == -1 || x % d == 0;
     }
     if (IS("eq") || IS("equalto") || IS("=="))
@@ -972,10 +972,10 @@ bool jj_call_test(struct jj_ctx *c, const char *name, struct jj_value v, struct 
     if (IS("in")) {
         struct jj_value *seq = jj_arg(a, 0, "seq");
         if (!seq)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "in test needs a sequence");
+            jj_fail(c, JJ_FAIL_RUNTIME, "in test needs a sequence");
         if (seq->kind == JJ_STR) {
             if (v.kind != JJ_STR)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "'in <string>' requires string as left "
+                jj_fail(c, JJ_FAIL_RUNTIME, "'in <string>' requires string as left "
                         "operand, not %s", jj_type_name(v));
             return v.u.s.n == 0 || memmem(seq->u.s.p, seq->u.s.n, v.u.s.p, v.u.s.n);
         }
@@ -1000,6 +1000,6 @@ bool jj_call_test(struct jj_ctx *c, const char *name, struct jj_value v, struct 
     }
 #undef IS
     if (line)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "line %d: No test named '%s'.", line, name);
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "No test named '%s'.", name);
+        jj_fail(c, JJ_FAIL_RUNTIME, "line %d: No test named '%s'.", line, name);
+    jj_fail(c, JJ_FAIL_RUNTIME, "No test named '%s'.", name);
 }

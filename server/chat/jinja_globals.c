@@ -43,7 +43,7 @@ static int64_t range_arg(struct jj_ctx *c, struct jj_value v)
         return v.u.i;
     if (v.kind == JJ_BOOL)
         return v.u.b;
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object cannot be interpreted as an integer",
+    jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object cannot be interpreted as an integer",
             jj_type_name(v));
 }
 
@@ -58,15 +58,15 @@ static struct jj_value range(struct jj_ctx *c, struct jj_args *a)
         if (a->n_pos == 3)
             step = range_arg(c, a->pos[2]);
     } else {
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "range expected 1 to 3 arguments, got %zu", a->n_pos);
+        jj_fail(c, JJ_FAIL_RUNTIME, "range expected 1 to 3 arguments, got %zu", a->n_pos);
     }
     if (step == 0)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "range() arg 3 must not be zero");
+        jj_fail(c, JJ_FAIL_RUNTIME, "range() arg 3 must not be zero");
     struct jj_list *l = jj_list_new(c, 0);
     /* the sandbox's MAX_RANGE */
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         if (l->n >= 100000)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "Range too big. The sandbox blocks ranges larger "
+            jj_fail(c, JJ_FAIL_LIMIT, "Range too big. The sandbox blocks ranges larger "
                     "than MAX_RANGE (100000).");
         jj_list_push(c, l, jj_int(i));
         if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step))
@@ -79,7 +79,7 @@ static struct jj_value make_dict(struct jj_ctx *c, struct jj_args *a, const char
 {
     struct jj_dict *d = jj_dict_new(c, a->n_kw);
     if (a->n_pos > 1)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "%s expected at most 1 argument, got %zu", what,
+        jj_fail(c, JJ_FAIL_RUNTIME, "%s expected at most 1 argument, got %zu", what,
                 a->n_pos);
     if (a->n_pos == 1) {
         struct jj_value src = a->pos[0];
@@ -91,7 +91,7 @@ static struct jj_value make_dict(struct jj_ctx *c, struct jj_args *a, const char
             for (size_t i = 0; i < pairs->n; i++) {
                 struct jj_list *p = jj_iterate(c, pairs->items[i]);
                 if (p->n != 2)
-                    jj_fail(c, SPLASH_JINJA_RUNTIME, "dictionary update sequence element "
+                    jj_fail(c, JJ_FAIL_RUNTIME, "dictionary update sequence element "
                             "#%zu has length %zu; 2 is required", i, p->n);
                 jj_dict_set(c, d, p->items[0], p->items[1]);
             }
@@ -115,12 +115,12 @@ struct jj_value jj_call_global(struct jj_ctx *c, struct jj_func *fn, struct jj_a
     case G_RAISE_EXCEPTION: {
         struct jj_value *msg = jj_arg(a, 0, "message");
         struct jj_value s = msg ? jj_to_str(c, *msg) : jj_str("", 0);
-        jj_fail(c, SPLASH_JINJA_RAISED, "%.*s", (int)(s.u.s.n > 4000 ? 4000 : s.u.s.n), s.u.s.p);
+        jj_fail(c, JJ_FAIL_RAISED, "%.*s", (int)(s.u.s.n > 4000 ? 4000 : s.u.s.n), s.u.s.p);
     }
     case G_STRFTIME_NOW: {
         struct jj_value *fmt = jj_arg(a, 0, "format");
         if (!fmt || fmt->kind != JJ_STR)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "strftime_now needs a format string");
+            jj_fail(c, JJ_FAIL_RUNTIME, "strftime_now needs a format string");
         char f[256], out[512];
         snprintf(f, sizeof f, "%.*s", (int)(fmt->u.s.n > 255 ? 255 : fmt->u.s.n), fmt->u.s.p);
         time_t t = (time_t)c->now;
@@ -132,5 +132,5 @@ struct jj_value jj_call_global(struct jj_ctx *c, struct jj_func *fn, struct jj_a
         return jj_str(p, n);
     }
     }
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "unknown global");
+    jj_fail(c, JJ_FAIL_RUNTIME, "unknown global");
 }

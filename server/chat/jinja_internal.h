@@ -257,6 +257,14 @@ struct jj_buf {
     size_t n, cap;
 };
 
+/* How a render failed (the status splash_jinja_render returns follows from it). */
+enum jj_fail_kind {
+    JJ_FAIL_RAISED,  /* raise_exception(msg): msg is the template's own text */
+    JJ_FAIL_RUNTIME, /* what Python would raise: undefined attribute, type error ... */
+    JJ_FAIL_LIMIT,   /* a sandbox bound was reached */
+    JJ_FAIL_NOMEM,
+};
+
 struct jj_ctx {
     const struct splash_jinja_template *tpl;
     struct jj_arena arena;
@@ -267,7 +275,10 @@ struct jj_ctx {
     uint64_t steps;
     unsigned depth;
     size_t output_total;
-    struct splash_jinja_error *err;
+    struct splash_err *err;     /* the render's caller's: why it failed */
+    char *message;              /* and its whole text, when the caller asked (may be NULL) */
+    size_t message_size;
+    enum jj_fail_kind fail_kind; /* and how, for the status */
     jmp_buf fail;
 };
 
@@ -308,7 +319,7 @@ struct jj_args {
 };
 
 /* Errors unwind to the render entry point. */
-_Noreturn void jj_fail(struct jj_ctx *c, enum splash_jinja_error_kind kind, const char *fmt, ...)
+_Noreturn void jj_fail(struct jj_ctx *c, enum jj_fail_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 _Noreturn void jj_fail_undefined(struct jj_ctx *c, struct jj_value v);
 void *jj_alloc(struct jj_ctx *c, size_t size); /* fails the render past the memory limit */

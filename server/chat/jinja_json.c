@@ -83,7 +83,7 @@ static void dump(struct jj_ctx *c, struct jj_buf *b, struct jj_value v,
                  const struct jj_json_opts *o, unsigned level)
 {
     if (level > 200)
-        jj_fail(c, SPLASH_JINJA_LIMIT, "tojson: value nested too deep");
+        jj_fail(c, JJ_FAIL_LIMIT, "tojson: value nested too deep");
     char tmp[64];
     switch (v.kind) {
     case JJ_NONE: jj_buf_put(c, b, "null", 4); return;
@@ -136,7 +136,7 @@ static void dump(struct jj_ctx *c, struct jj_buf *b, struct jj_value v,
             struct jj_str *keys = jj_alloc(c, d->n * sizeof *keys);
             for (size_t i = 0; i < d->n; i++) {
                 if (d->keys[i].kind != JJ_STR)
-                    jj_fail(c, SPLASH_JINJA_RUNTIME, "tojson: sort_keys needs string keys");
+                    jj_fail(c, JJ_FAIL_RUNTIME, "tojson: sort_keys needs string keys");
                 keys[i] = d->keys[i].u.s;
             }
             /* insertion sort of indices keeps equal keys stable */
@@ -170,7 +170,7 @@ static void dump(struct jj_ctx *c, struct jj_buf *b, struct jj_value v,
                 jj_buf_putc(c, b, '"');
                 break;
             default:
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "keys must be str, int, float, bool or None, "
+                jj_fail(c, JJ_FAIL_RUNTIME, "keys must be str, int, float, bool or None, "
                         "not %s", jj_type_name(key));
             }
             jj_buf_put(c, b, o->key_sep.p, o->key_sep.n);
@@ -182,7 +182,7 @@ static void dump(struct jj_ctx *c, struct jj_buf *b, struct jj_value v,
         return;
     }
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "Object of type %s is not JSON serializable",
+        jj_fail(c, JJ_FAIL_RUNTIME, "Object of type %s is not JSON serializable",
                 jj_type_name(v));
     }
 }

@@ -200,7 +200,7 @@ struct jj_value jj_getitem(struct jj_ctx *c, struct jj_value obj, struct jj_valu
 static struct jj_str want_str(struct jj_ctx *c, struct jj_value *v, const char *what)
 {
     if (!v || v->kind != JJ_STR)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "%s arg must be str, not %s", what,
+        jj_fail(c, JJ_FAIL_RUNTIME, "%s arg must be str, not %s", what,
                 v ? jj_type_name(*v) : "nothing");
     return v->u.s;
 }
@@ -215,7 +215,7 @@ static int64_t want_int(struct jj_ctx *c, struct jj_value *v, int64_t dflt)
         return v->u.i;
     if (v->kind == JJ_BOOL)
         return v->u.b;
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object cannot be interpreted as an integer",
+    jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object cannot be interpreted as an integer",
             jj_type_name(*v));
 }
 
@@ -228,7 +228,7 @@ static bool affix_match(struct jj_ctx *c, struct jj_str s, struct jj_value *arg,
         return false;
     }
     if (!arg || arg->kind != JJ_STR)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "%s first arg must be str or a tuple of str, not %s",
+        jj_fail(c, JJ_FAIL_RUNTIME, "%s first arg must be str or a tuple of str, not %s",
                 end ? "endswith" : "startswith", arg ? jj_type_name(*arg) : "nothing");
     struct jj_str a = arg->u.s;
     if (a.n > s.n)
@@ -271,7 +271,7 @@ static struct jj_value split(struct jj_ctx *c, struct jj_str s, struct jj_value 
     } else {
         struct jj_str sep = want_str(c, sep_v, "split()");
         if (sep.n == 0)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "empty separator");
+            jj_fail(c, JJ_FAIL_RUNTIME, "empty separator");
         if (!from_right) {
             size_t start = 0;
             for (;;) {
@@ -403,7 +403,7 @@ static struct jj_value str_format(struct jj_ctx *c, struct jj_str fmt, struct jj
         }
         const char *close = memchr(fmt.p + i, '}', fmt.n - i);
         if (!close)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "Single '{' encountered in format string");
+            jj_fail(c, JJ_FAIL_RUNTIME, "Single '{' encountered in format string");
         struct jj_str field = {fmt.p + i + 1, (size_t)(close - fmt.p) - i - 1};
         const char *colon = memchr(field.p, ':', field.n);
         if (colon)
@@ -424,7 +424,7 @@ static struct jj_value str_format(struct jj_ctx *c, struct jj_str fmt, struct jj
                     v = &a->kw[k];
         }
         if (!v)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "Replacement index %zu out of range for "
+            jj_fail(c, JJ_FAIL_RUNTIME, "Replacement index %zu out of range for "
                     "positional args tuple", auto_idx ? auto_idx - 1 : 0);
         jj_str_into(c, &b, *v);
         i = (size_t)(close - fmt.p);
@@ -439,7 +439,7 @@ static struct jj_value partition(struct jj_ctx *c, struct jj_str s, struct jj_st
     l->is_tuple = true;
     int64_t idx = -1;
     if (sep.n == 0)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "empty separator");
+        jj_fail(c, JJ_FAIL_RUNTIME, "empty separator");
     if (!from_right) {
         const char *hit = memmem(s.p, s.n, sep.p, sep.n);
         idx = hit ? hit - s.p : -1;
@@ -498,7 +498,7 @@ static struct jj_value call_str_method(struct jj_ctx *c, enum method m, struct j
     case M_INDEX: {
         int64_t r = find(s, want_str(c, a0, "find()"), m == M_RFIND);
         if (r < 0 && m == M_INDEX)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "substring not found");
+            jj_fail(c, JJ_FAIL_RUNTIME, "substring not found");
         return jj_int(r);
     }
     case M_COUNT: {
@@ -517,12 +517,12 @@ static struct jj_value call_str_method(struct jj_ctx *c, enum method m, struct j
     }
     case M_JOIN: {
         if (!a0)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "join() takes exactly one argument");
+            jj_fail(c, JJ_FAIL_RUNTIME, "join() takes exactly one argument");
         struct jj_list *items = jj_iterate(c, *a0);
         struct jj_buf b = {0};
         for (size_t i = 0; i < items->n; i++) {
             if (items->items[i].kind != JJ_STR)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "sequence item %zu: expected str instance, "
+                jj_fail(c, JJ_FAIL_RUNTIME, "sequence item %zu: expected str instance, "
                         "%s found", i, jj_type_name(items->items[i]));
             if (i)
                 jj_buf_put(c, &b, s.p, s.n);
@@ -554,7 +554,7 @@ static struct jj_value call_str_method(struct jj_ctx *c, enum method m, struct j
         if (width <= len)
             return jj_str(s.p, s.n);
         if (width > (int64_t)c->limits.max_output)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "zfill width too large");
+            jj_fail(c, JJ_FAIL_LIMIT, "zfill width too large");
         struct jj_buf b = {0};
         size_t off = 0;
         if (s.n && (s.p[0] == '-' || s.p[0] == '+')) {
@@ -568,7 +568,7 @@ static struct jj_value call_str_method(struct jj_ctx *c, enum method m, struct j
     }
     default: break;
     }
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "unsupported str method");
+    jj_fail(c, JJ_FAIL_RUNTIME, "unsupported str method");
 }
 
 struct jj_value jj_call_method(struct jj_ctx *c, struct jj_func *fn, struct jj_args *a)
@@ -602,7 +602,7 @@ struct jj_value jj_call_method(struct jj_ctx *c, struct jj_func *fn, struct jj_a
         }
         case M_GET: {
             if (!a0)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "get expected at least 1 argument, got 0");
+                jj_fail(c, JJ_FAIL_RUNTIME, "get expected at least 1 argument, got 0");
             struct jj_value *v = jj_dict_get(d, *a0);
             if (v)
                 return *v;
@@ -626,7 +626,7 @@ struct jj_value jj_call_method(struct jj_ctx *c, struct jj_func *fn, struct jj_a
             for (size_t i = 0; a0 && i < l->n; i++)
                 if (jj_equal(l->items[i], *a0))
                     return jj_int((int64_t)i);
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "value is not in list");
+            jj_fail(c, JJ_FAIL_RUNTIME, "value is not in list");
         case M_COUNT: {
             int64_t n = 0;
             for (size_t i = 0; a0 && i < l->n; i++)
@@ -642,5 +642,5 @@ struct jj_value jj_call_method(struct jj_ctx *c, struct jj_func *fn, struct jj_a
         default: break;
         }
     }
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "unsupported method '%s'", fn->name ? fn->name : "?");
+    jj_fail(c, JJ_FAIL_RUNTIME, "unsupported method '%s'", fn->name ? fn->name : "?");
 }

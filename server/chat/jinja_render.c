@@ -86,7 +86,7 @@ static const char *op_symbol(int op)
 _Noreturn static void fail_operands(struct jj_ctx *c, int op, struct jj_value a,
                                     struct jj_value b)
 {
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "unsupported operand type(s) for %s: '%s' and '%s'",
+    jj_fail(c, JJ_FAIL_RUNTIME, "unsupported operand type(s) for %s: '%s' and '%s'",
             op_symbol(op), jj_type_name(a), jj_type_name(b));
 }
 
@@ -98,7 +98,7 @@ static struct jj_value repeat(struct jj_ctx *c, struct jj_value seq, int64_t tim
         times = 0;
     if (seq.kind == JJ_STR) {
         if (seq.u.s.n && (uint64_t)times > c->limits.max_output / seq.u.s.n)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "string repetition exceeds %zu bytes",
+            jj_fail(c, JJ_FAIL_LIMIT, "string repetition exceeds %zu bytes",
                     c->limits.max_output);
         size_t n = seq.u.s.n * (size_t)times;
         char *p = jj_alloc(c, n + 1);
@@ -108,7 +108,7 @@ static struct jj_value repeat(struct jj_ctx *c, struct jj_value seq, int64_t tim
     }
     const struct jj_list *l = seq.u.list;
     if (l->n && (uint64_t)times > c->limits.max_steps / l->n)
-        jj_fail(c, SPLASH_JINJA_LIMIT, "list repetition too large");
+        jj_fail(c, JJ_FAIL_LIMIT, "list repetition too large");
     struct jj_list *r = jj_list_new(c, l->n * (size_t)times);
     r->is_tuple = l->is_tuple;
     for (int64_t i = 0; i < times; i++)
@@ -129,7 +129,7 @@ struct jj_value jj_percent_format(struct jj_ctx *c, struct jj_str fmt, struct jj
             continue;
         }
         if (++i >= fmt.n)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "incomplete format");
+            jj_fail(c, JJ_FAIL_RUNTIME, "incomplete format");
         char conv = fmt.p[i];
         if (conv == '%') {
             jj_buf_putc(c, &b, '%');
@@ -138,11 +138,11 @@ struct jj_value jj_percent_format(struct jj_ctx *c, struct jj_str fmt, struct jj
         struct jj_value arg;
         if (tuple) {
             if (argi >= tuple->n)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "not enough arguments for format string");
+                jj_fail(c, JJ_FAIL_RUNTIME, "not enough arguments for format string");
             arg = tuple->items[argi++];
         } else {
             if (argi++)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "not enough arguments for format string");
+                jj_fail(c, JJ_FAIL_RUNTIME, "not enough arguments for format string");
             arg = args;
         }
         char tmp[64];
@@ -152,7 +152,7 @@ struct jj_value jj_percent_format(struct jj_ctx *c, struct jj_str fmt, struct jj
         case 'd':
         case 'i':
             if (!jj_is_number(arg))
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "%%%c format: a real number is required, not "
+                jj_fail(c, JJ_FAIL_RUNTIME, "%%%c format: a real number is required, not "
                         "%s", conv, jj_type_name(arg));
             snprintf(tmp, sizeof tmp, "%" PRId64,
                      arg.kind == JJ_FLOAT ? (int64_t)arg.u.f : ival(arg));
@@ -160,17 +160,17 @@ struct jj_value jj_percent_format(struct jj_ctx *c, struct jj_str fmt, struct jj
             break;
         case 'f':
             if (!jj_is_number(arg))
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "must be real number, not %s",
+                jj_fail(c, JJ_FAIL_RUNTIME, "must be real number, not %s",
                         jj_type_name(arg));
             snprintf(tmp, sizeof tmp, "%f", jj_as_double(arg));
             jj_buf_put(c, &b, tmp, strlen(tmp));
             break;
         default:
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "unsupported format character '%c'", conv);
+            jj_fail(c, JJ_FAIL_RUNTIME, "unsupported format character '%c'", conv);
         }
     }
     if (tuple ? argi < tuple->n : argi == 0)
-        jj_fail(c, SPLASH_JINJA_RUNTIME,
+        jj_fail(c, JJ_FAIL_RUNTIME,
                 "not all arguments converted during string formatting");
     return jj_buf_to_str(c, &b);
 }
@@ -194,7 +194,7 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
         if (ints) {
             int64_t r;
             if (__builtin_add_overflow(ival(a), ival(b), &r))
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "integer overflow");
+                jj_fail(c, JJ_FAIL_RUNTIME, "integer overflow");
             return jj_int(r);
         }
         if (nums)
@@ -215,14 +215,14 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
             return jj_list_value(l);
         }
         if (a.kind == JJ_STR || a.kind == JJ_LIST)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "can only concatenate %s (not \"%s\") to %s",
+            jj_fail(c, JJ_FAIL_RUNTIME, "can only concatenate %s (not \"%s\") to %s",
                     jj_type_name(a), jj_type_name(b), jj_type_name(a));
         fail_operands(c, op, a, b);
     case JJ_OP_SUB:
         if (ints) {
             int64_t r;
             if (__builtin_sub_overflow(ival(a), ival(b), &r))
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "integer overflow");
+                jj_fail(c, JJ_FAIL_RUNTIME, "integer overflow");
             return jj_int(r);
         }
         if (nums)
@@ -232,7 +232,7 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
         if (ints) {
             int64_t r;
             if (__builtin_mul_overflow(ival(a), ival(b), &r))
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "integer overflow");
+                jj_fail(c, JJ_FAIL_RUNTIME, "integer overflow");
             return jj_int(r);
         }
         if (nums)
@@ -246,7 +246,7 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
         if (!nums)
             fail_operands(c, op, a, b);
         if (jj_as_double(b) == 0.0)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "division by zero");
+            jj_fail(c, JJ_FAIL_RUNTIME, "division by zero");
         if (ints && (ival(a) > (1LL << 53) || ival(a) < -(1LL << 53) || ival(b) > (1LL << 53) ||
                      ival(b) < -(1LL << 53)))
             /* Python rounds int / int once; int64s are exact in long double */
@@ -261,7 +261,7 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
         if (ints) {
             int64_t x = ival(a), y = ival(b);
             if (y == 0)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, op == JJ_OP_MOD ? "integer modulo by zero"
+                jj_fail(c, JJ_FAIL_RUNTIME, op == JJ_OP_MOD ? "integer modulo by zero"
                                                                   : "integer division or "
                                                                     "modulo by zero");
             if (x == INT64_MIN && y == -1)
@@ -275,7 +275,7 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
         } else {
             double x = jj_as_double(a), y = jj_as_double(b);
             if (y == 0.0)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "float modulo");
+                jj_fail(c, JJ_FAIL_RUNTIME, "float modulo");
             /* CPython's float divmod, signed zeros included */
             double mod = fmod(x, y), div = (x - mod) / y, q;
             if (mod != 0) {
@@ -302,14 +302,14 @@ static struct jj_value binary(struct jj_ctx *c, int op, struct jj_value a, struc
             int64_t base = ival(a), e = ival(b), r = 1;
             while (e-- > 0)
                 if (__builtin_mul_overflow(r, base, &r))
-                    jj_fail(c, SPLASH_JINJA_RUNTIME, "integer overflow");
+                    jj_fail(c, JJ_FAIL_RUNTIME, "integer overflow");
                 else if (r == 0 || r == 1)
                     break;
             return jj_int(r);
         }
         return jj_float(pow(jj_as_double(a), jj_as_double(b)));
     }
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "unknown operator");
+    jj_fail(c, JJ_FAIL_RUNTIME, "unknown operator");
 }
 
 static bool contains(struct jj_ctx *c, struct jj_value needle, struct jj_value hay)
@@ -318,7 +318,7 @@ static bool contains(struct jj_ctx *c, struct jj_value needle, struct jj_value h
     case JJ_UNDEFINED: return false;
     case JJ_STR:
         if (needle.kind != JJ_STR)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "'in <string>' requires string as left operand, "
+            jj_fail(c, JJ_FAIL_RUNTIME, "'in <string>' requires string as left operand, "
                     "not %s", jj_type_name(needle));
         if (needle.u.s.n == 0)
             return true;
@@ -330,7 +330,7 @@ static bool contains(struct jj_ctx *c, struct jj_value needle, struct jj_value h
         return false;
     case JJ_DICT: return jj_dict_get(hay.u.dict, needle) != NULL;
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "argument of type '%s' is not iterable",
+        jj_fail(c, JJ_FAIL_RUNTIME, "argument of type '%s' is not iterable",
                 jj_type_name(hay));
     }
 }
@@ -356,7 +356,7 @@ static int64_t slice_index(struct jj_ctx *c, struct jj_value v, const char *what
 {
     if (v.kind == JJ_INT || v.kind == JJ_BOOL)
         return ival(v);
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "slice %s must be an integer or None, not %s", what,
+    jj_fail(c, JJ_FAIL_RUNTIME, "slice %s must be an integer or None, not %s", what,
             jj_type_name(v));
 }
 
@@ -374,14 +374,14 @@ static struct jj_value slice(struct jj_ctx *c, struct jj_scope *s, struct jj_val
         items = obj.u.list;
         len = (int64_t)items->n;
     } else {
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object is not subscriptable", jj_type_name(obj));
+        jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object is not subscriptable", jj_type_name(obj));
     }
     int64_t step = 1;
     struct jj_value v;
     if (sl->d && (v = eval(c, s, sl->d)).kind != JJ_NONE)
         step = slice_index(c, v, "step");
     if (step == 0)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "slice step cannot be zero");
+        jj_fail(c, JJ_FAIL_RUNTIME, "slice step cannot be zero");
     int64_t lo = step > 0 ? 0 : len - 1, hi = step > 0 ? len : -1;
     if (sl->b && (v = eval(c, s, sl->b)).kind != JJ_NONE) {
         lo = slice_index(c, v, "indices");
@@ -446,7 +446,7 @@ static struct jj_value call_macro(struct jj_ctx *c, struct jj_func *fn, struct j
     const struct jj_node *m = fn->node;
     const char *mname = m->kind == JN_MACRO ? m->name : "caller";
     if (++c->depth > c->limits.max_depth)
-        jj_fail(c, SPLASH_JINJA_LIMIT, "macro calls nested more than %u deep",
+        jj_fail(c, JJ_FAIL_LIMIT, "macro calls nested more than %u deep",
                 c->limits.max_depth);
     jj_step(c);
     struct jj_scope *s = scope_new(c, fn->closure);
@@ -460,7 +460,7 @@ static struct jj_value call_macro(struct jj_ctx *c, struct jj_func *fn, struct j
     varargs->is_tuple = true;
     if (a->n_pos > n_params) {
         if (!(m->flags & JJ_MACRO_USES_VARARGS))
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "macro '%s' takes not more than %zu argument(s)",
+            jj_fail(c, JJ_FAIL_RUNTIME, "macro '%s' takes not more than %zu argument(s)",
                     mname, n_params);
         for (size_t i = n_params; i < a->n_pos; i++)
             jj_list_push(c, varargs, a->pos[i]);
@@ -474,7 +474,7 @@ static struct jj_value call_macro(struct jj_ctx *c, struct jj_func *fn, struct j
             i++;
         if (i < n_params) {
             if (bound[i])
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "macro '%s' got multiple values for argument "
+                jj_fail(c, JJ_FAIL_RUNTIME, "macro '%s' got multiple values for argument "
                         "'%s'", mname, a->kw_names[k]);
             scope_set(c, s, m->targets.items[i]->name, a->kw[k]);
             bound[i] = true;
@@ -484,7 +484,7 @@ static struct jj_value call_macro(struct jj_ctx *c, struct jj_func *fn, struct j
         } else if (m->flags & JJ_MACRO_USES_KWARGS) {
             jj_dict_set(c, kwargs, jj_str(a->kw_names[k], strlen(a->kw_names[k])), a->kw[k]);
         } else {
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "macro '%s' takes no keyword argument '%s'", mname,
+            jj_fail(c, JJ_FAIL_RUNTIME, "macro '%s' takes no keyword argument '%s'", mname,
                     a->kw_names[k]);
         }
     }
@@ -523,7 +523,7 @@ struct jj_value jj_call_value(struct jj_ctx *c, struct jj_value callee, struct j
     if (callee.kind == JJ_UNDEFINED)
         jj_fail_undefined(c, callee);
     if (callee.kind != JJ_FUNC)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object is not callable", jj_type_name(callee));
+        jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object is not callable", jj_type_name(callee));
     struct jj_func *fn = callee.u.fn;
     switch (fn->kind) {
     case JJ_FN_MACRO:
@@ -532,7 +532,7 @@ struct jj_value jj_call_value(struct jj_ctx *c, struct jj_value callee, struct j
     case JJ_FN_METHOD: return jj_call_method(c, fn, a);
     case JJ_FN_LOOP_CYCLE: {
         if (a->n_pos == 0)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "no items for cycling given");
+            jj_fail(c, JJ_FAIL_RUNTIME, "no items for cycling given");
         const struct jj_loop *l = fn->self.u.loop;
         return a->pos[(size_t)l->index0 % a->n_pos];
     }
@@ -597,14 +597,14 @@ static struct jj_value eval(struct jj_ctx *c, struct jj_scope *s, const struct j
         if (v.kind == JJ_UNDEFINED)
             jj_fail_undefined(c, v);
         if (!jj_is_number(v))
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "bad operand type for unary %c: '%s'",
+            jj_fail(c, JJ_FAIL_RUNTIME, "bad operand type for unary %c: '%s'",
                     n->kind == JN_NEG ? '-' : '+', jj_type_name(v));
         if (n->kind == JN_POS)
             return v.kind == JJ_BOOL ? jj_int(v.u.b) : v;
         if (v.kind == JJ_FLOAT)
             return jj_float(-v.u.f);
         if (ival(v) == INT64_MIN)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "integer overflow");
+            jj_fail(c, JJ_FAIL_RUNTIME, "integer overflow");
         return jj_int(-ival(v));
     }
     case JN_NOT: return jj_bool(!jj_truthy(eval(c, s, n->a)));
@@ -650,15 +650,15 @@ static struct jj_value eval(struct jj_ctx *c, struct jj_scope *s, const struct j
         for (size_t i = 0; i < n->args.n; i++) {
             struct jj_value k = eval(c, s, n->args.items[i]);
             if (k.kind == JJ_LIST && !k.u.list->is_tuple)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "unhashable type: 'list'");
+                jj_fail(c, JJ_FAIL_RUNTIME, "unhashable type: 'list'");
             if (k.kind == JJ_DICT)
-                jj_fail(c, SPLASH_JINJA_RUNTIME, "unhashable type: 'dict'");
+                jj_fail(c, JJ_FAIL_RUNTIME, "unhashable type: 'dict'");
             jj_dict_set(c, d, k, eval(c, s, n->kwargs.items[i]));
         }
         return jj_dict_value(d);
     }
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "line %d: not an expression", n->line);
+        jj_fail(c, JJ_FAIL_RUNTIME, "line %d: not an expression", n->line);
     }
 }
 
@@ -676,13 +676,13 @@ static void assign(struct jj_ctx *c, struct jj_scope *s, const struct jj_nodes *
         /* ns.attr = v */
         struct jj_value obj = lookup(c, s, t->a->name);
         if (obj.kind != JJ_NS)
-            jj_fail(c, SPLASH_JINJA_RUNTIME, "cannot assign attribute on non-namespace object");
+            jj_fail(c, JJ_FAIL_RUNTIME, "cannot assign attribute on non-namespace object");
         jj_dict_set(c, obj.u.dict, jj_str(t->name, strlen(t->name)), v);
         return;
     }
     struct jj_list *items = jj_iterate(c, v);
     if (items->n != targets->n)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, items->n > targets->n
+        jj_fail(c, JJ_FAIL_RUNTIME, items->n > targets->n
                     ? "too many values to unpack (expected %zu)"
                     : "not enough values to unpack (expected %zu)", targets->n);
     for (size_t i = 0; i < targets->n; i++)
@@ -701,7 +701,7 @@ static enum flow exec_for(struct jj_ctx *c, struct jj_scope *s, const struct jj_
 {
     struct jj_value iterable = eval(c, s, n->a);
     if (iterable.kind == JJ_NONE || jj_is_number(iterable) || iterable.kind == JJ_FUNC)
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object is not iterable",
+        jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object is not iterable",
                 jj_type_name(iterable));
     struct jj_list *items = jj_iterate(c, iterable);
     const char *loop_name = jj_intern_find(c->tpl, "loop", 4);
@@ -801,7 +801,7 @@ static enum flow exec_node(struct jj_ctx *c, struct jj_scope *s, const struct jj
     case JN_BREAK: return FLOW_BREAK;
     case JN_CONTINUE: return FLOW_CONTINUE;
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "line %d: not a statement", n->line);
+        jj_fail(c, JJ_FAIL_RUNTIME, "line %d: not a statement", n->line);
     }
 }
 
@@ -882,7 +882,7 @@ static bool run(struct jj_ctx *c, const json_t *vars, struct jj_buf *buf)
         return false;
     c->out = buf;
     if (vars && !json_is_object(vars))
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "template variables must be a JSON object");
+        jj_fail(c, JJ_FAIL_RUNTIME, "template variables must be a JSON object");
     c->globals = scope_new(c, NULL);
     if (vars) {
         const char *key;
@@ -901,7 +901,7 @@ static bool run(struct jj_ctx *c, const json_t *vars, struct jj_buf *buf)
 
 enum splash_status splash_jinja_render(const struct splash_jinja_template *t, const json_t *vars,
                                        const struct splash_jinja_render_opts *opts, char **out,
-                                       size_t *out_len, struct splash_jinja_error *err)
+                                       size_t *out_len, struct splash_err *err)
 {
     static const struct splash_jinja_limits defaults = {
         .max_output = 64u << 20, .max_memory = 512u << 20, .max_steps = 10000000,
@@ -909,15 +909,18 @@ enum splash_status splash_jinja_render(const struct splash_jinja_template *t, co
     *out = NULL;
     if (out_len)
         *out_len = 0;
-    struct splash_jinja_error local_err;
+    struct splash_err local_err;
     if (!err)
         err = &local_err;
     memset(err, 0, sizeof *err);
+    char *message = opts && opts->message_size ? opts->message : NULL;
+    if (message)
+        message[0] = 0;
     struct jj_ctx *c = calloc(1, sizeof *c);
     if (!c) {
-        err->kind = SPLASH_JINJA_NOMEM;
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        return SPLASH_ERR_NOMEM;
+        if (message)
+            snprintf(message, opts->message_size, "out of memory");
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     }
     c->tpl = t;
     c->err = err;
@@ -934,19 +937,21 @@ enum splash_status splash_jinja_render(const struct splash_jinja_template *t, co
             c->limits.max_depth = l->max_depth;
     }
     c->now = opts && opts->now ? opts->now : (int64_t)time(NULL);
+    c->message = message;
+    c->message_size = message ? opts->message_size : 0;
     jj_arena_init(&c->arena, c->limits.max_memory);
     struct jj_buf buf = {0};
     enum splash_status st = SPLASH_OK;
     if (!run(c, vars, &buf)) {
-        st = err->kind == SPLASH_JINJA_NOMEM ? SPLASH_ERR_NOMEM
-           : err->kind == SPLASH_JINJA_LIMIT ? SPLASH_ERR_UNSUPPORTED : SPLASH_ERR_INVALID;
+        st = c->fail_kind == JJ_FAIL_NOMEM ? SPLASH_ERR_NOMEM
+           : c->fail_kind == JJ_FAIL_LIMIT ? SPLASH_ERR_UNSUPPORTED : SPLASH_ERR_INVALID;
         goto out_free_ctx;
     }
     *out = malloc(buf.n + 1);
     if (!*out) {
-        err->kind = SPLASH_JINJA_NOMEM;
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        st = SPLASH_ERR_NOMEM;
+        if (message)
+            snprintf(message, opts->message_size, "out of memory");
+        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto out_free_ctx;
     }
     if (buf.n)

@@ -13,15 +13,20 @@
 
 /* ---- failure and allocation ------------------------------------------------------------------ */
 
-void jj_fail(struct jj_ctx *c, enum splash_jinja_error_kind kind, const char *fmt, ...)
+void jj_fail(struct jj_ctx *c, enum jj_fail_kind kind, const char *fmt, ...)
 {
-    if (c->err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err->msg, sizeof c->err->msg, fmt, ap);
-        va_end(ap);
-        c->err->kind = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    if (c->message && c->message_size) {
+        va_list whole;
+        va_copy(whole, ap);
+        vsnprintf(c->message, c->message_size, fmt, whole);
+        va_end(whole);
     }
+    if (c->err)
+        vsnprintf(c->err->msg, sizeof c->err->msg, fmt, ap);
+    va_end(ap);
+    c->fail_kind = kind;
     longjmp(c->fail, 1);
 }
 
@@ -29,15 +34,15 @@ void jj_fail_undefined(struct jj_ctx *c, struct jj_value v)
 {
     char msg[512];
     jj_undefined_message(&v, msg, sizeof msg);
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "%s", msg);
+    jj_fail(c, JJ_FAIL_RUNTIME, "%s", msg);
 }
 
 void *jj_alloc(struct jj_ctx *c, size_t size)
 {
     void *p = jj_arena_alloc(&c->arena, size);
     if (!p)
-        jj_fail(c, c->arena.limit && c->arena.total + size >= c->arena.limit ? SPLASH_JINJA_LIMIT
-                                                                            : SPLASH_JINJA_NOMEM,
+        jj_fail(c, c->arena.limit && c->arena.total + size >= c->arena.limit ? JJ_FAIL_LIMIT
+                                                                            : JJ_FAIL_NOMEM,
                 "template rendering used more than %zu bytes of memory", c->limits.max_memory);
     return p;
 }
@@ -45,7 +50,7 @@ void *jj_alloc(struct jj_ctx *c, size_t size)
 void jj_step(struct jj_ctx *c)
 {
     if (++c->steps > c->limits.max_steps)
-        jj_fail(c, SPLASH_JINJA_LIMIT, "template ran more than %" PRIu64
+        jj_fail(c, JJ_FAIL_LIMIT, "template ran more than %" PRIu64
                 " loop iterations and calls", c->limits.max_steps);
 }
 
@@ -58,14 +63,14 @@ void jj_buf_put(struct jj_ctx *c, struct jj_buf *b, const char *p, size_t n)
         return;
     if (b->n + n + 1 > b->cap) {
         if (b->n + n > c->limits.max_output)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "template output exceeds %zu bytes",
+            jj_fail(c, JJ_FAIL_LIMIT, "template output exceeds %zu bytes",
                     c->limits.max_output);
         size_t cap = b->cap ? b->cap * 2 : 64;
         while (cap < b->n + n + 1)
             cap *= 2;
         char *np = jj_arena_alloc_raw(&c->arena, cap);
         if (!np)
-            jj_fail(c, SPLASH_JINJA_LIMIT, "template rendering used more than %zu bytes of "
+            jj_fail(c, JJ_FAIL_LIMIT, "template rendering used more than %zu bytes of "
                     "memory", c->limits.max_memory);
         if (b->n)
             memcpy(np, b->p, b->n);
@@ -377,7 +382,7 @@ int jj_compare(struct jj_ctx *c, struct jj_value a, struct jj_value b)
         }
         return a.u.list->n < b.u.list->n ? -1 : a.u.list->n > b.u.list->n;
     }
-    jj_fail(c, SPLASH_JINJA_RUNTIME, "'<' not supported between instances of '%s' and '%s'",
+    jj_fail(c, JJ_FAIL_RUNTIME, "'<' not supported between instances of '%s' and '%s'",
             jj_type_name(a), jj_type_name(b));
 }
 
@@ -662,7 +667,7 @@ struct jj_list *jj_iterate(struct jj_ctx *c, struct jj_value v)
         return l;
     }
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "'%s' object is not iterable", jj_type_name(v));
+        jj_fail(c, JJ_FAIL_RUNTIME, "'%s' object is not iterable", jj_type_name(v));
     }
 }
 
@@ -674,6 +679,6 @@ int64_t jj_length(struct jj_ctx *c, struct jj_value v)
     case JJ_LIST: return (int64_t)v.u.list->n;
     case JJ_DICT: return (int64_t)v.u.dict->n;
     default:
-        jj_fail(c, SPLASH_JINJA_RUNTIME, "object of type '%s' has no len()", jj_type_name(v));
+        jj_fail(c, JJ_FAIL_RUNTIME, "object of type '%s' has no len()", jj_type_name(v));
     }
 }

@@ -56,7 +56,7 @@ static void render_effort(const struct splash_jinja_template *t, const json_t *s
             json_object_set_new(vars, "reasoning_effort", json_string(effort_names[effort]));
     }
     struct splash_jinja_render_opts opts = {.now = 1768478400};
-    struct splash_jinja_error err;
+    struct splash_err err;
     r->st = splash_jinja_render(t, vars, &opts, &r->text, &r->len, &err);
     json_decref(vars);
 }

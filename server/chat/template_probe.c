@@ -74,7 +74,7 @@ struct rendering {
     enum splash_status st;
     char *text;
     size_t len;
-    struct splash_jinja_error err;
+    struct splash_err err;
 };
 
 static json_t *probe_vars(const json_t *special, json_t *messages, bool tools,

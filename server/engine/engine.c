@@ -166,8 +166,8 @@ static void finish(struct engine *e, struct request *r, const char *reason)
 }
 
 /* The tokenizer, vocabulary index and format a constrained request needs, built once. */
-static enum splash_status grammar_setup(struct engine *e, const struct request *r, const char *calls,
-                                       struct splash_err *err)
+static enum splash_status grammar_setup(struct engine *e, const struct request *r,
+                                       enum splash_grammar_call_syntax want, struct splash_err *err)
 {
     enum splash_status st;
     if (!e->tok && (st = splash_tokenizer_load(e->lm->meta->path, &e->tok, err)))
@@ -188,146 +188,124 @@ static enum splash_status grammar_setup(struct engine *e, const struct request *
                 e->closers[e->n_closers++] = (int32_t)i;
         }
     }
-    int want = calls && !strcmp(calls, "glm_args") ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
-                                                   : SPLASH_GRAMMAR_CALLS_QWEN_XML;
-    if (e->gformat_calls != want) {
-        if ((st = splash_grammar_format_init(&e->gformat, (enum splash_grammar_call_syntax)want,
-                                             e->tok, err)))
+    if (e->gformat_calls != (int)want) {
+        if ((st = splash_grammar_format_init(&e->gformat, want, e->tok, err)))
             return st;
-        e->gformat_calls = want;
+        e->gformat_calls = (int)want;
     }
     return SPLASH_OK;
 }
 
-static void submit(struct engine *e, uint64_t id, json_t *body)
+/* Takes a request from its SUBMIT frame: the typed request the front read, checked
+ * against this model (vocabulary, context) and made ready to prefill. */
+static void submit(struct engine *e, uint64_t id, const json_t *body)
 {
-    json_t *prompt = json_object_get(body, "prompt");
-    if (!json_is_array(prompt) || json_array_size(prompt) == 0) {
-        send_error(e, id, "invalid_request", "the prompt is empty");
+    struct splash_submit s;
+    struct splash_err err;
+    enum splash_status st = splash_submit_from_json(body, &s, &err);
+    if (st) {
+        send_error(e, id, st == SPLASH_ERR_NOMEM ? "capacity_exhausted" : "invalid_request", err.msg);
         return;
     }
-    int64_t n_prompt = (int64_t)json_array_size(prompt);
-    int64_t max_tokens = json_integer_value(json_object_get(body, "max_tokens"));
-    if (max_tokens <= 0)
-        max_tokens = e->n_ctx - n_prompt;
+    const struct splash_gen_params *p = &s.params;
+    int64_t n_prompt = (int64_t)s.n_prompt;
     if (n_prompt >= e->n_ctx) {
         char msg[160];
         snprintf(msg, sizeof msg, "the prompt's %lld tokens fill the %lld-token context",
                  (long long)n_prompt, (long long)e->n_ctx);
         send_error(e, id, "context_length_exceeded", msg);
+        splash_submit_free(&s);
         return;
     }
+    for (size_t i = 0; i < s.n_prompt; i++)
+        if (s.prompt[i] >= e->lm->info.n_vocab) {
+            send_error(e, id, "invalid_request", "a prompt token is out of the vocabulary");
+            splash_submit_free(&s);
+            return;
+        }
+    for (size_t i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token >= e->lm->info.n_vocab) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "logit_bias: token %lld is past the vocabulary's %lld tokens",
+                     (long long)p->logit_bias[i].token, (long long)e->lm->info.n_vocab);
+            send_error(e, id, "invalid_request", msg);
+            splash_submit_free(&s);
+            return;
+        }
     struct request *r = calloc(1, sizeof *r);
-    if (!r || !(r->prompt = malloc((size_t)n_prompt * sizeof *r->prompt))) {
-        free(r);
-        send_error(e, id, "capacity_exhausted", "out of memory for the prompt");
+    if (!r) {
+        send_error(e, id, "capacity_exhausted", "out of memory for the request");
+        splash_submit_free(&s);
         return;
     }
     r->id = id;
+    r->prompt = s.prompt; /* the request owns it now */
+    s.prompt = NULL;
     r->n_prompt = r->n_fill = r->cap_tokens = (int32_t)n_prompt;
-    json_t *reuse = json_object_get(body, "reuse_token");
-    r->reuse = json_is_integer(reuse) ? (int32_t)json_integer_value(reuse) : -1;
-    for (int64_t i = 0; i < n_prompt; i++) {
-        json_int_t t = json_integer_value(json_array_get(prompt, (size_t)i));
-        if (t < 0 || t >= e->lm->info.n_vocab) {
-            free(r->prompt);
-            free(r);
-            send_error(e, id, "invalid_request", "a prompt token is out of the vocabulary");
-            return;
-        }
-        r->prompt[i] = (int32_t)t;
-    }
-    r->max_tokens = (int32_t)(max_tokens < e->n_ctx - n_prompt ? max_tokens : e->n_ctx - n_prompt);
-    json_t *stops = json_object_get(body, "stop_ids");
-    for (size_t i = 0; json_is_array(stops) && i < json_array_size(stops) && r->n_stop < 32; i++)
-        r->stop_ids[r->n_stop++] = (int32_t)json_integer_value(json_array_get(stops, i));
-    json_t *s = json_object_get(body, "sampling");
-    struct splash_sampling_params sp = {.temperature = 0, .top_p = 1, .repetition_penalty = 1};
-    if (json_is_object(s)) {
-        json_t *v;
-        if ((v = json_object_get(s, "temperature")) && json_is_number(v))
-            sp.temperature = (float)json_number_value(v);
-        if ((v = json_object_get(s, "top_k")) && json_is_integer(v))
-            sp.top_k = (int32_t)json_integer_value(v);
-        if ((v = json_object_get(s, "top_p")) && json_is_number(v))
-            sp.top_p = (float)json_number_value(v);
-        if ((v = json_object_get(s, "min_p")) && json_is_number(v))
-            sp.min_p = (float)json_number_value(v);
-        if ((v = json_object_get(s, "presence_penalty")) && json_is_number(v))
-            sp.presence_penalty = (float)json_number_value(v);
-        if ((v = json_object_get(s, "frequency_penalty")) && json_is_number(v))
-            sp.frequency_penalty = (float)json_number_value(v);
-        if ((v = json_object_get(s, "repetition_penalty")) && json_is_number(v))
-            sp.repetition_penalty = (float)json_number_value(v);
-        if ((v = json_object_get(s, "seed")) && json_is_integer(v))
-            sp.seed = (uint64_t)json_integer_value(v);
-        else
-            sp.seed = (uint64_t)time(NULL) ^ id * 0x9e3779b97f4a7c15ull;
-    }
+    r->reuse = s.reuse_token;
+    int64_t room = e->n_ctx - n_prompt;
+    r->max_tokens = (int32_t)(p->max_tokens > 0 && p->max_tokens < room ? p->max_tokens : room);
+    memcpy(r->stop_ids, s.stop_ids, sizeof r->stop_ids);
+    r->n_stop = s.n_stop;
+    struct splash_sampling_params sp = p->sampling;
+    if (!p->has_seed)
+        sp.seed = (uint64_t)time(NULL) ^ id * 0x9e3779b97f4a7c15ull;
     r->think_budget = -1;
     r->forced_next = 0;
-    json_t *think = json_object_get(body, "think");
-    if (json_is_object(think)) {
+    if (p->think.on) {
         r->in_thinking = 1;
         r->counting = 1;
-        json_t *b = json_object_get(think, "budget");
-        r->think_budget = json_is_integer(b) ? (int64_t)json_integer_value(b) : -1;
-        r->think_close = (int32_t)json_integer_value(json_object_get(think, "close"));
-        json_t *co = json_object_get(think, "call_open");
-        r->call_open = json_is_integer(co) ? (int32_t)json_integer_value(co) : -1;
-        json_t *end = json_object_get(think, "end");
-        for (size_t i = 0; json_is_array(end) && i < json_array_size(end) && r->n_think_end < 64; i++)
-            r->think_end[r->n_think_end++] = (int32_t)json_integer_value(json_array_get(end, i));
+        r->think_budget = p->think.budget;
+        r->think_close = p->think.close;
+        r->call_open = p->think.call_open;
+        memcpy(r->think_end, p->think.end, sizeof r->think_end);
+        r->n_think_end = p->think.n_end;
         r->forced_next = r->n_think_end; /* nothing forced yet */
         if (r->think_budget == 0 && r->n_think_end)
             r->forced_next = 0;
     }
-    r->logprobs = json_is_true(json_object_get(body, "logprobs"));
-    r->top_logprobs = (int)json_integer_value(json_object_get(body, "top_logprobs"));
-    if (r->top_logprobs > 20)
-        r->top_logprobs = 20;
+    r->logprobs = p->logprobs;
+    r->top_logprobs = p->top_logprobs;
     if (splash_sampler_init(&r->sampler, &sp, (int32_t)e->lm->info.n_vocab) != 0) {
         free(r->prompt);
         free(r);
         send_error(e, id, "capacity_exhausted", "out of memory for the sampler");
+        splash_submit_free(&s);
         return;
     }
-    json_t *lb = json_object_get(s, "logit_bias");
-    if (json_is_array(lb) && json_array_size(lb)) {
-        size_t n = json_array_size(lb);
+    if (p->n_logit_bias) {
+        size_t n = p->n_logit_bias;
         r->bias_ids = malloc(n * sizeof *r->bias_ids);
         r->bias = malloc(n * sizeof *r->bias);
         if (!r->bias_ids || !r->bias) {
             send_error(e, id, "capacity_exhausted", "out of memory for logit_bias");
             request_free(e, r);
+            splash_submit_free(&s);
             return;
         }
         for (size_t i = 0; i < n; i++) {
-            json_t *pair = json_array_get(lb, i);
-            json_int_t t = json_integer_value(json_array_get(pair, 0));
-            if (t < 0 || t >= e->lm->info.n_vocab) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "logit_bias: token %lld is past the vocabulary's %lld tokens",
-                         (long long)t, (long long)e->lm->info.n_vocab);
-                send_error(e, id, "invalid_request", msg);
-                request_free(e, r);
-                return;
-            }
-            r->bias_ids[r->n_bias] = (int32_t)t;
-            r->bias[r->n_bias++] = (float)json_number_value(json_array_get(pair, 1));
+            r->bias_ids[i] = p->logit_bias[i].token;
+            r->bias[i] = p->logit_bias[i].bias;
         }
+        r->n_bias = (int)n;
     }
-    json_t *spec = json_object_get(body, "grammar");
-    if (json_is_object(spec)) {
-        struct splash_err err;
-        if (grammar_setup(e, r, json_string_value(json_object_get(body, "grammar_calls")), &err) ||
+    if (p->grammar) {
+        json_error_t jerr;
+        json_t *spec = json_loads(p->grammar, 0, &jerr);
+        if (!spec)
+            splash_err_set(&err, SPLASH_ERR_INVALID, "SUBMIT: grammar: %s", jerr.text);
+        if (!spec || grammar_setup(e, r, p->grammar_calls, &err) ||
             splash_grammar_compile_spec(spec, &e->gformat, &r->grammar, &err) ||
             splash_grammar_matcher_create(r->grammar, e->gvocab, &r->matcher, &err)) {
             send_error(e, id, "invalid_request", err.msg);
+            json_decref(spec);
             request_free(e, r);
+            splash_submit_free(&s);
             return;
         }
+        json_decref(spec);
     }
+    splash_submit_free(&s);
     r->state = REQ_PREFILL;
     struct request **tail = &e->reqs;
     while (*tail)

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "server/engine/gen_params.h"
 #include "splash/status.h"
 
 #define SPLASH_FRAME_MAGIC 0x5350u /* "SP" */
@@ -15,8 +16,8 @@
 
 enum splash_frame_type {
     /* front -> engine */
-    SPLASH_FRAME_SUBMIT = 1,   /* {prompt:[ids], max_tokens, stop_ids:[...], sampling:{...},
-                                  logprobs, top_logprobs} */
+    SPLASH_FRAME_SUBMIT = 1,   /* struct splash_submit, every field present
+                                  (splash_submit_to_json) */
     SPLASH_FRAME_CANCEL = 2,   /* {} */
     SPLASH_FRAME_STATUS_REQ = 3,
     SPLASH_FRAME_SHUTDOWN = 4,
@@ -50,5 +51,16 @@ enum splash_status splash_frame_write_timeout(int fd, uint32_t type, uint64_t id
 /* Blocks for one whole frame. SPLASH_ERR_IO with "closed" on end of stream. */
 enum splash_status splash_frame_read(int fd, struct splash_frame *out, struct splash_err *err);
 void splash_frame_free(struct splash_frame *f);
+
+/* The SUBMIT frame's body (server/engine/submit_frame.c): every field written, so the
+ * reader, which takes no default, refuses a body leaving one out, naming it. */
+json_t *splash_submit_to_json(const struct splash_submit *s);
+/* Fills s (owning its prompt and parameters: splash_submit_free). */
+enum splash_status splash_submit_from_json(const json_t *body, struct splash_submit *s,
+                                           struct splash_err *err);
+void splash_submit_free(struct splash_submit *s);
+/* Writes a SUBMIT frame for request id. */
+enum splash_status splash_frame_write_submit(int fd, uint64_t id, const struct splash_submit *s,
+                                             struct splash_err *err);
 
 #endif

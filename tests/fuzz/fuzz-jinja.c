@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                       .max_steps = 20000, .max_depth = 40};
     struct splash_jinja_render_opts opts = {.limits = &lim, .now = 1768478400};
     char *out = NULL;
-    struct splash_jinja_error err;
+    struct splash_err err;
     splash_jinja_render(t, vars, &opts, &out, NULL, &err);
     free(out);
     splash_jinja_free(t);

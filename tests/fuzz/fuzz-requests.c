@@ -25,6 +25,8 @@
 #include "server/app.h"
 #include "server/chat_setup.h"
 #include "server/api.h"
+#include "server/engine/protocol.h"
+#include "server/gen_read.h"
 #include "server/generation.h"
 #include "server/http.h"
 #include "server/options.h"
@@ -82,8 +84,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     app.model_name = "fuzz/model";
     pthread_mutex_init(&app.lock, NULL);
     if (splash_tokenizer_load_gguf(path, &app.tok, &err) != SPLASH_OK ||
-        splash_chat_setup(&app, path, msg, sizeof msg) != 0) {
-        fprintf(stderr, "fuzz-requests: %s %s\n", err.msg, msg);
+        splash_chat_setup(&app, path, &err) != SPLASH_OK) {
+        fprintf(stderr, "fuzz-requests: %s\n", err.msg);
         abort();
     }
     unlink(path);
@@ -163,8 +165,9 @@ static void decode_body(json_t *body)
 {
     char msg[1024];
     /* OpenAI chat */
-    json_t *messages = splash_chat_normalize(&app, json_object_get(body, "messages"), msg, sizeof msg);
-    if (messages) {
+    json_t *messages;
+    struct splash_err nerr;
+    if (splash_chat_normalize(&app, json_object_get(body, "messages"), &messages, &nerr) == SPLASH_OK) {
         json_t *tools = json_object_get(body, "tools");
         int effort = -1;
         if (!splash_api_check_tools(tools, "tools", msg, sizeof msg) &&
@@ -188,9 +191,28 @@ static void decode_body(json_t *body)
     if (splash_api_responses_prompt(&app, body, &p, &reply) == 0)
         splash_api_prompt_free(&p);
     drop_reply(&reply);
-    /* generation parameters */
-    json_t *submit = json_object();
-    splash_gen_params(body, submit, msg, sizeof msg);
-    json_decref(submit);
+    /* the typed request from each API, through the SUBMIT frame and back; and the body
+     * itself as a SUBMIT frame's (the engine's reader) */
+    enum splash_status (*readers[])(const json_t *, struct splash_gen_params *,
+                                    struct splash_err *) = {
+        splash_gen_read_openai, splash_gen_read_responses, splash_gen_read_messages};
+    for (size_t i = 0; i < sizeof readers / sizeof *readers; i++) {
+        int32_t one = 1;
+        struct splash_submit s = {.prompt = &one, .n_prompt = 1, .reuse_token = -1};
+        struct splash_err err;
+        if (readers[i](body, &s.params, &err) != SPLASH_OK)
+            continue;
+        json_t *frame = splash_submit_to_json(&s);
+        struct splash_submit back;
+        if (splash_submit_from_json(frame, &back, &err) != SPLASH_OK)
+            abort(); /* what the front writes the engine must read */
+        splash_submit_free(&back);
+        json_decref(frame);
+        splash_gen_params_free(&s.params);
+    }
+    struct splash_submit raw;
+    struct splash_err err;
+    if (splash_submit_from_json(body, &raw, &err) == SPLASH_OK)
+        splash_submit_free(&raw);
     json_decref(body);
 }

@@ -47,8 +47,8 @@ const json_t *test_quant_index_type(const json_t *index, const char *file)
 
 void test_q8_0_to_float(const void *blocks, float *out, int64_t n)
 {
-    const struct q8_0_block *b = blocks;
-    for (int64_t i = 0; i < n / KQ_QK8_0; i++)
-        for (int j = 0; j < KQ_QK8_0; j++)
-            out[i * KQ_QK8_0 + j] = splash_fp16_to_fp32(b[i].d) * (float)b[i].qs[j];
+    const struct splash_q8_0_block *b = blocks;
+    for (int64_t i = 0; i < n / SPLASH_QK8_0; i++)
+        for (int j = 0; j < SPLASH_QK8_0; j++)
+            out[i * SPLASH_QK8_0 + j] = splash_fp16_to_fp32(b[i].d) * (float)b[i].qs[j];
 }

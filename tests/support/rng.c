@@ -26,10 +26,10 @@ uint64_t test_xorshift64(uint64_t *state)
 
 void test_random_q8_0(uint64_t *state, void *blocks, int64_t n_blocks)
 {
-    struct q8_0_block *b = blocks;
+    struct splash_q8_0_block *b = blocks;
     for (int64_t i = 0; i < n_blocks; i++) {
         b[i].d = splash_fp32_to_fp16(0.001f + 0.05f * test_splitmix_uniform(state));
-        for (int j = 0; j < KQ_QK8_0; j++)
+        for (int j = 0; j < SPLASH_QK8_0; j++)
             b[i].qs[j] = (int8_t)((int)(test_splitmix64(state) % 255) - 127);
     }
 }
