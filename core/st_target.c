@@ -176,26 +176,34 @@ static const struct splash_format_type *format_where(const struct build *b, cons
     return NULL;
 }
 
-/* MLX's quantization of one module: the block's defaults and the module's override. */
+/* MLX's quantization of one module: its override, else the block's values (unless the
+ * override names another mode), else the mode's defaults (as mlx-lm and the checkpoint
+ * rules take them: affine 4-bit/64, mxfp4 4/32, nvfp4 4/16). */
 static enum splash_status mlx_params(const struct build *b, const char *module, const char **mode,
                                      int *bits, int *group, struct splash_err *err)
 {
     const json_t *q = b->quant, *o = json_object_get(q, module);
-    const json_t *m = json_object_get(o, "mode"), *bi = json_object_get(o, "bits"),
-                 *g = json_object_get(o, "group_size");
+    const json_t *m = json_object_get(o, "mode");
+    const json_t *from = m ? NULL : q; /* an override of another mode takes that mode's defaults */
     if (!m)
         m = json_object_get(q, "mode");
-    if (!bi)
-        bi = json_object_get(q, "bits");
-    if (!g)
-        g = json_object_get(q, "group_size");
-    *mode = m ? json_string_value(m) : "affine";
-    if (!*mode || !json_is_integer(bi) || !json_is_integer(g))
+    *mode = m && !json_is_null(m) ? json_string_value(m) : "affine";
+    if (!*mode)
         return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "config.json: quantization of %s needs mode, bits and group_size",
+                              "config.json: quantization of %s: mode must be a string", module);
+    int def_group = !strcmp(*mode, "mxfp4") ? 32 : !strcmp(*mode, "nvfp4") ? 16 : 64;
+    const json_t *bi = json_object_get(o, "bits"), *g = json_object_get(o, "group_size");
+    if (!bi)
+        bi = json_object_get(from, "bits");
+    if (!g)
+        g = json_object_get(from, "group_size");
+    if ((bi && !json_is_integer(bi)) || (g && !json_is_integer(g)))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "config.json: quantization of %s: bits and group_size must be "
+                              "integers",
                               module);
-    *bits = (int)json_integer_value(bi);
-    *group = (int)json_integer_value(g);
+    *bits = bi ? (int)json_integer_value(bi) : 4;
+    *group = g ? (int)json_integer_value(g) : def_group;
     return SPLASH_OK;
 }
 

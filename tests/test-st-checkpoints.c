@@ -81,6 +81,7 @@ static int teardown(void **state)
 struct quant {
     const char *mode;
     int bits, group;
+    int mode_only; /* the config's override names the mode alone (its defaults apply) */
 };
 
 static void put_code(uint8_t *stream, int64_t j, int bits, unsigned q)
@@ -197,8 +198,9 @@ static void write_requantized(const char *dir, const struct quant *q, float *exp
                 snprintf(name, sizeof name, "%s.biases", module);
                 test_st_add(&f, name, "BF16", 2, sshape, biases, (size_t)(rows * groups) * 2);
             }
-            json_t *o = json_pack("{s:i, s:i, s:s}", "bits", q->bits, "group_size", q->group,
-                                  "mode", q->mode);
+            json_t *o = q->mode_only ? json_pack("{s:s}", "mode", q->mode)
+                                     : json_pack("{s:i, s:i, s:s}", "bits", q->bits,
+                                                 "group_size", q->group, "mode", q->mode);
             json_object_set(json_object_get(config, "quantization"), module, o);
             json_object_set_new(json_object_get(config, "quantization_config"), module, o);
             free(codes);
@@ -256,7 +258,7 @@ static void test_mlx_affine_every_bits_group(void **state)
     static const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
     for (size_t b = 0; b < 6; b++)
         for (size_t g = 0; g < 3; g++) {
-            struct quant q = {"affine", bits[b], groups[g]};
+            struct quant q = {"affine", bits[b], groups[g], 0};
             char format[16];
             snprintf(format, sizeof format, "af%dg%d", bits[b], groups[g]);
             round_trip(&q, format);
@@ -265,14 +267,23 @@ static void test_mlx_affine_every_bits_group(void **state)
 
 static void test_mlx_mxfp4(void **state)
 {
-    struct quant q = {"mxfp4", 4, 32};
+    struct quant q = {"mxfp4", 4, 32, 0};
     round_trip(&q, "MXFP4_MLX");
 }
 
 static void test_mlx_nvfp4(void **state)
 {
-    struct quant q = {"nvfp4", 4, 16};
+    struct quant q = {"nvfp4", 4, 16, 0};
     round_trip(&q, "NVFP4_G");
+}
+
+/* An override naming only its mode takes that mode's bits and group (mlx-lm's defaults),
+ * not the block's affine 4-bit/64. */
+static void test_mlx_mode_defaults(void **state)
+{
+    struct quant mx = {"mxfp4", 4, 32, 1}, nv = {"nvfp4", 4, 16, 1};
+    round_trip(&mx, "MXFP4_MLX");
+    round_trip(&nv, "NVFP4_G");
 }
 
 /* ---- FP8 and compressed-tensors on the Model Optimizer base ------------------------- */
@@ -693,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_mlx_affine_every_bits_group),
         cmocka_unit_test(test_mlx_mxfp4),
         cmocka_unit_test(test_mlx_nvfp4),
+        cmocka_unit_test(test_mlx_mode_defaults),
         cmocka_unit_test(test_modelopt_fp8_per_tensor),
         cmocka_unit_test(test_ct_fp8_per_tensor),
         cmocka_unit_test(test_ct_fp8_per_channel),
