@@ -246,6 +246,9 @@ static enum splash_status scalar_f32(const struct build *b, const struct splash_
     return SPLASH_OK;
 }
 
+static enum splash_status to_f32(const struct build *b, const struct splash_tensor_info *s,
+                                 float *out, struct splash_err *err);
+
 /* Which planes and format a module's tensors are (MLX, Model Optimizer, compressed-tensors,
  * or a float matrix with f NULL). NOT_FOUND when the module is absent. */
 static enum splash_status planes_of(const struct build *b, const char *module,
@@ -350,22 +353,24 @@ static enum splash_status planes_of(const struct build *b, const char *module,
             return splash_err_set(err, SPLASH_ERR_INVALID,
                                   "%s: %s.weight_scale is missing (FP8 weights need it)",
                                   shard(b, w), module);
-        if (ws->dtype != SPLASH_DTYPE_F32 || (elems(ws) != 1 && elems(ws) != p->rows))
-            return disagree(b, ws, "must be F32, one value or one per row", err);
-        if (elems(ws) > 1) {
-            if (!(p->row_scales = malloc((size_t)p->rows * sizeof *p->row_scales)))
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-            if (ws->data)
-                memcpy(p->row_scales, ws->data, (size_t)p->rows * sizeof *p->row_scales);
+        if ((ws->dtype != SPLASH_DTYPE_F32 && ws->dtype != SPLASH_DTYPE_BF16) ||
+            (elems(ws) != 1 && elems(ws) != p->rows))
+            return disagree(b, ws, "must be F32 or BF16, one value or one per row", err);
+        float one = 1.0f;
+        if (!ws->data) /* headers only: the values are not read */
+            return SPLASH_OK;
+        if (elems(ws) == 1) {
+            if (ws->dtype == SPLASH_DTYPE_F32)
+                memcpy(&one, ws->data, 4);
             else
-                for (int64_t i = 0; i < p->rows; i++)
-                    p->row_scales[i] = 1.0f;
-        } else {
-            enum splash_status st = scalar_f32(b, ws, &p->g, err);
-            if (st)
-                return st;
+                one = splash_bf16_to_fp32((uint16_t)(((const uint8_t *)ws->data)[0] |
+                                                     ((const uint8_t *)ws->data)[1] << 8));
+            p->g = one;
+            return SPLASH_OK;
         }
-        return SPLASH_OK;
+        if (!(p->row_scales = malloc((size_t)p->rows * sizeof *p->row_scales)))
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        return to_f32(b, ws, p->row_scales, err);
     }
     if (w->dtype == SPLASH_DTYPE_BF16 || w->dtype == SPLASH_DTYPE_F16 ||
         w->dtype == SPLASH_DTYPE_F32) {
