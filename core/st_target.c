@@ -176,26 +176,34 @@ static const struct splash_format_type *format_where(const struct build *b, cons
     return NULL;
 }
 
-/* MLX's quantization of one module: the block's defaults and the module's override. */
+/* MLX's quantization of one module: its override, else the block's values (unless the
+ * override names another mode), else the mode's defaults (as mlx-lm and the checkpoint
+ * rules take them: affine 4-bit/64, mxfp4 4/32, nvfp4 4/16). */
 static enum splash_status mlx_params(const struct build *b, const char *module, const char **mode,
                                      int *bits, int *group, struct splash_err *err)
 {
     const json_t *q = b->quant, *o = json_object_get(q, module);
-    const json_t *m = json_object_get(o, "mode"), *bi = json_object_get(o, "bits"),
-                 *g = json_object_get(o, "group_size");
+    const json_t *m = json_object_get(o, "mode");
+    const json_t *from = m ? NULL : q; /* an override of another mode takes that mode's defaults */
     if (!m)
         m = json_object_get(q, "mode");
-    if (!bi)
-        bi = json_object_get(q, "bits");
-    if (!g)
-        g = json_object_get(q, "group_size");
-    *mode = m ? json_string_value(m) : "affine";
-    if (!*mode || !json_is_integer(bi) || !json_is_integer(g))
+    *mode = m && !json_is_null(m) ? json_string_value(m) : "affine";
+    if (!*mode)
         return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "config.json: quantization of %s needs mode, bits and group_size",
+                              "config.json: quantization of %s: mode must be a string", module);
+    int def_group = !strcmp(*mode, "mxfp4") ? 32 : !strcmp(*mode, "nvfp4") ? 16 : 64;
+    const json_t *bi = json_object_get(o, "bits"), *g = json_object_get(o, "group_size");
+    if (!bi)
+        bi = json_object_get(from, "bits");
+    if (!g)
+        g = json_object_get(from, "group_size");
+    if ((bi && !json_is_integer(bi)) || (g && !json_is_integer(g)))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "config.json: quantization of %s: bits and group_size must be "
+                              "integers",
                               module);
-    *bits = (int)json_integer_value(bi);
-    *group = (int)json_integer_value(g);
+    *bits = bi ? (int)json_integer_value(bi) : 4;
+    *group = g ? (int)json_integer_value(g) : def_group;
     return SPLASH_OK;
 }
 
@@ -237,6 +245,9 @@ static enum splash_status scalar_f32(const struct build *b, const struct splash_
     }
     return SPLASH_OK;
 }
+
+static enum splash_status to_f32(const struct build *b, const struct splash_tensor_info *s,
+                                 float *out, struct splash_err *err);
 
 /* Which planes and format a module's tensors are (MLX, Model Optimizer, compressed-tensors,
  * or a float matrix with f NULL). NOT_FOUND when the module is absent. */
@@ -342,22 +353,24 @@ static enum splash_status planes_of(const struct build *b, const char *module,
             return splash_err_set(err, SPLASH_ERR_INVALID,
                                   "%s: %s.weight_scale is missing (FP8 weights need it)",
                                   shard(b, w), module);
-        if (ws->dtype != SPLASH_DTYPE_F32 || (elems(ws) != 1 && elems(ws) != p->rows))
-            return disagree(b, ws, "must be F32, one value or one per row", err);
-        if (elems(ws) > 1) {
-            if (!(p->row_scales = malloc((size_t)p->rows * sizeof *p->row_scales)))
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-            if (ws->data)
-                memcpy(p->row_scales, ws->data, (size_t)p->rows * sizeof *p->row_scales);
+        if ((ws->dtype != SPLASH_DTYPE_F32 && ws->dtype != SPLASH_DTYPE_BF16) ||
+            (elems(ws) != 1 && elems(ws) != p->rows))
+            return disagree(b, ws, "must be F32 or BF16, one value or one per row", err);
+        float one = 1.0f;
+        if (!ws->data) /* headers only: the values are not read */
+            return SPLASH_OK;
+        if (elems(ws) == 1) {
+            if (ws->dtype == SPLASH_DTYPE_F32)
+                memcpy(&one, ws->data, 4);
             else
-                for (int64_t i = 0; i < p->rows; i++)
-                    p->row_scales[i] = 1.0f;
-        } else {
-            enum splash_status st = scalar_f32(b, ws, &p->g, err);
-            if (st)
-                return st;
+                one = splash_bf16_to_fp32((uint16_t)(((const uint8_t *)ws->data)[0] |
+                                                     ((const uint8_t *)ws->data)[1] << 8));
+            p->g = one;
+            return SPLASH_OK;
         }
-        return SPLASH_OK;
+        if (!(p->row_scales = malloc((size_t)p->rows * sizeof *p->row_scales)))
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+        return to_f32(b, ws, p->row_scales, err);
     }
     if (w->dtype == SPLASH_DTYPE_BF16 || w->dtype == SPLASH_DTYPE_F16 ||
         w->dtype == SPLASH_DTYPE_F32) {

@@ -81,6 +81,7 @@ static int teardown(void **state)
 struct quant {
     const char *mode;
     int bits, group;
+    int mode_only; /* the config's override names the mode alone (its defaults apply) */
 };
 
 static void put_code(uint8_t *stream, int64_t j, int bits, unsigned q)
@@ -197,8 +198,9 @@ static void write_requantized(const char *dir, const struct quant *q, float *exp
                 snprintf(name, sizeof name, "%s.biases", module);
                 test_st_add(&f, name, "BF16", 2, sshape, biases, (size_t)(rows * groups) * 2);
             }
-            json_t *o = json_pack("{s:i, s:i, s:s}", "bits", q->bits, "group_size", q->group,
-                                  "mode", q->mode);
+            json_t *o = q->mode_only ? json_pack("{s:s}", "mode", q->mode)
+                                     : json_pack("{s:i, s:i, s:s}", "bits", q->bits,
+                                                 "group_size", q->group, "mode", q->mode);
             json_object_set(json_object_get(config, "quantization"), module, o);
             json_object_set_new(json_object_get(config, "quantization_config"), module, o);
             free(codes);
@@ -256,7 +258,7 @@ static void test_mlx_affine_every_bits_group(void **state)
     static const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
     for (size_t b = 0; b < 6; b++)
         for (size_t g = 0; g < 3; g++) {
-            struct quant q = {"affine", bits[b], groups[g]};
+            struct quant q = {"affine", bits[b], groups[g], 0};
             char format[16];
             snprintf(format, sizeof format, "af%dg%d", bits[b], groups[g]);
             round_trip(&q, format);
@@ -265,14 +267,23 @@ static void test_mlx_affine_every_bits_group(void **state)
 
 static void test_mlx_mxfp4(void **state)
 {
-    struct quant q = {"mxfp4", 4, 32};
+    struct quant q = {"mxfp4", 4, 32, 0};
     round_trip(&q, "MXFP4_MLX");
 }
 
 static void test_mlx_nvfp4(void **state)
 {
-    struct quant q = {"nvfp4", 4, 16};
+    struct quant q = {"nvfp4", 4, 16, 0};
     round_trip(&q, "NVFP4_G");
+}
+
+/* An override naming only its mode takes that mode's bits and group (mlx-lm's defaults),
+ * not the block's affine 4-bit/64. */
+static void test_mlx_mode_defaults(void **state)
+{
+    struct quant mx = {"mxfp4", 4, 32, 1}, nv = {"nvfp4", 4, 16, 1};
+    round_trip(&mx, "MXFP4_MLX");
+    round_trip(&nv, "NVFP4_G");
 }
 
 /* ---- FP8 and compressed-tensors on the Model Optimizer base ------------------------- */
@@ -296,7 +307,7 @@ static uint8_t e4m3_code(float x)
     return (uint8_t)(c | (x < 0 && c ? 0x80 : 0));
 }
 
-enum mo_kind { MO_FP8_TENSOR, CT_FP8_TENSOR, CT_FP8_CHANNEL, CT_NVFP4 };
+enum mo_kind { MO_FP8_TENSOR, CT_FP8_TENSOR, CT_FP8_CHANNEL, CT_FP8_CHANNEL_BF16, CT_NVFP4 };
 
 /* One module's tensors for kind, replacing the base's, and the values they decode to. */
 static void write_module(struct test_st_file *f, const char *module, enum mo_kind kind,
@@ -341,7 +352,8 @@ static void write_module(struct test_st_file *f, const char *module, enum mo_kin
         test_st_add(f, name, "F32", 1, one, &gs, 4);
         free(sc);
     } else {
-        int per_row = kind == CT_FP8_CHANNEL;
+        int per_row = kind == CT_FP8_CHANNEL || kind == CT_FP8_CHANNEL_BF16;
+        int bf16 = kind == CT_FP8_CHANNEL_BF16;
         float amax_all = 0;
         for (size_t i = 0; i < n; i++)
             amax_all = fmaxf(amax_all, fabsf(w[i]));
@@ -350,6 +362,8 @@ static void write_module(struct test_st_file *f, const char *module, enum mo_kin
             for (int64_t j = 0; j < cols; j++)
                 amax = fmaxf(amax, fabsf(w[r * cols + j]));
             scales[r] = (per_row ? amax : amax_all) / 448.0f;
+            if (bf16) /* the scale as the file holds it */
+                scales[r] = splash_bf16_to_fp32(splash_fp32_to_bf16(scales[r] * 1.01f));
             for (int64_t j = 0; j < cols; j++) {
                 codes[r * cols + j] = e4m3_code(w[r * cols + j] / scales[r]);
                 out[r * cols + j] = scales[r] * splash_e4m3_to_fp32(codes[r * cols + j]);
@@ -359,7 +373,13 @@ static void write_module(struct test_st_file *f, const char *module, enum mo_kin
         test_st_add(f, name, "F8_E4M3", 2, shape, codes, n);
         int64_t cshape[2] = {rows, 1};
         snprintf(name, sizeof name, "%s.weight_scale", module);
-        if (per_row)
+        if (bf16) {
+            uint16_t *h = malloc((size_t)rows * 2);
+            for (int64_t r = 0; r < rows; r++)
+                h[r] = splash_fp32_to_bf16(scales[r]);
+            test_st_add(f, name, "BF16", 2, cshape, h, (size_t)rows * 2);
+            free(h);
+        } else if (per_row)
             test_st_add(f, name, "F32", 2, cshape, scales, (size_t)rows * 4);
         else
             test_st_add(f, name, "F32", kind == MO_FP8_TENSOR ? 0 : 1, one, scales, 4);
@@ -379,7 +399,7 @@ static json_t *mo_config(enum mo_kind kind)
             ? json_pack("{s:i, s:s, s:s, s:i}", "num_bits", 4, "type", "float", "strategy",
                         "tensor_group", "group_size", 16)
             : json_pack("{s:i, s:s, s:s}", "num_bits", 8, "type", "float", "strategy",
-                        kind == CT_FP8_CHANNEL ? "channel" : "tensor");
+                        kind == CT_FP8_TENSOR ? "tensor" : "channel");
     const char *format = kind == CT_NVFP4 ? "nvfp4-pack-quantized" : "float-quantized";
     return json_pack("{s:s, s:s, s:{s:{s:[s], s:o, s:s}}, s:[s]}", "quant_method",
                      "compressed-tensors", "format", format, "config_groups", "group_0",
@@ -464,6 +484,11 @@ static void test_ct_fp8_per_tensor(void **state)
 static void test_ct_fp8_per_channel(void **state)
 {
     mo_round_trip(CT_FP8_CHANNEL, "compressed-tensors FP8 channel", "FP8_E4M3");
+}
+
+static void test_ct_fp8_per_channel_bf16(void **state)
+{
+    mo_round_trip(CT_FP8_CHANNEL_BF16, "compressed-tensors FP8 bf16", "FP8_E4M3");
 }
 
 static void test_ct_nvfp4(void **state)
@@ -693,9 +718,11 @@ int main(void)
         cmocka_unit_test(test_mlx_affine_every_bits_group),
         cmocka_unit_test(test_mlx_mxfp4),
         cmocka_unit_test(test_mlx_nvfp4),
+        cmocka_unit_test(test_mlx_mode_defaults),
         cmocka_unit_test(test_modelopt_fp8_per_tensor),
         cmocka_unit_test(test_ct_fp8_per_tensor),
         cmocka_unit_test(test_ct_fp8_per_channel),
+        cmocka_unit_test(test_ct_fp8_per_channel_bf16),
         cmocka_unit_test(test_ct_nvfp4),
         cmocka_unit_test(test_truncated_shard),
         cmocka_unit_test(test_missing_scales),

@@ -7,9 +7,8 @@
 struct splash_serve_opts;
 
 /* Installs (or finds installed) the model the options name, with --revision and --offline,
- * printing its lines on the console; writes the GGUF to load into path. Returns 0, or -1
- * with msg saying why. A safetensors model installs, and is refused here (this build
- * serves GGUF models). */
+ * printing its lines on the console; writes the model to load into path (the GGUF, or a
+ * safetensors checkpoint's directory). Returns 0, or -1 with msg saying why. */
 int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
                              char *msg, size_t msg_size);
 
