@@ -15,6 +15,7 @@
 #include "cli/modelgen/demo_model.h"
 #include "server/engine/engine.h"
 #include "core/meta.h"
+#include "core/registry.h"
 #include "core/target.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/api.h"
@@ -113,7 +114,10 @@ int splash_cmd_serve(int argc, char **argv)
     if (splash_tokenizer_load(path, &app.tok, &terr) != SPLASH_OK)
         snprintf(msg, sizeof msg, "%s", terr.msg);
     /* the chat side (template, probes, the format's stop tokens) reads the same file */
-    if (!app.tok || splash_chat_setup(&app, path, msg, sizeof msg)) {
+    const struct splash_chat_format *format = NULL;
+    if (!app.tok ||
+        splash_chat_format_of_model(splash_registry_global(), path, &format, msg, sizeof msg) ||
+        splash_chat_setup(&app, path, format, msg, sizeof msg)) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);
         splash_console_stop(1000);
         return 1;

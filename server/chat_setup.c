@@ -8,7 +8,6 @@
 #include "server/text/grammar/grammar.h"
 #include "core/family.h"
 #include "core/meta.h"
-#include "core/registry.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
@@ -42,7 +41,36 @@ static json_t *special_tokens(const struct splash_tokenizer *tok)
     return s;
 }
 
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+int splash_chat_format_of_model(const struct splash_registry *r, const char *path,
+                                const struct splash_chat_format **format, char *msg,
+                                size_t size)
+{
+    struct splash_meta *m;
+    struct splash_err err;
+    if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    const struct splash_family_plugin *family;
+    struct splash_family_verdict verdict;
+    enum splash_status st = splash_family_select(r, m, &family, &verdict, &err);
+    splash_meta_close(m);
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return -1;
+    }
+    *format = splash_chat_format_find(verdict.chat_format);
+    if (!*format) {
+        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
+                            "speak (qwen, flint)",
+                 path, family->header.name, verdict.chat_format);
+        return -1;
+    }
+    return 0;
+}
+
+int splash_chat_setup(struct splash_app *app, const char *path,
+                      const struct splash_chat_format *format, char *msg, size_t size)
 {
     struct splash_meta *m;
     struct splash_err err;
@@ -57,23 +85,8 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         return -1;
     }
     app->template_text = strdup(text);
-    /* the chat format the model's family names (models.md "Chat formats") */
-    const struct splash_family_plugin *family;
-    struct splash_family_verdict verdict;
-    enum splash_status st = splash_family_select(splash_registry_global(), m, &family, &verdict,
-                                                 &err);
     splash_meta_close(m);
-    if (st) {
-        snprintf(msg, size, "%s", err.msg);
-        return -1;
-    }
-    app->format = splash_chat_format_find(verdict.chat_format);
-    if (!app->format) {
-        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
-                            "speak (qwen, flint)",
-                 path, family->header.name, verdict.chat_format);
-        return -1;
-    }
+    app->format = format;
     struct splash_chat_format_ids ids;
     if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);
