@@ -10,14 +10,15 @@
 struct splash_chat_format;
 struct splash_registry;
 
-/* The chat format the family of the GGUF at path names (models.md "Chat formats"), not a
- * guess from its vocabulary. -1 with msg when no family claims it or the format is
- * unknown. */
+/* The chat format the family of the model at path (a GGUF or a checkpoint directory)
+ * names (models.md "Chat formats"), not a guess from its vocabulary. -1 with msg when no
+ * family claims it or the format is unknown. */
 int splash_chat_format_of_model(const struct splash_registry *r, const char *path,
                                 const struct splash_chat_format **format, char *msg,
                                 size_t size);
 
-/* Loads tokenizer.chat_template from the GGUF at path, probes it (later system
+/* Loads the model's chat template (a GGUF's tokenizer.chat_template, a directory's
+ * chat_template.jinja or tokenizer_config.json), probes it (later system
  * messages, reasoning efforts) and checks the chat format's tokens. Logs the
  * "Chat template · ..." line. -1 with msg when the template cannot serve. */
 int splash_chat_setup(struct splash_app *app, const char *path,
