@@ -21,8 +21,25 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: splash logits --model-dir PATH --tokens \"ID ID ...\" --out FILE [--decode]\n"
-            "                     [--kv-format int8|bf16] [--state-format fp32|bf16] "
+            "                     [--kv-format int8|bf16|f16|f32] [--state-format fp32|bf16] "
             "[--threads N]\n");
+}
+
+/* --kv-format's names: f16 and f32 compare exactly with references that keep such a cache
+ * (the golden files' llama.cpp keeps f16). */
+static int kv_format_named(const char *name, int32_t *format)
+{
+    static const struct {
+        const char *name;
+        int32_t format;
+    } names[] = {{"int8", SPLASH_KV_INT8}, {"bf16", SPLASH_KV_BF16}, {"f16", SPLASH_KV_F16},
+                 {"f32", SPLASH_KV_F32}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) {
+            *format = names[i].format;
+            return 1;
+        }
+    return 0;
 }
 
 /* PATH is a GGUF file, or a directory holding one GGUF target (projectors aside). */
@@ -127,8 +144,12 @@ int splash_cmd_logits(int argc, char **argv)
             tokens_arg = val;
         else if (!strcmp(a, "--out"))
             out_path = val;
-        else if (!strcmp(a, "--kv-format") && (!strcmp(val, "int8") || !strcmp(val, "bf16")))
-            opts.kv_format = !strcmp(val, "bf16") ? SPLASH_KV_BF16 : SPLASH_KV_INT8;
+        else if (!strcmp(a, "--kv-format")) {
+            if (!kv_format_named(val, &opts.kv_format)) {
+                fprintf(stderr, "splash logits: --kv-format %s: int8, bf16, f16 or f32\n", val);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--state-format") && (!strcmp(val, "fp32") || !strcmp(val, "bf16")))
             opts.state_format = !strcmp(val, "bf16") ? SPLASH_STATE_BF16 : SPLASH_STATE_F32;
         else if (!strcmp(a, "--threads")) {

@@ -15,6 +15,7 @@
 #include "cli/modelgen/demo_model.h"
 #include "server/engine/engine.h"
 #include "core/meta.h"
+#include "core/registry.h"
 #include "core/target.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/api.h"
@@ -113,8 +114,11 @@ int splash_cmd_serve(int argc, char **argv)
     if (splash_tokenizer_load(path, &app.tok, &terr) != SPLASH_OK)
         snprintf(msg, sizeof msg, "%s", terr.msg);
     /* the chat side (template, probes, the format's stop tokens) reads the same file */
+    const struct splash_chat_format *format = NULL;
     enum splash_status chat = SPLASH_OK;
-    if (app.tok && (chat = splash_chat_setup(&app, path, &terr)) != SPLASH_OK)
+    if (app.tok &&
+        ((chat = splash_chat_format_of_model(splash_registry_global(), path, &format, &terr)) ||
+         (chat = splash_chat_setup(&app, path, format, &terr))))
         snprintf(msg, sizeof msg, "%s", terr.msg);
     if (!app.tok || chat != SPLASH_OK) {
         splash_console_line(SPLASH_CONSOLE_ERR, "Error · %s", msg);

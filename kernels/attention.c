@@ -1,7 +1,7 @@
 /* KV pages and causal grouped-query attention over them.
  *
  * A page holds page_tokens positions of every KV head of one layer:
- *   K rows  [n_kv_heads][page_tokens][head_dim]  int8 or bf16
+ *   K rows  [n_kv_heads][page_tokens][head_dim]  int8, bf16, f16 or f32
  *   V rows  [n_kv_heads][page_tokens][head_dim]
  *   (INT8)  K scales [n_kv_heads][page_tokens], V scales likewise, float32
  * so one head's rows of a page are contiguous for the attention loop, and a
@@ -17,7 +17,17 @@
 
 static size_t elem_bytes(int32_t format)
 {
-    return format == SPLASH_KV_BF16 ? 2 : 1;
+    return format == SPLASH_KV_F32 ? 4 : format == SPLASH_KV_INT8 ? 1 : 2;
+}
+
+/* Element i of a row of a float format (bf16, f16, f32). */
+static float float_elem(int32_t format, const void *row, int64_t i)
+{
+    if (format == SPLASH_KV_BF16)
+        return splash_bf16_to_fp32(((const uint16_t *)row)[i]);
+    if (format == SPLASH_KV_F16)
+        return splash_fp16_to_fp32(((const uint16_t *)row)[i]);
+    return ((const float *)row)[i];
 }
 
 static size_t data_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads, int32_t head_dim)
@@ -56,10 +66,15 @@ static void store_row(const struct splash_kv_pages *kv, int which, int64_t pos, 
 {
     float *scale;
     void *row = kv_row(kv, which, pos, h, &scale);
-    if (kv->format == SPLASH_KV_BF16) {
+    if (kv->format == SPLASH_KV_BF16 || kv->format == SPLASH_KV_F16) {
         uint16_t *b = row;
         for (int32_t i = 0; i < kv->head_dim; i++)
-            b[i] = splash_fp32_to_bf16(x[i]);
+            b[i] = kv->format == SPLASH_KV_BF16 ? splash_fp32_to_bf16(x[i])
+                                                : splash_fp32_to_fp16(x[i]);
+        return;
+    }
+    if (kv->format == SPLASH_KV_F32) {
+        memcpy(row, x, (size_t)kv->head_dim * sizeof(float));
         return;
     }
     float amax = 0.0f;
@@ -78,8 +93,8 @@ void kernel_kv_read_row(const struct splash_kv_pages *kv, int which, int64_t pos
     float *scale;
     const void *row = kv_row(kv, which, pos, head, &scale);
     for (int32_t i = 0; i < kv->head_dim; i++)
-        out[i] = kv->format == SPLASH_KV_BF16 ? splash_bf16_to_fp32(((const uint16_t *)row)[i])
-                                              : *scale * (float)((const int8_t *)row)[i];
+        out[i] = kv->format == SPLASH_KV_INT8 ? *scale * (float)((const int8_t *)row)[i]
+                                              : float_elem(kv->format, row, i);
 }
 
 struct store_task {
@@ -149,6 +164,32 @@ static void add_sink(const struct kernel_vec *vec, int32_t hd, float sink, float
     *sum += expf(sink - *mx);
 }
 
+/* f16 and f32 rows (exact comparisons with references that keep such a cache): f32 rows
+ * are read in place, f16 rows widened first. */
+static float dot_float(const struct kernel_vec *vec, const struct splash_kv_pages *kv,
+                       const float *q, const void *rows, int64_t j)
+{
+    int32_t hd = kv->head_dim;
+    if (kv->format == SPLASH_KV_F32)
+        return vec->dot(hd, q, (const float *)rows + j * hd);
+    float s = 0.0f;
+    for (int32_t d = 0; d < hd; d++)
+        s += q[d] * splash_fp16_to_fp32(((const uint16_t *)rows)[j * hd + d]);
+    return s;
+}
+
+static void axpy_float(const struct kernel_vec *vec, const struct splash_kv_pages *kv, float p,
+                       const void *rows, int64_t j, float *o)
+{
+    int32_t hd = kv->head_dim;
+    if (kv->format == SPLASH_KV_F32) {
+        vec->axpy(hd, p, (const float *)rows + j * hd, o);
+        return;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        o[d] += p * splash_fp16_to_fp32(((const uint16_t *)rows)[j * hd + d]);
+}
+
 /* One query row and one KV head: the `group` query heads that read it, with an
  * online softmax over blocks of KV rows (no allocation, any context length). */
 static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
@@ -185,8 +226,10 @@ static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
                 float s;
                 if (kv->format == SPLASH_KV_BF16)
                     s = vec->dot_bf16(hd, q, (const uint16_t *)krow + j * hd);
-                else
+                else if (kv->format == SPLASH_KV_INT8)
                     s = vec->dot_i8(hd, q, (const int8_t *)krow + j * hd) * ks[j];
+                else
+                    s = dot_float(vec, kv, q, krow, j);
                 scores[(int64_t)m * nb + j] = s * t->scale;
             }
         }
@@ -207,8 +250,10 @@ static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
                 sum[m] += p;
                 if (kv->format == SPLASH_KV_BF16)
                     vec->axpy_bf16(hd, p, (const uint16_t *)vrow + j * hd, o);
-                else
+                else if (kv->format == SPLASH_KV_INT8)
                     vec->axpy_i8(hd, p * vs[j], (const int8_t *)vrow + j * hd, o);
+                else
+                    axpy_float(vec, kv, p, vrow, j, o);
             }
         }
         p0 += nb;
@@ -266,9 +311,9 @@ static void dequant_rows(const struct splash_kv_pages *kv, const void *rows, con
     int32_t hd = kv->head_dim;
     for (int64_t j = 0; j < nb; j++)
         for (int32_t d = 0; d < hd; d++) {
-            float x = kv->format == SPLASH_KV_BF16
-                          ? splash_bf16_to_fp32(((const uint16_t *)rows)[j * hd + d])
-                          : scales[j] * (float)((const int8_t *)rows)[j * hd + d];
+            float x = kv->format == SPLASH_KV_INT8
+                          ? scales[j] * (float)((const int8_t *)rows)[j * hd + d]
+                          : float_elem(kv->format, rows, j * hd + d);
             if (transpose)
                 out[(int64_t)d * ld + j] = x;
             else

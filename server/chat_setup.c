@@ -73,26 +73,25 @@ static enum splash_status template_of(const char *path, char **out, struct splas
     return st;
 }
 
-/* The chat format the model's family names (models.md "Chat formats"). */
-static enum splash_status format_of(const char *path, const struct splash_chat_format **out,
-                                    struct splash_err *err)
+enum splash_status splash_chat_format_of_model(const struct splash_registry *r, const char *path,
+                                               const struct splash_chat_format **format,
+                                               struct splash_err *err)
 {
     struct splash_meta *m;
     struct stat sb;
     enum splash_status st =
         stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)
-            ? splash_st_target_open(splash_registry_global(), path, SPLASH_ST_HEADERS_ONLY, &m,
-                                    err)
+            ? splash_st_target_open(r, path, SPLASH_ST_HEADERS_ONLY, &m, err)
             : splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, err);
     if (st)
         return st;
     const struct splash_family_plugin *family;
     struct splash_family_verdict verdict;
-    st = splash_family_select(splash_registry_global(), m, &family, &verdict, err);
+    st = splash_family_select(r, m, &family, &verdict, err);
     splash_meta_close(m);
     if (st)
         return st;
-    if (!(*out = splash_chat_format_find(verdict.chat_format)))
+    if (!(*format = splash_chat_format_find(verdict.chat_format)))
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: family %s names chat format %.16s, which this server does not "
                               "speak (qwen, flint, harmony)",
@@ -101,13 +100,13 @@ static enum splash_status format_of(const char *path, const struct splash_chat_f
 }
 
 enum splash_status splash_chat_setup(struct splash_app *app, const char *path,
+                                     const struct splash_chat_format *format,
                                      struct splash_err *err)
 {
     enum splash_status st;
     if ((st = template_of(path, &app->template_text, err)) != SPLASH_OK)
         return st;
-    if ((st = format_of(path, &app->format, err)) != SPLASH_OK)
-        return st;
+    app->format = format;
     struct splash_chat_format_ids ids;
     if ((st = splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, err)) != SPLASH_OK)
         return st;

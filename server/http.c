@@ -585,7 +585,7 @@ static void *head_gate(void *arg)
     int quiet_ms = 0, wait_ms = 5, handed = 0;
     const char *why = NULL;
     while (buf && !__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE)) {
-        struct pollfd p = {.fd = g->fd, .events = POLLIN};
+        struct pollfd p = {.fd = g->fd, .events = POLLIN | POLLRDHUP};
         int r = poll(&p, 1, 200);
         if (r < 0 && errno != EINTR)
             break;
@@ -608,7 +608,8 @@ static void *head_gate(void *arg)
             size_t have = seen > 0 ? (size_t)seen : 0;
             const char *end = have >= 4 ? memmem(buf, have, "\r\n\r\n", 4) : NULL;
             const char *first_eol = have ? memchr(buf, '\n', have) : NULL;
-            if (end || have == GATE_PEEK_BYTES) {
+            /* the whole head, or all the client will send (it shut its side) */
+            if (end || have == GATE_PEEK_BYTES || (p.revents & (POLLRDHUP | POLLHUP))) {
                 why = splash_http_head_problem(buf, end ? (size_t)(end - buf + 4) : have);
                 handed = !why;
                 break;

@@ -393,7 +393,7 @@ static void test_hybrid_kv_store_roundtrip(void **state)
     const int64_t n = 45;
     float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 2);
     float row[64];
-    for (int format = 0; format < 2; format++) {
+    for (int format = 0; format < 4; format++) { /* int8, bf16, f16, f32 */
         struct kv_fixture f;
         kv_init(&f, format, 16, n_kv, hd, n);
         /* in two calls, across page boundaries */
@@ -409,9 +409,12 @@ static void test_hybrid_kv_store_roundtrip(void **state)
                     for (int i = 0; i < hd; i++)
                         amax = fmaxf(amax, fabsf(src[i]));
                     for (int i = 0; i < hd; i++) {
-                        /* bf16: half an ulp of 8 bits; int8: half a step of amax / 127 */
-                        double tol =
-                            format == SPLASH_KV_BF16 ? fabs(src[i]) / 256.0 : amax / 127.0 * 0.5001;
+                        /* bf16: half an ulp of 8 bits, f16 of 11 (and its subnormal
+                         * step), f32 exact; int8: half a step of amax / 127 */
+                        double tol = format == SPLASH_KV_BF16  ? fabs(src[i]) / 256.0
+                                     : format == SPLASH_KV_F16 ? fabs(src[i]) / 2048.0 + 3e-8
+                                     : format == SPLASH_KV_F32 ? 0.0
+                                                               : amax / 127.0 * 0.5001;
                         if (fabs(row[i] - src[i]) > tol)
                             fail_msg("kv format %d token %lld head %d %c[%d]: %g vs %g", format,
                                      (long long)t, h, which ? 'V' : 'K', i, row[i], src[i]);
@@ -468,7 +471,7 @@ static void test_hybrid_attention_matches_naive(void **state)
         float *q = rand_vec(n_q * n_head * hd, 1);
         float *out = malloc((size_t)(n_q * n_head * hd) * 4),
               *expect = malloc((size_t)(n_q * n_head * hd) * 4);
-        for (int format = 0; format < 2; format++) {
+        for (int format = 0; format < 4; format++) { /* int8, bf16, f16, f32 */
             struct kv_fixture f;
             kv_init(&f, format, 16, n_kv, hd, n);
             kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);

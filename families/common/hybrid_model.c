@@ -303,7 +303,8 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
     if (st)
         goto out_free;
     const struct hybrid_config *c = &model->cfg;
-    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16) {
+    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16 &&
+        opts->kv_format != SPLASH_KV_F16 && opts->kv_format != SPLASH_KV_F32) {
         st = splash_err_set(err, SPLASH_ERR_INVALID, "kv format %d", opts->kv_format);
         goto out_free;
     }

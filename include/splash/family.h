@@ -50,7 +50,9 @@ struct splash_family_verdict {
                                the core reads qwen */
 };
 
-enum splash_kv_format { SPLASH_KV_INT8 = 0, SPLASH_KV_BF16 = 1 };
+/* ABI 1.3 adds F16 and F32 (for exact comparisons with references that keep such a cache,
+ * `splash logits --kv-format`); a family built before refuses them by its own check. */
+enum splash_kv_format { SPLASH_KV_INT8 = 0, SPLASH_KV_BF16 = 1, SPLASH_KV_F16 = 2, SPLASH_KV_F32 = 3 };
 enum splash_state_format { SPLASH_STATE_F32 = 0, SPLASH_STATE_BF16 = 1 };
 
 struct splash_model_opts {

@@ -23,6 +23,7 @@
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/api_prompt.h"
 #include "server/app.h"
+#include "server/chat/chat_format.h"
 #include "server/chat_setup.h"
 #include "server/api.h"
 #include "server/engine/protocol.h"
@@ -84,7 +85,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     app.model_name = "fuzz/model";
     pthread_mutex_init(&app.lock, NULL);
     if (splash_tokenizer_load_gguf(path, &app.tok, &err) != SPLASH_OK ||
-        splash_chat_setup(&app, path, &err) != SPLASH_OK) {
+        /* no family plugins in the fuzz build: the vocabulary is Qwen's */
+        splash_chat_setup(&app, path, &splash_chat_format_qwen, &err) != SPLASH_OK) {
         fprintf(stderr, "fuzz-requests: %s\n", err.msg);
         abort();
     }
