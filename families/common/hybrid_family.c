@@ -52,3 +52,9 @@ uint64_t hybrid_family_cache_bytes(const void *model)
 {
     return hybrid_cache_bytes(model);
 }
+
+enum splash_status hybrid_family_seq_keep_rows(void *model, void *seq, int32_t n_rows,
+                                               struct splash_err *err)
+{
+    return hybrid_seq_keep_rows(model, seq, n_rows, err);
+}

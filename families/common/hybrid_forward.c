@@ -118,6 +118,8 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
             .n = s->lanes[l].n_tokens,
             .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
             .out = conv + r0 * cd};
+        if (seq->rewind && seq->rewind->armed)
+            hybrid_rewind_save_conv(model, seq, L->slot, qkv + r0 * cd, s->lanes[l].n_tokens);
     }
     ssm->conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
@@ -163,6 +165,9 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
                                     .state_bf16 = model->opts.state_format == SPLASH_STATE_BF16,
                                     .out = o + r0 * inner,
                                     .out_stride = inner};
+        if (seq->rewind && seq->rewind->armed)
+            hybrid_rewind_save_rule(model, seq, L->slot, conv + r0 * cd, ga + r0 * nv,
+                                    be + r0 * nv, a.n_tokens);
         if (a.n_tokens >= HYBRID_CHUNK_MIN)
             ssm->chunked(pool, &a);
         else
@@ -465,9 +470,12 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
         add_into(model, s.x, s.mix, n * E);
     }
     enum splash_status st = logits_out(&s, err);
-    if (!st)
-        for (int32_t l = 0; l < n_lanes; l++)
-            ((struct hybrid_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        struct hybrid_seq *seq = lanes[l].seq;
+        hybrid_rewind_done(seq, lanes[l].pos0, lanes[l].n_tokens, !st);
+        if (!st)
+            seq->n_tokens += lanes[l].n_tokens;
+    }
     return st;
 }
 
@@ -488,6 +496,10 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
             return splash_err_set(
                 err, SPLASH_ERR_NOMEM, "lane %d: %lld tokens exceed the context of %lld", l,
                 (long long)ln->pos0 + ln->n_tokens, (long long)model->max_context);
+        if (seq->rewind && seq->rewind->armed && ln->n_tokens > seq->rewind->armed)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: %d tokens, the verify save was armed for %d", l,
+                                  ln->n_tokens, seq->rewind->armed);
         for (int32_t i = 0; i < ln->n_tokens; i++)
             if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
                 return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,

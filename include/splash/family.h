@@ -131,6 +131,18 @@ struct splash_family_plugin {
     /* Bytes every live sequence's caches hold now (pages shared by several counted once,
      * recurrent states, page tables), so the core keeps them within its memory plan. */
     uint64_t (*cache_bytes)(const void *model);
+
+    /* ---- ABI 1.3: speculative decoding. NULL in an older plugin; core/family.c's default
+     * refuses it, and the engine then decodes that family without speculation. ---- */
+
+    /* Arms seq so that its next forward (of at most n_rows tokens, n_rows <= 15) keeps
+     * what a seq_truncate needs to drop any of that forward's tokens exactly: a verify
+     * pass that keeps only the rows the target accepted. After that forward, a truncation
+     * to any n_keep from its first position to its end gives the recurrent state, bit for
+     * bit, that a sequence fed only the first n_keep tokens holds. One forward only: the
+     * next forward (or truncation) ends it. n_rows 0 disarms. */
+    enum splash_status (*seq_keep_rows)(void *model, void *seq, int32_t n_rows,
+                                        struct splash_err *err);
 };
 
 #endif
