@@ -54,7 +54,8 @@ static const struct opt opts_table[] = {
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
     {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
-    {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto only: no drafts in this build)"},
+    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: prompt lookup in this build)"},
+    {"--verify-rows", "auto|all", "rows each decode cycle verifies (auto: the budget's rule; all: every row the output limit leaves)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
     {"--demo", NULL, "serve the tiny story model shipped with Splash (packaging/demo)"},
@@ -283,6 +284,11 @@ static int apply(struct splash_serve_opts *o, const char *name, const char *v, c
         if (strcmp(v, "auto") && strcmp(v, "bf16"))
             return fail(msg, sz, "--activations: %s (auto or bf16)", v, NULL);
         o->activations = v;
+    } else if (!strcmp(name, "--speculative")) {
+        if (strcmp(v, "auto") && strcmp(v, "dflash") && strcmp(v, "mtp") && strcmp(v, "ngram") &&
+            strcmp(v, "off"))
+            return fail(msg, sz, "--speculative: %s (auto, dflash, mtp, ngram or off)", v, NULL);
+        o->speculative = v;
     } else if (!strcmp(name, "--verify-rows")) {
         if (strcmp(v, "auto") && strcmp(v, "all"))
             return fail(msg, sz, "--verify-rows: %s (auto or all)", v, NULL);
@@ -310,6 +316,7 @@ static void defaults(struct splash_serve_opts *o)
     o->decode_share = 0.5;
     o->activations = "auto";
     o->verify_rows = "auto";
+    o->speculative = "auto";
 }
 
 int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, char *msg,
@@ -384,8 +391,13 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
         return fail(msg, msg_size, "--draft-model: speculative decoding is not available in this "
                                    "build; leave it out (or pass none) to decode without a draft%s",
                     "", NULL);
-    if (strcmp(o->verify_rows, "auto"))
-        return fail(msg, msg_size, "--verify-rows: only auto in this build (no drafts to verify)%s",
+    if (!strcmp(o->speculative, "dflash"))
+        return fail(msg, msg_size, "--speculative dflash: this build loads no DFlash2 draft; auto or "
+                                   "ngram speculate by prompt lookup%s",
+                    "", NULL);
+    if (!strcmp(o->speculative, "mtp"))
+        return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "
+                                   "layers as a proposer; auto or ngram speculate by prompt lookup%s",
                     "", NULL);
     if (o->ple_memory || o->expert_memory || o->sparse_kv_memory)
         return fail(msg, msg_size, "%s: not available in this build (weights and caches stay "

@@ -46,6 +46,15 @@ void splash_sampler_accept(struct splash_sampler *s, int32_t token);
 int32_t splash_sampler_sample(struct splash_sampler *s, float *logits, float *logprob,
                               struct splash_token_logprob *top, int n_top);
 
+/* splash_sampler_sample given a proposed token (speculative decoding; -1: none): a
+ * greedy sampler takes the argmax and *accepted says whether it is the proposal; a
+ * sampled one accepts the proposal with the probability its distribution gives it and
+ * otherwise draws from the rest of that distribution renormalised, so the token drawn
+ * has exactly the distribution a plain draw has. *accepted (optional): chosen == proposed. */
+int32_t splash_sampler_sample_proposed(struct splash_sampler *s, float *logits, int32_t proposed,
+                                       int *accepted, float *logprob,
+                                       struct splash_token_logprob *top, int n_top);
+
 /* Index of the largest value, ties to the lowest index. */
 int32_t splash_argmax(const float *x, int64_t n);
 
