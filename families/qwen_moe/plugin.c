@@ -215,6 +215,7 @@ static const struct splash_family_plugin qm_plugin = {
     .forward = hybrid_family_forward,
     .seq_fork = hybrid_family_seq_fork,
     .cache_bytes = hybrid_family_cache_bytes,
+    .forward_taps = hybrid_family_forward_taps,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

@@ -13,13 +13,14 @@
 #include <stdint.h>
 
 #define SPLASH_ABI_MAJOR 1
-#define SPLASH_ABI_MINOR 2
+#define SPLASH_ABI_MINOR 3
 
 struct splash_host;
 
 enum splash_plugin_kind {
     SPLASH_PLUGIN_FORMAT = 1,
     SPLASH_PLUGIN_FAMILY = 2,
+    SPLASH_PLUGIN_DRAFT = 3, /* ABI 1.3: splash/draft.h */
 };
 
 struct splash_plugin_header {
