@@ -235,6 +235,10 @@ uint64_t hybrid_cache_bytes(const struct hybrid_model *model);
 
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
                                   int32_t n_lanes, struct splash_err *err);
+/* hybrid_forward, writing the draft's taps (family.h struct splash_taps) of every row. */
+enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err);
 
 /* The vtable members both families share, as struct splash_family_plugin declares them
  * (hybrid_family.c). */
@@ -249,6 +253,9 @@ enum splash_status hybrid_family_forward(void *model, const struct splash_lane *
 enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
                                           void **dst, struct splash_err *err);
 uint64_t hybrid_family_cache_bytes(const void *model);
+enum splash_status hybrid_family_forward_taps(void *model, const struct splash_lane *lanes,
+                                              int32_t n_lanes, const struct splash_taps *taps,
+                                              struct splash_err *err);
 enum splash_status hybrid_family_seq_keep_rows(void *model, void *seq, int32_t n_rows,
                                                struct splash_err *err);
 
