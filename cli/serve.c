@@ -144,7 +144,8 @@ int splash_cmd_serve(int argc, char **argv)
                                         .max_memory = o.max_memory,
                                         .decode_share = o.decode_share,
                                         .speculative = o.speculative,
-                                        .verify_rows_all = !strcmp(o.verify_rows, "all")};
+                                        .verify_rows_all = !strcmp(o.verify_rows, "all"),
+                                        .draft_model = o.draft_model};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
@@ -272,6 +273,8 @@ int splash_cmd_engine(int argc, char **argv)
             e.speculative = splash_spec_mode_parse(v);
         else if (!strcmp(k, "--verify-rows"))
             e.verify_rows_all = !strcmp(v, "all");
+        else if (!strcmp(k, "--draft-model"))
+            e.draft_model = v;
     }
     if (e.fd < 0 || !e.model_path || e.speculative < 0) {
         fprintf(stderr, "splash engine: internal subcommand of splash serve\n");

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/units.h"
 #include "splash/family.h"
@@ -21,7 +22,7 @@ static const struct opt opts_table[] = {
     {"--model-dir", "PATH", "serve a local GGUF file, split part or model directory"},
     {"--mmproj", "PATH", "a local GGUF vision projector (not in this build: refused)"},
     {"--revision", "REV", "an upstream branch, tag or commit"},
-    {"--draft-model", "PATH", "a DFlash2 draft, or none (drafts are not in this build: only none)"},
+    {"--draft-model", "PATH", "a local DFlash2 draft directory, or none"},
     {"--language-only", NULL, "skip vision loading"},
     {"--offline", NULL, "start the installed model without asking the Hub"},
     {"--port", "N", "HTTP port (SPLASH_PORT or 8000)"},
@@ -387,13 +388,22 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
     if (o->mmproj)
         return fail(msg, msg_size, "--mmproj: vision is not available in this build; leave it out "
                                    "to serve the model's text%s", "", NULL);
-    if (o->draft_model && strcmp(o->draft_model, "none"))
-        return fail(msg, msg_size, "--draft-model: speculative decoding is not available in this "
-                                   "build; leave it out (or pass none) to decode without a draft%s",
-                    "", NULL);
-    if (!strcmp(o->speculative, "dflash"))
-        return fail(msg, msg_size, "--speculative dflash: this build loads no DFlash2 draft; auto or "
-                                   "ngram speculate by prompt lookup%s",
+    if (o->draft_model && strcmp(o->draft_model, "none")) {
+        /* a local directory only: no draft repository is installed from the Hub yet */
+        char config[4096];
+        snprintf(config, sizeof config, "%s/config.json", o->draft_model);
+        if (access(config, R_OK) != 0)
+            return fail(msg, msg_size, "--draft-model: %s holds no readable config.json (a local "
+                                       "DFlash2 draft directory, or none)",
+                        o->draft_model, NULL);
+        if (!strcmp(o->speculative, "ngram") || !strcmp(o->speculative, "off"))
+            return fail(msg, msg_size, "--draft-model with --speculative %s: the draft would not "
+                                       "be used (auto or dflash use it)",
+                        o->speculative, NULL);
+    }
+    if (!strcmp(o->speculative, "dflash") && (!o->draft_model || !strcmp(o->draft_model, "none")))
+        return fail(msg, msg_size, "--speculative dflash: needs --draft-model PATH (a local DFlash2 "
+                                   "draft; no family's draft is installed from the Hub yet)%s",
                     "", NULL);
     if (!strcmp(o->speculative, "mtp"))
         return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "

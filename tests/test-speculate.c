@@ -141,6 +141,60 @@ static void test_sampler_proposal_exact(void **state)
     splash_sampler_free(&s);
 }
 
+/* A proposal drawn from a draft's distribution q (here a fixed q over four tokens, one of
+ * them outside the sampler's top-k) and accepted with min(1, p/q), else redrawn from the
+ * residual: the tokens still follow p. */
+static void test_sampler_drafted_exact(void **state)
+{
+    (void)state;
+    enum { V = 8, N = 40000 };
+    const float base[V] = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -1.5f};
+    const int32_t q_ids[4] = {3, 0, 6, 1};
+    const float q_p[4] = {0.5f, 0.2f, 0.2f, 0.1f};
+    /* p: temperature 1, top-k 6 */
+    double p[V], sum = 0;
+    for (int i = 0; i < 6; i++)
+        sum += p[i] = exp(base[i]);
+    for (int i = 0; i < V; i++)
+        p[i] = i < 6 ? p[i] / sum : 0;
+    int counts[V] = {0}, accepted_n = 0;
+    uint64_t x = 99;
+    for (int seed = 0; seed < N; seed++) {
+        struct splash_sampling_params sp = {.temperature = 1, .top_k = 6, .top_p = 1,
+                                            .repetition_penalty = 1, .seed = (uint64_t)seed};
+        struct splash_sampler s;
+        assert_int_equal(splash_sampler_init(&s, &sp, V), 0);
+        /* the draft's own draw from q */
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(x >> 11) / 9007199254740992.0, acc = 0;
+        int32_t prop = q_ids[3];
+        for (int i = 0; i < 4; i++)
+            if (u < (acc += q_p[i])) {
+                prop = q_ids[i];
+                break;
+            }
+        float logits[V];
+        memcpy(logits, base, sizeof logits);
+        int accepted;
+        int32_t t = splash_sampler_sample_drafted(&s, logits, prop, q_ids, q_p, 4, &accepted, NULL,
+                                                  NULL, 0);
+        assert_true(t >= 0 && t < 6);
+        counts[t]++;
+        accepted_n += accepted;
+        splash_sampler_free(&s);
+    }
+    /* 6 cells, 5 degrees of freedom: the 0.999 quantile is 20.5 */
+    double chi = chi_square(counts, p, 6, N);
+    if (chi > 20.5)
+        fail_msg("drafted proposals: chi-square %.1f over 5 degrees of freedom", chi);
+    /* acceptance is sum over q of min(q, p) */
+    double want = 0;
+    for (int i = 0; i < 4; i++)
+        want += fmin(q_p[i], p[q_ids[i]]);
+    if (fabs((double)accepted_n / N - want) > 0.02)
+        fail_msg("accepted %.3f of the time, sum min(p, q) is %.3f", (double)accepted_n / N, want);
+}
+
 /* ---- the engine end to end ------------------------------------------------------------ */
 
 struct engine_thread {
@@ -157,7 +211,16 @@ static void *engine_run(void *p)
     return NULL;
 }
 
+static void engine_start_draft(struct engine_thread *t, const char *file, int kv, int spec,
+                               const char *draft);
+
 static void engine_start(struct engine_thread *t, const char *file, int kv, int spec)
+{
+    engine_start_draft(t, file, kv, spec, NULL);
+}
+
+static void engine_start_draft(struct engine_thread *t, const char *file, int kv, int spec,
+                               const char *draft)
 {
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -173,7 +236,8 @@ static void engine_start(struct engine_thread *t, const char *file, int kv, int 
                                        .prefill_chunk = 64,
                                        .decode_share = 0.5,
                                        .prefix_cache_off = 0,
-                                       .speculative = spec};
+                                       .speculative = spec,
+                                       .draft_model = draft};
     assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
     struct splash_frame f;
     struct splash_err err;
@@ -443,6 +507,75 @@ static void test_engine_sampled_distribution(void **state)
     }
 }
 
+/* The trained DFlash2 draft on the trained stories target, over the 20 prompts of the
+ * reference's decode record: greedy output identical to plain decoding (four lanes at
+ * once), and the accepted tokens per cycle near the reference's 3.98. */
+static void test_engine_draft_stories(void **state)
+{
+    (void)state;
+    char path[512], draft[512];
+    size_t size;
+    char *text = test_read_file(
+        test_testdata_path(path, sizeof path, "drafts/qwen35-stories-DFlash2.decode.json"), &size);
+    assert_non_null(text);
+    json_error_t jerr;
+    json_t *rec = json_loadb(text, size, 0, &jerr);
+    free(text);
+    assert_non_null(rec);
+    json_t *results = json_object_get(rec, "results");
+    enum { P = 20, OUT = 64 };
+    assert_int_equal(json_array_size(results), P);
+    static int32_t prompts[P][64];
+    int n[P];
+    for (int i = 0; i < P; i++) {
+        json_t *pr = json_object_get(json_array_get(results, (size_t)i), "prompt");
+        n[i] = (int)json_array_size(pr);
+        for (int k = 0; k < n[i]; k++)
+            prompts[i][k] = (int32_t)json_integer_value(json_array_get(pr, (size_t)k));
+    }
+    static struct result plain[P], spec[P];
+    const char *model = "models/qwen35-stories-Q8_0.gguf";
+    test_testdata_path(draft, sizeof draft, "drafts/qwen35-stories-DFlash2");
+    for (int mode = 0; mode < 2; mode++) {
+        struct engine_thread t;
+        engine_start_draft(&t, model, SPLASH_KV_INT8, mode ? SPLASH_SPEC_DFLASH : SPLASH_SPEC_OFF,
+                           mode ? draft : NULL);
+        for (int i = 0; i < P; i++) {
+            json_t *ids = json_array();
+            for (int k = 0; k < n[i]; k++)
+                json_array_append_new(ids, json_integer(prompts[i][k]));
+            json_t *b = json_pack("{s:o, s:i, s:b, s:{s:f}}", "prompt", ids, "max_tokens", OUT,
+                                  "logprobs", 1, "sampling", "temperature", 0.0);
+            struct splash_err err;
+            assert_int_equal(splash_frame_write(t.fd, SPLASH_FRAME_SUBMIT, 1 + (uint64_t)i, b, &err),
+                             SPLASH_OK);
+            json_decref(b);
+        }
+        collect(&t, 1, P, mode ? spec : plain);
+        engine_stop(&t);
+    }
+    int64_t accepted = 0, cycles = 0, same_as_reference = 0;
+    for (int i = 0; i < P; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "stories prompt %d with the draft", i);
+        assert_same(label, &spec[i], &plain[i]);
+        accepted += spec[i].accepted;
+        cycles += spec[i].cycles;
+        json_t *g = json_object_get(json_array_get(results, (size_t)i), "greedy");
+        int same = 1;
+        for (int k = 0; k < OUT && k < plain[i].n; k++)
+            same &= plain[i].tokens[k] == (int32_t)json_integer_value(json_array_get(g, (size_t)k));
+        same_as_reference += same;
+    }
+    double per_cycle = cycles ? (double)(accepted + cycles) / (double)cycles : 0;
+    printf("  draft: %lld proposals accepted over %lld cycles: %.2f tokens a cycle with the "
+           "target's own (reference 3.98); %lld of %d plain outputs equal the float64 "
+           "reference's\n",
+           (long long)accepted, (long long)cycles, per_cycle, (long long)same_as_reference, P);
+    assert_true(per_cycle > 3.98 * 0.9);
+    json_decref(rec);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -455,9 +588,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_lookup),
         cmocka_unit_test(test_sampler_proposal_exact),
+        cmocka_unit_test(test_sampler_drafted_exact),
         cmocka_unit_test(test_engine_greedy_identical),
         cmocka_unit_test(test_engine_limit),
         cmocka_unit_test(test_engine_sampled_distribution),
+        cmocka_unit_test(test_engine_draft_stories),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -20,6 +20,7 @@ struct splash_engine_opts {
     int prefix_cache_off;    /* every prompt prefilled whole (benches' cold runs) */
     int speculative;         /* enum splash_spec_mode (server/engine/speculate.h); 0: off */
     int verify_rows_all;     /* --verify-rows all: every cycle verifies every row it may */
+    const char *draft_model; /* --draft-model: a DFlash2 draft directory, NULL or "none": none */
 };
 
 /* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status

@@ -286,3 +286,56 @@ int32_t splash_sampler_sample_proposed(struct splash_sampler *s, float *logits, 
     splash_sampler_accept(s, chosen);
     return chosen;
 }
+
+double splash_sampler_uniform(struct splash_sampler *s)
+{
+    return uniform(s);
+}
+
+int32_t splash_sampler_sample_drafted(struct splash_sampler *s, float *logits, int32_t proposed,
+                                      const int32_t *q_ids, const float *q_probs, int n_q,
+                                      int *accepted, float *logprob,
+                                      struct splash_token_logprob *top, int n_top)
+{
+    double q_x = 0;
+    for (int i = 0; q_ids && i < n_q; i++)
+        if (q_ids[i] == proposed)
+            q_x = q_probs[i];
+    /* greedy, or a proposal q gave nothing (taken as deterministic) */
+    if (s->params.temperature <= 0 || !(q_x > 0))
+        return splash_sampler_sample_proposed(s, logits, proposed, accepted, logprob, top, n_top);
+    apply_penalties(s, logits);
+    double lse = 0;
+    if (logprob || (top && n_top > 0)) {
+        float mx;
+        log_softmax_stats(logits, s->n_vocab, &mx, &lse);
+    }
+    double sum;
+    int32_t n = sampled_candidates(s, logits, &sum);
+    double p_x = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->ids[i] == proposed)
+            p_x = s->probs[i] / sum;
+    int32_t chosen;
+    if (p_x > 0 && uniform(s) * q_x < p_x) {
+        chosen = proposed;
+    } else {
+        /* the residual: each candidate's p less its q, what is left above zero */
+        double rest = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double q = 0;
+            for (int j = 0; j < n_q; j++)
+                if (q_ids[j] == s->ids[i])
+                    q = q_probs[j];
+            double r = s->probs[i] / sum - q;
+            s->probs[i] = r > 0 ? (float)r : 0.0f;
+            rest += s->probs[i];
+        }
+        chosen = rest > 0 ? draw(s, n, rest) : proposed;
+    }
+    if (accepted)
+        *accepted = chosen == proposed;
+    report(s, logits, chosen, lse, logprob, top, n_top);
+    splash_sampler_accept(s, chosen);
+    return chosen;
+}

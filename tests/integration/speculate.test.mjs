@@ -60,6 +60,32 @@ test("n-gram speculation: the same greedy text as plain decoding, with its count
   }
 });
 
+test("the DFlash2 draft served: the same greedy text as plain decoding, its proposals accepted", async () => {
+  const draft = path.join(testdata, "drafts/qwen35-stories-DFlash2");
+  const story = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her";
+  const ask = async (server) => {
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/completions",
+      body: JSON.stringify({ model: "test/stories", prompt: story, max_tokens: 40, temperature: 0 }) });
+    assert.equal(r.status, 200, r.body);
+    return JSON.parse(r.body);
+  };
+  const off = await startServer(["--speculative", "off"]);
+  let plain;
+  try { plain = await ask(off); } finally { assert.equal(await off.stop(), 0); }
+  const on = await startServer(["--draft-model", draft]);
+  try {
+    const spec = await ask(on);
+    assert.equal(spec.choices[0].text, plain.choices[0].text);
+    assert.ok(spec.usage.completion_tokens_details.accepted_prediction_tokens > 10, JSON.stringify(spec.usage));
+    const status = JSON.parse((await rawRequest(on.port, { path: "/status" })).body);
+    assert.equal(status.speculation.mode, "dflash");
+    assert.match(on.output(), /Draft · .*DFlash2/);
+    assert.match(on.output(), /accepted \d+\.\d\/cycle/);
+  } finally {
+    assert.equal(await on.stop(), 0);
+  }
+});
+
 test("a MoE target's cycles verify the budget's rows under auto, every row under --verify-rows all", async () => {
   for (const [args, rule] of [[[], "budget"], [["--verify-rows", "all"], "all"]]) {
     const server = await startServer(["--speculative", "ngram", ...args], { model: moeModel });
