@@ -3,9 +3,10 @@
  *    row's logits, the sequence armed for a rewind, then truncated to a partial acceptance)
  *    against a 1-row decode step, on the Qwen3.5-0.8B shape (random weights, Q4_K_M, the
  *    file bench-model builds under build/bench-models/); the goal is <= 1.3x;
- *  - end-to-end greedy decode on the trained stories target with prompt lookup on and off:
- *    tokens/s, proposals accepted per cycle and the speed-up, on a prompt that quotes a
- *    passage (where prompt lookup pays) and on one that does not.
+ *  - end-to-end greedy decode on the trained stories target, plain, with prompt lookup and
+ *    with its trained DFlash2 draft: tokens/s, tokens per cycle and the speed-up, on the
+ *    first prompts of the draft's reference decode record and on a prompt that quotes a
+ *    passage (where prompt lookup pays).
  *
  * usage: bench-speculate [-n TOKENS]   (default 128) */
 #include <limits.h>
@@ -164,9 +165,10 @@ struct run {
     int32_t first[8];
 };
 
-/* One greedy request of n tokens on an engine with speculation spec; 0 when it ran. */
-static int decode_run(const char *model, int spec, const int32_t *prompt, int n_prompt, int n,
-                      struct run *out)
+/* One greedy request of n tokens on an engine with speculation spec (and the draft, when
+ * given); 0 when it ran. */
+static int decode_run(const char *model, int spec, const char *draft, const int32_t *prompt,
+                      int n_prompt, int n, struct run *out)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
@@ -174,7 +176,7 @@ static int decode_run(const char *model, int spec, const int32_t *prompt, int n_
     struct engine_thread t = {.o = {.fd = sv[1], .model_path = model, .n_threads = N_THREADS,
                                     .max_context = 4096, .max_lanes = 1, .prefill_chunk = 256,
                                     .decode_share = 0.5, .prefix_cache_off = 1,
-                                    .speculative = spec}};
+                                    .speculative = spec, .draft_model = draft}};
     pthread_create(&t.thread, NULL, engine_run, &t);
     struct splash_frame f;
     struct splash_err err;
@@ -229,13 +231,63 @@ static int decode_run(const char *model, int spec, const int32_t *prompt, int n_
     return rc;
 }
 
+static void report(const char *name, const char *how, const struct run *off,
+                   const struct run *on)
+{
+    printf("  %-15s %-6s %.1f tokens/s (plain %.1f: %.2fx), %lld of %lld proposals accepted, "
+           "%.2f tokens a cycle over %lld cycles; same first tokens: %s\n",
+           name, how, (on->tokens - 1) / on->seconds, (off->tokens - 1) / off->seconds,
+           off->seconds / on->seconds * (on->tokens - 1) / (off->tokens - 1), on->proposed ? on->accepted : 0,
+           on->proposed, on->cycles ? (double)(on->accepted + on->cycles) / (double)on->cycles : 0.0,
+           on->cycles, !memcmp(on->first, off->first, sizeof on->first) ? "yes" : "NO");
+}
+
 static int end_to_end(int n)
 {
     const char *shared = getenv("SPLASH_TESTDATA");
-    char model[PATH_MAX];
-    snprintf(model, sizeof model, "%s/models/qwen35-stories-Q8_0.gguf",
-             shared ? shared : "../shared/testdata");
-    /* a passage quoted twice and opened a third time; then the same tokens shuffled */
+    char model[PATH_MAX], draft[PATH_MAX], record[PATH_MAX];
+    const char *dir = shared ? shared : "../shared/testdata";
+    snprintf(model, sizeof model, "%s/models/qwen35-stories-Q8_0.gguf", dir);
+    snprintf(draft, sizeof draft, "%s/drafts/qwen35-stories-DFlash2", dir);
+    snprintf(record, sizeof record, "%s/drafts/qwen35-stories-DFlash2.decode.json", dir);
+    json_error_t jerr;
+    json_t *rec = json_load_file(record, 0, &jerr);
+    if (!rec) {
+        fprintf(stderr, "bench-speculate: %s: %s\n", record, jerr.text);
+        return -1;
+    }
+    printf("end to end, qwen35-stories Q8_0, %d threads, %d greedy tokens, one request:\n",
+           N_THREADS, n);
+    struct run total_off = {0}, total_on = {0};
+    for (int i = 0; i < 4; i++) {
+        json_t *pr = json_object_get(json_array_get(json_object_get(rec, "results"), (size_t)i),
+                                     "prompt");
+        int32_t prompt[64];
+        int np = 0;
+        for (; np < 64 && np < (int)json_array_size(pr); np++)
+            prompt[np] = (int32_t)json_integer_value(json_array_get(pr, (size_t)np));
+        struct run off, on;
+        if (decode_run(model, SPLASH_SPEC_OFF, NULL, prompt, np, n, &off) ||
+            decode_run(model, SPLASH_SPEC_DFLASH, draft, prompt, np, n, &on))
+            return -1;
+        char name[32];
+        snprintf(name, sizeof name, "story %d", i);
+        report(name, "draft", &off, &on);
+        total_off.seconds += off.seconds;
+        total_off.tokens += off.tokens - 1;
+        total_on.seconds += on.seconds;
+        total_on.tokens += on.tokens - 1;
+        total_on.accepted += on.accepted;
+        total_on.proposed += on.proposed;
+        total_on.cycles += on.cycles;
+    }
+    json_decref(rec);
+    printf("  4 stories     draft  %.1f tokens/s against plain %.1f: %.2fx, %.2f tokens a cycle "
+           "(reference 3.98)\n",
+           total_on.tokens / total_on.seconds, total_off.tokens / total_off.seconds,
+           (total_on.tokens / total_on.seconds) / (total_off.tokens / total_off.seconds),
+           (double)(total_on.accepted + total_on.cycles) / (double)total_on.cycles);
+    /* prompt lookup on a passage quoted twice and opened a third time */
     int32_t prompt[256];
     int np = 0;
     uint64_t x = 12345;
@@ -249,29 +301,11 @@ static int end_to_end(int n)
             prompt[np++] = passage[i];
     for (int i = 0; i < 8; i++)
         prompt[np++] = passage[i];
-    int32_t plain_prompt[80];
-    for (int i = 0; i < 80; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        plain_prompt[i] = (int32_t)(20 + (x >> 33) % 380);
-    }
-    printf("end to end, qwen35-stories Q8_0, %d threads, %d greedy tokens:\n", N_THREADS, n);
-    const struct {
-        const char *name;
-        const int32_t *p;
-        int n;
-    } cases[] = {{"quoted passage", prompt, np}, {"no repetition", plain_prompt, 80}};
-    for (size_t c = 0; c < 2; c++) {
-        struct run off, on;
-        if (decode_run(model, SPLASH_SPEC_OFF, cases[c].p, cases[c].n, n, &off) ||
-            decode_run(model, SPLASH_SPEC_NGRAM, cases[c].p, cases[c].n, n, &on))
-            return -1;
-        printf("  %-15s off %.1f tokens/s; ngram %.1f tokens/s (%.2fx), %lld of %lld proposals "
-               "accepted, %.2f a cycle over %lld cycles; same first tokens: %s\n",
-               cases[c].name, (off.tokens - 1) / off.seconds, (on.tokens - 1) / on.seconds,
-               off.seconds / on.seconds * (on.tokens - 1) / (off.tokens - 1), on.accepted,
-               on.proposed, on.cycles ? (double)on.accepted / (double)on.cycles : 0.0, on.cycles,
-               !memcmp(on.first, off.first, sizeof on.first) ? "yes" : "NO");
-    }
+    struct run off, on;
+    if (decode_run(model, SPLASH_SPEC_OFF, NULL, prompt, np, n, &off) ||
+        decode_run(model, SPLASH_SPEC_NGRAM, NULL, prompt, np, n, &on))
+        return -1;
+    report("quoted passage", "ngram", &off, &on);
     return 0;
 }
 
