@@ -485,8 +485,21 @@ static int32_t steer_to_close(struct engine *e, struct request *r, const float *
 {
     size_t need = splash_grammar_matcher_distance(r->matcher);
     int32_t left = r->max_tokens - r->n_gen;
-    if (need == SIZE_MAX || need == 0 || (size_t)left > need + 16)
+    if (need == SIZE_MAX)
         return sampled;
+    if ((size_t)left > need + 16) {
+        /* a token that opens more than the tokens left can close (another tool call late in
+         * the reply) is steered too: the distance jumps with it */
+        struct splash_err err;
+        if (splash_grammar_matcher_accept_token(r->matcher, sampled, &err) != SPLASH_OK)
+            return sampled;
+        size_t after = splash_grammar_matcher_is_stopped(r->matcher)
+                           ? 0
+                           : splash_grammar_matcher_distance(r->matcher);
+        splash_grammar_matcher_rollback(r->matcher, 1);
+        if (after == SIZE_MAX || after + 16 < (size_t)left)
+            return sampled;
+    }
     enum { LIKELY = 32 };
     int32_t likely[LIKELY];
     int n_likely = 0;
@@ -1188,19 +1201,26 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
         snprintf(key, sizeof key, "%s.expert_count", arch);
     int moe = (key[0] && api->has(e->lm->meta, key)) || api->has(e->lm->meta, "num_experts") ||
               api->has(e->lm->meta, "text_config.num_experts");
-    e->budget_on = moe && !e->opts->verify_rows_all;
+    /* a MoE target's rows each route their own experts; prompt lookup's guesses are often
+     * wrong, and where rows cost compute (a CPU) verifying them all can cost more than
+     * they return: both take the budget's rows under auto; a dense target with its draft
+     * verifies every row, as models.md "Drafts" has it */
+    e->budget_on = (moe || !e->draft.model) && !e->opts->verify_rows_all;
     splash_budget_init(&e->budget);
     splash_log(SPLASH_LOG_INFO, NULL, "Speculation · %s: up to %d proposals a cycle; verify rows: %s",
                e->draft.model ? "the DFlash2 draft (prompt lookup where its context is "
                                 "incomplete)"
                               : "prompt lookup (n-gram) where the conversation repeats itself",
                SPLASH_SPEC_MAX_ROWS - 1,
-               e->budget_on ? "the budget's (a MoE target: each row routes its own experts, so "
-                              "cycles verify the rows that maximise expected tokens per unit "
-                              "of cost, every 32nd all; --verify-rows all verifies every row)"
-               : moe ? "all the output limit leaves (--verify-rows all)"
-                     : "all the output limit leaves (a dense target reads its weights once for "
-                       "every row)");
+               e->budget_on ? (moe ? "the budget's (a MoE target: each row routes its own "
+                                     "experts, so cycles verify the rows that maximise expected "
+                                     "tokens per unit of measured cost, every 32nd all; "
+                                     "--verify-rows all verifies every row)"
+                                   : "the budget's (prompt lookup's proposals: cycles verify the "
+                                     "rows that maximise expected tokens per unit of measured "
+                                     "cost, every 32nd all; --verify-rows all verifies every row)")
+               : "all the output limit leaves (--verify-rows all, or a dense target with its "
+                 "draft: its weights are read once for every row)");
     return SPLASH_OK;
 }
 

@@ -46,7 +46,7 @@ test("n-gram speculation: the same greedy text as plain decoding, with its count
     assert.equal(typeof cu.accepted_prediction_tokens, "number");
     assert.equal(typeof cu.rejected_prediction_tokens, "number");
     const status = JSON.parse((await rawRequest(on.port, { path: "/status" })).body);
-    assert.equal(status.verify_rows, "all");
+    assert.equal(status.verify_rows, "budget");
     assert.equal(status.speculation.mode, "ngram");
     const metrics = (await rawRequest(on.port, { path: "/metrics" })).body;
     const value = (name) => Number(metrics.match(new RegExp(`^${name} (\\d+)$`, "m"))[1]);
@@ -79,6 +79,7 @@ test("the DFlash2 draft served: the same greedy text as plain decoding, its prop
     assert.ok(spec.usage.completion_tokens_details.accepted_prediction_tokens > 10, JSON.stringify(spec.usage));
     const status = JSON.parse((await rawRequest(on.port, { path: "/status" })).body);
     assert.equal(status.speculation.mode, "dflash");
+    assert.equal(status.verify_rows, "all");
     assert.match(on.output(), /Draft · .*DFlash2/);
     assert.match(on.output(), /accepted \d+\.\d\/cycle/);
   } finally {
