@@ -69,7 +69,10 @@ struct splash_registry *cli_load_plugins(int *argc, char **argv)
 
 static const char *kind_name(uint32_t kind)
 {
-    return kind == SPLASH_PLUGIN_FORMAT ? "format" : kind == SPLASH_PLUGIN_FAMILY ? "family" : "?";
+    return kind == SPLASH_PLUGIN_FORMAT   ? "format"
+           : kind == SPLASH_PLUGIN_FAMILY ? "family"
+           : kind == SPLASH_PLUGIN_DRAFT  ? "draft"
+                                          : "?";
 }
 
 static const struct splash_format_plugin *format_named(const struct splash_registry *r,
@@ -87,6 +90,15 @@ static const struct splash_family_plugin *family_named(const struct splash_regis
     for (size_t i = 0; i < splash_registry_n_families(r); i++)
         if (!strcmp(splash_registry_family(r, i)->header.name, name))
             return splash_registry_family(r, i);
+    return NULL;
+}
+
+static const struct splash_draft_plugin *draft_named(const struct splash_registry *r,
+                                                     const char *name)
+{
+    for (size_t i = 0; i < splash_registry_n_drafts(r); i++)
+        if (!strcmp(splash_registry_draft(r, i)->header.name, name))
+            return splash_registry_draft(r, i);
     return NULL;
 }
 
@@ -120,6 +132,12 @@ static void print_claims(const struct splash_registry *r, const struct splash_pl
                 printf(" %s", f->checkpoint_formats[i]);
             printf("\n");
         }
+    } else if (rec->kind == SPLASH_PLUGIN_DRAFT) {
+        const struct splash_draft_plugin *d = draft_named(r, rec->name);
+        printf("    draft architectures:");
+        for (size_t i = 0; d && d->architectures[i]; i++)
+            printf(" %s", d->architectures[i]);
+        printf("\n");
     } else {
         const struct splash_family_plugin *f = family_named(r, rec->name);
         printf("    gguf architectures:");

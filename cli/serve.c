@@ -14,6 +14,7 @@
 #include "cli/serve_lock.h"
 #include "cli/modelgen/demo_model.h"
 #include "server/engine/engine.h"
+#include "server/engine/speculate.h"
 #include "core/meta.h"
 #include "core/registry.h"
 #include "core/target.h"
@@ -148,7 +149,10 @@ int splash_cmd_serve(int argc, char **argv)
                                         .kv_format = o.kv_format, .state_format = o.state_format,
                                         .max_context = (int64_t)o.max_context,
                                         .max_memory = o.max_memory,
-                                        .decode_share = o.decode_share};
+                                        .decode_share = o.decode_share,
+                                        .speculative = o.speculative,
+                                        .verify_rows_all = !strcmp(o.verify_rows, "all"),
+                                        .draft_model = o.draft_model};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
@@ -272,8 +276,14 @@ int splash_cmd_engine(int argc, char **argv)
             e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))
             e.decode_share = strtod(v, NULL);
+        else if (!strcmp(k, "--speculative"))
+            e.speculative = splash_spec_mode_parse(v);
+        else if (!strcmp(k, "--verify-rows"))
+            e.verify_rows_all = !strcmp(v, "all");
+        else if (!strcmp(k, "--draft-model"))
+            e.draft_model = v;
     }
-    if (e.fd < 0 || !e.model_path) {
+    if (e.fd < 0 || !e.model_path || e.speculative < 0) {
         fprintf(stderr, "splash engine: internal subcommand of splash serve\n");
         return 2;
     }

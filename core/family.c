@@ -192,3 +192,41 @@ uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const v
 {
     return f->cache_bytes ? f->cache_bytes(model) : counted;
 }
+
+/* ABI 1.3: the draft's taps. */
+int splash_family_has_taps(const struct splash_family_plugin *f)
+{
+    return f->forward_taps != NULL;
+}
+
+enum splash_status splash_family_forward_taps(const struct splash_family_plugin *f, void *model,
+                                              const struct splash_lane *lanes, int32_t n_lanes,
+                                              const struct splash_taps *taps,
+                                              struct splash_err *err)
+{
+    if (!taps)
+        return f->forward(model, lanes, n_lanes, err);
+    if (!f->forward_taps)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s writes no draft taps (it predates ABI 1.3)",
+                              f->header.name);
+    return f->forward_taps(model, lanes, n_lanes, taps, err);
+}
+
+/* ABI 1.3: a family without it cannot drop a verify pass's rejected rows; the engine
+ * then decodes without speculation. */
+int splash_family_can_keep_rows(const struct splash_family_plugin *f)
+{
+    return f->seq_keep_rows != NULL;
+}
+
+enum splash_status splash_family_seq_keep_rows(const struct splash_family_plugin *f, void *model,
+                                               void *seq, int32_t n_rows, struct splash_err *err)
+{
+    if (!f->seq_keep_rows)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s predates ABI 1.3: a verify pass's rows cannot be "
+                              "dropped",
+                              f->header.name);
+    return f->seq_keep_rows(model, seq, n_rows, err);
+}

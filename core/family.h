@@ -62,4 +62,18 @@ enum splash_status splash_family_seq_fork(const struct splash_family_plugin *f, 
 uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
                                    uint64_t counted);
 
+/* 1 when the family writes a draft's taps (family.h forward_taps, ABI 1.3). */
+int splash_family_has_taps(const struct splash_family_plugin *f);
+/* forward with the taps of every row (family.h forward_taps); taps NULL: forward. A
+ * family predating ABI 1.3 refuses taps with SPLASH_ERR_UNSUPPORTED naming the plugin. */
+enum splash_status splash_family_forward_taps(const struct splash_family_plugin *f, void *model,
+                                              const struct splash_lane *lanes, int32_t n_lanes,
+                                              const struct splash_taps *taps,
+                                              struct splash_err *err);
+/* 1 when the family can drop a verify pass's rejected rows (ABI 1.3 seq_keep_rows). */
+int splash_family_can_keep_rows(const struct splash_family_plugin *f);
+/* family.h seq_keep_rows; SPLASH_ERR_UNSUPPORTED naming the plugin where it predates ABI 1.3. */
+enum splash_status splash_family_seq_keep_rows(const struct splash_family_plugin *f, void *model,
+                                               void *seq, int32_t n_rows, struct splash_err *err);
+
 #endif

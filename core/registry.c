@@ -19,6 +19,8 @@
 /* The smallest descriptors ABI 1.0 accepts: header plus the members 1.0 requires. */
 #define FORMAT_MIN_SIZE offsetof(struct splash_format_plugin, checkpoint_formats)
 #define FAMILY_MIN_SIZE (offsetof(struct splash_family_plugin, forward) + sizeof(void *))
+/* Drafts came with ABI 1.3, whole. */
+#define DRAFT_MIN_SIZE (offsetof(struct splash_draft_plugin, propose) + sizeof(void *))
 
 struct splash_registry {
     struct splash_plugin_record *records;
@@ -27,6 +29,8 @@ struct splash_registry {
     size_t n_formats;
     struct splash_family_plugin **families;
     size_t n_families;
+    struct splash_draft_plugin **drafts;
+    size_t n_drafts;
     struct splash_host host; /* handed to this registry's plugins */
 };
 
@@ -105,8 +109,11 @@ void splash_registry_destroy(struct splash_registry *r)
         free(r->formats[i]);
     for (size_t i = 0; i < r->n_families; i++)
         free(r->families[i]);
+    for (size_t i = 0; i < r->n_drafts; i++)
+        free(r->drafts[i]);
     free(r->formats);
     free(r->families);
+    free(r->drafts);
     free(r->records);
     free(r);
 }
@@ -335,9 +342,12 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
     if (h->abi_major != SPLASH_ABI_MAJOR || h->abi_minor > SPLASH_ABI_MINOR)
         return refuse(r, rec, origin, SPLASH_ERR_ABI, err, "ABI %u.%u, this splash speaks %d.%d",
                       h->abi_major, h->abi_minor, SPLASH_ABI_MAJOR, SPLASH_ABI_MINOR);
-    if (h->kind != SPLASH_PLUGIN_FORMAT && h->kind != SPLASH_PLUGIN_FAMILY)
+    if (h->kind != SPLASH_PLUGIN_FORMAT && h->kind != SPLASH_PLUGIN_FAMILY &&
+        h->kind != SPLASH_PLUGIN_DRAFT)
         return refuse(r, rec, origin, SPLASH_ERR_INVALID, err, "unknown plugin kind %u", h->kind);
-    size_t min = h->kind == SPLASH_PLUGIN_FORMAT ? FORMAT_MIN_SIZE : FAMILY_MIN_SIZE;
+    size_t min = h->kind == SPLASH_PLUGIN_FORMAT   ? FORMAT_MIN_SIZE
+                 : h->kind == SPLASH_PLUGIN_FAMILY ? FAMILY_MIN_SIZE
+                                                   : DRAFT_MIN_SIZE;
     if (h->size < min)
         return refuse(r, rec, origin, SPLASH_ERR_ABI, err,
                       "descriptor of %u bytes, ABI %d.0 needs at least %zu", h->size,
@@ -394,6 +404,26 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
         r->formats = grown;
         r->formats[r->n_formats++] = fp;
         link_formats(r);
+    } else if (h->kind == SPLASH_PLUGIN_DRAFT) {
+        struct splash_draft_plugin *dp = calloc(1, sizeof *dp);
+        if (!dp)
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        copy = h->size < sizeof *dp ? h->size : sizeof *dp;
+        memcpy(dp, h, copy);
+        if (!dp->architectures || !dp->check || !dp->create || !dp->destroy || !dp->info ||
+            !dp->ctx_create || !dp->ctx_destroy || !dp->append_context || !dp->rollback ||
+            !dp->propose) {
+            free(dp);
+            return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
+                          "draft needs claims and every member of splash/draft.h");
+        }
+        void *grown = realloc(r->drafts, (r->n_drafts + 1) * sizeof *r->drafts);
+        if (!grown) {
+            free(dp);
+            return refuse(r, rec, origin, SPLASH_ERR_NOMEM, err, "out of memory");
+        }
+        r->drafts = grown;
+        r->drafts[r->n_drafts++] = dp;
     } else {
         struct splash_family_plugin *fp = calloc(1, sizeof *fp);
         if (!fp)
@@ -589,6 +619,16 @@ size_t splash_registry_n_families(const struct splash_registry *r)
 const struct splash_family_plugin *splash_registry_family(const struct splash_registry *r, size_t i)
 {
     return i < r->n_families ? r->families[i] : NULL;
+}
+
+size_t splash_registry_n_drafts(const struct splash_registry *r)
+{
+    return r->n_drafts;
+}
+
+const struct splash_draft_plugin *splash_registry_draft(const struct splash_registry *r, size_t i)
+{
+    return i < r->n_drafts ? r->drafts[i] : NULL;
 }
 
 const struct splash_format_type *splash_registry_format_by_gguf(const struct splash_registry *r,

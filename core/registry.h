@@ -2,6 +2,7 @@
 #ifndef SPLASH_CORE_REGISTRY_H
 #define SPLASH_CORE_REGISTRY_H
 
+#include "splash/draft.h"
 #include "splash/family.h"
 #include "splash/format.h"
 #include "splash/plugin.h"
@@ -46,6 +47,8 @@ size_t splash_registry_n_formats(const struct splash_registry *r);
 const struct splash_format_plugin *splash_registry_format(const struct splash_registry *r, size_t i);
 size_t splash_registry_n_families(const struct splash_registry *r);
 const struct splash_family_plugin *splash_registry_family(const struct splash_registry *r, size_t i);
+size_t splash_registry_n_drafts(const struct splash_registry *r);
+const struct splash_draft_plugin *splash_registry_draft(const struct splash_registry *r, size_t i);
 
 const struct splash_format_type *splash_registry_format_by_gguf(const struct splash_registry *r,
                                                                 int32_t gguf_type);

@@ -661,3 +661,49 @@ out_close:
     splash_meta_close(m);
     return status;
 }
+
+enum splash_status splash_safetensors_add_file(struct splash_meta *m, const char *path,
+                                               unsigned flags, struct splash_err *err)
+{
+    if (m->owner_free != model_shards_free)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: not a safetensors model", m->path);
+    struct model_shards *s = m->owner_data;
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    struct splash_safetensors *f = NULL;
+    enum splash_status status = splash_safetensors_open(path, flags, &f, err);
+    if (status)
+        return status;
+    /* the shard's name joins the packed names: names[n] for the new file */
+    char **names = malloc((s->n + 1) * sizeof *names);
+    struct splash_safetensors **files = realloc(s->files, (s->n + 1) * sizeof *files);
+    if (files)
+        s->files = files;
+    char **packed = NULL;
+    if (names && files) {
+        for (size_t i = 0; i < s->n; i++)
+            names[i] = s->names[i];
+        names[s->n] = (char *)file;
+        packed = pack_strings(names, s->n + 1);
+    }
+    free(names);
+    if (!packed) {
+        splash_safetensors_close(f);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
+    free(s->names);
+    s->names = packed;
+    s->files[s->n++] = f;
+    const struct splash_meta_api *api = splash_meta_api_get();
+    for (size_t j = 0; j < f->n_tensors; j++) {
+        struct splash_tensor_info *info = &f->tensors[j].info;
+        const struct splash_tensor_info *other = api->tensor_find(m, info->name);
+        if (other) {
+            size_t k = shard_of(s, other);
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor %s is also in %s", file,
+                                  info->name, k < s->n ? s->names[k] : "another shard");
+        }
+        if ((status = splash_meta_add_tensor(m, info, err)))
+            return status;
+    }
+    return SPLASH_OK;
+}

@@ -71,6 +71,12 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
                                                  struct splash_meta **out,
                                                  struct splash_err *err);
 
+/* Adds one more safetensors file's tensors to a model splash_safetensors_open_model opened
+ * (a draft's mask_embedding.safetensors); the meta owns it. A tensor name another file
+ * holds is refused, naming both. */
+enum splash_status splash_safetensors_add_file(struct splash_meta *m, const char *path,
+                                               unsigned flags, struct splash_err *err);
+
 /* The shard file (relative to the directory) holding tensor t of a meta that
  * splash_safetensors_open_model opened, for messages. */
 const char *splash_safetensors_shard_name(const struct splash_meta *m,

@@ -132,6 +132,11 @@ static void rec_rows(const struct kernel_vec *vec, const struct splash_gdn_args 
             float beta = a->beta[(int64_t)tk * a->n_v_heads + h];
             a->out[tk * a->out_stride + (int64_t)h * a->d_v + j] =
                 vec->gdn_row(a->d_k, s, expf(g), k, q, vj, beta);
+            /* a bf16 state is rounded after every token, so n tokens in one call give the
+             * bits of n calls of one (a verify pass's rows, a decode step's) */
+            if (a->state_bf16 && tk + 1 < a->n_tokens)
+                for (int32_t i = 0; i < a->d_k; i++)
+                    buf[i] = splash_bf16_to_fp32(splash_fp32_to_bf16(buf[i]));
         }
         if (a->state_bf16) {
             uint16_t *b = (uint16_t *)a->state + off;

@@ -114,12 +114,14 @@ static const char *finish_reason(struct chat *c)
 static json_t *usage_json(struct chat *c)
 {
     const struct splash_gen *g = &c->run.gen;
-    return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:I}}", "prompt_tokens",
+    return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:I, s:I, s:I}}", "prompt_tokens",
                      (json_int_t)g->prompt_tokens, "completion_tokens",
                      (json_int_t)g->completion_tokens, "total_tokens",
                      (json_int_t)(g->prompt_tokens + g->completion_tokens), "prompt_tokens_details",
                      "cached_tokens", (json_int_t)g->cached_tokens, "completion_tokens_details",
-                     "reasoning_tokens", (json_int_t)c->run.reasoning_tokens);
+                     "reasoning_tokens", (json_int_t)c->run.reasoning_tokens,
+                     "accepted_prediction_tokens", (json_int_t)g->spec_accepted,
+                     "rejected_prediction_tokens", (json_int_t)(g->spec_proposed - g->spec_accepted));
 }
 
 static json_t *error_json(const struct splash_gen *g)

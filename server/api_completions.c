@@ -29,10 +29,13 @@ struct completion {
 
 static json_t *usage_json(const struct splash_gen *g)
 {
-    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)g->prompt_tokens,
-                     "completion_tokens", (json_int_t)g->completion_tokens, "total_tokens",
+    return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:I, s:I}}", "prompt_tokens",
+                     (json_int_t)g->prompt_tokens, "completion_tokens",
+                     (json_int_t)g->completion_tokens, "total_tokens",
                      (json_int_t)(g->prompt_tokens + g->completion_tokens), "prompt_tokens_details",
-                     "cached_tokens", (json_int_t)g->cached_tokens);
+                     "cached_tokens", (json_int_t)g->cached_tokens, "completion_tokens_details",
+                     "accepted_prediction_tokens", (json_int_t)g->spec_accepted,
+                     "rejected_prediction_tokens", (json_int_t)(g->spec_proposed - g->spec_accepted));
 }
 
 static json_t *chunk(struct completion *c, const char *text, size_t len, const char *finish)

@@ -153,6 +153,13 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
                                   splash_later_system_name((enum splash_later_system)app->later_system),
                                   "format", app->format ? app->format->name : ""));
     json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
+    /* the rows decode cycles verify and why (the engine's READY frame) */
+    json_t *spec = json_object_get(info, "speculation");
+    json_object_set_new(reply->json, "verify_rows",
+                        json_is_object(spec) ? json_deep_copy(json_object_get(spec, "verify_rows"))
+                                             : json_string("off"));
+    json_object_set_new(reply->json, "speculation",
+                        json_is_object(spec) ? json_deep_copy(spec) : json_pack("{s:s}", "mode", "off"));
     /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
     json_object_set_new(reply->json, "prefix_cache",
                         cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
@@ -168,6 +175,8 @@ void splash_api_info_metrics(void *appv, const struct splash_http_request *req,
     int admitted = app->admitted;
     uint64_t total = app->requests_total, gen = app->tokens_generated,
              prompt = app->prompt_tokens_total, rejected = app->rejected_503;
+    uint64_t proposed = app->draft_proposed, accepted = app->draft_accepted,
+             cycles = app->draft_cycles;
     pthread_mutex_unlock(&app->lock);
     char *text = NULL;
     int n = asprintf(&text,
@@ -191,11 +200,21 @@ void splash_api_info_metrics(void *appv, const struct splash_http_request *req,
                      "splash_engine_restarts_total %d\n"
                      "# HELP splash_console_dropped_lines_total Console lines dropped.\n"
                      "# TYPE splash_console_dropped_lines_total counter\n"
-                     "splash_console_dropped_lines_total %llu\n",
+                     "splash_console_dropped_lines_total %llu\n"
+                     "# HELP splash_draft_proposed_tokens_total Proposed tokens decode cycles verified.\n"
+                     "# TYPE splash_draft_proposed_tokens_total counter\n"
+                     "splash_draft_proposed_tokens_total %llu\n"
+                     "# HELP splash_draft_accepted_tokens_total Proposed tokens the target accepted.\n"
+                     "# TYPE splash_draft_accepted_tokens_total counter\n"
+                     "splash_draft_accepted_tokens_total %llu\n"
+                     "# HELP splash_draft_cycles_total Decode cycles that verified proposals.\n"
+                     "# TYPE splash_draft_cycles_total counter\n"
+                     "splash_draft_cycles_total %llu\n",
                      (unsigned long long)total, (unsigned long long)rejected, admitted,
                      (unsigned long long)prompt, (unsigned long long)gen,
                      splash_engine_client_restarts(app->engine),
-                     (unsigned long long)splash_console_dropped());
+                     (unsigned long long)splash_console_dropped(), (unsigned long long)proposed,
+                     (unsigned long long)accepted, (unsigned long long)cycles);
     if (n < 0) {
         splash_reply_error(reply, 500, "server_error", "internal_error", "out of memory");
         return;

@@ -320,7 +320,11 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         char *argv[] = {"splash", "engine", "--fd", "3", "--model-dir", (char *)c->spawn.model_path,
                         "--threads", threads, "--kv-format", kv, "--state-format", state,
                         "--max-context", ctx, "--decode-share", share, "--max-memory", mem,
-                        "--fit-context", restart ? "1" : "0", NULL};
+                        "--fit-context", restart ? "1" : "0", "--speculative",
+                        (char *)(c->spawn.speculative ? c->spawn.speculative : "auto"),
+                        "--verify-rows", c->spawn.verify_rows_all ? "all" : "auto",
+                        "--draft-model",
+                        (char *)(c->spawn.draft_model ? c->spawn.draft_model : "none"), NULL};
         execv(c->spawn.exe, argv);
         fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
         _exit(126);

@@ -23,6 +23,9 @@ struct splash_engine_spawn {
     int64_t max_context;
     uint64_t max_memory;
     double decode_share;
+    const char *speculative;  /* --speculative, NULL: auto */
+    int verify_rows_all;      /* --verify-rows all */
+    const char *draft_model;  /* --draft-model, NULL: none */
 };
 
 enum splash_event_kind { SPLASH_EV_TOKENS = 1, SPLASH_EV_DONE = 2, SPLASH_EV_ERROR = 3 };

@@ -280,6 +280,10 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
                      ? json_string_value(json_object_get(ev.body, "finish_reason"))
                      : "stop");
         g->cached_tokens = json_integer_value(json_object_get(ev.body, "cached_tokens"));
+        json_t *spec = json_object_get(ev.body, "speculation");
+        g->spec_proposed = json_integer_value(json_object_get(spec, "proposed"));
+        g->spec_accepted = json_integer_value(json_object_get(spec, "accepted"));
+        g->spec_cycles = json_integer_value(json_object_get(spec, "cycles"));
         json_t *pc = json_object_get(ev.body, "prefix_cache");
         if (json_is_object(pc)) {
             pthread_mutex_lock(&g->app->lock);
@@ -312,14 +316,21 @@ void splash_gen_end(struct splash_gen *g)
             splash_console_line(SPLASH_CONSOLE_OUT, "Cancelled · request %llu · output %s · %.1f s",
                                 (unsigned long long)g->request,
                                 grouped(g->completion_tokens, out, sizeof out), t);
-        else
+        else {
+            /* speculation: tokens each verify cycle kept (its accepted proposals) */
+            char spec[48] = "";
+            if (g->spec_cycles > 0)
+                snprintf(spec, sizeof spec, " · accepted %.1f/cycle",
+                         (double)g->spec_accepted / (double)g->spec_cycles);
             splash_console_line(SPLASH_CONSOLE_OUT,
-                                "Done · request %llu · output %s · %s · %.1f s · %.1f tokens/s",
+                                "Done · request %llu · output %s · %s · %.1f s · %.1f tokens/s%s",
                                 (unsigned long long)g->request,
                                 grouped(g->completion_tokens, out, sizeof out), g->finish_reason, t,
                                 gen_s > 0 && g->completion_tokens > 1
                                     ? (double)(g->completion_tokens - 1) / gen_s
-                                    : 0.0);
+                                    : 0.0,
+                                spec);
+        }
     }
     if (g->pending)
         splash_pending_release(g->pending);
@@ -330,6 +341,9 @@ void splash_gen_end(struct splash_gen *g)
     pthread_mutex_lock(&g->app->lock);
     g->app->tokens_generated += (uint64_t)g->completion_tokens;
     g->app->prompt_tokens_total += (uint64_t)g->prompt_tokens;
+    g->app->draft_proposed += (uint64_t)g->spec_proposed;
+    g->app->draft_accepted += (uint64_t)g->spec_accepted;
+    g->app->draft_cycles += (uint64_t)g->spec_cycles;
     pthread_mutex_unlock(&g->app->lock);
 }
 

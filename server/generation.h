@@ -17,6 +17,8 @@ struct splash_gen {
     int done;
     char finish_reason[24];   /* "stop", "length", "cancelled" */
     int64_t prompt_tokens, completion_tokens, cached_tokens;
+    /* speculation: proposals the target verified for this request, those it accepted, cycles */
+    int64_t spec_proposed, spec_accepted, spec_cycles;
     char error_code[48];
     char error_message[512];
     json_t *logprobs;         /* per token [{token, logprob, bytes, top_logprobs}] when asked */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server/units.h"
 #include "splash/family.h"
@@ -21,7 +22,7 @@ static const struct opt opts_table[] = {
     {"--model-dir", "PATH", "serve a local GGUF file, split part or model directory"},
     {"--mmproj", "PATH", "a local GGUF vision projector (not in this build: refused)"},
     {"--revision", "REV", "an upstream branch, tag or commit"},
-    {"--draft-model", "PATH", "a DFlash2 draft, or none (drafts are not in this build: only none)"},
+    {"--draft-model", "PATH", "a local DFlash2 draft directory, or none"},
     {"--language-only", NULL, "skip vision loading"},
     {"--offline", NULL, "start the installed model without asking the Hub"},
     {"--port", "N", "HTTP port (SPLASH_PORT or 8000)"},
@@ -54,7 +55,8 @@ static const struct opt opts_table[] = {
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
     {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
-    {"--verify-rows", "auto|all", "draft rows each decode cycle verifies (auto only: no drafts in this build)"},
+    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: prompt lookup in this build)"},
+    {"--verify-rows", "auto|all", "rows each decode cycle verifies (auto: the budget's rule; all: every row the output limit leaves)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
     {"--demo", NULL, "serve the tiny story model shipped with Splash (packaging/demo)"},
@@ -283,6 +285,11 @@ static int apply(struct splash_serve_opts *o, const char *name, const char *v, c
         if (strcmp(v, "auto") && strcmp(v, "bf16"))
             return fail(msg, sz, "--activations: %s (auto or bf16)", v, NULL);
         o->activations = v;
+    } else if (!strcmp(name, "--speculative")) {
+        if (strcmp(v, "auto") && strcmp(v, "dflash") && strcmp(v, "mtp") && strcmp(v, "ngram") &&
+            strcmp(v, "off"))
+            return fail(msg, sz, "--speculative: %s (auto, dflash, mtp, ngram or off)", v, NULL);
+        o->speculative = v;
     } else if (!strcmp(name, "--verify-rows")) {
         if (strcmp(v, "auto") && strcmp(v, "all"))
             return fail(msg, sz, "--verify-rows: %s (auto or all)", v, NULL);
@@ -310,6 +317,7 @@ static void defaults(struct splash_serve_opts *o)
     o->decode_share = 0.5;
     o->activations = "auto";
     o->verify_rows = "auto";
+    o->speculative = "auto";
 }
 
 int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, char *msg,
@@ -380,12 +388,26 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
     if (o->mmproj)
         return fail(msg, msg_size, "--mmproj: vision is not available in this build; leave it out "
                                    "to serve the model's text%s", "", NULL);
-    if (o->draft_model && strcmp(o->draft_model, "none"))
-        return fail(msg, msg_size, "--draft-model: speculative decoding is not available in this "
-                                   "build; leave it out (or pass none) to decode without a draft%s",
+    if (o->draft_model && strcmp(o->draft_model, "none")) {
+        /* a local directory only: no draft repository is installed from the Hub yet */
+        char config[4096];
+        snprintf(config, sizeof config, "%s/config.json", o->draft_model);
+        if (access(config, R_OK) != 0)
+            return fail(msg, msg_size, "--draft-model: %s holds no readable config.json (a local "
+                                       "DFlash2 draft directory, or none)",
+                        o->draft_model, NULL);
+        if (!strcmp(o->speculative, "ngram") || !strcmp(o->speculative, "off"))
+            return fail(msg, msg_size, "--draft-model with --speculative %s: the draft would not "
+                                       "be used (auto or dflash use it)",
+                        o->speculative, NULL);
+    }
+    if (!strcmp(o->speculative, "dflash") && (!o->draft_model || !strcmp(o->draft_model, "none")))
+        return fail(msg, msg_size, "--speculative dflash: needs --draft-model PATH (a local DFlash2 "
+                                   "draft; no family's draft is installed from the Hub yet)%s",
                     "", NULL);
-    if (strcmp(o->verify_rows, "auto"))
-        return fail(msg, msg_size, "--verify-rows: only auto in this build (no drafts to verify)%s",
+    if (!strcmp(o->speculative, "mtp"))
+        return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "
+                                   "layers as a proposer; auto or ngram speculate by prompt lookup%s",
                     "", NULL);
     if (o->ple_memory || o->expert_memory || o->sparse_kv_memory)
         return fail(msg, msg_size, "%s: not available in this build (weights and caches stay "

@@ -49,6 +49,7 @@ struct splash_serve_opts {
     int disable_ane;
     const char *activations;    /* auto | bf16 */
     const char *verify_rows;    /* auto | all */
+    const char *speculative;    /* auto | dflash | mtp | ngram | off */
     int allow_idle_sleep;
     int threads;                /* 0 = physical cores */
     int demo;                   /* serve the shipped demonstration story model */

@@ -10,7 +10,7 @@
 #   server/           the HTTP front
 #   cli/              the binary
 #
-# Plugins (formats/<name>/, families/<name>/) include only include/splash/ and their
+# Plugins (formats/<name>/, families/<name>/, drafts/<name>/) include only include/splash/ and their
 # own folder; a family may also include the trunk it compiles in (families/common/).
 # Every "..." include of every .c/.h is checked; one line per violation, exit 1.
 set -u
@@ -44,12 +44,12 @@ report() {
     violations=$((violations + 1))
 }
 
-files=$(find include core kernels server cli formats families -name '*.[ch]' | sort)
+files=$(find include core kernels server cli formats families drafts -name '*.[ch]' | sort)
 for f in $files; do
     while IFS= read -r inc; do
         target=$(resolve "$inc")
         case "$f" in
-            formats/*/* | families/*/*)
+            formats/*/* | families/*/* | drafts/*/*)
                 own=$(echo "$f" | cut -d/ -f1-2)/
                 case "$target" in
                     include/splash/* | "$own"*) continue ;;
@@ -61,7 +61,7 @@ for f in $files; do
         from=$(layer_of "$f")
         [ -n "$from" ] || continue
         case "$target" in
-            formats/* | families/*)
+            formats/* | families/* | drafts/*)
                 report "$f" "$inc" "only plugins include plugin sources"
                 continue ;;
             tests/* | bench/* | examples/*)
@@ -77,7 +77,7 @@ for f in $files; do
         # host table or model files: formats come bound to each tensor.
         if [ "$from" = 2 ]; then
             case "$target" in
-                core/registry.h | core/host.h | core/meta.h | core/model_*.h | core/family.h)
+                core/registry.h | core/host.h | core/meta.h | core/model_*.h | core/family.h | core/draft.h)
                     report "$f" "$inc" "kernels use the format bound to each tensor, not the registry or host" ;;
             esac
         fi

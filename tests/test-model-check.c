@@ -40,6 +40,7 @@ struct edit {
     const char *reshape;       /* give this tensor a wrong shape */
     int all_f16;               /* rewrite every quantized matrix as F16 */
     const char *arch;          /* another general.architecture */
+    int nextn;                 /* an MTP block after the last layer, as llama.cpp writes it */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -63,6 +64,17 @@ static char *edited_copy(const char *name, const struct edit *e)
         test_gguf_copy_kv(w, &g->kv[i]);
     if (e->arch)
         splash_gguf_writer_set_str(w, "general.architecture", e->arch, &err);
+    int64_t blocks = 0;
+    if (e->nextn) {
+        /* llama.cpp's layout: block_count counts the MTP block, blk.{n_layer} holds it (an
+         * attention layer's tensors and nextn.*), nextn_predict_layers says how many */
+        for (size_t i = 0; i < g->n_kv; i++)
+            if (!strcmp(g->kv[i].key, "qwen35.block_count"))
+                blocks = (int64_t)g->kv[i].v.u64;
+        assert_true(blocks > 0);
+        splash_gguf_writer_set_u32(w, "qwen35.block_count", (uint32_t)blocks + 1, &err);
+        splash_gguf_writer_set_u32(w, "qwen35.nextn_predict_layers", 1, &err);
+    }
     void **scratch = calloc(g->n_tensors, sizeof *scratch);
     for (size_t i = 0; i < g->n_tensors; i++) {
         const struct splash_tensor_info *t = &g->tensors[i].info;
@@ -90,6 +102,33 @@ static char *edited_copy(const char *name, const struct edit *e)
         }
         if (splash_gguf_writer_add_tensor(w, t->name, type, t->n_dims, ne, data, n_bytes, &err))
             fail_msg("%s", err.msg);
+        char last[32], mtp[96];
+        snprintf(last, sizeof last, "blk.%lld.", (long long)blocks - 1);
+        if (e->nextn && !strncmp(t->name, last, strlen(last))) {
+            snprintf(mtp, sizeof mtp, "blk.%lld.%s", (long long)blocks, t->name + strlen(last));
+            if (splash_gguf_writer_add_tensor(w, mtp, type, t->n_dims, ne, data, n_bytes, &err))
+                fail_msg("%s", err.msg);
+        }
+    }
+    static float mtp_f32[2 * 256 * 256];
+    if (e->nextn) {
+        const struct splash_tensor_info *emb = NULL;
+        for (size_t i = 0; i < g->n_tensors; i++)
+            if (!strcmp(g->tensors[i].info.name, "token_embd.weight"))
+                emb = &g->tensors[i].info;
+        int64_t n_embd = emb->ne[0];
+        assert_true(2 * n_embd * n_embd <= (int64_t)(sizeof mtp_f32 / sizeof *mtp_f32));
+        const char *norms[] = {"enorm", "hnorm", "shared_head_norm"};
+        char name[96];
+        for (int i = 0; i < 3; i++) {
+            int64_t ne[4] = {n_embd, 1, 1, 1};
+            snprintf(name, sizeof name, "blk.%lld.nextn.%s.weight", (long long)blocks, norms[i]);
+            splash_gguf_writer_add_tensor(w, name, 0, 1, ne, mtp_f32, (uint64_t)n_embd * 4, &err);
+        }
+        int64_t ne[4] = {2 * n_embd, n_embd, 1, 1};
+        snprintf(name, sizeof name, "blk.%lld.nextn.eh_proj.weight", (long long)blocks);
+        splash_gguf_writer_add_tensor(w, name, 0, 2, ne, mtp_f32, (uint64_t)(2 * n_embd * n_embd) * 4,
+                                      &err);
     }
     char *out = strdup("/tmp/splash-model-check-XXXXXX.gguf");
     int fd = mkstemps(out, 5);
@@ -125,6 +164,23 @@ static void test_model_check_passes_reference_models(void **state)
         assert_non_null(strstr(res.verdict.architecture, "qwen35"));
         splash_check_result_free(&res);
     }
+}
+
+/* A GGUF carrying an MTP block (llama.cpp's nextn layout) is the same model: the block is
+ * not a layer of the trunk (models.md: MTP layers are subtracted from the layer count). */
+static void test_model_check_nextn_layers_not_counted(void **state)
+{
+    struct edit e = {.nextn = 1};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    enum splash_status st = check(path, &res);
+    if (st != SPLASH_OK)
+        fail_msg("with an MTP block: %s", res.problems ? res.problems : "?");
+    assert_non_null(strstr(res.verdict.summary, "8 layers (2 attention)"));
+    assert_non_null(strstr(res.verdict.summary, "1 MTP layer"));
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
 }
 
 static void test_model_check_names_missing_tensor_and_layers(void **state)
@@ -240,6 +296,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_check_passes_reference_models),
+        cmocka_unit_test(test_model_check_nextn_layers_not_counted),
         cmocka_unit_test(test_model_check_names_missing_tensor_and_layers),
         cmocka_unit_test(test_model_check_names_unsupported_type),
         cmocka_unit_test(test_model_check_names_wrong_shape),

@@ -22,6 +22,7 @@ struct hybrid_config {
     char arch[32];  /* GGUF key prefix: "qwen35" */
     int32_t source; /* enum splash_meta_source */
     int64_t n_embd, n_layers, n_ff, n_vocab, n_ctx_train;
+    int32_t n_nextn; /* MTP (nextn) blocks after the trunk's n_layers, not run by the trunk */
     int32_t n_head, n_head_kv, head_dim; /* attention (key_length == value_length) */
     int32_t n_rot;                       /* rotary dims (leading dims of each head) */
     int32_t rope_sections[4];            /* IMROPE sections (t, h, w, e); all 0: plain NeoX */
@@ -152,7 +153,42 @@ struct hybrid_seq {
     void **pages;      /* n_attn x cap_pages: layer a's page p at [a * cap + p] */
     void *gdn_state;   /* n_gdn x gdn_state_bytes */
     float *conv_state; /* n_gdn x conv_state_bytes */
+    struct hybrid_rewind *rewind; /* seq_keep_rows' save (hybrid_rewind.c), NULL until armed */
 };
+
+/* What a verify forward saves so that seq_truncate can drop its rejected rows exactly:
+ * each GDN layer's conv and delta-rule state as the forward found them, and the rows the
+ * forward fed them (the conv's inputs; the delta rule's normalised q, k, v, decay and
+ * beta). A truncation restores the states and runs the conv and the recurrence again over
+ * the rows kept: the same kernel on the same inputs, so the same bits. One state copy per
+ * layer on the way in, one recurrence pass on a partial acceptance, instead of a state
+ * snapshot per row. */
+struct hybrid_rewind {
+    int32_t cap_rows;  /* rows the buffers hold */
+    int32_t armed;     /* rows the next forward may feed and save (0: off) */
+    int32_t n_saved;   /* rows the last forward saved (0: nothing to rewind) */
+    int64_t pos0;      /* that forward's first position */
+    void *gdn_pre;     /* n_gdn x gdn_state_bytes */
+    float *conv_pre;   /* n_gdn x conv_state_bytes */
+    float *rows;       /* n_gdn x rewind_layer_floats(cap_rows) */
+};
+
+/* family.h seq_keep_rows (hybrid_rewind.c). */
+enum splash_status hybrid_seq_keep_rows(struct hybrid_model *model, struct hybrid_seq *seq,
+                                        int32_t n_rows, struct splash_err *err);
+/* The verify forward's saves, layer by layer (gdn_layer): the conv's input rows and
+ * state before the conv, then the delta rule's inputs and state before the recurrence. */
+void hybrid_rewind_save_conv(struct hybrid_model *model, struct hybrid_seq *seq, int32_t slot,
+                             const float *x, int64_t n);
+void hybrid_rewind_save_rule(struct hybrid_model *model, struct hybrid_seq *seq, int32_t slot,
+                             const float *qkv, const float *g, const float *beta, int64_t n);
+/* After a forward: the armed save of a lane that fed pos0.. is complete (ok) or void. */
+void hybrid_rewind_done(struct hybrid_seq *seq, int64_t pos0, int32_t n_tokens, int ok);
+/* Truncation inside the saved forward: states restored and recomputed over the kept rows.
+ * SPLASH_ERR_UNSUPPORTED when n_keep is not inside it. */
+enum splash_status hybrid_rewind_to(struct hybrid_model *model, struct hybrid_seq *seq,
+                                    int32_t n_keep, struct splash_err *err);
+void hybrid_rewind_free(struct hybrid_model *model, struct hybrid_seq *seq);
 
 /* y[i] = x W[i]^T for n_w weights of one input: one parallel section where the core's
  * kernels have matmul_many. */
@@ -199,6 +235,10 @@ uint64_t hybrid_cache_bytes(const struct hybrid_model *model);
 
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
                                   int32_t n_lanes, struct splash_err *err);
+/* hybrid_forward, writing the draft's taps (family.h struct splash_taps) of every row. */
+enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err);
 
 /* The vtable members both families share, as struct splash_family_plugin declares them
  * (hybrid_family.c). */
@@ -213,6 +253,11 @@ enum splash_status hybrid_family_forward(void *model, const struct splash_lane *
 enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
                                           void **dst, struct splash_err *err);
 uint64_t hybrid_family_cache_bytes(const void *model);
+enum splash_status hybrid_family_forward_taps(void *model, const struct splash_lane *lanes,
+                                              int32_t n_lanes, const struct splash_taps *taps,
+                                              struct splash_err *err);
+enum splash_status hybrid_family_seq_keep_rows(void *model, void *seq, int32_t n_rows,
+                                               struct splash_err *err);
 
 /* Element-wise helpers split over the pool. */
 void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,

@@ -186,6 +186,17 @@ enum splash_status hybrid_config_read(const struct splash_host *host, const stru
         (st = get_i32(&r, "ssm.group_count", "linear_num_key_heads", &cfg->n_k_heads, err)) ||
         (st = get_i32(&r, "ssm.time_step_rank", "linear_num_value_heads", &cfg->n_v_heads, err)))
         return st;
+    /* llama.cpp counts a GGUF's MTP blocks (blk.{n_layer}.nextn.*) in block_count; the
+     * trunk is the layers before them (config.json states them apart, mtp_num_hidden_layers) */
+    if (r.gguf && api->has(m, key_of(&r, "nextn_predict_layers", ""))) {
+        if ((st = get_i32(&r, "nextn_predict_layers", "", &cfg->n_nextn, err)))
+            return st;
+        if (cfg->n_nextn >= cfg->n_layers)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "%s: %s.nextn_predict_layers: %d of %lld blocks leave no layer",
+                                  path, arch, cfg->n_nextn, (long long)cfg->n_layers);
+        cfg->n_layers -= cfg->n_nextn;
+    }
     double eps;
     if ((st = api->get_f64(m, key_of(&r, "attention.layer_norm_rms_epsilon", "rms_norm_eps"), &eps,
                            err)))
@@ -272,9 +283,12 @@ enum splash_status hybrid_config_read(const struct splash_host *host, const stru
 
 void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t size)
 {
-    snprintf(buf, size, "hidden %lld, %lld layers (%d attention), vocab %lld",
-             (long long)cfg->n_embd, (long long)cfg->n_layers, cfg->n_attn,
-             (long long)cfg->n_vocab);
+    int n = snprintf(buf, size, "hidden %lld, %lld layers (%d attention), vocab %lld",
+                     (long long)cfg->n_embd, (long long)cfg->n_layers, cfg->n_attn,
+                     (long long)cfg->n_vocab);
+    if (cfg->n_nextn > 0 && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", %d MTP layer%s (not run)", cfg->n_nextn,
+                 cfg->n_nextn == 1 ? "" : "s");
 }
 
 /* ---- tensors ------------------------------------------------------------------ */

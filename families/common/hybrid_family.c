@@ -52,3 +52,16 @@ uint64_t hybrid_family_cache_bytes(const void *model)
 {
     return hybrid_cache_bytes(model);
 }
+
+enum splash_status hybrid_family_forward_taps(void *model, const struct splash_lane *lanes,
+                                              int32_t n_lanes, const struct splash_taps *taps,
+                                              struct splash_err *err)
+{
+    return hybrid_forward_taps(model, lanes, n_lanes, taps, err);
+}
+
+enum splash_status hybrid_family_seq_keep_rows(void *model, void *seq, int32_t n_rows,
+                                               struct splash_err *err)
+{
+    return hybrid_seq_keep_rows(model, seq, n_rows, err);
+}

@@ -118,6 +118,8 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
             .n = s->lanes[l].n_tokens,
             .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
             .out = conv + r0 * cd};
+        if (seq->rewind && seq->rewind->armed)
+            hybrid_rewind_save_conv(model, seq, L->slot, qkv + r0 * cd, s->lanes[l].n_tokens);
     }
     ssm->conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
@@ -163,6 +165,9 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
                                     .state_bf16 = model->opts.state_format == SPLASH_STATE_BF16,
                                     .out = o + r0 * inner,
                                     .out_stride = inner};
+        if (seq->rewind && seq->rewind->armed)
+            hybrid_rewind_save_rule(model, seq, L->slot, conv + r0 * cd, ga + r0 * nv,
+                                    be + r0 * nv, a.n_tokens);
         if (a.n_tokens >= HYBRID_CHUNK_MIN)
             ssm->chunked(pool, &a);
         else
@@ -395,8 +400,29 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     return SPLASH_OK;
 }
 
+/* Copies the residual stream of every row into its lane's taps, at the slot of layer il
+ * (taps->rows[l], row i: n_layers * n_embd floats, layer slot after slot). */
+static void write_taps(const struct step *s, const struct splash_taps *taps, int64_t il)
+{
+    int32_t slot = 0;
+    while (slot < taps->n_layers && taps->layers[slot] != il)
+        slot++;
+    if (slot == taps->n_layers)
+        return;
+    int64_t E = s->model->cfg.n_embd, width = (int64_t)taps->n_layers * E;
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        float *rows = taps->rows[l];
+        if (!rows)
+            continue;
+        for (int32_t i = 0; i < s->lanes[l].n_tokens; i++)
+            memcpy(rows + i * width + (int64_t)slot * E, s->x + (s->row0[l] + i) * E,
+                   (size_t)E * sizeof(float));
+    }
+}
+
 static enum splash_status forward_step(struct hybrid_model *model, const struct splash_lane *lanes,
-                                       int32_t n_lanes, struct splash_err *err)
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err)
 {
     const struct hybrid_config *c = &model->cfg;
     int64_t E = c->n_embd;
@@ -463,17 +489,49 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
         model->k->rmsnorm(model->opts.pool, s.x, E, L->post_norm, s.xn, E, n, E, c->rms_eps);
         model->ffn->forward(model, L->ffn, s.xn, n, s.mix, s.scratch);
         add_into(model, s.x, s.mix, n * E);
+        if (taps)
+            write_taps(&s, taps, il);
     }
     enum splash_status st = logits_out(&s, err);
-    if (!st)
-        for (int32_t l = 0; l < n_lanes; l++)
-            ((struct hybrid_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        struct hybrid_seq *seq = lanes[l].seq;
+        hybrid_rewind_done(seq, lanes[l].pos0, lanes[l].n_tokens, !st);
+        if (!st)
+            seq->n_tokens += lanes[l].n_tokens;
+    }
     return st;
+}
+
+/* The taps a caller asks for: ascending layers of this model, a row pointer per lane. */
+static enum splash_status check_taps(const struct hybrid_model *model,
+                                     const struct splash_taps *taps, struct splash_err *err)
+{
+    if (taps->size < sizeof *taps || taps->n_layers <= 0 || !taps->layers || !taps->rows)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "taps: no layers or rows");
+    for (int32_t i = 0; i < taps->n_layers; i++)
+        if (taps->layers[i] < 0 || taps->layers[i] >= model->cfg.n_layers ||
+            (i && taps->layers[i] <= taps->layers[i - 1]))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "taps: layer %d is not one of %lld layers in ascending order",
+                                  taps->layers[i], (long long)model->cfg.n_layers);
+    return SPLASH_OK;
 }
 
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
                                   int32_t n_lanes, struct splash_err *err)
 {
+    return hybrid_forward_taps(model, lanes, n_lanes, NULL, err);
+}
+
+enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err)
+{
+    if (taps) {
+        enum splash_status st = check_taps(model, taps, err);
+        if (st)
+            return st;
+    }
     int64_t n = 0;
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
@@ -488,6 +546,10 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
             return splash_err_set(
                 err, SPLASH_ERR_NOMEM, "lane %d: %lld tokens exceed the context of %lld", l,
                 (long long)ln->pos0 + ln->n_tokens, (long long)model->max_context);
+        if (seq->rewind && seq->rewind->armed && ln->n_tokens > seq->rewind->armed)
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: %d tokens, the verify save was armed for %d", l,
+                                  ln->n_tokens, seq->rewind->armed);
         for (int32_t i = 0; i < ln->n_tokens; i++)
             if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
                 return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
@@ -495,7 +557,8 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
         n += ln->n_tokens;
     }
     if (n <= HYBRID_UBATCH)
-        return forward_step(model, lanes, n_lanes, err);
+        return forward_step(model, lanes, n_lanes, taps, err);
+    int64_t tap_width = taps ? (int64_t)taps->n_layers * model->cfg.n_embd : 0;
     /* too many rows for one step: each lane in pieces of HYBRID_UBATCH tokens */
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
@@ -511,7 +574,14 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
                 sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
             else if (ln->logits && last)
                 sub.logits = ln->logits;
-            enum splash_status st = forward_step(model, &sub, 1, err);
+            /* this piece's rows of the lane's taps */
+            float *tap_rows = taps && taps->rows[l] ? taps->rows[l] + (int64_t)off * tap_width
+                                                    : NULL;
+            const struct splash_taps sub_taps = {.size = sizeof sub_taps,
+                                                 .n_layers = taps ? taps->n_layers : 0,
+                                                 .layers = taps ? taps->layers : NULL,
+                                                 .rows = &tap_rows};
+            enum splash_status st = forward_step(model, &sub, 1, taps ? &sub_taps : NULL, err);
             if (st)
                 return st;
         }

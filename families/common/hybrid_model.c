@@ -477,6 +477,7 @@ void hybrid_seq_destroy(struct hybrid_model *model, struct hybrid_seq *seq)
     if (seq->gdn_state && seq->conv_state)
         model->cache_bytes -=
             (size_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+    hybrid_rewind_free(model, seq);
     model->host->free_aligned(seq->gdn_state);
     model->host->free_aligned(seq->conv_state);
     free(seq);
@@ -489,10 +490,11 @@ enum splash_status hybrid_seq_truncate(struct hybrid_model *model, struct hybrid
         return splash_err_set(err, SPLASH_ERR_INVALID, "truncate to %d tokens", n_keep);
     if (n_keep >= seq->n_tokens)
         return SPLASH_OK;
-    if (n_keep > 0 && model->n_gdn > 0)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "the GDN state cannot drop tokens %d..%lld (no snapshot)", n_keep,
-                              (long long)seq->n_tokens - 1);
+    enum splash_status st;
+    if (n_keep > 0 && model->n_gdn > 0 && (st = hybrid_rewind_to(model, seq, n_keep, err)))
+        return st;
+    if (seq->rewind)
+        seq->rewind->n_saved = 0;
     free_pages(model, seq, (n_keep + model->page_tokens - 1) / model->page_tokens);
     if (n_keep == 0) {
         memset(seq->gdn_state, 0, (size_t)model->n_gdn * model->gdn_state_bytes);

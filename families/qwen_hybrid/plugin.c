@@ -121,6 +121,8 @@ static const struct splash_family_plugin qh_plugin = {
     .forward = hybrid_family_forward,
     .seq_fork = hybrid_family_seq_fork,
     .cache_bytes = hybrid_family_cache_bytes,
+    .forward_taps = hybrid_family_forward_taps,
+    .seq_keep_rows = hybrid_family_seq_keep_rows,
 };
 
 static const struct splash_plugin_header *qh_entry(const struct splash_host *host)

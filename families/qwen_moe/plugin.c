@@ -14,14 +14,13 @@
 
 /* ---- the trunk's view of a MoE header ------------------------------------------------ */
 
-/* The trunk reads the dense family's keys. A MoE header differs in two: it may omit
- * feed_forward_length (llama.cpp's converter writes it only when the config has an
- * intermediate_size, which Qwen's MoE configs lack), which the trunk reads only to
- * size the dense FFN this family replaces, so the expert width stands in; and its
- * block_count counts the multi-token-prediction layers (nextn_predict_layers) the
- * trunk does not run. The trunk gets a host whose metadata reader answers those two
- * keys so; every other call goes to the core's reader. Built once at registration
- * (the core passes every plugin call the same host). */
+/* The trunk reads the dense family's keys. A MoE header may omit feed_forward_length
+ * (llama.cpp's converter writes it only when the config has an intermediate_size, which
+ * Qwen's MoE configs lack), which the trunk reads only to size the dense FFN this family
+ * replaces, so the expert width stands in. (block_count's multi-token-prediction layers,
+ * nextn_predict_layers, the trunk subtracts itself for every family.) The trunk gets a
+ * host whose metadata reader answers that key so; every other call goes to the core's
+ * reader. Built once at registration (the core passes every plugin call the same host). */
 static const struct splash_meta_api *qm_base;
 static struct splash_meta_api qm_api;
 static struct splash_host qm_host;
@@ -51,19 +50,7 @@ static enum splash_status qm_get_i64(const struct splash_meta *m, const char *ke
                                      struct splash_err *err)
 {
     const char *alias = qm_alias(m, key);
-    enum splash_status st = qm_base->get_i64(m, *alias ? alias : key, out, err);
-    if (st || qm_base->source(m) != SPLASH_META_GGUF || strcmp(key, QM_ARCH ".block_count"))
-        return st;
-    int64_t nextn = 0;
-    if (qm_base->has(m, QM_ARCH ".nextn_predict_layers") &&
-        (st = qm_base->get_i64(m, QM_ARCH ".nextn_predict_layers", &nextn, err)))
-        return st;
-    if (nextn < 0 || nextn >= *out)
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%s: " QM_ARCH ".nextn_predict_layers: %lld of %lld blocks",
-                              qm_base->path(m), (long long)nextn, (long long)*out);
-    *out -= nextn;
-    return SPLASH_OK;
+    return qm_base->get_i64(m, *alias ? alias : key, out, err);
 }
 
 static void qm_host_init(const struct splash_host *host)
@@ -216,6 +203,8 @@ static const struct splash_family_plugin qm_plugin = {
     .forward = hybrid_family_forward,
     .seq_fork = hybrid_family_seq_fork,
     .cache_bytes = hybrid_family_cache_bytes,
+    .forward_taps = hybrid_family_forward_taps,
+    .seq_keep_rows = hybrid_family_seq_keep_rows,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

@@ -87,6 +87,17 @@ struct splash_lane {
     int32_t logits_all;   /* 1: a row per token; 0: the last token's row only */
 };
 
+/* The draft's taps (ABI 1.3): for each row a lane runs, the residual stream after each of
+ * n_layers decoder layers (after the layer's FFN, before the final norm), concatenated in
+ * the order of `layers` (ascending). rows[l] is lane l's output, n_tokens rows of
+ * n_layers * n_embd floats (NULL: none for that lane). */
+struct splash_taps {
+    uint32_t size; /* sizeof(struct splash_taps) as the caller knows it */
+    int32_t n_layers;
+    const int32_t *layers;
+    float *const *rows;
+};
+
 struct splash_family_plugin {
     struct splash_plugin_header header; /* kind = SPLASH_PLUGIN_FAMILY */
 
@@ -137,6 +148,26 @@ struct splash_family_plugin {
     /* Bytes every live sequence's caches hold now (pages shared by several counted once,
      * recurrent states, page tables), so the core keeps them within its memory plan. */
     uint64_t (*cache_bytes)(const void *model);
+
+    /* ---- ABI 1.3: drafts. NULL in an older plugin (core/family.c refuses taps then). ---- */
+
+    /* forward, and the taps of every row it runs (taps NULL: forward alone). Same
+     * logits and caches as forward. */
+    enum splash_status (*forward_taps)(void *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err);
+
+    /* ---- ABI 1.3: speculative decoding. NULL in an older plugin; core/family.c's default
+     * refuses it, and the engine then decodes that family without speculation. ---- */
+
+    /* Arms seq so that its next forward (of at most n_rows tokens, n_rows <= 15) keeps
+     * what a seq_truncate needs to drop any of that forward's tokens exactly: a verify
+     * pass that keeps only the rows the target accepted. After that forward, a truncation
+     * to any n_keep from its first position to its end gives the recurrent state, bit for
+     * bit, that a sequence fed only the first n_keep tokens holds. One forward only: the
+     * next forward (or truncation) ends it. n_rows 0 disarms. */
+    enum splash_status (*seq_keep_rows)(void *model, void *seq, int32_t n_rows,
+                                        struct splash_err *err);
 };
 
 #endif

@@ -20,6 +20,7 @@ struct splash_host;
 enum splash_plugin_kind {
     SPLASH_PLUGIN_FORMAT = 1,
     SPLASH_PLUGIN_FAMILY = 2,
+    SPLASH_PLUGIN_DRAFT = 3, /* ABI 1.3: splash/draft.h */
 };
 
 struct splash_plugin_header {

@@ -24,6 +24,10 @@
 #include "server/text/tokenizer/tokenizer.h"
 #include "kernels/kernels_impl.h"
 #include "server/engine/sampling.h"
+#include "core/draft.h"
+#include "server/engine/spec_budget.h"
+#include "server/engine/spec_draft.h"
+#include "server/engine/speculate.h"
 
 enum req_state { REQ_PREFILL, REQ_DECODE };
 
@@ -59,6 +63,18 @@ struct request {
     float *bias;
     int n_bias;
     int32_t pos;        /* tokens in the sequence */
+    /* speculation: this cycle's verify rows (the anchor, then the proposals) and counts */
+    int32_t verify[SPLASH_SPEC_MAX_ROWS];
+    int32_t n_verify;
+    int64_t spec_proposed, spec_accepted, spec_cycles;
+    /* the draft: its context (the taps of positions 0 .. dctx_rows - 1), usable only when
+     * it holds every committed row (a start from the prefix cache has no taps for what the
+     * cache gave); this cycle's selector candidates when it proposed for a sampled lane */
+    void *dctx;
+    int32_t dctx_rows;
+    int draft_ok, drafted;
+    int32_t cand_ids[(SPLASH_SPEC_MAX_ROWS - 1) * 16];
+    float cand_p[(SPLASH_SPEC_MAX_ROWS - 1) * 16];
     enum req_state state;
     struct request *next;
 };
@@ -87,6 +103,16 @@ struct engine {
     int32_t *closers;
     int n_closers;
     struct splash_engine_cache cache; /* prefix cache and the caches' memory */
+    /* speculative decoding: the proposer (NULL: off), verify rows' logits, the counts */
+    struct splash_proposer *proposer;
+    struct splash_spec_draft draft; /* draft.model NULL: no draft */
+    float **tap_rows;               /* a step's lanes' taps (NULL: none for that lane) */
+    struct splash_taps taps;
+    int budget_on; /* --verify-rows auto on a MoE target: the verify budget picks the rows */
+    struct splash_verify_budget budget;
+    float *vlogits;
+    size_t vlogits_rows;
+    uint64_t spec_proposed, spec_accepted, spec_cycles;
 };
 
 static uint64_t counted_bytes(const struct engine *e);
@@ -132,6 +158,8 @@ static void request_free(struct engine *e, struct request *r)
         splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
         e->n_active--;
     }
+    if (r->dctx)
+        splash_draft_ctx_destroy(e->draft.plugin, e->draft.model, r->dctx);
     if (r->matcher)
         splash_grammar_matcher_destroy(r->matcher);
     if (r->grammar)
@@ -157,6 +185,11 @@ static void finish(struct engine *e, struct request *r, const char *reason)
 {
     json_t *b = json_pack("{s:s, s:i, s:i, s:i}", "finish_reason", reason, "prompt_tokens",
                           r->n_prompt, "cached_tokens", r->cached, "completion_tokens", r->n_gen);
+    if (e->proposer)
+        json_object_set_new(b, "speculation",
+                            json_pack("{s:I, s:I, s:I}", "proposed", (json_int_t)r->spec_proposed,
+                                      "accepted", (json_int_t)r->spec_accepted, "cycles",
+                                      (json_int_t)r->spec_cycles));
     /* the prefix cache as this request leaves it, for the front's /status */
     json_object_set_new(b, "prefix_cache", splash_ecache_status(&e->cache, counted_bytes(e)));
     struct splash_err err;
@@ -321,6 +354,29 @@ static struct request *find(struct engine *e, uint64_t id)
     return NULL;
 }
 
+/* What proposes: the draft (prompt lookup standing in where its context is incomplete),
+ * prompt lookup, or nothing. */
+static const char *spec_mode_name(const struct engine *e)
+{
+    return e->draft.model ? "dflash" : e->proposer ? e->proposer->name : "off";
+}
+
+/* The rule that sets how many rows a cycle verifies (server.md --verify-rows). */
+static const char *verify_rule(const struct engine *e)
+{
+    return !e->proposer ? "off" : e->budget_on ? "budget" : "all";
+}
+
+/* The engine's speculation counts and rule, for /status and /metrics. */
+static json_t *spec_status(const struct engine *e)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:I}", "mode", spec_mode_name(e), "verify_rows",
+                     verify_rule(e),
+                     "proposed",
+                     (json_int_t)e->spec_proposed, "accepted", (json_int_t)e->spec_accepted,
+                     "cycles", (json_int_t)e->spec_cycles);
+}
+
 static void send_status(struct engine *e, uint64_t id)
 {
     int active = 0, waiting = 0;
@@ -329,6 +385,7 @@ static void send_status(struct engine *e, uint64_t id)
     json_t *b = json_pack("{s:i, s:i, s:i}", "active", active, "waiting", waiting, "max_lanes",
                           e->max_lanes);
     json_object_set_new(b, "prefix_cache", splash_ecache_status(&e->cache, counted_bytes(e)));
+    json_object_set_new(b, "speculation", spec_status(e));
     struct splash_err err;
     splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, id, b, &err);
     json_decref(b);
@@ -406,8 +463,21 @@ static int32_t steer_to_close(struct engine *e, struct request *r, const float *
 {
     size_t need = splash_grammar_matcher_distance(r->matcher);
     int32_t left = r->max_tokens - r->n_gen;
-    if (need == SIZE_MAX || need == 0 || (size_t)left > need + 16)
+    if (need == SIZE_MAX)
         return sampled;
+    if ((size_t)left > need + 16) {
+        /* a token that opens more than the tokens left can close (another tool call late in
+         * the reply) is steered too: the distance jumps with it */
+        struct splash_err err;
+        if (splash_grammar_matcher_accept_token(r->matcher, sampled, &err) != SPLASH_OK)
+            return sampled;
+        size_t after = splash_grammar_matcher_is_stopped(r->matcher)
+                           ? 0
+                           : splash_grammar_matcher_distance(r->matcher);
+        splash_grammar_matcher_rollback(r->matcher, 1);
+        if (after == SIZE_MAX || after + 16 < (size_t)left)
+            return sampled;
+    }
     enum { LIKELY = 32 };
     int32_t likely[LIKELY];
     int n_likely = 0;
@@ -466,7 +536,13 @@ static void keep_output(struct request *r, int32_t t)
     r->prompt[at] = t;
 }
 
-static void emit_token(struct engine *e, struct request *r, float *logits)
+/* Chooses and commits the request's next token from logits. proposed >= 0: the token a
+ * proposer guessed here (drawn from q_ids/q_probs when n_q > 0, else deterministic); the
+ * choice keeps the target's distribution exact and counts the proposal accepted when it
+ * is the token chosen. Returns 1 while the request goes on, 0
+ * once it ended (it is freed then). */
+static int emit_token(struct engine *e, struct request *r, float *logits, int32_t proposed,
+                      const int32_t *q_ids, const float *q_probs, int n_q)
 {
     struct splash_token_logprob top[20];
     float lp = 0;
@@ -489,10 +565,15 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
             splash_grammar_mask_apply(e->mask, splash_grammar_vocab_n_tokens(e->gvocab), logits,
                                       (size_t)e->lm->info.n_vocab);
         }
-        t = splash_sampler_sample(&r->sampler, logits, r->logprobs ? &lp : NULL,
-                                  n_top ? top : NULL, n_top);
+        t = splash_sampler_sample_drafted(&r->sampler, logits, proposed, q_ids, q_probs, n_q,
+                                          NULL, r->logprobs ? &lp : NULL, n_top ? top : NULL,
+                                          n_top);
         if (r->matcher)
             t = steer_to_close(e, r, logits, t);
+    }
+    if (proposed >= 0 && t == proposed) {
+        r->spec_accepted++;
+        e->spec_accepted++;
     }
     if (r->matcher) {
         struct splash_err err;
@@ -500,7 +581,7 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
             /* a masked pick never fails; a forced end the grammar refuses ends the request */
             send_error(e, r->id, "engine_failed", err.msg);
             request_remove(e, r);
-            return;
+            return 0;
         }
     }
     if (r->in_thinking) {
@@ -516,7 +597,7 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
     }
     if (is_stop(r, t)) {
         finish(e, r, "stop");
-        return;
+        return 0;
     }
     r->n_gen++;
     r->n_fed++;
@@ -534,8 +615,11 @@ static void emit_token(struct engine *e, struct request *r, float *logits)
     json_decref(b);
     r->last = t;
     r->state = REQ_DECODE;
-    if (r->n_gen >= r->max_tokens)
+    if (r->n_gen >= r->max_tokens) {
         finish(e, r, "length");
+        return 0;
+    }
+    return 1;
 }
 
 static struct splash_prefill_plan plan_of(const struct request *r)
@@ -563,6 +647,7 @@ static void yield_lane(struct engine *e, struct request *r)
     splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
     r->seq = NULL;
     e->n_active--;
+    r->draft_ok = 0;
     if (r->state == REQ_DECODE)
         r->n_fill = r->n_prompt + r->n_gen - 1;
     r->state = REQ_PREFILL;
@@ -594,6 +679,24 @@ static struct request *newest_holder(struct engine *e)
     return v;
 }
 
+/* A request's draft context, empty, for a sequence started at `cached` tokens: the draft
+ * proposes only for one it saw from the start (the prefix cache keeps no taps). */
+static void draft_start(struct engine *e, struct request *r, int32_t cached)
+{
+    struct splash_err err;
+    r->draft_ok = 0;
+    r->dctx_rows = 0;
+    if (!e->draft.model || cached > 0)
+        return;
+    if (r->dctx && splash_draft_rollback(e->draft.plugin, e->draft.model, r->dctx, 0, &err))
+        return;
+    if (!r->dctx && splash_draft_ctx_create(e->draft.plugin, e->draft.model, &r->dctx, &err)) {
+        r->dctx = NULL;
+        return;
+    }
+    r->draft_ok = 1;
+}
+
 /* Starts a request on a sequence, resumed from the prefix cache where it can be.
  * 1: started; 0: it waits for memory; -1: it ended (alone and memory holds nothing). */
 static int admit(struct engine *e, struct request *r, int lane)
@@ -623,6 +726,7 @@ static int admit(struct engine *e, struct request *r, int lane)
     }
     e->n_active++;
     r->pos = r->n_prefilled = r->last_point = cached;
+    draft_start(e, r, cached);
     e->cache.reused += (uint64_t)cached;
     for (int32_t k = r->n_fed; k < cached; k++)
         splash_sampler_accept(&r->sampler, r->prompt[k]);
@@ -682,6 +786,214 @@ static int32_t boundaries_after(const struct splash_prefill_plan *plan, int32_t 
     return k;
 }
 
+/* The draft's context takes rows pos0 .. pos0 + n - 1 of the request's committed tokens;
+ * a context that fails (out of memory) leaves the request to prompt lookup. */
+static void draft_append(struct engine *e, struct request *r, const float *taps, int32_t pos0,
+                         int32_t n)
+{
+    struct splash_err err;
+    if (!r->draft_ok || r->dctx_rows != pos0)
+        return;
+    if (splash_draft_append_context(e->draft.plugin, e->draft.model, r->dctx, taps,
+                                    splash_spec_draft_tap_width(&e->draft), pos0, n, &err)) {
+        splash_log(SPLASH_LOG_INFO, NULL, "Request %llu decodes without its draft: %s",
+                   (unsigned long long)r->id, err.msg);
+        r->draft_ok = 0;
+        return;
+    }
+    r->dctx_rows = pos0 + n;
+}
+
+/* The taps of the step's rows for the lanes whose draft context goes on (each lane's rows
+ * at its place in the draft's buffer), or NULL when none does. */
+static const struct splash_taps *step_taps(struct engine *e, int n)
+{
+    size_t rows = 0;
+    for (int i = 0; i < n; i++)
+        if (e->lane_req[i]->draft_ok && e->lane_req[i]->dctx_rows == e->lanes[i].pos0)
+            rows += (size_t)e->lanes[i].n_tokens;
+    float *buf = rows ? splash_spec_draft_taps(&e->draft, rows) : NULL;
+    for (int i = 0; i < n; i++) {
+        struct request *r = e->lane_req[i];
+        e->tap_rows[i] = NULL;
+        if (buf && r->draft_ok && r->dctx_rows == e->lanes[i].pos0) {
+            e->tap_rows[i] = buf;
+            buf += (size_t)e->lanes[i].n_tokens * (size_t)splash_spec_draft_tap_width(&e->draft);
+        }
+    }
+    if (!rows || !e->draft.taps)
+        return NULL;
+    e->taps = (struct splash_taps){.size = sizeof e->taps,
+                                   .n_layers = e->draft.info.n_taps,
+                                   .layers = e->draft.info.tap_layers,
+                                   .rows = e->tap_rows};
+    return &e->taps;
+}
+
+/* The draft's block for a request whose context holds every committed row: greedy lanes
+ * take each row's best candidate, sampled lanes draw from the selector's distribution
+ * (kept for the acceptance). Returns the proposals written after the anchor, -1 when the
+ * draft cannot propose (prompt lookup then may). */
+static int32_t draft_propose(struct engine *e, struct request *r, int32_t max)
+{
+    if (!e->draft.model || !r->draft_ok || r->dctx_rows != r->pos)
+        return -1;
+    if (max > e->draft.info.block_size - 1)
+        max = e->draft.info.block_size - 1;
+    int sampled = r->sampler.params.temperature > 0 && e->draft.info.top_k <= 16;
+    float u[SPLASH_SPEC_MAX_ROWS];
+    for (int32_t i = 0; sampled && i < max; i++)
+        u[i] = (float)splash_sampler_uniform(&r->sampler);
+    const struct splash_draft_block b = {.size = sizeof b,
+                                         .anchor = r->last,
+                                         .pos = r->pos,
+                                         .n_rows = max,
+                                         .uniforms = sampled ? u : NULL,
+                                         .tokens = r->verify + 1,
+                                         .cand_tokens = sampled ? r->cand_ids : NULL,
+                                         .cand_probs = sampled ? r->cand_p : NULL};
+    struct splash_err err;
+    if (splash_draft_propose(e->draft.plugin, e->draft.model, r->dctx, &b, &err)) {
+        splash_log(SPLASH_LOG_INFO, NULL, "Request %llu decodes without its draft: %s",
+                   (unsigned long long)r->id, err.msg);
+        r->draft_ok = 0;
+        return -1;
+    }
+    r->drafted = sampled;
+    return max;
+}
+
+/* Proposals for a decoding request's next cycle: no more than its output limit and the
+ * context leave room for (a cycle emits its accepted proposals and one token more), none
+ * where a grammar's reply must start closing (the steering near the limit picks tokens
+ * itself). Writes them after the anchor in r->verify; returns how many. */
+static int32_t propose(struct engine *e, struct request *r)
+{
+    if (!e->proposer)
+        return 0;
+    int32_t max = SPLASH_SPEC_MAX_ROWS - 1;
+    int32_t left = r->max_tokens - r->n_gen - 1;
+    int64_t room = e->n_ctx - r->pos - 1;
+    if (left < max)
+        max = left;
+    if (room < max)
+        max = (int32_t)room;
+    if (r->matcher) {
+        size_t need = splash_grammar_matcher_distance(r->matcher);
+        if (need != SIZE_MAX && (size_t)(r->max_tokens - r->n_gen) <= need + 16 + SPLASH_SPEC_MAX_ROWS)
+            return 0;
+    }
+    r->drafted = 0;
+    if (max <= 0)
+        return 0;
+    int32_t k = draft_propose(e, r, max);
+    if (k >= 0)
+        return k;
+    if (r->cap_tokens < 0)
+        return 0; /* the output could not be kept: no history to look up */
+    return e->proposer->propose(e->proposer, r->prompt, r->n_prompt + r->n_gen, max, r->verify + 1);
+}
+
+/* A MoE target's verify rows under the budget: the lanes' proposals cut to the depth
+ * that maximises expected tokens per unit of the step's cost. */
+static void budget_rows(struct engine *e, int n)
+{
+    int32_t prop[64], base = 0;
+    int idx[64], m = 0;
+    for (int i = 0; i < n; i++) {
+        struct request *r = e->lane_req[i];
+        if (r->state == REQ_DECODE && r->n_verify > 1 && m < 64) {
+            prop[m] = r->n_verify - 1;
+            idx[m++] = i;
+            base++;
+        } else {
+            base += e->lanes[i].n_tokens;
+        }
+    }
+    if (!m)
+        return;
+    splash_budget_choose(&e->budget, prop, m, base);
+    for (int j = 0; j < m; j++) {
+        e->lane_req[idx[j]]->n_verify = 1 + prop[j];
+        e->lanes[idx[j]].n_tokens = 1 + prop[j];
+    }
+}
+
+/* The step's verify lanes: their rows' logits, and their sequences armed to drop the rows
+ * the target rejects. A lane whose save cannot be made decodes one token instead. */
+static void arm_verify_lanes(struct engine *e, int n)
+{
+    size_t rows = 0, V = (size_t)e->lm->info.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (e->lane_req[i]->state == REQ_DECODE && e->lane_req[i]->n_verify > 1)
+            rows += (size_t)e->lane_req[i]->n_verify;
+    if (rows > e->vlogits_rows) {
+        float *grown = realloc(e->vlogits, rows * V * sizeof *grown);
+        if (grown) {
+            e->vlogits = grown;
+            e->vlogits_rows = rows;
+        }
+    }
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        struct request *r = e->lane_req[i];
+        struct splash_lane *l = &e->lanes[i];
+        if (r->state != REQ_DECODE || r->n_verify <= 1)
+            continue;
+        struct splash_err err;
+        if (rows > e->vlogits_rows ||
+            splash_family_seq_keep_rows(e->lm->family, e->lm->model, r->seq, r->n_verify, &err)) {
+            r->n_verify = 1;
+            l->n_tokens = 1;
+            continue;
+        }
+        l->logits = e->vlogits + at * V;
+        l->logits_all = 1;
+        at += (size_t)r->n_verify;
+    }
+}
+
+/* A verify lane's rows in order: each proposal the target's choice there agrees with is
+ * kept; the first it does not, or the row after the last proposal, gives the target's own
+ * token, which ends the cycle. The sequence then drops the rows after the last kept one. */
+static void accept_rows(struct engine *e, struct request *r, int lane, float *logits,
+                        int32_t pos0)
+{
+    int32_t k = r->n_verify - 1;
+    size_t V = (size_t)e->lm->info.n_vocab;
+    r->spec_proposed += k;
+    r->spec_cycles++;
+    e->spec_proposed += (uint64_t)k;
+    e->spec_cycles++;
+    int64_t before = r->spec_accepted;
+    int n_q = r->drafted ? e->draft.info.top_k : 0;
+    for (int32_t i = 0; i <= k; i++) {
+        int64_t had = r->spec_accepted;
+        if (!emit_token(e, r, logits + (size_t)i * V, i < k ? r->verify[i + 1] : -1,
+                        i < k && n_q ? r->cand_ids + i * n_q : NULL,
+                        i < k && n_q ? r->cand_p + i * n_q : NULL, i < k ? n_q : 0))
+            return; /* it ended within the cycle */
+        if (r->spec_accepted == had)
+            break;
+    }
+    int32_t kept = (int32_t)(r->spec_accepted - before);
+    /* the draft's context takes the committed rows: the anchor and the accepted ones */
+    if (e->tap_rows && e->tap_rows[lane])
+        draft_append(e, r, e->tap_rows[lane], pos0, kept + 1);
+    splash_budget_label(&e->budget, k, kept);
+    if (e->proposer->accepted)
+        e->proposer->accepted(e->proposer, k, kept);
+    if (kept == k)
+        return;
+    struct splash_err err;
+    if (splash_family_seq_truncate(e->lm->family, e->lm->model, r->seq, pos0 + 1 + kept, &err)) {
+        send_error(e, r->id, "engine_failed", err.msg);
+        request_remove(e, r);
+        return;
+    }
+    r->pos = pos0 + 1 + kept;
+}
+
 /* One batched step: every decoding request's next token plus one prompt chunk. */
 static int step(struct engine *e)
 {
@@ -723,8 +1035,10 @@ static int step(struct engine *e)
         l->pos0 = r->pos;
         l->logits_all = 0;
         if (r->state == REQ_DECODE) {
-            l->tokens = &r->last;
-            l->n_tokens = 1;
+            r->verify[0] = r->last;
+            r->n_verify = 1 + propose(e, r);
+            l->tokens = r->verify;
+            l->n_tokens = r->n_verify;
             l->logits = e->logits + (size_t)n * (size_t)n_vocab;
             n_decode_lanes++;
         } else {
@@ -741,8 +1055,13 @@ static int step(struct engine *e)
     }
     if (!n || !(n = fit_step(e, n)))
         return 0;
+    if (e->budget_on)
+        budget_rows(e, n);
+    if (e->proposer)
+        arm_verify_lanes(e, n);
+    const struct splash_taps *taps = e->draft.model ? step_taps(e, n) : NULL;
     double t0 = mono_now();
-    enum splash_status st = splash_family_forward(fam, e->lm->model, e->lanes, n, &err);
+    enum splash_status st = splash_family_forward_taps(fam, e->lm->model, e->lanes, n, taps, &err);
     if (st == SPLASH_ERR_NOMEM) {
         /* the host refused memory: cached prefixes go, then the newest request yields;
          * alone, the request fails with what could not be allocated */
@@ -770,8 +1089,13 @@ static int step(struct engine *e)
         if (e->lane_req[i]->state == REQ_PREFILL)
             prefilled += e->lanes[i].n_tokens;
     e->cache.prefilled += (uint64_t)prefilled;
-    if (!prefilled)
+    if (!prefilled) {
         e->t_decode_step = ema(e->t_decode_step, dt);
+        int32_t rows = 0;
+        for (int i = 0; i < n; i++)
+            rows += e->lanes[i].n_tokens;
+        splash_budget_time(&e->budget, rows, dt);
+    }
     else if (dt - (n_decode_lanes ? e->t_decode_step : 0) > 0)
         e->t_prefill_token =
             ema(e->t_prefill_token, (dt - (n_decode_lanes ? e->t_decode_step : 0)) / prefilled);
@@ -792,11 +1116,90 @@ static int step(struct engine *e)
             else if (r->n_gen > 0)
                 r->state = REQ_DECODE;
         }
-        if (e->lanes[i].logits)
-            emit_token(e, r, e->lanes[i].logits);
+        int verify = r->state == REQ_DECODE && e->lanes[i].logits_all;
+        if (!verify && e->tap_rows && e->tap_rows[i])
+            draft_append(e, r, e->tap_rows[i], e->lanes[i].pos0, e->lanes[i].n_tokens);
+        if (verify)
+            accept_rows(e, r, i, e->lanes[i].logits, e->lanes[i].pos0); /* a verify lane */
+        else if (e->lanes[i].logits)
+            emit_token(e, r, e->lanes[i].logits, -1, NULL, NULL, 0);
     }
     splash_ecache_note(&e->cache, counted_bytes(e));
     return 0;
+}
+
+/* The proposer --speculative asks for, or a refusal naming why it cannot run here. */
+static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
+{
+    int mode = e->opts->speculative;
+    const char *family = e->lm->family->header.name;
+    if (mode == SPLASH_SPEC_OFF)
+        return SPLASH_OK;
+    const char *dm = e->opts->draft_model;
+    int want_draft = dm && strcmp(dm, "none") && (mode == SPLASH_SPEC_AUTO || mode == SPLASH_SPEC_DFLASH);
+    if (mode == SPLASH_SPEC_DFLASH && !want_draft)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "--speculative dflash: no draft to load (--draft-model PATH)");
+    if (mode == SPLASH_SPEC_MTP)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "--speculative mtp: this build does not run a model's MTP (nextn) "
+                              "layers as a proposer; ngram or auto speculate by prompt lookup");
+    if (!splash_family_can_keep_rows(e->lm->family)) {
+        if (mode == SPLASH_SPEC_NGRAM)
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "--speculative ngram: family plugin %s predates ABI 1.3 and "
+                                  "cannot drop a verify pass's rejected rows",
+                                  family);
+        splash_log(SPLASH_LOG_INFO, NULL,
+                   "Speculation · off: family plugin %s predates ABI 1.3 (no exact rollback)",
+                   family);
+        return SPLASH_OK;
+    }
+    if (want_draft) {
+        enum splash_status st;
+        if (!splash_family_has_taps(e->lm->family))
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "--draft-model: family plugin %s writes no draft taps", family);
+        if ((st = splash_spec_draft_load(&e->draft, splash_registry_global(), dm, e->lm->meta,
+                                         e->lm->pool, err)))
+            return st;
+        if (!(e->tap_rows = calloc((size_t)e->max_lanes + 1, sizeof *e->tap_rows)))
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the draft's taps");
+        splash_log(SPLASH_LOG_INFO, NULL, "Draft · %s: %s %s", dm, e->draft.verdict.architecture,
+                   e->draft.verdict.summary);
+    }
+    /* prompt lookup: the proposer, and without a draft context the draft's stand-in */
+    if (!(e->proposer = splash_ngram_proposer_create()))
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the proposer");
+    /* a MoE target's rows each route their own experts: the budget chooses them */
+    const struct splash_meta_api *api = splash_meta_api_get();
+    const char *arch = NULL;
+    char key[96] = "";
+    if (api->get_str(e->lm->meta, "general.architecture", &arch, NULL) == SPLASH_OK && arch)
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+    int moe = (key[0] && api->has(e->lm->meta, key)) || api->has(e->lm->meta, "num_experts") ||
+              api->has(e->lm->meta, "text_config.num_experts");
+    /* a MoE target's rows each route their own experts; prompt lookup's guesses are often
+     * wrong, and where rows cost compute (a CPU) verifying them all can cost more than
+     * they return: both take the budget's rows under auto; a dense target with its draft
+     * verifies every row, as models.md "Drafts" has it */
+    e->budget_on = (moe || !e->draft.model) && !e->opts->verify_rows_all;
+    splash_budget_init(&e->budget);
+    splash_log(SPLASH_LOG_INFO, NULL, "Speculation · %s: up to %d proposals a cycle; verify rows: %s",
+               e->draft.model ? "the DFlash2 draft (prompt lookup where its context is "
+                                "incomplete)"
+                              : "prompt lookup (n-gram) where the conversation repeats itself",
+               SPLASH_SPEC_MAX_ROWS - 1,
+               e->budget_on ? (moe ? "the budget's (a MoE target: each row routes its own "
+                                     "experts, so cycles verify the rows that maximise expected "
+                                     "tokens per unit of measured cost, every 32nd all; "
+                                     "--verify-rows all verifies every row)"
+                                   : "the budget's (prompt lookup's proposals: cycles verify the "
+                                     "rows that maximise expected tokens per unit of measured "
+                                     "cost, every 32nd all; --verify-rows all verifies every row)")
+               : "all the output limit leaves (--verify-rows all, or a dense target with its "
+                 "draft: its weights are read once for every row)");
+    return SPLASH_OK;
 }
 
 int splash_engine_main(const struct splash_engine_opts *opts)
@@ -838,6 +1241,16 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
     splash_ecache_init(&e.cache, e.lm->family, e.lm->model, &e.lm->info,
                        plan.kv_bytes + plan.state_bytes, o.prefix_cache_off);
+    if (spec_setup(&e, &err) != SPLASH_OK) {
+        send_error(&e, 0, "model_refused", err.msg);
+        free(e.tap_rows);
+        splash_spec_draft_free(&e.draft);
+        if (e.proposer)
+            e.proposer->destroy(e.proposer);
+        splash_ecache_free(&e.cache);
+        splash_model_unload(e.lm);
+        return 1;
+    }
     size_t n_vocab = (size_t)e.lm->info.n_vocab;
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
@@ -862,6 +1275,9 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                                   (json_int_t)plan.state_bytes, "total_bytes",
                                   (json_int_t)plan.total, "usable_bytes", (json_int_t)budget.usable,
                                   "bound", budget.bound));
+    json_object_set_new(ready, "speculation",
+                        json_pack("{s:s, s:s}", "mode", spec_mode_name(&e), "verify_rows",
+                                  verify_rule(&e)));
     splash_frame_write(o.fd, SPLASH_FRAME_READY, 0, ready, &err);
     json_decref(ready);
     int status = 0;
@@ -877,6 +1293,12 @@ int splash_engine_main(const struct splash_engine_opts *opts)
         request_remove(&e, e.reqs);
     splash_ecache_free(&e.cache);
     free(e.logits);
+    free(e.vlogits);
+    free(e.tap_rows);
+    if (e.draft.model)
+        splash_spec_draft_free(&e.draft);
+    if (e.proposer)
+        e.proposer->destroy(e.proposer);
     free(e.lanes);
     free(e.lane_req);
     free(e.mask);

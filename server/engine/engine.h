@@ -18,6 +18,9 @@ struct splash_engine_opts {
     int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */
     double decode_share;     /* decode time owed per unit of prefill time (server.md) */
     int prefix_cache_off;    /* every prompt prefilled whole (benches' cold runs) */
+    int speculative;         /* enum splash_spec_mode (server/engine/speculate.h); 0: off */
+    int verify_rows_all;     /* --verify-rows all: every cycle verifies every row it may */
+    const char *draft_model; /* --draft-model: a DFlash2 draft directory, NULL or "none": none */
 };
 
 /* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status

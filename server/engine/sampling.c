@@ -162,8 +162,95 @@ static void log_softmax_stats(const float *logits, int32_t n, float *max_out, do
     *lse_out = log(sum) + mx;
 }
 
+/* The candidates a sampled draw picks from, in ids[0..n) with their weights in probs
+ * (sum in *sum): temperature, then top-k, top-p and min-p. */
+static int32_t sampled_candidates(struct splash_sampler *s, const float *logits, double *sum_out)
+{
+    const struct splash_sampling_params *p = &s->params;
+    int filters = p->top_k > 0 || (p->top_p > 0 && p->top_p < 1) || p->min_p > 0;
+    int32_t n;
+    if (filters) {
+        n = top_candidates(s, logits, p->top_k);
+    } else {
+        /* plain temperature: no order needed */
+        n = s->n_vocab;
+        int32_t best = splash_argmax(logits, n);
+        for (int32_t i = 0; i < n; i++)
+            s->ids[i] = i;
+        s->ids[0] = best;
+        s->ids[best] = 0;
+    }
+    float mx = logits[s->ids[0]];
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        s->probs[i] = (float)exp((double)(logits[s->ids[i]] - mx) / p->temperature);
+        sum += s->probs[i];
+    }
+    /* top-p: the smallest prefix whose mass reaches p */
+    if (p->top_p > 0 && p->top_p < 1) {
+        double acc = 0;
+        for (int32_t i = 0; i < n; i++) {
+            acc += s->probs[i] / sum;
+            if (acc >= p->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    /* min-p: drop candidates below min_p times the best probability */
+    if (p->min_p > 0) {
+        float floor_p = p->min_p * s->probs[0];
+        int32_t keep = 1;
+        while (keep < n && s->probs[keep] >= floor_p)
+            keep++;
+        n = keep;
+    }
+    sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        sum += s->probs[i];
+    *sum_out = sum;
+    return n;
+}
+
+/* One draw from the candidates (weights summing to sum). */
+static int32_t draw(struct splash_sampler *s, int32_t n, double sum)
+{
+    double r = uniform(s) * sum, acc = 0;
+    int32_t chosen = -1;
+    for (int32_t i = 0; i < n; i++) {
+        acc += s->probs[i];
+        if (s->probs[i] > 0)
+            chosen = s->ids[i]; /* rounding past the end: the last with any weight */
+        if (r < acc)
+            break;
+    }
+    return chosen;
+}
+
+/* The log-probability and alternatives the API reports for the chosen token. */
+static void report(struct splash_sampler *s, const float *logits, int32_t chosen, double lse,
+                   float *logprob, struct splash_token_logprob *top, int n_top)
+{
+    if (logprob)
+        *logprob = (float)((double)logits[chosen] - lse);
+    if (top && n_top > 0) {
+        int32_t n = top_candidates(s, logits, n_top);
+        for (int32_t i = 0; i < n_top; i++) {
+            top[i].id = i < n ? s->ids[i] : -1;
+            top[i].logprob = i < n ? (float)((double)logits[s->ids[i]] - lse) : -INFINITY;
+        }
+    }
+}
+
 int32_t splash_sampler_sample(struct splash_sampler *s, float *logits, float *logprob,
                               struct splash_token_logprob *top, int n_top)
+{
+    return splash_sampler_sample_proposed(s, logits, -1, NULL, logprob, top, n_top);
+}
+
+int32_t splash_sampler_sample_proposed(struct splash_sampler *s, float *logits, int32_t proposed,
+                                       int *accepted, float *logprob,
+                                       struct splash_token_logprob *top, int n_top)
 {
     const struct splash_sampling_params *p = &s->params;
     apply_penalties(s, logits);
@@ -176,66 +263,79 @@ int32_t splash_sampler_sample(struct splash_sampler *s, float *logits, float *lo
     if (p->temperature <= 0) {
         chosen = splash_argmax(logits, s->n_vocab);
     } else {
-        int filters = p->top_k > 0 || (p->top_p > 0 && p->top_p < 1) || p->min_p > 0;
-        int32_t n;
-        if (filters) {
-            n = top_candidates(s, logits, p->top_k);
+        double sum;
+        int32_t n = sampled_candidates(s, logits, &sum);
+        int32_t at = -1;
+        for (int32_t i = 0; proposed >= 0 && i < n; i++)
+            if (s->ids[i] == proposed)
+                at = i;
+        if (at < 0) {
+            chosen = draw(s, n, sum);
+        } else if (uniform(s) * sum < s->probs[at]) {
+            chosen = proposed; /* accepted with the probability the target gives it */
         } else {
-            /* plain temperature: no order needed */
-            n = s->n_vocab;
-            int32_t best = splash_argmax(logits, n);
-            for (int32_t i = 0; i < n; i++)
-                s->ids[i] = i;
-            s->ids[0] = best;
-            s->ids[best] = 0;
-        }
-        float mx = logits[s->ids[0]];
-        double sum = 0;
-        for (int32_t i = 0; i < n; i++) {
-            s->probs[i] = (float)exp((double)(logits[s->ids[i]] - mx) / p->temperature);
-            sum += s->probs[i];
-        }
-        /* top-p: the smallest prefix whose mass reaches p */
-        if (p->top_p > 0 && p->top_p < 1) {
-            double acc = 0;
-            for (int32_t i = 0; i < n; i++) {
-                acc += s->probs[i] / sum;
-                if (acc >= p->top_p) {
-                    n = i + 1;
-                    break;
-                }
-            }
-        }
-        /* min-p: drop candidates below min_p times the best probability */
-        if (p->min_p > 0) {
-            float floor_p = p->min_p * s->probs[0];
-            int32_t keep = 1;
-            while (keep < n && s->probs[keep] >= floor_p)
-                keep++;
-            n = keep;
-        }
-        sum = 0;
-        for (int32_t i = 0; i < n; i++)
-            sum += s->probs[i];
-        double r = uniform(s) * sum, acc = 0;
-        chosen = s->ids[n - 1];
-        for (int32_t i = 0; i < n; i++) {
-            acc += s->probs[i];
-            if (r < acc) {
-                chosen = s->ids[i];
-                break;
-            }
+            /* rejected: a draw from the rest, renormalised (the residual of a point mass) */
+            double rest = sum - (double)s->probs[at];
+            s->probs[at] = 0;
+            chosen = rest > 0 ? draw(s, n, rest) : proposed;
         }
     }
-    if (logprob)
-        *logprob = (float)((double)logits[chosen] - lse);
-    if (top && n_top > 0) {
-        int32_t n = top_candidates(s, logits, n_top);
-        for (int32_t i = 0; i < n_top; i++) {
-            top[i].id = i < n ? s->ids[i] : -1;
-            top[i].logprob = i < n ? (float)((double)logits[s->ids[i]] - lse) : -INFINITY;
-        }
+    if (accepted)
+        *accepted = proposed >= 0 && chosen == proposed;
+    report(s, logits, chosen, lse, logprob, top, n_top);
+    splash_sampler_accept(s, chosen);
+    return chosen;
+}
+
+double splash_sampler_uniform(struct splash_sampler *s)
+{
+    return uniform(s);
+}
+
+int32_t splash_sampler_sample_drafted(struct splash_sampler *s, float *logits, int32_t proposed,
+                                      const int32_t *q_ids, const float *q_probs, int n_q,
+                                      int *accepted, float *logprob,
+                                      struct splash_token_logprob *top, int n_top)
+{
+    double q_x = 0;
+    for (int i = 0; q_ids && i < n_q; i++)
+        if (q_ids[i] == proposed)
+            q_x = q_probs[i];
+    /* greedy, or a proposal q gave nothing (taken as deterministic) */
+    if (s->params.temperature <= 0 || !(q_x > 0))
+        return splash_sampler_sample_proposed(s, logits, proposed, accepted, logprob, top, n_top);
+    apply_penalties(s, logits);
+    double lse = 0;
+    if (logprob || (top && n_top > 0)) {
+        float mx;
+        log_softmax_stats(logits, s->n_vocab, &mx, &lse);
     }
+    double sum;
+    int32_t n = sampled_candidates(s, logits, &sum);
+    double p_x = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->ids[i] == proposed)
+            p_x = s->probs[i] / sum;
+    int32_t chosen;
+    if (p_x > 0 && uniform(s) * q_x < p_x) {
+        chosen = proposed;
+    } else {
+        /* the residual: each candidate's p less its q, what is left above zero */
+        double rest = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double q = 0;
+            for (int j = 0; j < n_q; j++)
+                if (q_ids[j] == s->ids[i])
+                    q = q_probs[j];
+            double r = s->probs[i] / sum - q;
+            s->probs[i] = r > 0 ? (float)r : 0.0f;
+            rest += s->probs[i];
+        }
+        chosen = rest > 0 ? draw(s, n, rest) : proposed;
+    }
+    if (accepted)
+        *accepted = chosen == proposed;
+    report(s, logits, chosen, lse, logprob, top, n_top);
     splash_sampler_accept(s, chosen);
     return chosen;
 }

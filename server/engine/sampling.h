@@ -46,6 +46,27 @@ void splash_sampler_accept(struct splash_sampler *s, int32_t token);
 int32_t splash_sampler_sample(struct splash_sampler *s, float *logits, float *logprob,
                               struct splash_token_logprob *top, int n_top);
 
+/* splash_sampler_sample given a proposed token (speculative decoding; -1: none): a
+ * greedy sampler takes the argmax and *accepted says whether it is the proposal; a
+ * sampled one accepts the proposal with the probability its distribution gives it and
+ * otherwise draws from the rest of that distribution renormalised, so the token drawn
+ * has exactly the distribution a plain draw has. *accepted (optional): chosen == proposed. */
+int32_t splash_sampler_sample_proposed(struct splash_sampler *s, float *logits, int32_t proposed,
+                                       int *accepted, float *logprob,
+                                       struct splash_token_logprob *top, int n_top);
+
+/* splash_sampler_sample_proposed for a proposal drawn from a distribution q (a draft's
+ * selector: q_probs[i] the probability it gave q_ids[i], 0 elsewhere): a sampled lane
+ * accepts the proposal with probability min(1, p/q) and otherwise draws from the residual
+ * max(0, p - q) renormalised, which leaves the token exactly p-distributed. Greedy as
+ * splash_sampler_sample_proposed. */
+int32_t splash_sampler_sample_drafted(struct splash_sampler *s, float *logits, int32_t proposed,
+                                      const int32_t *q_ids, const float *q_probs, int n_q,
+                                      int *accepted, float *logprob,
+                                      struct splash_token_logprob *top, int n_top);
+/* A uniform number in [0, 1) from the request's generator (a draft's own draws). */
+double splash_sampler_uniform(struct splash_sampler *s);
+
 /* Index of the largest value, ties to the lowest index. */
 int32_t splash_argmax(const float *x, int64_t n);
 

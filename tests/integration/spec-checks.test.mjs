@@ -23,8 +23,10 @@ test("refused at startup: --persistent-cache with --max-cache-disk 0; --activati
 
 test("refused at startup: options whose machinery this build lacks (drafts, vision, streamed memory)", () => {
   for (const [args, why] of [
-    [["--draft-model", "/nowhere"], /--draft-model: speculative decoding is not available/],
-    [["--verify-rows", "all"], /--verify-rows: only auto/],
+    [["--draft-model", "/nowhere"], /--draft-model: \/nowhere holds no readable config\.json/],
+    [["--speculative", "dflash"], /--speculative dflash: needs --draft-model PATH/],
+    [["--speculative", "mtp"], /--speculative mtp: this build does not run a model's MTP/],
+    [["--speculative", "eagle"], /--speculative: eagle \(auto, dflash, mtp, ngram or off\)/],
     [["--expert-memory", "1G"], /--expert-memory: not available in this build/],
     [["--ple-memory", "1G"], /--ple-memory: not available in this build/],
     [["--sparse-kv-memory", "1G"], /--sparse-kv-memory: not available in this build/],
