@@ -35,10 +35,10 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
     }
     if (inst.draft_repo[0] || inst.draft_dir[0])
         splash_console_line(SPLASH_CONSOLE_OUT,
-                            "Draft · %s%s%.12s installed beside it; this build decodes without "
-                            "it (speculative decoding is not available yet)",
+                            "Draft · %s%s%.12s installed beside it; --draft-model %s/draft "
+                            "decodes with it",
                             inst.draft_repo[0] ? inst.draft_repo : inst.draft_dir,
-                            inst.draft_repo[0] ? " at " : "", inst.draft_commit);
+                            inst.draft_repo[0] ? " at " : "", inst.draft_commit, inst.dir);
     /* held until the server exits: a later installation keeps this assembly and its files */
     if (splash_hub_hold(inst.dir) < 0)
         splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
