@@ -11,10 +11,12 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/draft.h"
 #include "core/family.h"
@@ -216,9 +218,301 @@ static void test_proposals_match_reference_af4g64(void **state)
     agreement_run(0, 0.88);
 }
 
+/* ---- refusals ------------------------------------------------------------------- */
+
+static json_t *release_config(void)
+{
+    char path[512];
+    json_error_t je;
+    json_t *c = json_load_file(
+        test_testdata_path(path, sizeof path, "drafts/qwen35-stories-DFlash2/config.json"), 0,
+        &je);
+    if (!c)
+        fail_msg("config.json: %s", je.text);
+    return c;
+}
+
+static struct splash_meta *open_target_meta(void)
+{
+    char path[512];
+    struct splash_meta *m = NULL;
+    struct splash_err err = {{0}};
+    assert_int_equal(
+        splash_meta_open_gguf(test_testdata_path(path, sizeof path, "models/qwen35-stories-Q8_0.gguf"),
+                              SPLASH_GGUF_HEADERS_ONLY, &m, &err),
+        SPLASH_OK);
+    return m;
+}
+
+/* The release's config with one change: key (dotted) set to the JSON value, or removed
+ * when value is NULL; the draft must be refused with a message holding `named`. */
+static void refused(struct splash_meta *target, const char *key, const char *value,
+                    const char *named)
+{
+    json_t *c = release_config(), *obj = c;
+    char k[128];
+    snprintf(k, sizeof k, "%s", key);
+    char *dot = strchr(k, '.');
+    if (dot) {
+        *dot = 0;
+        obj = json_object_get(c, k);
+    }
+    const char *leaf = dot ? dot + 1 : k;
+    if (value) {
+        json_error_t je;
+        json_t *v = json_loads(value, JSON_DECODE_ANY, &je);
+        assert_non_null(v);
+        json_object_set_new(obj, leaf, v);
+    } else {
+        json_object_del(obj, leaf);
+    }
+    char *text = json_dumps(c, 0);
+    struct test_config tc;
+    struct splash_meta *m = test_config_open(&tc, "/tmp/splash-draft-cfg-XXXXXX", text);
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    enum splash_status st = splash_draft_select(splash_registry_global(), m, target, &dp, &v, &err);
+    if (st == SPLASH_OK || !strstr(err.msg, named))
+        fail_msg("%s = %s: status %d, \"%s\" does not name %s", key, value ? value : "(removed)",
+                 st, err.msg, named);
+    test_config_close(&tc);
+    free(text);
+    json_decref(c);
+}
+
+static void test_refuses_configs_naming_the_key(void **state)
+{
+    struct splash_meta *t = open_target_meta();
+    /* the release's config is accepted */
+    json_t *c = release_config();
+    char *text = json_dumps(c, 0);
+    struct test_config tc;
+    struct splash_meta *m = test_config_open(&tc, "/tmp/splash-draft-cfg-XXXXXX", text);
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    if (splash_draft_select(splash_registry_global(), m, t, &dp, &v, &err))
+        fail_msg("release config: %s", err.msg);
+    assert_string_equal(v.summary, "1 layer, hidden 256, block 8, taps 1,3,5,6, window 2048");
+    test_config_close(&tc);
+    free(text);
+    json_decref(c);
+
+    refused(t, "hidden_size", "512", "hidden_size is 512, the target's hidden size is 256");
+    refused(t, "vocab_size", "4096", "vocab_size is 4096, the target's vocabulary is 2048");
+    refused(t, "num_attention_heads", "16", "num_attention_heads");
+    refused(t, "num_key_value_heads", "4", "num_key_value_heads");
+    refused(t, "head_dim", "64", "head_dim");
+    refused(t, "sliding_window", "4096", "sliding_window");
+    refused(t, "num_hidden_layers", "0", "num_hidden_layers");
+    refused(t, "intermediate_size", "100", "intermediate_size");
+    refused(t, "layer_types", "[\"full_attention\"]", "layer_types[0]");
+    refused(t, "dflash_config.mask_token_id", "2048", "dflash_config.mask_token_id");
+    refused(t, "dflash_config.mask_token_id", NULL, "dflash_config.mask_token_id is missing");
+    refused(t, "dflash_config.selector_rank", "128", "dflash_config.selector_rank");
+    refused(t, "dflash_config.selector_top_k", "8", "dflash_config.selector_top_k");
+    refused(t, "dflash_config.block_size", "4", "dflash_config.block_size");
+    refused(t, "dflash_config.conv_group_size", "32", "dflash_config.conv_group_size");
+    refused(t, "dflash_config.conv_kernel_size", "0", "dflash_config.conv_kernel_size");
+    refused(t, "dflash_config.target_layer_ids", "[3, 1]", "not ascending");
+    refused(t, "dflash_config.target_layer_ids", "[0,1,2,3,4,5,6,7,8]",
+            "dflash_config.target_layer_ids holds 9 layers");
+    refused(t, "dflash_config.target_layer_ids", "[1, 8]",
+            "dflash_config.target_layer_ids[1] is 8, the target has layers 0 to 7");
+    refused(t, "dflash_config.target_layer_ids", "[]", "dflash_config.target_layer_ids");
+    refused(t, "dflash_config.target_hidden_reduction", "\"stream_mean\"",
+            "dflash_config.target_hidden_reduction is stream_mean");
+    refused(t, "dflash_config.output_multiplier", "-1", "dflash_config.output_multiplier");
+    refused(t, "rms_norm_eps", "\"small\"", "rms_norm_eps");
+    refused(t, "architectures", "[\"EagleDraftModel\"]",
+            "draft architecture EagleDraftModel is not one Splash runs");
+    refused(t, "architectures", NULL, "architectures is missing");
+    splash_meta_close(t);
+}
+
+/* A config whose sizes disagree with its weights: the tensor is named with both shapes. */
+static void test_refuses_weights_of_another_shape(void **state)
+{
+    char dir[64] = "/tmp/splash-draft-dir-XXXXXX", path[600], src[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char *abs = realpath(test_testdata_path(src, sizeof src,
+                                            "drafts/qwen35-stories-DFlash2/model.safetensors"),
+                         NULL);
+    assert_non_null(abs);
+    assert_int_equal(symlink(abs, path), 0);
+    free(abs);
+    json_t *c = release_config();
+    json_object_set_new(c, "intermediate_size", json_integer(1024));
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(c, cfg, 0), 0);
+    struct splash_meta *dm = NULL, *t = open_target_meta();
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_draft_open(splash_registry_global(), dir, 0, &dm, &err), SPLASH_OK);
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    assert_int_not_equal(splash_draft_select(splash_registry_global(), dm, t, &dp, &v, &err),
+                         SPLASH_OK);
+    assert_non_null(strstr(err.msg, "tensor layers.0.mlp.gate_proj.weight is [256, 768, 1], "
+                                    "expected [256, 1024, 1]"));
+    splash_meta_close(dm);
+    splash_meta_close(t);
+    json_decref(c);
+    remove(cfg);
+    remove(path);
+    rmdir(dir);
+}
+
+/* ---- the context and the block's outputs ---------------------------------------------- */
+
+/* Rolling the context back and appending the same rows again proposes what a fresh
+ * context does; the candidates and their probabilities are a distribution whose best
+ * is the greedy proposal; uniforms draw by the candidates' cumulative probabilities. */
+static void test_context_rollback_and_candidates(void **state)
+{
+    struct test_run t;
+    open_target(&t);
+    struct splash_meta *dmeta = open_draft();
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t.meta, &dp, &v, &err),
+                     SPLASH_OK);
+    void *dm = NULL;
+    struct splash_draft_info di;
+    const struct splash_draft_opts o = {.pool = pool};
+    assert_int_equal(
+        splash_draft_create(splash_registry_global(), dp, dmeta, t.meta, &o, &dm, &di, &err),
+        SPLASH_OK);
+    assert_int_equal(di.top_k, 16);
+    json_t *d = load_decode();
+    json_t *prompt = json_object_get(json_array_get(json_object_get(d, "results"), 0), "prompt");
+    int32_t n = (int32_t)json_array_size(prompt), toks[64];
+    assert_true(n <= 64);
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = (int32_t)json_integer_value(json_array_get(prompt, (size_t)i));
+    float *taps = target_taps(&t, &di, toks, n);
+    const int64_t width = (int64_t)di.n_taps * di.n_embd;
+    void *ctx = NULL;
+    assert_int_equal(splash_draft_ctx_create(dp, dm, &ctx, &err), SPLASH_OK);
+    /* a gap or a block at another position is refused */
+    assert_int_equal(splash_draft_append_context(dp, dm, ctx, taps, width, 1, 1, &err),
+                     SPLASH_ERR_INVALID);
+    assert_int_equal(splash_draft_append_context(dp, dm, ctx, taps, width, 0, n - 1, &err),
+                     SPLASH_OK);
+    int32_t fresh[7], again[7], cand[7 * 16], drawn[7];
+    float prob[7 * 16], conf[7];
+    struct splash_draft_block b = {.size = sizeof b, .anchor = toks[n - 1], .pos = n - 1,
+                                   .n_rows = 7, .tokens = fresh, .cand_tokens = cand,
+                                   .cand_probs = prob, .confidence = conf};
+    assert_int_equal(splash_draft_propose(dp, dm, ctx, &b, &err), SPLASH_OK);
+    for (int r = 0; r < 7; r++) {
+        double sum = 0;
+        for (int j = 0; j < 16; j++) {
+            sum += prob[r * 16 + j];
+            if (j)
+                assert_true(prob[r * 16 + j] <= prob[r * 16 + j - 1]);
+        }
+        assert_true(fabs(sum - 1.0) < 1e-5);
+        assert_int_equal(cand[r * 16], fresh[r]);
+        assert_true(conf[r] == prob[r * 16]);
+    }
+    b.pos = n - 2;
+    assert_int_equal(splash_draft_propose(dp, dm, ctx, &b, &err), SPLASH_ERR_INVALID);
+    /* rollback, append again: the same proposals */
+    assert_int_equal(splash_draft_rollback(dp, dm, ctx, 10, &err), SPLASH_OK);
+    assert_int_equal(splash_draft_append_context(dp, dm, ctx, taps + 10 * width, width, 10,
+                                                 n - 11, &err),
+                     SPLASH_OK);
+    b = (struct splash_draft_block){.size = sizeof b, .anchor = toks[n - 1], .pos = n - 1,
+                                    .n_rows = 7, .tokens = again};
+    assert_int_equal(splash_draft_propose(dp, dm, ctx, &b, &err), SPLASH_OK);
+    assert_memory_equal(fresh, again, sizeof fresh);
+    /* uniforms just past the best candidate's mass draw the second best of row 0 */
+    float u[7] = {0};
+    u[0] = prob[0] + 0.5f * prob[1];
+    b.uniforms = u;
+    b.tokens = drawn;
+    assert_int_equal(splash_draft_propose(dp, dm, ctx, &b, &err), SPLASH_OK);
+    assert_int_equal(drawn[0], cand[1]);
+    assert_int_equal(splash_draft_rollback(dp, dm, ctx, n, &err), SPLASH_ERR_INVALID);
+    splash_draft_ctx_destroy(dp, dm, ctx);
+    free(taps);
+    json_decref(d);
+    splash_draft_destroy(dp, dm);
+    splash_meta_close(dmeta);
+    test_run_close(&t);
+}
+
+/* Taps: the same rows from one forward and from one token per forward, the logits as
+ * forward gives them, and a family without forward_taps refused by name. */
+static void test_family_taps(void **state)
+{
+    struct test_run t;
+    open_target(&t);
+    struct splash_err err = {{0}};
+    const int32_t toks[6] = {5, 17, 300, 42, 9, 1000};
+    const int32_t layers[2] = {2, 7};
+    const int64_t E = t.info.n_embd, V = t.info.n_vocab, W = 2 * E;
+    float *one = calloc(6 * (size_t)W, sizeof(float)), *step = calloc(6 * (size_t)W, sizeof(float));
+    float *la = malloc((size_t)V * sizeof(float)), *lb = malloc((size_t)V * sizeof(float));
+    void *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    assert_int_equal(splash_family_seq_create(t.fam, t.model, &s1, &err), SPLASH_OK);
+    assert_int_equal(splash_family_seq_create(t.fam, t.model, &s2, &err), SPLASH_OK);
+    assert_int_equal(splash_family_seq_create(t.fam, t.model, &s3, &err), SPLASH_OK);
+    struct splash_lane lane = {.seq = s1, .tokens = toks, .n_tokens = 6, .logits = la};
+    struct splash_taps taps = {.size = sizeof taps, .n_layers = 2, .layers = layers, .rows = &one};
+    assert_int_equal(splash_family_forward_taps(t.fam, t.model, &lane, 1, &taps, &err), SPLASH_OK);
+    for (int32_t i = 0; i < 6; i++) {
+        float *row = step + i * W;
+        struct splash_lane l1 = {.seq = s2, .tokens = toks + i, .n_tokens = 1, .pos0 = i};
+        struct splash_taps t1 = {.size = sizeof t1, .n_layers = 2, .layers = layers, .rows = &row};
+        assert_int_equal(splash_family_forward_taps(t.fam, t.model, &l1, 1, &t1, &err), SPLASH_OK);
+    }
+    double worst = 0, norm = 0;
+    for (int64_t i = 0; i < 6 * W; i++) {
+        worst = fmax(worst, fabs(one[i] - step[i]));
+        norm = fmax(norm, fabs(one[i]));
+    }
+    assert_true(norm > 0);
+    assert_true(worst <= 1e-3 * norm);
+    /* logits as plain forward gives them */
+    struct splash_lane plain = {.seq = s3, .tokens = toks, .n_tokens = 6, .logits = lb};
+    assert_int_equal(splash_family_forward(t.fam, t.model, &plain, 1, &err), SPLASH_OK);
+    assert_memory_equal(la, lb, (size_t)V * sizeof(float));
+    /* layers out of order or range */
+    const int32_t bad[2] = {7, 2};
+    taps.layers = bad;
+    lane.pos0 = 6;
+    lane.n_tokens = 1;
+    assert_int_equal(splash_family_forward_taps(t.fam, t.model, &lane, 1, &taps, &err),
+                     SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "taps: layer 2"));
+    /* a family of ABI 1.2 writes none */
+    struct splash_family_plugin old = *t.fam;
+    old.forward_taps = NULL;
+    assert_int_equal(splash_family_forward_taps(&old, t.model, &lane, 1, &taps, &err),
+                     SPLASH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "writes no draft taps"));
+    splash_family_seq_destroy(t.fam, t.model, s1);
+    splash_family_seq_destroy(t.fam, t.model, s2);
+    splash_family_seq_destroy(t.fam, t.model, s3);
+    free(one);
+    free(step);
+    free(la);
+    free(lb);
+    test_run_close(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refuses_configs_naming_the_key),
+        cmocka_unit_test(test_refuses_weights_of_another_shape),
+        cmocka_unit_test(test_family_taps),
+        cmocka_unit_test(test_context_rollback_and_candidates),
         cmocka_unit_test(test_proposals_match_reference_f32),
         cmocka_unit_test(test_proposals_match_reference_af4g64),
     };
