@@ -21,6 +21,7 @@
 #include "core/draft.h"
 #include "core/family.h"
 #include "core/meta.h"
+#include "core/model_check.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "splash/draft.h"
@@ -365,6 +366,31 @@ static void test_refuses_weights_of_another_shape(void **state)
     rmdir(dir);
 }
 
+/* model-check --draft-model: the draft against the target it would serve with. */
+static void test_model_check_with_draft(void **state)
+{
+    char target[512], other[512], dir[512];
+    test_testdata_path(target, sizeof target, "models/qwen35-stories-Q8_0.gguf");
+    test_testdata_path(other, sizeof other, "models/qwen35moe-tiny-Q4_K_M.gguf");
+    test_testdata_path(dir, sizeof dir, "drafts/qwen35-stories-DFlash2");
+    struct splash_check_result res;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_model_check_draft(splash_registry_global(), target, dir, &res, &err),
+                     SPLASH_OK);
+    assert_true(res.ok && res.draft_checked);
+    assert_string_equal(res.draft_plugin, "dflash2");
+    assert_string_equal(res.draft_file, "qwen35-stories-DFlash2");
+    splash_check_result_free(&res);
+    /* a target of 4 layers has no layer 5 to tap */
+    assert_int_equal(splash_model_check_draft(splash_registry_global(), other, dir, &res, &err),
+                     SPLASH_ERR_INVALID);
+    assert_false(res.ok);
+    assert_string_equal(res.problems, "draft qwen35-stories-DFlash2: config.json: "
+                                      "dflash_config.target_layer_ids[2] is 5, the target has "
+                                      "layers 0 to 3");
+    splash_check_result_free(&res);
+}
+
 /* ---- the context and the block's outputs ---------------------------------------------- */
 
 /* Rolling the context back and appending the same rows again proposes what a fresh
@@ -511,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_configs_naming_the_key),
         cmocka_unit_test(test_refuses_weights_of_another_shape),
+        cmocka_unit_test(test_model_check_with_draft),
         cmocka_unit_test(test_family_taps),
         cmocka_unit_test(test_context_rollback_and_candidates),
         cmocka_unit_test(test_proposals_match_reference_f32),
