@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/draft.h"
@@ -25,8 +26,11 @@
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "splash/draft.h"
+#include "drafts/dflash2/dflash2.h"
 #include "tests/support/config_file.h"
+#include "tests/support/kernel_rows.h"
 #include "tests/support/model_run.h"
+#include "tests/support/rng.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -472,6 +476,110 @@ static void test_context_rollback_and_candidates(void **state)
     test_run_close(&t);
 }
 
+/* This thread's CPU time: the timing test runs the draft without a pool, so the numbers
+ * hold on a loaded machine. */
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Past the window: the ring holds the last rows whatever the appends' sizes (one append
+ * or blocks of 7 give the same proposals), a rollback within a block is taken and one past
+ * what the ring holds refused; prints the cost of a block at a full window. */
+static void test_context_past_the_window(void **state)
+{
+    struct test_run t;
+    open_target(&t);
+    struct splash_meta *dmeta = open_draft();
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t.meta, &dp, &v, &err),
+                     SPLASH_OK);
+    void *dm = NULL;
+    struct splash_draft_info di;
+    const struct splash_draft_opts o = {.pool = NULL};
+    assert_int_equal(
+        splash_draft_create(splash_registry_global(), dp, dmeta, t.meta, &o, &dm, &di, &err),
+        SPLASH_OK);
+    const int32_t n = 2100;
+    const int64_t width = (int64_t)di.n_taps * di.n_embd;
+    float *taps = malloc((size_t)n * (size_t)width * sizeof(float));
+    assert_non_null(taps);
+    uint64_t rng = 15;
+    for (int64_t i = 0; i < n * width; i++)
+        taps[i] = 4.0f * test_splitmix_uniform(&rng) - 2.0f;
+    void *a = NULL, *b = NULL;
+    assert_int_equal(splash_draft_ctx_create(dp, dm, &a, &err), SPLASH_OK);
+    assert_int_equal(splash_draft_ctx_create(dp, dm, &b, &err), SPLASH_OK);
+    double t0 = now_ms();
+    assert_int_equal(splash_draft_append_context(dp, dm, a, taps, width, 0, n, &err), SPLASH_OK);
+    double t1 = now_ms();
+    for (int32_t p = 0; p < n; p += 7) {
+        int32_t len = n - p < 7 ? n - p : 7;
+        assert_int_equal(
+            splash_draft_append_context(dp, dm, b, taps + p * width, width, p, len, &err),
+            SPLASH_OK);
+    }
+    int32_t pa[7], pb[7];
+    struct splash_draft_block blk = {
+        .size = sizeof blk, .anchor = 77, .pos = n, .n_rows = 7, .tokens = pa};
+    const int reps = 5;
+    double t2 = now_ms();
+    for (int i = 0; i < reps; i++)
+        assert_int_equal(splash_draft_propose(dp, dm, a, &blk, &err), SPLASH_OK);
+    double t3 = now_ms();
+    blk.tokens = pb;
+    assert_int_equal(splash_draft_propose(dp, dm, b, &blk, &err), SPLASH_OK);
+    assert_memory_equal(pa, pb, sizeof pa);
+    printf("draft: %d context rows appended in %.1f ms; a block at a full window %.2f ms (one "
+           "thread's CPU time, af4g64)\n",
+           n, t1 - t0, (t3 - t2) / reps);
+    assert_int_equal(splash_draft_rollback(dp, dm, a, n - 20, &err), SPLASH_OK);
+    assert_int_equal(splash_draft_rollback(dp, dm, b, n - 200, &err), SPLASH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "append them again from 0"));
+    assert_int_equal(splash_draft_rollback(dp, dm, b, 0, &err), SPLASH_OK);
+    splash_draft_ctx_destroy(dp, dm, a);
+    splash_draft_ctx_destroy(dp, dm, b);
+    free(taps);
+    splash_draft_destroy(dp, dm);
+    splash_meta_close(dmeta);
+    test_run_close(&t);
+}
+
+/* The attention's AVX2 loops against the scalar ones on random rows. */
+static void test_attention_rows_agree(void **state)
+{
+#if defined(__x86_64__)
+    if (!test_cpu_has(SPLASH_CPU_AVX2 | SPLASH_CPU_FMA, "dflash2 attention avx2"))
+        return;
+    enum { N = 32, D = DFLASH2_HEAD_DIM };
+    static float q[N * D], k[D], p[N], a_ref[N * D], a_simd[N * D];
+    float d_ref[N], d_simd[N];
+    uint64_t rng = 3;
+    for (int i = 0; i < N * D; i++) {
+        q[i] = 2.0f * test_splitmix_uniform(&rng) - 1.0f;
+        a_ref[i] = a_simd[i] = test_splitmix_uniform(&rng);
+    }
+    for (int i = 0; i < D; i++)
+        k[i] = 2.0f * test_splitmix_uniform(&rng) - 1.0f;
+    for (int i = 0; i < N; i++)
+        p[i] = test_splitmix_uniform(&rng);
+    dflash2_attn_ref.dots(q, N, k, d_ref);
+    dflash2_attn_avx2.dots(q, N, k, d_simd);
+    dflash2_attn_ref.axpy(p, N, k, a_ref);
+    dflash2_attn_avx2.axpy(p, N, k, a_simd);
+    for (int i = 0; i < N; i++)
+        assert_true(fabsf(d_ref[i] - d_simd[i]) <= 1e-5f * 128);
+    for (int i = 0; i < N * D; i++)
+        assert_true(fabsf(a_ref[i] - a_simd[i]) <= 1e-6f);
+    assert_ptr_equal(dflash2_attn_pick(SPLASH_CPU_AVX2 | SPLASH_CPU_FMA), &dflash2_attn_avx2);
+#endif
+    assert_ptr_equal(dflash2_attn_pick(0), &dflash2_attn_ref);
+}
+
 /* Taps: the same rows from one forward and from one token per forward, the logits as
  * forward gives them, and a family without forward_taps refused by name. */
 static void test_family_taps(void **state)
@@ -540,6 +648,8 @@ int main(void)
         cmocka_unit_test(test_model_check_with_draft),
         cmocka_unit_test(test_family_taps),
         cmocka_unit_test(test_context_rollback_and_candidates),
+        cmocka_unit_test(test_context_past_the_window),
+        cmocka_unit_test(test_attention_rows_agree),
         cmocka_unit_test(test_proposals_match_reference_f32),
         cmocka_unit_test(test_proposals_match_reference_af4g64),
     };

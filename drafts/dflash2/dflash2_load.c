@@ -189,6 +189,7 @@ enum splash_status dflash2_model_create(const struct splash_host *host,
     for (int32_t p = 0; p < DFLASH2_HEAD_DIM / 2; p++)
         m->rope_freq[p] = (float)pow(m->cfg.rope_base, -2.0 * p / DFLASH2_HEAD_DIM);
     m->ring = m->cfg.window + 4 * m->cfg.block;
+    m->attn = dflash2_attn_pick(host->cpu_features());
     if ((st = bind_target(m, target, err)))
         goto fail;
     if ((st = load_weight(m, draft, "fc.weight", quantize, &m->fc, err)) ||
