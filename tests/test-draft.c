@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "core/draft.h"
+#include "core/gguf.h"
+#include "core/gguf_write.h"
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/model_check.h"
@@ -28,6 +30,7 @@
 #include "splash/draft.h"
 #include "drafts/dflash2/dflash2.h"
 #include "tests/support/config_file.h"
+#include "tests/support/gguf_copy.h"
 #include "tests/support/kernel_rows.h"
 #include "tests/support/model_run.h"
 #include "tests/support/rng.h"
@@ -427,6 +430,55 @@ static void test_refuses_weights_of_another_shape(void **state)
     rmdir(dir);
 }
 
+/* A target whose token table carries NVFP4's per-tensor scale: the draft would read its
+ * rows unscaled, so it refuses by name. */
+static void test_refuses_a_scaled_token_table(void **state)
+{
+    char src[512];
+    struct splash_gguf *g;
+    struct splash_err err = {{0}};
+    if (splash_gguf_open(test_testdata_path(src, sizeof src, "models/qwen35-stories-Q8_0.gguf"), 0,
+                         &g, &err))
+        fail_msg("%s", err.msg);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    for (size_t i = 0; i < g->n_kv; i++)
+        test_gguf_copy_kv(w, &g->kv[i]);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const struct splash_tensor_info *t = &g->tensors[i].info;
+        assert_int_equal(splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne,
+                                                       t->data, t->n_bytes, &err),
+                         SPLASH_OK);
+    }
+    const float one = 1.0f;
+    const int64_t ne[1] = {1};
+    assert_int_equal(splash_gguf_writer_add_tensor(w, "token_embd.scale", 0 /* F32 */, 1, ne, &one,
+                                                   sizeof one, &err),
+                     SPLASH_OK);
+    char path[] = "/tmp/splash-draft-scale-XXXXXX.gguf";
+    close(mkstemps(path, 5));
+    assert_int_equal(splash_gguf_writer_write_file(w, path, &err), SPLASH_OK);
+    splash_gguf_writer_destroy(w);
+    splash_gguf_close(g);
+    struct splash_meta *t = NULL, *dmeta = open_draft();
+    assert_int_equal(splash_meta_open_gguf(path, 0, &t, &err), SPLASH_OK);
+    splash_meta_bind_formats(t, splash_registry_global());
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t, &dp, &v, &err),
+                     SPLASH_OK);
+    void *dm = NULL;
+    struct splash_draft_info di;
+    const struct splash_draft_opts o = {.pool = pool};
+    assert_int_equal(
+        splash_draft_create(splash_registry_global(), dp, dmeta, t, &o, &dm, &di, &err),
+        SPLASH_ERR_UNSUPPORTED);
+    assert_string_equal(err.msg,
+                        "target: token_embd.scale (a per-tensor scale) is not one the draft reads");
+    splash_meta_close(t);
+    splash_meta_close(dmeta);
+    unlink(path);
+}
+
 /* model-check --draft-model: the draft against the target it would serve with. */
 static void test_model_check_with_draft(void **state)
 {
@@ -703,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_refuses_configs_naming_the_key),
         cmocka_unit_test(test_refuses_weights_of_another_shape),
         cmocka_unit_test(test_model_check_with_draft),
+        cmocka_unit_test(test_refuses_a_scaled_token_table),
         cmocka_unit_test(test_family_taps),
         cmocka_unit_test(test_context_rollback_and_candidates),
         cmocka_unit_test(test_context_past_the_window),
