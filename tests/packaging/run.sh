@@ -63,7 +63,7 @@ else
         check "the unpacked splash --version says $version" \
             test "$(env -u SPLASH_PLUGIN_PATH "$root/usr/bin/splash" --version)" = "splash $version"
         out=$(env -u SPLASH_PLUGIN_PATH "$root/usr/bin/splash" plugins 2>&1)
-        loaded=$(grep -E '^  [a-z0-9_-]+ +(format|family) ' <<<"$out" | awk '{ print $NF }')
+        loaded=$(grep -E '^  [a-z0-9_-]+ +(format|family|draft) ' <<<"$out" | awk '{ print $NF }')
         check "the unpacked splash loads its $n_plugins plugins" \
             test "$(grep -c . <<<"$loaded")" -eq "$n_plugins"
         check "... from its own /usr/lib/splash only, never the build tree" \
