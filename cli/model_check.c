@@ -24,6 +24,8 @@ static void print_json(const struct splash_check_result *res, const char *error)
     }
     if (res->n_tensors)
         json_object_set_new(o, "tensors", json_integer((json_int_t)res->n_tensors));
+    if (res->loads[0])
+        json_object_set_new(o, "loads", json_string(res->loads));
     if (res->draft_checked) {
         json_t *d = json_object();
         json_object_set_new(d, "ok", json_boolean(res->draft_plugin[0] != 0));
@@ -90,6 +92,8 @@ int splash_cmd_model_check(int argc, char **argv)
             printf("%s: %s, %s (%s) · ok\n", res.file, v->size_name, v->architecture, v->summary);
         else
             printf("%s: %s, another size of it (%s) · ok\n", res.file, v->architecture, v->summary);
+        if (res.loads[0])
+            printf("  loads %s\n", res.loads);
         if (res.draft_checked)
             printf("%s: %s draft (%s) · ok\n", res.draft_file, res.draft_verdict.architecture,
                    res.draft_verdict.summary);

@@ -18,6 +18,7 @@ struct splash_check_result {
     struct splash_family_verdict verdict;
     size_t n_tensors;
     char *problems;                  /* malloc'ed multi-line reasons when !ok, else NULL */
+    char loads[256];                 /* when ok: "60 af4g64, 46 F32 (3.2 MiB)", what would load */
     /* with a draft (splash_model_check_draft) */
     int draft_checked;
     char draft_file[256];            /* the draft directory's name */
