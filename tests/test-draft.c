@@ -26,6 +26,7 @@
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "core/registry.h"
+#include "core/safetensors.h"
 #include "core/threadpool.h"
 #include "splash/draft.h"
 #include "drafts/dflash2/dflash2.h"
@@ -430,6 +431,67 @@ static void test_refuses_weights_of_another_shape(void **state)
     rmdir(dir);
 }
 
+/* A draft whose weights an index maps (here to one shard, model-00001-of-00001): the
+ * shard's tensors and mask_embedding.safetensors beside it are found and the draft loads. */
+static void test_loads_through_an_index(void **state)
+{
+    char dir[64] = "/tmp/splash-draft-idx-XXXXXX", src[512], path[600];
+    assert_non_null(mkdtemp(dir));
+    const char *files[3][2] = {{"model.safetensors", "model-00001-of-00001.safetensors"},
+                               {"mask_embedding.safetensors", "mask_embedding.safetensors"},
+                               {"config.json", "config.json"}};
+    for (int i = 0; i < 3; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "drafts/qwen35-stories-DFlash2/%s", files[i][0]);
+        char *abs = realpath(test_testdata_path(src, sizeof src, rel), NULL);
+        assert_non_null(abs);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][1]);
+        assert_int_equal(symlink(abs, path), 0);
+        free(abs);
+    }
+    struct splash_safetensors *st = NULL;
+    struct splash_err err = {{0}};
+    snprintf(path, sizeof path, "%s/model-00001-of-00001.safetensors", dir);
+    assert_int_equal(splash_safetensors_open(path, SPLASH_SAFETENSORS_HEADERS_ONLY, &st, &err),
+                     SPLASH_OK);
+    json_t *map = json_object();
+    for (size_t i = 0; i < st->n_tensors; i++)
+        json_object_set_new(map, st->tensors[i].info.name,
+                            json_string("model-00001-of-00001.safetensors"));
+    size_t n_weights = st->n_tensors;
+    splash_safetensors_close(st);
+    json_t *index = json_pack("{s:{s:i}, s:o}", "metadata", "total_size", 9249000, "weight_map", map);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    assert_int_equal(json_dump_file(index, path, 0), 0);
+    json_decref(index);
+
+    struct test_run t;
+    open_target(&t);
+    struct splash_meta *dm = NULL;
+    assert_int_equal(splash_draft_open(splash_registry_global(), dir, 0, &dm, &err), SPLASH_OK);
+    assert_int_equal(splash_meta_api_get()->n_tensors(dm), n_weights + 1);
+    assert_non_null(splash_meta_api_get()->tensor_find(dm, "mask_embedding"));
+    const struct splash_draft_plugin *dp = NULL;
+    struct splash_draft_verdict v;
+    assert_int_equal(splash_draft_select(splash_registry_global(), dm, t.meta, &dp, &v, &err),
+                     SPLASH_OK);
+    void *model = NULL;
+    struct splash_draft_info di;
+    const struct splash_draft_opts o = {.pool = pool};
+    if (splash_draft_create(splash_registry_global(), dp, dm, t.meta, &o, &model, &di, &err))
+        fail_msg("create: %s", err.msg);
+    splash_draft_destroy(dp, model);
+    splash_meta_close(dm);
+    test_run_close(&t);
+    const char *made[] = {"model-00001-of-00001.safetensors", "mask_embedding.safetensors",
+                          "config.json", "model.safetensors.index.json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, made[i]);
+        remove(path);
+    }
+    rmdir(dir);
+}
+
 /* A target whose token table carries NVFP4's per-tensor scale: the draft would read its
  * rows unscaled, so it refuses by name. */
 static void test_refuses_a_scaled_token_table(void **state)
@@ -756,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_refuses_weights_of_another_shape),
         cmocka_unit_test(test_model_check_with_draft),
         cmocka_unit_test(test_refuses_a_scaled_token_table),
+        cmocka_unit_test(test_loads_through_an_index),
         cmocka_unit_test(test_family_taps),
         cmocka_unit_test(test_context_rollback_and_candidates),
         cmocka_unit_test(test_context_past_the_window),
