@@ -276,7 +276,7 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -Iinclude -I. $(PKG_CFLAGS) \
                -DSPLASH_VERSION='"$(VERSION)"'
 FUZZ_LIB_SRCS := $(CORE_SRCS) $(TEXT_SRCS) $(ENGINE_SRCS) $(SERVER_SRCS) $(MODELGEN_SRCS) \
-                 $(BUILD)/gen/webui_html.c
+                 $(BUILD)/gen/webui_html.c $(foreach f,$(DRAFTS),$(call srcs_in,drafts/$(f)))
 fobj = $(patsubst %.c,$(BUILD)/fobj/%.o,$1)
 
 $(BUILD)/fobj/%.o: %.c

@@ -26,6 +26,17 @@ static void print_json(const struct splash_check_result *res, const char *error)
         json_object_set_new(o, "tensors", json_integer((json_int_t)res->n_tensors));
     if (res->loads[0])
         json_object_set_new(o, "loads", json_string(res->loads));
+    if (res->draft_checked) {
+        json_t *d = json_object();
+        json_object_set_new(d, "ok", json_boolean(res->draft_plugin[0] != 0));
+        json_object_set_new(d, "dir", json_string(res->draft_file));
+        if (res->draft_plugin[0]) {
+            json_object_set_new(d, "plugin", json_string(res->draft_plugin));
+            json_object_set_new(d, "architecture", json_string(res->draft_verdict.architecture));
+            json_object_set_new(d, "summary", json_string(res->draft_verdict.summary));
+        }
+        json_object_set_new(o, "draft_model", d);
+    }
     if (!res->ok)
         json_object_set_new(o, "error", json_string(res->problems ? res->problems : error));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -37,15 +48,23 @@ static void print_json(const struct splash_check_result *res, const char *error)
 
 int splash_cmd_model_check(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *draft = NULL;
     int as_json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             as_json = 1;
+        else if (!strcmp(argv[i], "--draft-model") && i + 1 < argc)
+            draft = argv[++i];
+        else if (!strcmp(argv[i], "--draft-model")) {
+            fprintf(stderr, "splash model-check: --draft-model needs a directory\n");
+            return 2;
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: splash model-check [--json] [--plugin-dir DIR] PATH\n"
+            printf("usage: splash model-check [--json] [--plugin-dir DIR] [--draft-model DIR] PATH\n"
                    "PATH: a GGUF (whole, any split part, or a header copy), a config.json,\n"
-                   "or a directory of either. Reads metadata only.\n");
+                   "or a directory of either. Reads metadata only.\n"
+                   "  --draft-model DIR  also check the DFlash2 draft in DIR (config.json and its\n"
+                   "                     safetensors headers) against the target\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "splash model-check: unknown option %s\n", argv[i]);
@@ -63,7 +82,8 @@ int splash_cmd_model_check(int argc, char **argv)
     }
     struct splash_check_result res;
     struct splash_err err = {{0}};
-    enum splash_status st = splash_model_check(splash_registry_global(), path, &res, &err);
+    enum splash_status st =
+        splash_model_check_draft(splash_registry_global(), path, draft, &res, &err);
     if (as_json) {
         print_json(&res, err.msg);
     } else if (st == SPLASH_OK) {
@@ -74,6 +94,9 @@ int splash_cmd_model_check(int argc, char **argv)
             printf("%s: %s, another size of it (%s) · ok\n", res.file, v->architecture, v->summary);
         if (res.loads[0])
             printf("  loads %s\n", res.loads);
+        if (res.draft_checked)
+            printf("%s: %s draft (%s) · ok\n", res.draft_file, res.draft_verdict.architecture,
+                   res.draft_verdict.summary);
     } else {
         fprintf(stderr, "%s: refused\n%s\n", res.file[0] ? res.file : path,
                 res.problems ? res.problems : err.msg);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/checkpoint_rules.h"
+#include "core/draft.h"
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/registry.h"
@@ -334,10 +335,13 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
     return SPLASH_OK;
 }
 
-enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
-                                      struct splash_check_result *res, struct splash_err *err)
+/* Opens the target at path (a GGUF, a part, a config.json or a directory) as model-check
+ * reads it: headers only, formats bound; *formats_checked when a safetensors checkpoint's
+ * weights were opened as they load (their quantization held to its own rules). */
+static enum splash_status open_target(const struct splash_registry *r, const char *path,
+                                      struct splash_check_result *res, struct splash_meta **out,
+                                      int *formats_checked, struct splash_err *err)
 {
-    memset(res, 0, sizeof *res);
     struct stat sb;
     if (stat(path, &sb) != 0)
         return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: no such file or directory", path);
@@ -398,9 +402,53 @@ enum splash_status splash_model_check(const struct splash_registry *r, const cha
     snprintf(res->file, sizeof res->file, "%s", base_name(m->path));
     if (!formats_bound)
         splash_meta_bind_formats(m, r);
+    *formats_checked = formats_bound;
+    *out = m;
+    return SPLASH_OK;
+}
+
+enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
+                                      struct splash_check_result *res, struct splash_err *err)
+{
+    return splash_model_check_draft(r, path, NULL, res, err);
+}
+
+enum splash_status splash_model_check_draft(const struct splash_registry *r, const char *path,
+                                            const char *draft_dir,
+                                            struct splash_check_result *res,
+                                            struct splash_err *err)
+{
+    memset(res, 0, sizeof *res);
+    struct splash_meta *m = NULL;
+    int formats_bound = 0;
+    enum splash_status st = open_target(r, path, res, &m, &formats_bound, err);
+    if (st)
+        return st;
     /* a checkpoint's quantization was held to its own rules (splash_check_checkpoint) */
     st = splash_model_check_meta(r, m, formats_bound ? 0 : SPLASH_CHECK_REQUIRE_QUANTIZED, NULL,
                                  res, err);
+    if (st == SPLASH_OK && draft_dir) {
+        /* the draft against the target it would serve with (models.md "Drafts") */
+        struct splash_meta *d = NULL;
+        const struct splash_draft_plugin *dp = NULL;
+        res->draft_checked = 1;
+        snprintf(res->draft_file, sizeof res->draft_file, "%s", base_name(draft_dir));
+        st = splash_draft_open(r, draft_dir, SPLASH_SAFETENSORS_HEADERS_ONLY, &d, err);
+        if (!st)
+            st = splash_draft_select(r, d, m, &dp, &res->draft_verdict, err);
+        if (!st)
+            snprintf(res->draft_plugin, sizeof res->draft_plugin, "%s", dp->header.name);
+        splash_meta_close(d);
+        if (st) {
+            res->ok = 0;
+            free(res->problems);
+            res->problems = NULL;
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            splash_err_set(err, st, "draft %s: %s", res->draft_file, msg);
+            res->problems = strdup(err->msg);
+        }
+    }
     splash_meta_close(m);
     return st;
 }

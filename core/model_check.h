@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "splash/draft.h"
 #include "splash/family.h"
 #include "splash/status.h"
 
@@ -18,6 +19,11 @@ struct splash_check_result {
     size_t n_tensors;
     char *problems;                  /* malloc'ed multi-line reasons when !ok, else NULL */
     char loads[256];                 /* when ok: "60 af4g64, 46 F32 (3.2 MiB)", what would load */
+    /* with a draft (splash_model_check_draft) */
+    int draft_checked;
+    char draft_file[256];            /* the draft directory's name */
+    char draft_plugin[64];           /* the draft plugin that accepted it */
+    struct splash_draft_verdict draft_verdict;
 };
 
 /* Checks a GGUF (whole, split part, or header copy), a config.json, or a directory
@@ -25,6 +31,13 @@ struct splash_check_result {
  * the model passes, else the first failure's status with err summarising it. */
 enum splash_status splash_model_check(const struct splash_registry *r, const char *path,
                                       struct splash_check_result *res, struct splash_err *err);
+/* splash_model_check, then (when it passes and draft_dir is not NULL) the DFlash2 draft in
+ * draft_dir against that target: its draft plugin's check (models.md "Drafts"), whose
+ * refusal names the key; res->draft_* say what accepted it. */
+enum splash_status splash_model_check_draft(const struct splash_registry *r, const char *path,
+                                            const char *draft_dir,
+                                            struct splash_check_result *res,
+                                            struct splash_err *err);
 /* Installers refuse mostly-unquantized GGUFs before any download
  * (gguf.require_quantized); the native loader does not. */
 #define SPLASH_CHECK_REQUIRE_QUANTIZED (1u << 0)

@@ -25,6 +25,22 @@
 #define DFLASH2_WINDOW 2048
 #define DFLASH2_MIN_BLOCK 8
 #define DFLASH2_CONV_GROUP 16
+#define DFLASH2_GROUP (DFLASH2_HEADS / DFLASH2_KV_HEADS) /* query heads per KV head */
+
+/* The block attention's inner loops, per CPU (dflash2_block.c, dflash2_attn_avx2.c). */
+struct dflash2_attn_ops {
+    const char *isa;
+    /* out[i] = q_i . k for n queries (n x head dim, dense) */
+    void (*dots)(const float *q, int n, const float *k, float *out);
+    /* acc[i] += p[i] v for n accumulators (n x head dim, dense) */
+    void (*axpy)(const float *p, int n, const float *v, float *acc);
+};
+extern const struct dflash2_attn_ops dflash2_attn_ref;
+#if defined(__x86_64__)
+extern const struct dflash2_attn_ops dflash2_attn_avx2;
+#endif
+/* The first the CPU (host->cpu_features()) runs. */
+const struct dflash2_attn_ops *dflash2_attn_pick(uint64_t cpu_features);
 
 /* The draft's configuration, held to the target's metadata. */
 struct dflash2_config {
@@ -85,6 +101,7 @@ struct dflash2_model {
     float *pred_book, *succ_book; /* n_vocab x rank */
     struct dflash2_layer *layers;
     int32_t ring;              /* context rows a sequence keeps (window + slack) */
+    const struct dflash2_attn_ops *attn;
     float rope_freq[DFLASH2_HEAD_DIM / 2];
     uint64_t weight_bytes;
 };

@@ -31,26 +31,57 @@ static void conv_stage(const struct dflash2_model *m, const struct dflash2_conv 
     }
 }
 
+#define GROUP DFLASH2_GROUP
+
+/* Queries per KV head: every block row's GROUP heads. */
+#define NQ (ROWS * GROUP)
+
+/* n queries' dot products with one key, in 8 independent lanes each. */
+static void dots_ref(const float *q, int n, const float *k, float *out)
+{
+    for (int g = 0; g < n; g++) {
+        const float *qg = q + g * DFLASH2_HEAD_DIM;
+        float lane[8] = {0};
+        for (int d = 0; d < DFLASH2_HEAD_DIM; d += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] += qg[d + l] * k[d + l];
+        out[g] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                 ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    }
+}
+
+static void axpy_ref(const float *p, int n, const float *v, float *acc)
+{
+    for (int g = 0; g < n; g++)
+        for (int d = 0; d < DFLASH2_HEAD_DIM; d++)
+            acc[g * DFLASH2_HEAD_DIM + d] += p[g] * v[d];
+}
+
+const struct dflash2_attn_ops dflash2_attn_ref = {.isa = "scalar", .dots = dots_ref,
+                                                  .axpy = axpy_ref};
+
+const struct dflash2_attn_ops *dflash2_attn_pick(uint64_t cpu)
+{
+#if defined(__x86_64__)
+    if ((cpu & (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA)) == (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA))
+        return &dflash2_attn_avx2;
+#endif
+    return &dflash2_attn_ref;
+}
+
 struct attn_task {
     const struct dflash2_model *m;
     const struct dflash2_ctx *c;
     int32_t layer, pos;
     const float *q, *kb, *vb; /* block rows: ROWS x QW, ROWS x KVW, ROWS x KVW */
     float *out;               /* ROWS x QW */
-    float *scratch;           /* per thread: ring + ROWS scores */
+    float *scratch;           /* per thread: NQ x head dim queries, NQ x (ring + ROWS) scores */
     int64_t scratch_per_thread;
 };
 
-static float dot128(const float *a, const float *b)
-{
-    float s = 0.0f;
-    for (int i = 0; i < DFLASH2_HEAD_DIM; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-/* Items are (row, head): row i at position pos + i attends the context rows of the
- * window before it and every block row. */
+/* Items are KV heads: the NQ queries of that head (block row i at position pos + i)
+ * attend the context rows of the window before them and every block row; each key and
+ * value is read once for all of them. Query (i, g) is at qs + (i * GROUP + g) * head dim. */
 static void attn_range(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct attn_task *t = ctx;
@@ -58,45 +89,57 @@ static void attn_range(void *ctx, int64_t begin, int64_t end, int thread)
     const int32_t ring = m->ring;
     const size_t layer_off = (size_t)t->layer * (size_t)ring * KVW;
     const float scale = 1.0f / sqrtf((float)DFLASH2_HEAD_DIM);
-    float *sc = t->scratch + thread * t->scratch_per_thread;
-    for (int64_t it = begin; it < end; it++) {
-        int32_t i = (int32_t)(it / DFLASH2_HEADS), h = (int32_t)(it % DFLASH2_HEADS);
-        int32_t kvh = h / (DFLASH2_HEADS / DFLASH2_KV_HEADS);
-        const float *q = t->q + (int64_t)i * QW + (int64_t)h * DFLASH2_HEAD_DIM;
-        int32_t qpos = t->pos + i;
-        int32_t lo = qpos - m->cfg.window + 1;
-        if (lo < t->c->oldest)
-            lo = t->c->oldest;
-        if (lo < 0)
-            lo = 0;
-        int32_t n_ctx = t->pos > lo ? t->pos - lo : 0;
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < n_ctx; j++) {
-            const float *k =
-                t->c->k + layer_off + (size_t)((lo + j) % ring) * KVW + (size_t)kvh * DFLASH2_HEAD_DIM;
-            sc[j] = dot128(q, k) * scale;
-            mx = sc[j] > mx ? sc[j] : mx;
+    float *qs = t->scratch + thread * t->scratch_per_thread;
+    float *sc = qs + NQ * DFLASH2_HEAD_DIM; /* [key][NQ] */
+    /* the window's first context row for the block's first row; row i starts i later */
+    int32_t lo = t->pos - m->cfg.window + 1;
+    if (lo < t->c->oldest)
+        lo = t->c->oldest;
+    if (lo < 0)
+        lo = 0;
+    const int32_t n_ctx = t->pos > lo ? t->pos - lo : 0, n_keys = n_ctx + ROWS;
+    for (int64_t kvh = begin; kvh < end; kvh++) {
+        for (int32_t i = 0; i < ROWS; i++)
+            memcpy(qs + (int64_t)i * GROUP * DFLASH2_HEAD_DIM,
+                   t->q + (int64_t)i * QW + kvh * GROUP * DFLASH2_HEAD_DIM,
+                   GROUP * DFLASH2_HEAD_DIM * sizeof(float));
+        float mx[NQ];
+        for (int g = 0; g < NQ; g++)
+            mx[g] = -INFINITY;
+        for (int32_t j = 0; j < n_keys; j++) {
+            const float *k = j < n_ctx ? t->c->k + layer_off + (size_t)((lo + j) % ring) * KVW
+                                       : t->kb + (int64_t)(j - n_ctx) * KVW;
+            float *s = sc + (int64_t)j * NQ;
+            m->attn->dots(qs, NQ, k + (size_t)kvh * DFLASH2_HEAD_DIM, s);
+            for (int g = 0; g < NQ; g++) {
+                /* row i sees context rows from lo + i: the window slides with it */
+                s[g] = j < n_ctx && lo + j < t->pos + g / GROUP - m->cfg.window + 1
+                           ? -INFINITY
+                           : s[g] * scale;
+                mx[g] = s[g] > mx[g] ? s[g] : mx[g];
+            }
         }
-        for (int32_t j = 0; j < ROWS; j++) {
-            const float *k = t->kb + (int64_t)j * KVW + (int64_t)kvh * DFLASH2_HEAD_DIM;
-            sc[n_ctx + j] = dot128(q, k) * scale;
-            mx = sc[n_ctx + j] > mx ? sc[n_ctx + j] : mx;
-        }
-        float sum = 0.0f;
-        for (int32_t j = 0; j < n_ctx + ROWS; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        float acc[DFLASH2_HEAD_DIM] = {0};
-        for (int32_t j = 0; j < n_ctx + ROWS; j++) {
+        float sum[NQ] = {0};
+        for (int32_t j = 0; j < n_keys; j++)
+            for (int g = 0; g < NQ; g++) {
+                float e = expf(sc[(int64_t)j * NQ + g] - mx[g]);
+                sc[(int64_t)j * NQ + g] = e;
+                sum[g] += e;
+            }
+        float *acc = qs; /* the queries are read: their room takes the sums */
+        memset(acc, 0, NQ * DFLASH2_HEAD_DIM * sizeof(float));
+        for (int32_t j = 0; j < n_keys; j++) {
             const float *v = j < n_ctx ? t->c->v + layer_off + (size_t)((lo + j) % ring) * KVW
                                        : t->vb + (int64_t)(j - n_ctx) * KVW;
-            v += (size_t)kvh * DFLASH2_HEAD_DIM;
-            float p = sc[j] / sum;
-            for (int d = 0; d < DFLASH2_HEAD_DIM; d++)
-                acc[d] += p * v[d];
+            m->attn->axpy(sc + (int64_t)j * NQ, NQ, v + (size_t)kvh * DFLASH2_HEAD_DIM, acc);
         }
-        memcpy(t->out + (int64_t)i * QW + (int64_t)h * DFLASH2_HEAD_DIM, acc, sizeof acc);
+        for (int g = 0; g < NQ; g++) {
+            int32_t i = g / GROUP, h = (int32_t)kvh * GROUP + g % GROUP;
+            float *o = t->out + (int64_t)i * QW + (int64_t)h * DFLASH2_HEAD_DIM;
+            const float inv = 1.0f / sum[g];
+            for (int d = 0; d < DFLASH2_HEAD_DIM; d++)
+                o[d] = acc[g * DFLASH2_HEAD_DIM + d] * inv;
+        }
     }
 }
 
@@ -128,7 +171,7 @@ static void layer_forward(struct dflash2_model *m, const struct dflash2_ctx *c, 
     struct attn_task at = {.m = m, .c = c, .layer = il, .pos = pos, .q = b->q, .kb = b->kb,
                            .vb = b->vb, .out = b->att, .scratch = b->scores,
                            .scratch_per_thread = scratch_per_thread};
-    m->host->parallel_for(m->pool, ROWS * DFLASH2_HEADS, 8, attn_range, &at);
+    m->host->parallel_for(m->pool, DFLASH2_KV_HEADS, 1, attn_range, &at);
     k->matmul(m->pool, L->wo.w, b->att, ROWS, b->x2);
     conv_stage(m, &L->attn_conv, 1, b->dyn, b->x2, b->x);
     for (int64_t i = 0; i < ROWS * H; i++)
@@ -168,7 +211,7 @@ enum splash_status dflash2_propose(struct dflash2_model *m, struct dflash2_ctx *
     const int64_t H = m->cfg.n_embd, F = m->cfg.n_ff, V = m->cfg.n_vocab;
     const int64_t dyn_w = 2 * (int64_t)m->cfg.conv_kernel * m->cfg.conv_groups;
     const int threads = m->host->pool_threads(m->pool) > 0 ? m->host->pool_threads(m->pool) : 1;
-    const int64_t per_thread = m->ring + ROWS;
+    const int64_t per_thread = (int64_t)NQ * (DFLASH2_HEAD_DIM + m->ring + ROWS);
     const int64_t n_prop = blk->n_rows;
     size_t floats = (size_t)ROWS * (size_t)(3 * H + dyn_w + QW + 2 * KVW + QW + 2 * F +
                                             DFLASH2_HEAD_DIM) +

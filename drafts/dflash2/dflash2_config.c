@@ -91,6 +91,18 @@ static enum splash_status read_target(const struct splash_host *host,
     for (size_t i = 0; embd[i] && !te; i++)
         if ((te = api->tensor_find(t, embd[i])))
             snprintf(cfg->target_embd, sizeof cfg->target_embd, "%s", embd[i]);
+    if (!te && api->n_tensors(t) == 0 && api->source(t) == SPLASH_META_CONFIG) {
+        /* a config.json alone (model-check before a download): its sizes */
+        if ((api->get_i64(t, "text_config.hidden_size", &cfg->n_embd, &e) &&
+             api->get_i64(t, "hidden_size", &cfg->n_embd, &e)) ||
+            (api->get_i64(t, "text_config.vocab_size", &cfg->n_vocab, &e) &&
+             api->get_i64(t, "vocab_size", &cfg->n_vocab, &e)))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "target: hidden_size or vocab_size is missing");
+        snprintf(cfg->target_embd, sizeof cfg->target_embd, "%s", embd[0]);
+        snprintf(cfg->target_head, sizeof cfg->target_head, "%s", embd[0]);
+        return SPLASH_OK;
+    }
     if (!te)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "target: no token table (token_embd.weight) for the draft to read");

@@ -163,6 +163,19 @@ static enum splash_status bind_target(struct dflash2_model *m, const struct spla
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "target: %s has no data or format the draft can read",
                               m->cfg.target_head);
+    /* a per-tensor scale beside either (NVFP4's NAME.scale) is the family's to apply */
+    const char *names[2] = {m->cfg.target_embd, m->cfg.target_head};
+    for (int i = 0; i < 2; i++) {
+        char scale[128];
+        size_t len = strlen(names[i]);
+        if (len > 7 && !strcmp(names[i] + len - 7, ".weight"))
+            len -= 7;
+        snprintf(scale, sizeof scale, "%.*s.scale", (int)len, names[i]);
+        if (api->tensor_find(target, scale))
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "target: %s (a per-tensor scale) is not one the draft reads",
+                                  scale);
+    }
     return m->k->weight_create(head, &m->head, err);
 }
 
@@ -189,6 +202,7 @@ enum splash_status dflash2_model_create(const struct splash_host *host,
     for (int32_t p = 0; p < DFLASH2_HEAD_DIM / 2; p++)
         m->rope_freq[p] = (float)pow(m->cfg.rope_base, -2.0 * p / DFLASH2_HEAD_DIM);
     m->ring = m->cfg.window + 4 * m->cfg.block;
+    m->attn = dflash2_attn_pick(host->cpu_features());
     if ((st = bind_target(m, target, err)))
         goto fail;
     if ((st = load_weight(m, draft, "fc.weight", quantize, &m->fc, err)) ||
