@@ -10,7 +10,7 @@
 #   server/           the HTTP front
 #   cli/              the binary
 #
-# Plugins (formats/<name>/, families/<name>/, drafts/<name>/) include only include/splash/ and their
+# Plugins (formats/<name>/, families/<name>/, families/drafts/<name>/) include only include/splash/ and their
 # own folder; a family may also include the trunk it compiles in (families/common/).
 # Every "..." include of every .c/.h is checked; one line per violation, exit 1.
 set -u
@@ -44,13 +44,16 @@ report() {
     violations=$((violations + 1))
 }
 
-files=$(find include core kernels server cli formats families drafts -name '*.[ch]' | sort)
+files=$(find include core kernels server cli formats families -name '*.[ch]' | sort)
 for f in $files; do
     while IFS= read -r inc; do
         target=$(resolve "$inc")
         case "$f" in
-            formats/*/* | families/*/* | drafts/*/*)
-                own=$(echo "$f" | cut -d/ -f1-2)/
+            formats/*/* | families/*/*)
+                case "$f" in
+                    families/drafts/*) own=$(echo "$f" | cut -d/ -f1-3)/ ;;
+                    *) own=$(echo "$f" | cut -d/ -f1-2)/ ;;
+                esac
                 case "$target" in
                     include/splash/* | "$own"*) continue ;;
                     families/common/*) [ "${f#families/}" != "$f" ] && continue ;;
@@ -61,7 +64,7 @@ for f in $files; do
         from=$(layer_of "$f")
         [ -n "$from" ] || continue
         case "$target" in
-            formats/* | families/* | drafts/*)
+            formats/* | families/*)
                 report "$f" "$inc" "only plugins include plugin sources"
                 continue ;;
             tests/* | bench/* | examples/*)

@@ -29,7 +29,7 @@
 #include "core/safetensors.h"
 #include "core/threadpool.h"
 #include "splash/draft.h"
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 #include "tests/support/config_file.h"
 #include "tests/support/gguf_copy.h"
 #include "tests/support/kernel_rows.h"

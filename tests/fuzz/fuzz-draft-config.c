@@ -1,4 +1,4 @@
-/* Fuzzes the DFlash2 draft's config.json checks (drafts/dflash2/dflash2_config.c) against
+/* Fuzzes the DFlash2 draft's config.json checks (families/drafts/dflash2/dflash2_config.c) against
  * a fixed target's sizes (hidden 256, vocabulary 2048, 8 layers). The input is the draft's
  * config.json text. */
 #include <limits.h>
@@ -10,7 +10,7 @@
 
 #include "core/meta.h"
 #include "core/registry.h"
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 static char dir[64];
 static char target_path[128], draft_path[128];

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 #define APPEND_CHUNK 64 /* rows projected per pass */
 

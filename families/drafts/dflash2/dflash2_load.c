@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 #include "splash/format.h"
 
 float *dflash2_alloc(const struct dflash2_model *m, size_t n_floats)

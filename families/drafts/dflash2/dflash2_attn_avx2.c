@@ -3,7 +3,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 static void dots_avx2(const float *q, int n, const float *k, float *out)
 {

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 #define ROWS DFLASH2_MIN_BLOCK /* rows a cycle drafts: the anchor and 7 mask rows */
 #define QW (DFLASH2_HEADS * DFLASH2_HEAD_DIM)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 struct reader {
     const struct splash_host *host;

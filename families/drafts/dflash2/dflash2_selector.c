@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 
 /* The k largest of x[0..n) (ties: the lower index first), best first. */
 static void top_k(const float *x, int64_t n, int32_t k, int32_t *idx)

@@ -1,7 +1,7 @@
 /* The DFlash2 draft plugin: claims config.json's DFlash2DraftModel architecture. */
 #include <stdio.h>
 
-#include "drafts/dflash2/dflash2.h"
+#include "families/drafts/dflash2/dflash2.h"
 #include "splash/draft.h"
 #include "splash/plugin.h"
 
