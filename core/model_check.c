@@ -22,34 +22,24 @@ static const char *base_name(const char *path)
 
 /* ---- type rules (models.md "GGUF targets") ------------------------------ */
 
-static int is_float_name(const char *t)
+int splash_decl_accepts(uint32_t accept, const struct splash_format_type *f, int32_t dtype)
 {
-    return !strcmp(t, "F32") || !strcmp(t, "F16") || !strcmp(t, "BF16");
-}
-
-int splash_role_accepts(uint32_t role, const struct splash_format_type *f, const char *t)
-{
-    /* a quantized linear format is one its plugin flags so */
-    int quant = f && (f->flags & SPLASH_FORMAT_LINEAR);
-    switch (role) {
-    case SPLASH_ROLE_LINEAR:
-    case SPLASH_ROLE_EMBED:
-        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16");
-    case SPLASH_ROLE_NORM:
-    case SPLASH_ROLE_ANY_FLOAT:
-        return is_float_name(t);
-    case SPLASH_ROLE_ROUTER:
-        return quant || !strcmp(t, "F32") || !strcmp(t, "BF16");
-    case SPLASH_ROLE_SHEXP_GATE:
-        return !strcmp(t, "F32") || !strcmp(t, "BF16") || !strcmp(t, "Q8_0");
-    case SPLASH_ROLE_GDN_F32:
-    case SPLASH_ROLE_SINKS:
-        return !strcmp(t, "F32");
-    case SPLASH_ROLE_ALPHABETA:
-        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16") || !strcmp(t, "F32");
-    default:
-        return 0;
-    }
+    /* the plain element types by their GGUF id; quantized means what the format says */
+    static const struct {
+        uint32_t bit;
+        int32_t dtype;
+    } plain[] = {
+        {SPLASH_ACCEPT_F32, SPLASH_DTYPE_F32},
+        {SPLASH_ACCEPT_F16, SPLASH_DTYPE_F16},
+        {SPLASH_ACCEPT_BF16, SPLASH_DTYPE_BF16},
+        {SPLASH_ACCEPT_Q8_0, SPLASH_DTYPE_Q8_0},
+    };
+    if ((accept & SPLASH_ACCEPT_QUANT) && f && (f->flags & SPLASH_FORMAT_LINEAR))
+        return 1;
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if ((accept & plain[i].bit) && dtype == plain[i].dtype)
+            return 1;
+    return 0;
 }
 
 /* ---- problem lists, grouped by tensor across layers ------------------------ */
@@ -243,7 +233,7 @@ static void check_decl(void *ctx, const struct splash_tensor_decl *d)
         problem_add(&pc->problems, "unsupported", d->name, d->layer, detail);
         return;
     }
-    if (!splash_role_accepts(d->role, t->format, type)) {
+    if (!splash_decl_accepts(d->accept, t->format, t->dtype)) {
         problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
         return;
     }

@@ -29,7 +29,7 @@ static enum splash_status hello_declare(const struct splash_host *host, const st
     if (st != SPLASH_OK)
         return st;
     struct splash_tensor_decl d = {.name = "token_embd.weight", .layer = -1, .n_dims = 2,
-                                   .ne = {n_embd, 16, 1, 1}, .role = SPLASH_ROLE_EMBED};
+                                   .ne = {n_embd, 16, 1, 1}, .accept = SPLASH_ACCEPT_LINEAR};
     emit(ctx, &d);
     return SPLASH_OK;
 }

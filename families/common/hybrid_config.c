@@ -280,12 +280,12 @@ void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t si
 /* ---- tensors ------------------------------------------------------------------ */
 
 static void decl(splash_decl_emit_fn emit, void *ctx, int32_t layer, const char *name,
-                 uint32_t role, uint32_t flags, int64_t ne0, int64_t ne1)
+                 uint32_t accept, uint32_t flags, int64_t ne0, int64_t ne1)
 {
     struct splash_tensor_decl d = {.layer = layer,
                                    .n_dims = ne1 > 1 ? 2 : 1,
                                    .ne = {ne0, ne1, 1, 1},
-                                   .role = role,
+                                   .accept = accept,
                                    .flags = flags};
     if (layer >= 0)
         snprintf(d.name, sizeof d.name, "blk.%d.%s", layer, name);
@@ -297,9 +297,9 @@ static void decl(splash_decl_emit_fn emit, void *ctx, int32_t layer, const char 
 static void dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
                           void *ctx)
 {
-    decl(emit, ctx, il, "ffn_gate.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
-    decl(emit, ctx, il, "ffn_up.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
-    decl(emit, ctx, il, "ffn_down.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_ff, cfg->n_embd);
+    decl(emit, ctx, il, "ffn_gate.weight", SPLASH_ACCEPT_LINEAR, 0, cfg->n_embd, cfg->n_ff);
+    decl(emit, ctx, il, "ffn_up.weight", SPLASH_ACCEPT_LINEAR, 0, cfg->n_embd, cfg->n_ff);
+    decl(emit, ctx, il, "ffn_down.weight", SPLASH_ACCEPT_LINEAR, 0, cfg->n_ff, cfg->n_embd);
 }
 
 enum splash_status hybrid_declare_tensors(const struct splash_host *host,
@@ -317,31 +317,31 @@ enum splash_status hybrid_declare_tensors(const struct splash_host *host,
     int64_t e = cfg.n_embd, inner = (int64_t)cfg.n_v_heads * cfg.d_v;
     int64_t q_dim = (int64_t)cfg.n_head * cfg.head_dim,
             kv_dim = (int64_t)cfg.n_head_kv * cfg.head_dim;
-    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ROLE_EMBED, 0, e, cfg.n_vocab);
-    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
-    decl(emit, ctx, -1, "output.weight", SPLASH_ROLE_LINEAR, cfg.tied ? SPLASH_DECL_OPTIONAL : 0, e,
+    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ACCEPT_LINEAR, 0, e, cfg.n_vocab);
+    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ACCEPT_FLOAT, 0, e, 1);
+    decl(emit, ctx, -1, "output.weight", SPLASH_ACCEPT_LINEAR, cfg.tied ? SPLASH_DECL_OPTIONAL : 0, e,
          cfg.n_vocab);
     for (int32_t il = 0; il < (int32_t)cfg.n_layers; il++) {
-        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
-        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
+        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ACCEPT_FLOAT, 0, e, 1);
+        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ACCEPT_FLOAT, 0, e, 1);
         if (cfg.is_attn[il]) {
-            decl(emit, ctx, il, "attn_q.weight", SPLASH_ROLE_LINEAR, 0, e, 2 * q_dim);
-            decl(emit, ctx, il, "attn_k.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
-            decl(emit, ctx, il, "attn_v.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
-            decl(emit, ctx, il, "attn_output.weight", SPLASH_ROLE_LINEAR, 0, q_dim, e);
-            decl(emit, ctx, il, "attn_q_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
-            decl(emit, ctx, il, "attn_k_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
+            decl(emit, ctx, il, "attn_q.weight", SPLASH_ACCEPT_LINEAR, 0, e, 2 * q_dim);
+            decl(emit, ctx, il, "attn_k.weight", SPLASH_ACCEPT_LINEAR, 0, e, kv_dim);
+            decl(emit, ctx, il, "attn_v.weight", SPLASH_ACCEPT_LINEAR, 0, e, kv_dim);
+            decl(emit, ctx, il, "attn_output.weight", SPLASH_ACCEPT_LINEAR, 0, q_dim, e);
+            decl(emit, ctx, il, "attn_q_norm.weight", SPLASH_ACCEPT_FLOAT, 0, cfg.head_dim, 1);
+            decl(emit, ctx, il, "attn_k_norm.weight", SPLASH_ACCEPT_FLOAT, 0, cfg.head_dim, 1);
         } else {
-            decl(emit, ctx, il, "attn_qkv.weight", SPLASH_ROLE_LINEAR, 0, e, cfg.conv_dim);
-            decl(emit, ctx, il, "attn_gate.weight", SPLASH_ROLE_LINEAR, 0, e, inner);
-            decl(emit, ctx, il, "ssm_alpha.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
-            decl(emit, ctx, il, "ssm_beta.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
-            decl(emit, ctx, il, "ssm_conv1d.weight", SPLASH_ROLE_GDN_F32, 0, cfg.conv_kernel,
+            decl(emit, ctx, il, "attn_qkv.weight", SPLASH_ACCEPT_LINEAR, 0, e, cfg.conv_dim);
+            decl(emit, ctx, il, "attn_gate.weight", SPLASH_ACCEPT_LINEAR, 0, e, inner);
+            decl(emit, ctx, il, "ssm_alpha.weight", SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32, 0, e, cfg.n_v_heads);
+            decl(emit, ctx, il, "ssm_beta.weight", SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32, 0, e, cfg.n_v_heads);
+            decl(emit, ctx, il, "ssm_conv1d.weight", SPLASH_ACCEPT_F32, 0, cfg.conv_kernel,
                  cfg.conv_dim);
-            decl(emit, ctx, il, "ssm_dt.bias", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
-            decl(emit, ctx, il, "ssm_a", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
-            decl(emit, ctx, il, "ssm_norm.weight", SPLASH_ROLE_NORM, 0, cfg.d_v, 1);
-            decl(emit, ctx, il, "ssm_out.weight", SPLASH_ROLE_LINEAR, 0, inner, e);
+            decl(emit, ctx, il, "ssm_dt.bias", SPLASH_ACCEPT_F32, 0, cfg.n_v_heads, 1);
+            decl(emit, ctx, il, "ssm_a", SPLASH_ACCEPT_F32, 0, cfg.n_v_heads, 1);
+            decl(emit, ctx, il, "ssm_norm.weight", SPLASH_ACCEPT_FLOAT, 0, cfg.d_v, 1);
+            decl(emit, ctx, il, "ssm_out.weight", SPLASH_ACCEPT_LINEAR, 0, inner, e);
         }
         ffn->declare(&cfg, il, emit, ctx);
     }

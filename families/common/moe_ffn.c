@@ -111,11 +111,11 @@ static void passthrough(void *ctx, const struct splash_tensor_decl *d)
     c->emit(c->ctx, d);
 }
 
-static void decl(const struct decl_ctx *c, int32_t il, const char *name, uint32_t role, int n_dims,
+static void decl(const struct decl_ctx *c, int32_t il, const char *name, uint32_t accept, int n_dims,
                  int64_t ne0, int64_t ne1, int64_t ne2)
 {
     struct splash_tensor_decl d = {
-        .layer = il, .n_dims = n_dims, .ne = {ne0, ne1, ne2, 1}, .role = role};
+        .layer = il, .n_dims = n_dims, .ne = {ne0, ne1, ne2, 1}, .accept = accept};
     snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
     c->emit(c->ctx, &d);
 }
@@ -135,18 +135,18 @@ static void moe_declare(const struct hybrid_config *cfg, int32_t il, splash_decl
     const struct decl_ctx *c = ctx;
     const struct moe_config *mc = &c->moe;
     int64_t e = cfg->n_embd, x = mc->n_expert, ff = mc->n_ff_exp, sh = mc->n_ff_shexp;
-    decl(c, il, "ffn_gate_inp.weight", SPLASH_ROLE_ROUTER, 2, e, x, 1);
+    decl(c, il, "ffn_gate_inp.weight", SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16, 2, e, x, 1);
     if (layer_fused(c->host, c->m, il)) {
-        decl(c, il, "ffn_gate_up_exps.weight", SPLASH_ROLE_LINEAR, 3, e, 2 * ff, x);
+        decl(c, il, "ffn_gate_up_exps.weight", SPLASH_ACCEPT_LINEAR, 3, e, 2 * ff, x);
     } else {
-        decl(c, il, "ffn_gate_exps.weight", SPLASH_ROLE_LINEAR, 3, e, ff, x);
-        decl(c, il, "ffn_up_exps.weight", SPLASH_ROLE_LINEAR, 3, e, ff, x);
+        decl(c, il, "ffn_gate_exps.weight", SPLASH_ACCEPT_LINEAR, 3, e, ff, x);
+        decl(c, il, "ffn_up_exps.weight", SPLASH_ACCEPT_LINEAR, 3, e, ff, x);
     }
-    decl(c, il, "ffn_down_exps.weight", SPLASH_ROLE_LINEAR, 3, ff, e, x);
-    decl(c, il, "ffn_gate_inp_shexp.weight", SPLASH_ROLE_SHEXP_GATE, 1, e, 1, 1);
-    decl(c, il, "ffn_gate_shexp.weight", SPLASH_ROLE_LINEAR, 2, e, sh, 1);
-    decl(c, il, "ffn_up_shexp.weight", SPLASH_ROLE_LINEAR, 2, e, sh, 1);
-    decl(c, il, "ffn_down_shexp.weight", SPLASH_ROLE_LINEAR, 2, sh, e, 1);
+    decl(c, il, "ffn_down_exps.weight", SPLASH_ACCEPT_LINEAR, 3, ff, e, x);
+    decl(c, il, "ffn_gate_inp_shexp.weight", SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_Q8_0, 1, e, 1, 1);
+    decl(c, il, "ffn_gate_shexp.weight", SPLASH_ACCEPT_LINEAR, 2, e, sh, 1);
+    decl(c, il, "ffn_up_shexp.weight", SPLASH_ACCEPT_LINEAR, 2, e, sh, 1);
+    decl(c, il, "ffn_down_shexp.weight", SPLASH_ACCEPT_LINEAR, 2, sh, e, 1);
 }
 
 enum splash_status moe_declare_tensors(const struct splash_host *host, const struct splash_meta *m,

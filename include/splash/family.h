@@ -10,28 +10,31 @@
 #include "splash/plugin.h"
 #include "splash/status.h"
 
-/* What a declared tensor is for; the core applies the type rules of models.md
- * ("GGUF targets") per role. */
-enum splash_tensor_role {
-    SPLASH_ROLE_LINEAR = 1,    /* projections and experts: any quantized linear format, BF16, F16 */
-    SPLASH_ROLE_EMBED = 2,     /* token table: any of the linears' formats */
-    SPLASH_ROLE_NORM = 3,      /* F32, BF16 or F16 */
-    SPLASH_ROLE_ROUTER = 4,    /* F32, BF16 or a quantized linear format (not F16) */
-    SPLASH_ROLE_SHEXP_GATE = 5,/* F32, BF16 or Q8_0 */
-    SPLASH_ROLE_GDN_F32 = 6,   /* GDN convolution, decay, time-step bias: F32 */
-    SPLASH_ROLE_ALPHABETA = 7, /* GDN alpha/beta: a linear format or F32 */
-    SPLASH_ROLE_SINKS = 8,     /* attention sinks: F32 */
-    SPLASH_ROLE_ANY_FLOAT = 9, /* F32, BF16 or F16 */
-};
+/* What a declared tensor may be stored as: the accept mask, an OR of these bits (models.md
+ * "GGUF targets"). QUANT is every format whose plugin flags it SPLASH_FORMAT_LINEAR (the
+ * format decides, the core names none); the others are the plain GGUF element types by
+ * their type id (enum splash_dtype). A tensor of a type the mask lacks is refused by
+ * model-check, naming it. */
+#define SPLASH_ACCEPT_QUANT (1u << 0) /* a quantized linear format (SPLASH_FORMAT_LINEAR) */
+#define SPLASH_ACCEPT_F32 (1u << 1)   /* GGUF type 0 */
+#define SPLASH_ACCEPT_F16 (1u << 2)   /* GGUF type 1 */
+#define SPLASH_ACCEPT_BF16 (1u << 3)  /* GGUF type 30 */
+#define SPLASH_ACCEPT_Q8_0 (1u << 4)  /* GGUF type 8, even where QUANT is not accepted */
+/* the usual masks: weight matrices (projections, experts, the token table), and the
+ * small float vectors (norms) */
+#define SPLASH_ACCEPT_LINEAR (SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
+#define SPLASH_ACCEPT_FLOAT (SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
 
 #define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine (e.g. output.weight when tied) */
 
 struct splash_tensor_decl {
-    char name[96];   /* exact name: "blk.3.attn_qkv.weight" */
+    char name[96];   /* exact GGUF name: "blk.3.attn_qkv.weight" */
     int32_t layer;   /* block index, -1 for global tensors (for grouped messages) */
     int32_t n_dims;
     int64_t ne[4];   /* expected shape, GGUF order; unused dims 1 */
-    uint32_t role;   /* enum splash_tensor_role */
+    /* SPLASH_ACCEPT_* (ABI 1.3; a plugin built before emits a role here, which the core
+     * maps to its mask) */
+    uint32_t accept;
     uint32_t flags;  /* SPLASH_DECL_* */
 };
 

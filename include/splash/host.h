@@ -53,6 +53,7 @@ enum splash_meta_source {
 enum splash_dtype {
     SPLASH_DTYPE_F32 = 0,
     SPLASH_DTYPE_F16 = 1,
+    SPLASH_DTYPE_Q8_0 = 8,
     SPLASH_DTYPE_BF16 = 30,
     SPLASH_DTYPE_ST_F64 = -1,
     SPLASH_DTYPE_ST_I64 = -2,
