@@ -1,6 +1,7 @@
 /* The family vtable behind one set of wrappers (core/family.h). */
 #include "core/family.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "core/meta.h"
@@ -124,7 +125,9 @@ struct legacy_emit {
 static void emit_legacy(void *ctx, const struct splash_tensor_decl *d)
 {
     const struct legacy_emit *le = ctx;
-    struct splash_tensor_decl mapped = *d;
+    /* such a plugin's declaration ends before the members ABI 1.3 appended */
+    struct splash_tensor_decl mapped = {0};
+    memcpy(&mapped, d, offsetof(struct splash_tensor_decl, bind));
     mapped.accept = splash_decl_role_accept(d->accept);
     le->emit(le->ctx, &mapped);
 }

@@ -217,36 +217,48 @@ static void shape_str(char *buf, size_t size, int n_dims, const int64_t *ne)
     }
 }
 
+int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_tensor_info *t,
+                        char *kind, size_t kind_size, char *detail, size_t detail_size)
+{
+    const char *type = t->type_name ? t->type_name : "?";
+    if (!t->format && t->dtype >= 0) {
+        snprintf(kind, kind_size, "unsupported");
+        snprintf(detail, detail_size, "%s, no format plugin loaded", type);
+        return 1;
+    }
+    if (!splash_decl_accepts(d->accept, t->format, t->dtype)) {
+        snprintf(kind, kind_size, "unsupported");
+        snprintf(detail, detail_size, "%s", type);
+        return 1;
+    }
+    int same = 1;
+    for (int i = 0; i < 4; i++)
+        same &= t->ne[i] == d->ne[i];
+    if (!same) {
+        char want[48], got[48];
+        shape_str(want, sizeof want, d->n_dims, d->ne);
+        shape_str(got, sizeof got, t->n_dims, t->ne);
+        snprintf(kind, kind_size, "shape");
+        snprintf(detail, detail_size, "%s, expected %s", got, want);
+        return 1;
+    }
+    return 0;
+}
+
 static void check_decl(void *ctx, const struct splash_tensor_decl *d)
 {
     struct plan_ctx *pc = ctx;
+    if (d->flags & SPLASH_DECL_AGAIN)
+        return; /* checked where the list first names it */
     const struct splash_tensor_info *t = splash_meta_api_get()->tensor_find(pc->m, d->name);
     if (!t) {
         if (!(d->flags & SPLASH_DECL_OPTIONAL))
             problem_add(&pc->problems, "missing", d->name, d->layer, "");
         return;
     }
-    const char *type = t->type_name ? t->type_name : "?";
-    if (!t->format && t->dtype >= 0) {
-        char detail[64];
-        snprintf(detail, sizeof detail, "%s, no format plugin loaded", type);
-        problem_add(&pc->problems, "unsupported", d->name, d->layer, detail);
-        return;
-    }
-    if (!splash_decl_accepts(d->accept, t->format, t->dtype)) {
-        problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
-        return;
-    }
-    int same = 1;
-    for (int i = 0; i < 4; i++)
-        same &= t->ne[i] == d->ne[i];
-    if (!same) {
-        char want[48], got[48], detail[128];
-        shape_str(want, sizeof want, d->n_dims, d->ne);
-        shape_str(got, sizeof got, t->n_dims, t->ne);
-        snprintf(detail, sizeof detail, "%s, expected %s", got, want);
-        problem_add(&pc->problems, "shape", d->name, d->layer, detail);
-    }
+    char kind[16], detail[128];
+    if (splash_decl_problem(d, t, kind, sizeof kind, detail, sizeof detail))
+        problem_add(&pc->problems, kind, d->name, d->layer, detail);
 }
 
 enum splash_status splash_model_check_meta(const struct splash_registry *r,

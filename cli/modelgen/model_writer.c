@@ -643,8 +643,8 @@ enum splash_status splash_model_plan_create(const struct splash_registry *r,
     for (size_t k = 0; k < list.n; k++) {
         const struct splash_tensor_decl *d = order[k];
         size_t i = (size_t)(d - list.d); /* the file keeps the declaration order */
-        if (d->flags & SPLASH_DECL_OPTIONAL)
-            continue; /* absent is fine: a tied head, say */
+        if (d->flags & (SPLASH_DECL_OPTIONAL | SPLASH_DECL_AGAIN))
+            continue; /* absent is fine; a tied head is the token table again */
         struct splash_model_plan_tensor *t = &plan->tensors[i];
         const struct splash_format_type *f = NULL;
         if ((st = pick_type(r, &ms, mix, d, &f, err)))

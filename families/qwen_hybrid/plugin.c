@@ -80,11 +80,19 @@ static enum splash_status qh_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
+/* The family's one declaration list: checked by model-check, bound by model_create. */
+static enum splash_status qh_declare(const struct splash_host *host, const struct splash_meta *m,
+                                     void *model, splash_decl_emit_fn emit, void *ctx,
+                                     struct splash_err *err)
+{
+    return hybrid_declare(host, m, QH_ARCH, &hybrid_ffn_dense, NULL, model, emit, ctx, err);
+}
+
 static enum splash_status qh_declare_tensors(const struct splash_host *host,
                                              const struct splash_meta *m, splash_decl_emit_fn emit,
                                              void *ctx, struct splash_err *err)
 {
-    return hybrid_declare_tensors(host, m, QH_ARCH, &hybrid_ffn_dense, emit, ctx, err);
+    return qh_declare(host, m, NULL, emit, ctx, err);
 }
 
 static enum splash_status qh_model_create(const struct splash_host *host,
@@ -94,7 +102,7 @@ static enum splash_status qh_model_create(const struct splash_host *host,
 {
     struct hybrid_model *hm;
     enum splash_status st =
-        hybrid_model_create(host, m, QH_ARCH, &hybrid_ffn_dense, opts, &hm, err);
+        hybrid_model_create(host, m, QH_ARCH, &hybrid_ffn_dense, qh_declare, opts, &hm, err);
     if (st)
         return st;
     *model = hm;

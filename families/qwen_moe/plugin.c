@@ -174,11 +174,20 @@ static enum splash_status qm_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
+/* The family's one declaration list: checked by model-check, bound by model_create. The
+ * trunk reads the header through qm_host. */
+static enum splash_status qm_declare(const struct splash_host *host, const struct splash_meta *m,
+                                     void *model, splash_decl_emit_fn emit, void *ctx,
+                                     struct splash_err *err)
+{
+    return moe_declare(&qm_host, m, QM_ARCH, model, emit, ctx, err);
+}
+
 static enum splash_status qm_declare_tensors(const struct splash_host *host,
                                              const struct splash_meta *m, splash_decl_emit_fn emit,
                                              void *ctx, struct splash_err *err)
 {
-    return moe_declare_tensors(&qm_host, m, QM_ARCH, emit, ctx, err);
+    return qm_declare(host, m, NULL, emit, ctx, err);
 }
 
 /* ---- the model ---------------------------------------------------------------------------- */
@@ -189,7 +198,8 @@ static enum splash_status qm_model_create(const struct splash_host *host,
                                           struct splash_err *err)
 {
     struct hybrid_model *hm;
-    enum splash_status st = hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, opts, &hm, err);
+    enum splash_status st =
+        hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, qm_declare, opts, &hm, err);
     if (st)
         return st;
     *model = hm;

@@ -25,8 +25,32 @@
 #define SPLASH_ACCEPT_LINEAR (SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
 #define SPLASH_ACCEPT_FLOAT (SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
 
-#define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine (e.g. output.weight when tied) */
+#define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine */
+/* (ABI 1.3) the tensor an earlier declaration of the list named, bound a second time (a head
+ * tied to the token table): checked, counted and written by the model writer once */
+#define SPLASH_DECL_AGAIN (1u << 1)
 
+/* (ABI 1.3) What a declaration's dst receives when the core binds the list into a model
+ * (host->bind_tensors); host->unbind_tensors frees it again. */
+enum splash_bind {
+    SPLASH_BIND_NONE = 0,   /* checked only */
+    SPLASH_BIND_WEIGHT = 1, /* dst: struct splash_weight **, the kernels' matmul weight
+                               (NAME.scale beside it applied) */
+    SPLASH_BIND_FLOATS = 2, /* dst: float **, every value as F32 (norms, conv, biases),
+                               allocated by the core */
+    SPLASH_BIND_TENSOR = 3, /* dst: struct splash_tensor_ref *, the mapped tensor itself (a
+                               token table the kernels gather rows from) */
+};
+
+/* A tensor read as it is stored, with its per-tensor scale (NAME.scale; 1 when none). */
+struct splash_tensor_ref {
+    const struct splash_tensor_info *t;
+    float scale;
+};
+
+/* One entry of a family's declaration list: what model-check holds a file to and, for the
+ * model being built, where the tensor goes. Names are GGUF names (a safetensors target's
+ * names are mapped to them before the list sees them). */
 struct splash_tensor_decl {
     char name[96];   /* exact GGUF name: "blk.3.attn_qkv.weight" */
     int32_t layer;   /* block index, -1 for global tensors (for grouped messages) */
@@ -36,9 +60,10 @@ struct splash_tensor_decl {
      * maps to its mask) */
     uint32_t accept;
     uint32_t flags;  /* SPLASH_DECL_* */
+    /* ---- ABI 1.3 ---- */
+    uint32_t bind;   /* enum splash_bind */
+    void *dst;       /* where in the model the tensor goes; NULL when there is no model */
 };
-
-typedef void (*splash_decl_emit_fn)(void *ctx, const struct splash_tensor_decl *decl);
 
 /* check_config's answer. score 0: not this family. */
 struct splash_family_verdict {
@@ -97,7 +122,10 @@ struct splash_family_plugin {
      * (an architecture this family serves with values it cannot run). */
     enum splash_status (*check_config)(const struct splash_host *host, const struct splash_meta *m,
                                        struct splash_family_verdict *v, struct splash_err *err);
-    /* Emits every tensor the forward pass reads, with shape and role. */
+    /* Emits every tensor the forward pass reads, with shape and accept mask: the family's
+     * declaration list (a splash_declare_fn, see host.h) called with model NULL. The same
+     * list, called with the model model_create builds, binds the weights through
+     * host->bind_tensors, so names and shapes are written once. */
     enum splash_status (*declare_tensors)(const struct splash_host *host,
                                           const struct splash_meta *m, splash_decl_emit_fn emit,
                                           void *ctx, struct splash_err *err);
