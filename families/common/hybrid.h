@@ -3,7 +3,8 @@
  * forward pass over lanes. Compiled into every family plugin; the dense family
  * (qwen_hybrid) uses it whole, a MoE family supplies its own FFN through
  * struct hybrid_ffn_ops and reuses the rest. Names are prefixed hybrid_ because
- * the static plugin archive links every plugin together. */
+ * the static plugin archive links every plugin together. The trunk knows no
+ * experts: a MoE family's FFN lives in its own folder (families/qwen_moe). */
 #ifndef SPLASH_FAMILIES_HYBRID_H
 #define SPLASH_FAMILIES_HYBRID_H
 
@@ -15,6 +16,9 @@
 #include "splash/kernels.h"
 
 #define HYBRID_MAX_LAYERS 256
+/* Qwen validates these models with YaRN up to 1,010,000 tokens (server.md); a native
+ * window beyond it would be its own ceiling. Reported as model_info's n_ctx_max. */
+#define HYBRID_QWEN_CONTEXT_MAX 1010000
 #define HYBRID_MAX_ROPE_PAIRS 512
 
 /* Sizes and layer layout, from GGUF metadata or config.json. */
@@ -226,7 +230,21 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
                                   int32_t n_lanes, struct splash_err *err);
 
 /* The vtable members both families share, as struct splash_family_plugin declares them
- * (hybrid_family.c). */
+ * (hybrid_family.c). A family whose FFN is the dense SwiGLU takes the declaration list and
+ * model_create too (the architecture read from the file); a family with another FFN wraps
+ * hybrid_declare and hybrid_model_create with its ops. */
+enum splash_status hybrid_family_declare(const struct splash_host *host,
+                                         const struct splash_meta *m, void *model,
+                                         splash_decl_emit_fn emit, void *ctx,
+                                         struct splash_err *err);
+enum splash_status hybrid_family_declare_tensors(const struct splash_host *host,
+                                                 const struct splash_meta *m,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err);
+enum splash_status hybrid_family_model_create(const struct splash_host *host,
+                                              const struct splash_meta *m,
+                                              const struct splash_model_opts *opts, void **model,
+                                              struct splash_err *err);
 void hybrid_family_model_destroy(void *model);
 void hybrid_family_model_info(const void *model, struct splash_model_info *info);
 enum splash_status hybrid_family_seq_create(void *model, void **seq, struct splash_err *err);

@@ -1,6 +1,7 @@
 /* The dense Qwen hybrid family (GGUF qwen35; config model_type qwen3_5 and
  * qwen3_5_text): Gated DeltaNet layers interleaved with gated full attention,
- * a SwiGLU FFN in every layer. The trunk is families/common/hybrid*.c. */
+ * a SwiGLU FFN in every layer. The trunk, its declaration list and model are
+ * families/common/hybrid*.c; this file holds the claims and the sizes it names. */
 #include <stdio.h>
 #include <string.h>
 
@@ -80,35 +81,6 @@ static enum splash_status qh_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
-/* The family's one declaration list: checked by model-check, bound by model_create. */
-static enum splash_status qh_declare(const struct splash_host *host, const struct splash_meta *m,
-                                     void *model, splash_decl_emit_fn emit, void *ctx,
-                                     struct splash_err *err)
-{
-    return hybrid_declare(host, m, QH_ARCH, &hybrid_ffn_dense, NULL, model, emit, ctx, err);
-}
-
-static enum splash_status qh_declare_tensors(const struct splash_host *host,
-                                             const struct splash_meta *m, splash_decl_emit_fn emit,
-                                             void *ctx, struct splash_err *err)
-{
-    return qh_declare(host, m, NULL, emit, ctx, err);
-}
-
-static enum splash_status qh_model_create(const struct splash_host *host,
-                                          const struct splash_meta *m,
-                                          const struct splash_model_opts *opts, void **model,
-                                          struct splash_err *err)
-{
-    struct hybrid_model *hm;
-    enum splash_status st =
-        hybrid_model_create(host, m, QH_ARCH, &hybrid_ffn_dense, qh_declare, opts, &hm, err);
-    if (st)
-        return st;
-    *model = hm;
-    return SPLASH_OK;
-}
-
 static const char *const qh_gguf_architectures[] = {QH_ARCH, NULL};
 static const char *const qh_model_types[] = {"qwen3_5", "qwen3_5_text", NULL};
 
@@ -118,8 +90,8 @@ static const struct splash_family_plugin qh_plugin = {
     .gguf_architectures = qh_gguf_architectures,
     .model_types = qh_model_types,
     .check_config = qh_check_config,
-    .declare_tensors = qh_declare_tensors,
-    .model_create = qh_model_create,
+    .declare_tensors = hybrid_family_declare_tensors,
+    .model_create = hybrid_family_model_create,
     .model_destroy = hybrid_family_model_destroy,
     .model_info = hybrid_family_model_info,
     .seq_create = hybrid_family_seq_create,

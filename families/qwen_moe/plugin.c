@@ -1,12 +1,12 @@
 /* The Qwen MoE hybrid family (GGUF qwen35moe; config model_type qwen3_5_moe and
  * qwen3_5_moe_text): the dense family's trunk (Gated DeltaNet layers interleaved
  * with gated full attention, families/common/hybrid*.c) with a mixture-of-experts
- * FFN in every layer (families/common/moe*.c). */
+ * FFN in every layer (families/qwen_moe/moe*.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "families/common/hybrid.h"
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 #include "splash/family.h"
 #include "splash/plugin.h"
 

@@ -3,10 +3,11 @@
  * stored format, softmax over all experts in fp32, top-k renormalised, the
  * routed experts batched per expert (kernels' matmul_experts, each expert's
  * weights read once per step for all the rows routed to it), and a shared
- * expert scaled by the sigmoid of its scalar gate. Compiled into every family
- * plugin beside hybrid*.c; names are prefixed moe_. */
-#ifndef SPLASH_FAMILIES_MOE_H
-#define SPLASH_FAMILIES_MOE_H
+ * expert scaled by the sigmoid of its scalar gate. Part of the qwen_moe plugin
+ * alone (the trunk in families/common knows no experts); names are prefixed moe_
+ * because the static plugin archive links every plugin together. */
+#ifndef SPLASH_FAMILIES_QWEN_MOE_MOE_H
+#define SPLASH_FAMILIES_QWEN_MOE_MOE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 
 /* ---- sizes ---------------------------------------------------------------------- */
 
