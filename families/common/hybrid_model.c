@@ -259,6 +259,8 @@ void hybrid_model_info(const struct hybrid_model *model, struct splash_model_inf
         (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     info->kv_page_tokens = model->page_tokens;
     info->kv_page_bytes = (uint64_t)c->n_attn * model->kv_page_bytes;
+    info->n_ctx_max = c->n_ctx_train > HYBRID_QWEN_CONTEXT_MAX ? c->n_ctx_train
+                                                                : HYBRID_QWEN_CONTEXT_MAX;
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */

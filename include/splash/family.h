@@ -96,6 +96,11 @@ struct splash_model_info {
     /* ---- ABI 1.2 (0 from an older plugin: the core then counts kv_bytes_per_token) ---- */
     int32_t kv_page_tokens;            /* tokens per KV page */
     uint64_t kv_page_bytes;            /* one page of every attention layer */
+    /* ---- ABI 1.3 ---- */
+    /* The most context a sequence may hold (past n_ctx_train: as far as the family's
+     * scaling is validated; n_ctx_train where it cannot stretch). The core's memory plan
+     * refuses a longer --max-context. 0 from an older plugin: four times n_ctx_train. */
+    int64_t n_ctx_max;
 };
 
 /* One lane of a batched forward step: n_tokens new tokens of one sequence,
