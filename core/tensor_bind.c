@@ -138,9 +138,9 @@ static void bind_one(void *ctx, const struct splash_tensor_decl *d)
     if (!d->dst || d->bind == SPLASH_BIND_NONE) {
         if (d->bind != SPLASH_BIND_NONE || d->dst) {
             if (!b->unbind && !b->st)
-                b->st = splash_err_set(b->err, SPLASH_ERR_INVALID,
-                                       "tensor %s: declared to bind without a destination",
-                                       d->name);
+                b->st =
+                    splash_err_set(b->err, SPLASH_ERR_INVALID,
+                                   "tensor %s: declared to bind without a destination", d->name);
         }
         return;
     }
@@ -182,8 +182,8 @@ static void bind_one(void *ctx, const struct splash_tensor_decl *d)
         b->st = bind_ref(b, t, d->dst);
         break;
     default:
-        b->st = splash_err_set(b->err, SPLASH_ERR_INVALID, "tensor %s: bind kind %u", d->name,
-                               d->bind);
+        b->st =
+            splash_err_set(b->err, SPLASH_ERR_INVALID, "tensor %s: bind kind %u", d->name, d->bind);
     }
 }
 

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the four above first */
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -33,22 +34,44 @@ static enum splash_status toy_declare(const struct splash_host *host, const stru
 {
     struct toy_model *t = model;
     struct splash_tensor_decl d[] = {
-        {.name = "token_embd.weight", .layer = -1, .n_dims = 2, .ne = {32, 8, 1, 1},
-         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32, .bind = SPLASH_BIND_TENSOR,
+        {.name = "token_embd.weight",
+         .layer = -1,
+         .n_dims = 2,
+         .ne = {32, 8, 1, 1},
+         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32,
+         .bind = SPLASH_BIND_TENSOR,
          .dst = t ? &t->embd : NULL},
-        {.name = "output_norm.weight", .layer = -1, .n_dims = 1, .ne = {32, 1, 1, 1},
-         .accept = SPLASH_ACCEPT_FLOAT, .bind = SPLASH_BIND_FLOATS, .dst = t ? &t->norm : NULL},
+        {.name = "output_norm.weight",
+         .layer = -1,
+         .n_dims = 1,
+         .ne = {32, 1, 1, 1},
+         .accept = SPLASH_ACCEPT_FLOAT,
+         .bind = SPLASH_BIND_FLOATS,
+         .dst = t ? &t->norm : NULL},
         /* the head tied to the token table: the same tensor again, as a weight */
-        {.name = "token_embd.weight", .layer = -1, .n_dims = 2, .ne = {32, 8, 1, 1},
-         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32, .flags = SPLASH_DECL_AGAIN,
-         .bind = SPLASH_BIND_WEIGHT, .dst = t ? &t->head : NULL},
-        {.name = "blk.0.proj.weight", .layer = 0, .n_dims = 2,
+        {.name = "token_embd.weight",
+         .layer = -1,
+         .n_dims = 2,
+         .ne = {32, 8, 1, 1},
+         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32,
+         .flags = SPLASH_DECL_AGAIN,
+         .bind = SPLASH_BIND_WEIGHT,
+         .dst = t ? &t->head : NULL},
+        {.name = "blk.0.proj.weight",
+         .layer = 0,
+         .n_dims = 2,
          .ne = {32, t && t->drop_proj_shape ? 4 : 16, 1, 1},
-         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32, .bind = SPLASH_BIND_WEIGHT,
+         .accept = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32,
+         .bind = SPLASH_BIND_WEIGHT,
          .dst = t ? &t->proj : NULL},
-        {.name = "blk.0.gone.weight", .layer = 0, .n_dims = 1, .ne = {32, 1, 1, 1},
-         .accept = SPLASH_ACCEPT_F32, .flags = t && t->need_missing ? 0 : SPLASH_DECL_OPTIONAL,
-         .bind = SPLASH_BIND_FLOATS, .dst = t ? &t->gone : NULL},
+        {.name = "blk.0.gone.weight",
+         .layer = 0,
+         .n_dims = 1,
+         .ne = {32, 1, 1, 1},
+         .accept = SPLASH_ACCEPT_F32,
+         .flags = t && t->need_missing ? 0 : SPLASH_DECL_OPTIONAL,
+         .bind = SPLASH_BIND_FLOATS,
+         .dst = t ? &t->gone : NULL},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         emit(ctx, &d[i]);
@@ -74,8 +97,10 @@ static int setup(void **state)
     for (int i = 0; i < 32; i++)
         norm[i] = 0.5f * (float)i;
     int64_t ne_e[4] = {32, 8, 1, 1}, ne_n[4] = {32, 1, 1, 1}, ne_p[4] = {32, 16, 1, 1};
-    if (splash_gguf_writer_add_tensor(w, "token_embd.weight", 0, 2, ne_e, embd, sizeof embd, &err) ||
-        splash_gguf_writer_add_tensor(w, "output_norm.weight", 0, 1, ne_n, norm, sizeof norm, &err) ||
+    if (splash_gguf_writer_add_tensor(w, "token_embd.weight", 0, 2, ne_e, embd, sizeof embd,
+                                      &err) ||
+        splash_gguf_writer_add_tensor(w, "output_norm.weight", 0, 1, ne_n, norm, sizeof norm,
+                                      &err) ||
         splash_gguf_writer_add_tensor(w, "blk.0.proj.weight", 0, 2, ne_p, proj, sizeof proj, &err))
         fail_msg("%s", err.msg);
     snprintf(path, sizeof path, "/tmp/splash-tensor-bind-XXXXXX.gguf");
@@ -129,7 +154,8 @@ static void test_bind_refuses_naming_the_tensor_and_unbinds(void **state)
     struct splash_err err = {{0}};
     assert_int_equal(host->bind_tensors(host, meta, toy_declare, &t, NULL, &err),
                      SPLASH_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "tensor blk.0.proj.weight: wrong shape (32x16, expected 32x4)"));
+    assert_non_null(
+        strstr(err.msg, "tensor blk.0.proj.weight: wrong shape (32x16, expected 32x4)"));
     assert_non_null(strstr(err.msg, path));
     /* what was bound before the problem is unbound again */
     assert_null(t.embd.t);

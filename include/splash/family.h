@@ -1,5 +1,22 @@
 /* Family plugins: claims, config checks, tensor declarations and the forward
- * pass, written as calls into the host's kernels. */
+ * pass, written as calls into the host's kernels.
+ *
+ * Tensors are declared once, in one list function (splash_declare_fn, host.h):
+ *
+ *   static enum splash_status my_declare(const struct splash_host *host,
+ *           const struct splash_meta *m, void *model, splash_decl_emit_fn emit, void *ctx,
+ *           struct splash_err *err)
+ *   {
+ *       struct my_model *mm = model;   // NULL when the file is only being checked
+ *       struct splash_tensor_decl d = {.name = "blk.0.attn_q.weight", .layer = 0,
+ *           .n_dims = 2, .ne = {n_embd, n_q}, .accept = SPLASH_ACCEPT_LINEAR,
+ *           .bind = SPLASH_BIND_WEIGHT, .dst = mm ? &mm->layers[0].wq : NULL};
+ *       emit(ctx, &d);                 // ... one entry per tensor, in a fixed order
+ *   }
+ *
+ * declare_tensors calls it with model NULL (model-check); model_create allocates its
+ * structs, then host->bind_tensors(host, m, my_declare, mm, &bytes, err) checks and binds
+ * every entry; model_destroy calls host->unbind_tensors before freeing them. */
 #ifndef SPLASH_FAMILY_H
 #define SPLASH_FAMILY_H
 
