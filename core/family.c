@@ -2,6 +2,7 @@
 #include "core/family.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/meta.h"
@@ -96,7 +97,11 @@ enum splash_status splash_family_check_config(const struct splash_registry *r,
     memset(v, 0, sizeof *v);
     if (!f->check_config)
         return SPLASH_OK; /* declines */
-    return f->check_config(splash_registry_host(r), m, v, err);
+    enum splash_status st = f->check_config(splash_registry_host(r), m, v, err);
+    /* a plugin before ABI 1.3 names no chat format: its families spoke Qwen's */
+    if (!st && v->score > 0 && !v->chat_format[0])
+        snprintf(v->chat_format, sizeof v->chat_format, "qwen");
+    return st;
 }
 
 /* Before ABI 1.3 a declaration carried a role where the accept mask is now; the roles'

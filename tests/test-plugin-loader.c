@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/family.h"
 #include "core/model_check.h"
 #include "core/registry.h"
 
@@ -280,10 +281,44 @@ static void test_format_linear_flag_and_host_per_registry(void **state)
     toy_plugin.header.abi_minor = SPLASH_ABI_MINOR;
 }
 
+/* A family's verdict names its chat format from ABI 1.3; the core reads qwen for a plugin
+ * that names none (one built before), and keeps the one a plugin names. */
+static const char *toy_format_name;
+
+static enum splash_status toy_check(const struct splash_host *host, const struct splash_meta *m,
+                                    struct splash_family_verdict *v, struct splash_err *err)
+{
+    (void)host, (void)m, (void)err;
+    v->score = 1;
+    if (toy_format_name)
+        snprintf(v->chat_format, sizeof v->chat_format, "%s", toy_format_name);
+    return SPLASH_OK;
+}
+
+static void test_family_chat_format_default(void **state)
+{
+    (void)state;
+    struct splash_family_plugin fam = {
+        .header = {.abi_major = SPLASH_ABI_MAJOR, .abi_minor = 2, .size = sizeof fam,
+                   .kind = SPLASH_PLUGIN_FAMILY, .name = "toy_family", .version = "1"},
+        .check_config = toy_check};
+    struct splash_family_verdict v;
+    struct splash_err err;
+    toy_format_name = NULL;
+    assert_int_equal(splash_family_check_config(splash_registry_global(), &fam, NULL, &v, &err),
+                     SPLASH_OK);
+    assert_string_equal(v.chat_format, "qwen");
+    toy_format_name = "flint";
+    assert_int_equal(splash_family_check_config(splash_registry_global(), &fam, NULL, &v, &err),
+                     SPLASH_OK);
+    assert_string_equal(v.chat_format, "flint");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_accepts_valid_family),
+        cmocka_unit_test(test_family_chat_format_default),
         cmocka_unit_test(test_loader_refuses_wrong_major),
         cmocka_unit_test(test_loader_refuses_newer_minor),
         cmocka_unit_test(test_loader_refuses_short_descriptor),
