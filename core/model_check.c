@@ -220,7 +220,8 @@ static void shape_str(char *buf, size_t size, int n_dims, const int64_t *ne)
 }
 
 int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_tensor_info *t,
-                        char *kind, size_t kind_size, char *detail, size_t detail_size)
+                        int types, char *kind, size_t kind_size, char *detail,
+                        size_t detail_size)
 {
     const char *type = t->type_name ? t->type_name : "?";
     if (!t->format && t->dtype >= 0) {
@@ -228,7 +229,7 @@ int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_
         snprintf(detail, detail_size, "%s, no format plugin loaded", type);
         return 1;
     }
-    if (!splash_decl_accepts(d->accept, t->format, t->dtype)) {
+    if (types && !splash_decl_accepts(d->accept, t->format, t->dtype)) {
         snprintf(kind, kind_size, "unsupported");
         snprintf(detail, detail_size, "%s", type);
         return 1;
@@ -259,7 +260,7 @@ static void check_decl(void *ctx, const struct splash_tensor_decl *d)
         return;
     }
     char kind[16], detail[128];
-    if (splash_decl_problem(d, t, kind, sizeof kind, detail, sizeof detail))
+    if (splash_decl_problem(d, t, 1, kind, sizeof kind, detail, sizeof detail))
         problem_add(&pc->problems, kind, d->name, d->layer, detail);
 }
 

@@ -43,9 +43,10 @@ void splash_check_result_free(struct splash_check_result *res);
  * SPLASH_FORMAT_LINEAR. */
 int splash_decl_accepts(uint32_t accept, const struct splash_format_type *f, int32_t dtype);
 /* What is wrong with tensor t for declaration d, if anything: 1 with kind "unsupported" (no
- * format plugin decodes it, or the accept mask refuses its type) or "shape", and a detail
- * ("Q8_1"; "256x256, expected 256x512"); 0 when t suits d. */
+ * format plugin decodes it, or, with `types`, the accept mask refuses its type) or "shape",
+ * and a detail ("Q8_1"; "256x256, expected 256x512"); 0 when t suits d. */
 int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_tensor_info *t,
-                        char *kind, size_t kind_size, char *detail, size_t detail_size);
+                        int types, char *kind, size_t kind_size, char *detail,
+                        size_t detail_size);
 
 #endif

@@ -1,6 +1,7 @@
 /* host->bind_tensors: a family's declaration list turned into the weights of its model, as
- * llama.cpp's create_tensor does. Each declaration is checked as model-check checks it, then
- * its tensor bound where the declaration points (dst), by the host's kernels. */
+ * llama.cpp's create_tensor does. Each declaration's tensor is checked (present, decodable,
+ * of the declared shape, mapped), then bound where the declaration points (dst), by the
+ * host's kernels. The accept masks are model-check's, which runs before a load. */
 #include "core/tensor_bind.h"
 
 #include <math.h>
@@ -159,7 +160,8 @@ static void bind_one(void *ctx, const struct splash_tensor_decl *d)
         return;
     }
     char kind[16], detail[128];
-    if (splash_decl_problem(d, t, kind, sizeof kind, detail, sizeof detail)) {
+    /* the types are model-check's to hold (a loader may hand a decoded F32 reference) */
+    if (splash_decl_problem(d, t, 0, kind, sizeof kind, detail, sizeof detail)) {
         b->st = splash_err_set(b->err, SPLASH_ERR_UNSUPPORTED, "%s: tensor %s: %s (%s)", path,
                                d->name, !strcmp(kind, "shape") ? "wrong shape" : kind, detail);
         return;

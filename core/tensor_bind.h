@@ -4,8 +4,8 @@
 
 #include "splash/family.h"
 
-/* Walks declare(host, m, model, ...): each declaration is checked as model-check checks it
- * (present unless optional, accepted type, declared shape, mapped), then bound into its dst
+/* Walks declare(host, m, model, ...): each declaration's tensor is checked (present unless
+ * optional, a format decodes it, the declared shape, mapped), then bound into its dst
  * (SPLASH_BIND_*); *bytes gets the bytes of the tensors bound (each once). The first
  * problem stops it, naming the file and tensor, with everything bound so far unbound. */
 enum splash_status splash_tensors_bind(const struct splash_host *host, const struct splash_meta *m,

@@ -737,9 +737,10 @@ static struct init init_of(const struct splash_model_plan_tensor *t)
         base++;
     else
         base = t->name;
-    /* norms (any float), the token table, then the F32-only vectors by name (attention
+    /* norms (any float, named so), the token table, then the F32-only vectors by name (attention
      * sinks start at zero; GDN decay, time step and convolution have their own scales) */
-    if (t->accept == SPLASH_ACCEPT_FLOAT)
+    size_t n = strlen(base);
+    if (t->accept == SPLASH_ACCEPT_FLOAT && n >= 11 && !strcmp(base + n - 11, "norm.weight"))
         return (struct init){INIT_ONE_PLUS, 0.1f};
     if (!strcmp(t->name, "token_embd.weight"))
         return (struct init){INIT_NORMAL, 0.05f};

@@ -177,8 +177,9 @@ struct splash_host {
 
     /* ---- ABI 1.3 ---- */
     /* A family's model_create binds its weights here, as llama.cpp's create_tensor does:
-     * declare(host, m, model, ...) is walked and each entry checked as model-check checks it
-     * (present unless optional, an accepted type, the declared shape, mapped), then bound
+     * declare(host, m, model, ...) is walked and each entry's tensor checked (present unless
+     * optional, a format decodes it, the declared shape, mapped; the accept masks are
+     * model-check's, which runs before a load), then bound
      * into its dst; *bytes (may be NULL) gets the bytes of the tensors bound, each once. The
      * first problem stops it with an error naming the file and tensor, and what was bound
      * is unbound. */
