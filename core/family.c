@@ -1,6 +1,7 @@
 /* The family vtable behind one set of wrappers (core/family.h). */
 #include "core/family.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,6 +104,39 @@ enum splash_status splash_family_check_config(const struct splash_registry *r,
     return st;
 }
 
+/* Before ABI 1.3 a declaration carried a role where the accept mask is now; the roles'
+ * type rules as masks (their numbers are frozen with those plugins). */
+uint32_t splash_decl_role_accept(uint32_t role)
+{
+    static const uint32_t masks[] = {
+        [1] = SPLASH_ACCEPT_LINEAR,                                        /* linear */
+        [2] = SPLASH_ACCEPT_LINEAR,                                        /* token table */
+        [3] = SPLASH_ACCEPT_FLOAT,                                         /* norm */
+        [4] = SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16, /* router */
+        [5] = SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_Q8_0, /* shared-expert gate */
+        [6] = SPLASH_ACCEPT_F32,                                           /* GDN conv, decay */
+        [7] = SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32,                    /* GDN alpha/beta */
+        [8] = SPLASH_ACCEPT_F32,                                           /* attention sinks */
+        [9] = SPLASH_ACCEPT_FLOAT,                                         /* any float */
+    };
+    return role < sizeof masks / sizeof masks[0] ? masks[role] : 0;
+}
+
+struct legacy_emit {
+    splash_decl_emit_fn emit;
+    void *ctx;
+};
+
+static void emit_legacy(void *ctx, const struct splash_tensor_decl *d)
+{
+    const struct legacy_emit *le = ctx;
+    /* such a plugin's declaration ends before the members ABI 1.3 appended */
+    struct splash_tensor_decl mapped = {0};
+    memcpy(&mapped, d, offsetof(struct splash_tensor_decl, bind));
+    mapped.accept = splash_decl_role_accept(d->accept);
+    le->emit(le->ctx, &mapped);
+}
+
 enum splash_status splash_family_declare_tensors(const struct splash_registry *r,
                                                  const struct splash_family_plugin *f,
                                                  const struct splash_meta *m,
@@ -112,6 +146,10 @@ enum splash_status splash_family_declare_tensors(const struct splash_registry *r
     if (!f->declare_tensors)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "family plugin %s declares no tensors",
                               f->header.name);
+    if (f->header.abi_minor < 3) {
+        struct legacy_emit le = {.emit = emit, .ctx = ctx};
+        return f->declare_tensors(splash_registry_host(r), m, emit_legacy, &le, err);
+    }
     return f->declare_tensors(splash_registry_host(r), m, emit, ctx, err);
 }
 

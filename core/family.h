@@ -23,12 +23,17 @@ enum splash_status splash_family_check_config(const struct splash_registry *r,
                                               const struct splash_meta *m,
                                               struct splash_family_verdict *v,
                                               struct splash_err *err);
-/* declare_tensors with r's host; refused when the family declares none. */
+/* declare_tensors with r's host; refused when the family declares none. A plugin built
+ * before ABI 1.3 has its roles mapped to accept masks before emit sees them. */
 enum splash_status splash_family_declare_tensors(const struct splash_registry *r,
                                                  const struct splash_family_plugin *f,
                                                  const struct splash_meta *m,
                                                  splash_decl_emit_fn emit, void *ctx,
                                                  struct splash_err *err);
+/* The accept mask of a declaration role, as plugins built before ABI 1.3 emit them
+ * (0 for a number no role had: nothing is accepted). */
+uint32_t splash_decl_role_accept(uint32_t role);
+
 /* model_create with r's host; refused when the family cannot run models (no
  * model_create or forward). model_info is filled (zeroes when the family has none). */
 enum splash_status splash_family_model_create(const struct splash_registry *r,

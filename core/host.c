@@ -5,6 +5,7 @@
 
 #include "core/host_impl.h"
 #include "core/meta.h"
+#include "core/tensor_bind.h"
 #include "core/threadpool.h"
 
 static int host_pool_threads(const struct splash_pool *pool)
@@ -31,4 +32,6 @@ void splash_host_init(struct splash_host *h, const struct splash_host_formats *f
     h->ssm = splash_ssm_kernels_get();
     h->format_find_gguf = formats->find_gguf;
     h->format_find_name = formats->find_name;
+    h->bind_tensors = splash_tensors_bind;
+    h->unbind_tensors = splash_tensors_unbind;
 }

@@ -101,8 +101,9 @@ enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,
 {
     memset(plan, 0, sizeof *plan);
     int64_t native = info->n_ctx_train;
+    /* the family's ceiling; a plugin from before ABI 1.3 reports none */
     if (!model_limit)
-        model_limit = native * 4;
+        model_limit = info->n_ctx_max > 0 ? info->n_ctx_max : native * 4;
     int64_t context = requested > 0 ? requested : native;
     if (context > model_limit)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,

@@ -34,7 +34,8 @@ enum splash_status splash_memory_budget_read(uint64_t max_memory, const char *me
                                              struct splash_err *err);
 
 /* Plans the context: requested 0 = the native window. Past the native window YaRN
- * scales by requested / native, up to model_limit (0: four times the window); more
+ * scales by requested / native, up to model_limit (0: the family's info->n_ctx_max, or
+ * four times the window where the plugin reports none); more
  * is refused naming --max-context. A context that does not fit the budget is refused
  * with what it needs and what is available. */
 enum splash_status splash_memory_plan_make(const struct splash_memory_budget *b,

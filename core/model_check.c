@@ -25,34 +25,24 @@ static const char *base_name(const char *path)
 
 /* ---- type rules (models.md "GGUF targets") ------------------------------ */
 
-static int is_float_name(const char *t)
+int splash_decl_accepts(uint32_t accept, const struct splash_format_type *f, int32_t dtype)
 {
-    return !strcmp(t, "F32") || !strcmp(t, "F16") || !strcmp(t, "BF16");
-}
-
-int splash_role_accepts(uint32_t role, const struct splash_format_type *f, const char *t)
-{
-    /* a quantized linear format is one its plugin flags so */
-    int quant = f && (f->flags & SPLASH_FORMAT_LINEAR);
-    switch (role) {
-    case SPLASH_ROLE_LINEAR:
-    case SPLASH_ROLE_EMBED:
-        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16");
-    case SPLASH_ROLE_NORM:
-    case SPLASH_ROLE_ANY_FLOAT:
-        return is_float_name(t);
-    case SPLASH_ROLE_ROUTER:
-        return quant || !strcmp(t, "F32") || !strcmp(t, "BF16");
-    case SPLASH_ROLE_SHEXP_GATE:
-        return !strcmp(t, "F32") || !strcmp(t, "BF16") || !strcmp(t, "Q8_0");
-    case SPLASH_ROLE_GDN_F32:
-    case SPLASH_ROLE_SINKS:
-        return !strcmp(t, "F32");
-    case SPLASH_ROLE_ALPHABETA:
-        return quant || !strcmp(t, "BF16") || !strcmp(t, "F16") || !strcmp(t, "F32");
-    default:
-        return 0;
-    }
+    /* the plain element types by their GGUF id; quantized means what the format says */
+    static const struct {
+        uint32_t bit;
+        int32_t dtype;
+    } plain[] = {
+        {SPLASH_ACCEPT_F32, SPLASH_DTYPE_F32},
+        {SPLASH_ACCEPT_F16, SPLASH_DTYPE_F16},
+        {SPLASH_ACCEPT_BF16, SPLASH_DTYPE_BF16},
+        {SPLASH_ACCEPT_Q8_0, SPLASH_DTYPE_Q8_0},
+    };
+    if ((accept & SPLASH_ACCEPT_QUANT) && f && (f->flags & SPLASH_FORMAT_LINEAR))
+        return 1;
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if ((accept & plain[i].bit) && dtype == plain[i].dtype)
+            return 1;
+    return 0;
 }
 
 /* ---- problem lists, grouped by tensor across layers ------------------------ */
@@ -230,36 +220,49 @@ static void shape_str(char *buf, size_t size, int n_dims, const int64_t *ne)
     }
 }
 
+int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_tensor_info *t,
+                        int types, char *kind, size_t kind_size, char *detail,
+                        size_t detail_size)
+{
+    const char *type = t->type_name ? t->type_name : "?";
+    if (!t->format && t->dtype >= 0) {
+        snprintf(kind, kind_size, "unsupported");
+        snprintf(detail, detail_size, "%s, no format plugin loaded", type);
+        return 1;
+    }
+    if (types && !splash_decl_accepts(d->accept, t->format, t->dtype)) {
+        snprintf(kind, kind_size, "unsupported");
+        snprintf(detail, detail_size, "%s", type);
+        return 1;
+    }
+    int same = 1;
+    for (int i = 0; i < 4; i++)
+        same &= t->ne[i] == d->ne[i];
+    if (!same) {
+        char want[48], got[48];
+        shape_str(want, sizeof want, d->n_dims, d->ne);
+        shape_str(got, sizeof got, t->n_dims, t->ne);
+        snprintf(kind, kind_size, "shape");
+        snprintf(detail, detail_size, "%s, expected %s", got, want);
+        return 1;
+    }
+    return 0;
+}
+
 static void check_decl(void *ctx, const struct splash_tensor_decl *d)
 {
     struct plan_ctx *pc = ctx;
+    if (d->flags & SPLASH_DECL_AGAIN)
+        return; /* checked where the list first names it */
     const struct splash_tensor_info *t = splash_meta_api_get()->tensor_find(pc->m, d->name);
     if (!t) {
         if (!(d->flags & SPLASH_DECL_OPTIONAL))
             problem_add(&pc->problems, "missing", d->name, d->layer, "");
         return;
     }
-    const char *type = t->type_name ? t->type_name : "?";
-    if (!t->format && t->dtype >= 0) {
-        char detail[64];
-        snprintf(detail, sizeof detail, "%s, no format plugin loaded", type);
-        problem_add(&pc->problems, "unsupported", d->name, d->layer, detail);
-        return;
-    }
-    if (!splash_role_accepts(d->role, t->format, type)) {
-        problem_add(&pc->problems, "unsupported", d->name, d->layer, type);
-        return;
-    }
-    int same = 1;
-    for (int i = 0; i < 4; i++)
-        same &= t->ne[i] == d->ne[i];
-    if (!same) {
-        char want[48], got[48], detail[128];
-        shape_str(want, sizeof want, d->n_dims, d->ne);
-        shape_str(got, sizeof got, t->n_dims, t->ne);
-        snprintf(detail, sizeof detail, "%s, expected %s", got, want);
-        problem_add(&pc->problems, "shape", d->name, d->layer, detail);
-    }
+    char kind[16], detail[128];
+    if (splash_decl_problem(d, t, 1, kind, sizeof kind, detail, sizeof detail))
+        problem_add(&pc->problems, kind, d->name, d->layer, detail);
 }
 
 /* Tensors per type, in the order the types first appear, and their bytes. */

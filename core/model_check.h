@@ -51,10 +51,15 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
                                            struct splash_err *err);
 void splash_check_result_free(struct splash_check_result *res);
 
-/* Does a tensor of GGUF type `type_name`, decoded by format f (NULL: none loaded), suit
- * `role` (models.md "GGUF targets")? Quantized linear means a format flagged
+/* Does a tensor of element type `dtype` (a GGUF type id), decoded by format f (NULL: none
+ * loaded), suit the accept mask (SPLASH_ACCEPT_*)? QUANT means a format flagged
  * SPLASH_FORMAT_LINEAR. */
-int splash_role_accepts(uint32_t role, const struct splash_format_type *f,
-                        const char *type_name);
+int splash_decl_accepts(uint32_t accept, const struct splash_format_type *f, int32_t dtype);
+/* What is wrong with tensor t for declaration d, if anything: 1 with kind "unsupported" (no
+ * format plugin decodes it, or, with `types`, the accept mask refuses its type) or "shape",
+ * and a detail ("Q8_1"; "256x256, expected 256x512"); 0 when t suits d. */
+int splash_decl_problem(const struct splash_tensor_decl *d, const struct splash_tensor_info *t,
+                        int types, char *kind, size_t kind_size, char *detail,
+                        size_t detail_size);
 
 #endif

@@ -712,7 +712,7 @@ static enum splash_status arch_of(const struct build *b, const json_t *config, c
                           types[0] ? types[0] : types[1] ? types[1] : "(missing)");
 }
 
-/* Tensors whose declared role takes no quantized format (the shared-expert gate mlx-lm
+/* Tensors whose declaration's accept mask takes no quantized format (the shared-expert gate mlx-lm
  * stores 8-bit) are decoded to F32, and so is the router, as GGUF keeps it: its top-k
  * must not move with the activations' quantization. A few values each. */
 static void fit_roles(void *ctx, const struct splash_tensor_decl *d)
@@ -721,12 +721,15 @@ static void fit_roles(void *ctx, const struct splash_tensor_decl *d)
     const struct splash_format_type *f32 = splash_registry_format_by_gguf(b->r, SPLASH_DTYPE_F32);
     for (size_t i = 0; i < b->own->n; i++) {
         struct st_tensor *t = b->own->t[i];
+        /* the router: a matrix the family takes quantized but never in F16 */
+        int router = (d->accept & SPLASH_ACCEPT_QUANT) && !(d->accept & SPLASH_ACCEPT_F16);
         if (strcmp(t->name, d->name) || !t->info.format || !t->info.format->to_float ||
             (t->info.format->flags & SPLASH_FORMAT_FLOAT) ||
-            (!(b->flags & SPLASH_ST_DECODE_F32) && !splash_role_accepts(d->role, f32, "F32")))
+            (!(b->flags & SPLASH_ST_DECODE_F32) &&
+             !splash_decl_accepts(d->accept, f32, SPLASH_DTYPE_F32)))
             continue;
-        if (!(b->flags & SPLASH_ST_DECODE_F32) && d->role != SPLASH_ROLE_ROUTER &&
-            splash_role_accepts(d->role, t->info.format, t->info.type_name))
+        if (!(b->flags & SPLASH_ST_DECODE_F32) && !router &&
+            splash_decl_accepts(d->accept, t->info.format, t->info.dtype))
             continue;
         int64_t n = elems(&t->info);
         float *v = NULL;

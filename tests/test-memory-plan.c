@@ -12,6 +12,11 @@
 #include <unistd.h>
 
 #include "core/memory_plan.h"
+#include "core/model_load.h"
+#include "core/registry.h"
+#include "tests/support/testdata.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 #define GIB (1ull << 30)
 
@@ -122,12 +127,45 @@ static void test_restart_serves_less(void **state)
     assert_int_not_equal(splash_memory_plan_fit(&none, &info, 100000, 0, 1, &p, &err), SPLASH_OK);
 }
 
+/* The context ceiling is the family's (model_info n_ctx_max): the Qwen families report the
+ * 1,010,000 tokens Qwen validates, not four times the native window (1,048,576 at 256K). */
+static void test_ceiling_is_the_familys(void **state)
+{
+    struct splash_memory_budget b = {.usable = 64 * GIB, .bound = "MemAvailable"};
+    struct splash_model_info info = {.n_ctx_train = 262144, .weight_bytes = GIB,
+                                     .kv_bytes_per_token = 4096, .n_ctx_max = 1010000};
+    struct splash_memory_plan p;
+    struct splash_err err;
+    assert_int_equal(splash_memory_plan_make(&b, &info, 1010000, 0, 1, &p, &err), SPLASH_OK);
+    assert_int_not_equal(splash_memory_plan_make(&b, &info, 1048576, 0, 1, &p, &err), SPLASH_OK);
+    assert_string_equal(err.msg, "--max-context: 1048576 tokens is past this model's limit of 1010000");
+    /* a plugin that reports no ceiling: four times the window */
+    info.n_ctx_max = 0;
+    assert_int_equal(splash_memory_plan_make(&b, &info, 1048576, 0, 1, &p, &err), SPLASH_OK);
+    /* what the Qwen families report */
+    struct splash_registry *r = splash_registry_global();
+    if (splash_registry_n_records(r) == 0)
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    const char *models[] = {"models/qwen35-tiny-Q8_0.gguf", "models/qwen35moe-tiny-Q4_K_M.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        struct splash_model_opts opts = {.kv_format = SPLASH_KV_INT8};
+        struct splash_loaded_model *lm;
+        assert_int_equal(splash_model_load(r, test_testdata_path(path, sizeof path, models[i]),
+                                           &opts, 1, &lm, &err),
+                         SPLASH_OK);
+        assert_int_equal(lm->info.n_ctx_max, 1010000);
+        splash_model_unload(lm);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_serves_less),
         cmocka_unit_test(test_budget_takes_the_tighter_bound),
         cmocka_unit_test(test_plan_context_and_yarn),
+        cmocka_unit_test(test_ceiling_is_the_familys),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,6 +16,7 @@
 
 #include "core/gguf.h"
 #include "core/gguf_write.h"
+#include "core/meta.h"
 #include "core/model_check.h"
 #include "core/registry.h"
 #include "tests/support/testdata.h"
@@ -292,6 +293,104 @@ static void test_model_check_cli(void **state)
     json_decref(j);
 }
 
+/* ---- a family plugin's accept masks, and an older plugin's roles ------------------- */
+
+/* Three tensors as a family built against ABI 1.2 declared them (roles 5: shared-expert
+ * gate, F32/BF16/Q8_0; 6: GDN, F32 only; 7: GDN alpha/beta, linear formats or F32), or
+ * as a 1.3 family does (the same rules as accept masks). */
+static uint32_t masks_minor;
+
+static enum splash_status masks_check(const struct splash_host *host, const struct splash_meta *m,
+                                      struct splash_family_verdict *v, struct splash_err *err)
+{
+    v->score = 1;
+    return SPLASH_OK;
+}
+
+static enum splash_status masks_declare(const struct splash_host *host,
+                                        const struct splash_meta *m, splash_decl_emit_fn emit,
+                                        void *ctx, struct splash_err *err)
+{
+    static const struct {
+        const char *name;
+        uint32_t role, accept;
+    } d[] = {
+        {"gate", 5, SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_Q8_0},
+        {"conv", 6, SPLASH_ACCEPT_F32},
+        {"beta", 7, SPLASH_ACCEPT_LINEAR | SPLASH_ACCEPT_F32},
+    };
+    for (int i = 0; i < 3; i++) {
+        struct splash_tensor_decl t = {.layer = -1, .n_dims = 2, .ne = {64, 4, 1, 1},
+                                       .accept = masks_minor < 3 ? d[i].role : d[i].accept};
+        snprintf(t.name, sizeof t.name, "%s", d[i].name);
+        emit(ctx, &t);
+    }
+    return SPLASH_OK;
+}
+
+static const char *const masks_archs[] = {"masks-test", NULL};
+static struct splash_family_plugin masks_plugin = {
+    .header = {.abi_major = SPLASH_ABI_MAJOR, .size = sizeof masks_plugin,
+               .kind = SPLASH_PLUGIN_FAMILY, .name = "masks_test", .version = "1"},
+    .gguf_architectures = masks_archs,
+    .check_config = masks_check,
+    .declare_tensors = masks_declare,
+};
+
+static const struct splash_plugin_header *masks_entry(const struct splash_host *host)
+{
+    masks_plugin.header.abi_minor = (uint16_t)masks_minor;
+    return &masks_plugin.header;
+}
+
+/* gate Q4_0 (refused: Q8_0 is the one quantized type it takes), conv F16 (refused: F32
+ * only), beta Q4_0 (accepted: a linear format). */
+static char *masks_model(void)
+{
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    struct splash_err err;
+    splash_gguf_writer_set_str(w, "general.architecture", "masks-test", &err);
+    static uint8_t zeros[1024];
+    int64_t ne[4] = {64, 4, 1, 1};
+    const struct {
+        const char *name;
+        int32_t type;
+        uint64_t bytes;
+    } t[] = {{"gate", 2, 4 * 2 * 18}, {"conv", 1, 64 * 4 * 2}, {"beta", 2, 4 * 2 * 18}};
+    for (int i = 0; i < 3; i++)
+        if (splash_gguf_writer_add_tensor(w, t[i].name, t[i].type, 2, ne, zeros, t[i].bytes, &err))
+            fail_msg("%s", err.msg);
+    char *out = strdup("/tmp/splash-model-check-XXXXXX.gguf");
+    close(mkstemps(out, 5));
+    if (splash_gguf_writer_write_file(w, out, &err))
+        fail_msg("%s", err.msg);
+    splash_gguf_writer_destroy(w);
+    return out;
+}
+
+static void test_model_check_accept_masks_and_old_roles(void **state)
+{
+    char *path = masks_model();
+    for (masks_minor = 2; masks_minor <= SPLASH_ABI_MINOR; masks_minor++) {
+        struct splash_registry *r = splash_registry_create();
+        struct splash_err err = {{0}};
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+        assert_int_equal(splash_registry_add_entry(r, masks_entry, "masks", &err), SPLASH_OK);
+        struct splash_meta *m;
+        assert_int_equal(splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err), SPLASH_OK);
+        splash_meta_bind_formats(m, r);
+        struct splash_check_result res;
+        memset(&res, 0, sizeof res);
+        assert_int_not_equal(splash_model_check_meta(r, m, 0, NULL, &res, &err), SPLASH_OK);
+        assert_string_equal(res.problems, "unsupported tensor types: gate (Q4_0); conv (F16)");
+        splash_check_result_free(&res);
+        splash_meta_close(m);
+        splash_registry_destroy(r);
+    }
+    unlink(path);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_model_check_refuses_mostly_f16),
         cmocka_unit_test(test_model_check_refuses_unknown_architecture),
         cmocka_unit_test(test_model_check_cli),
+        cmocka_unit_test(test_model_check_accept_masks_and_old_roles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

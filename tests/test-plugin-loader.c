@@ -283,8 +283,8 @@ static void test_format_linear_flag_and_host_per_registry(void **state)
         assert_non_null(t);
         int linear = (t->flags & SPLASH_FORMAT_LINEAR) != 0;
         assert_int_equal(linear, minor < 2);
-        assert_int_equal(splash_role_accepts(SPLASH_ROLE_LINEAR, t, "TOY8"), minor < 2);
-        assert_int_equal(splash_role_accepts(SPLASH_ROLE_NORM, t, "TOY8"), 0);
+        assert_int_equal(splash_decl_accepts(SPLASH_ACCEPT_LINEAR, t, 4000), minor < 2);
+        assert_int_equal(splash_decl_accepts(SPLASH_ACCEPT_FLOAT, t, 4000), 0);
         /* the host the plugin got is this registry's */
         assert_ptr_equal(toy_host, splash_registry_host(r));
         assert_ptr_equal(toy_host->format_find_name(toy_host, "TOY8"), t);

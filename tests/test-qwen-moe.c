@@ -30,7 +30,7 @@
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "families/common/hybrid.h"
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 #include "splash/family.h"
 #include "tests/support/config_file.h"
 #include "tests/support/decls.h"

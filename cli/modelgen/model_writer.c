@@ -500,11 +500,13 @@ static const char *shape_fallback(const char *t)
     return "F16";
 }
 
-/* Roles the reference quantizes: weight matrices; everything else stays F32. */
-static int role_is_matrix(uint32_t role)
+/* What the reference quantizes: the matrices a family takes quantized and in F16 alike
+ * (projections, experts, the token table, GDN alpha/beta); everything else stays F32 (a
+ * router, which the families refuse in F16, as llama.cpp keeps ffn_gate_inp). */
+static int accept_is_matrix(uint32_t accept)
 {
-    return role == SPLASH_ROLE_LINEAR || role == SPLASH_ROLE_EMBED ||
-           role == SPLASH_ROLE_ALPHABETA;
+    const uint32_t matrix = SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_F16;
+    return (accept & matrix) == matrix;
 }
 
 static enum splash_status pick_type(const struct splash_registry *r, struct mix_state *ms,
@@ -513,7 +515,7 @@ static enum splash_status pick_type(const struct splash_registry *r, struct mix_
                                     struct splash_err *err)
 {
     const char *t = "F32";
-    if (role_is_matrix(d->role) && d->n_dims >= 2) {
+    if (accept_is_matrix(d->accept) && d->n_dims >= 2) {
         const struct splash_format_type *base =
             splash_registry_format_by_name(r, ms->mix ? ms->mix->base : mix);
         if (!base)
@@ -666,15 +668,15 @@ enum splash_status splash_model_plan_create(const struct splash_registry *r,
     for (size_t i = 0; i < list.n; i++) {
         order[i] = &list.d[i];
         enum category c = category_of(list.d[i].name);
-        if ((c == CAT_ATTN_V || c == CAT_ATTN_QKV) && role_is_matrix(list.d[i].role))
+        if ((c == CAT_ATTN_V || c == CAT_ATTN_QKV) && accept_is_matrix(list.d[i].accept))
             ms.n_attn_v++;
     }
     qsort(order, list.n, sizeof *order, decl_order);
     for (size_t k = 0; k < list.n; k++) {
         const struct splash_tensor_decl *d = order[k];
         size_t i = (size_t)(d - list.d); /* the file keeps the declaration order */
-        if (d->flags & SPLASH_DECL_OPTIONAL)
-            continue; /* absent is fine: a tied head, say */
+        if (d->flags & (SPLASH_DECL_OPTIONAL | SPLASH_DECL_AGAIN))
+            continue; /* absent is fine; a tied head is the token table again */
         struct splash_model_plan_tensor *t = &plan->tensors[i];
         const struct splash_format_type *f = NULL;
         if ((st = pick_type(r, &ms, mix, d, &f, err)))
@@ -683,7 +685,7 @@ enum splash_status splash_model_plan_create(const struct splash_registry *r,
         t->layer = d->layer;
         t->n_dims = d->n_dims;
         memcpy(t->ne, d->ne, sizeof t->ne);
-        t->role = d->role;
+        t->accept = d->accept;
         t->gguf_type = f->gguf_type;
         t->type_name = f->name;
     }
@@ -735,14 +737,16 @@ static struct init init_of(const struct splash_model_plan_tensor *t)
         base++;
     else
         base = t->name;
-    switch (t->role) {
-    case SPLASH_ROLE_NORM:
+    /* norms (any float, named so), the token table, then the F32-only vectors by name (attention
+     * sinks start at zero; GDN decay, time step and convolution have their own scales) */
+    size_t n = strlen(base);
+    if (t->accept == SPLASH_ACCEPT_FLOAT && n >= 11 && !strcmp(base + n - 11, "norm.weight"))
         return (struct init){INIT_ONE_PLUS, 0.1f};
-    case SPLASH_ROLE_EMBED:
+    if (!strcmp(t->name, "token_embd.weight"))
         return (struct init){INIT_NORMAL, 0.05f};
-    case SPLASH_ROLE_SINKS:
-        return (struct init){INIT_ZERO, 0};
-    case SPLASH_ROLE_GDN_F32:
+    if (t->accept == SPLASH_ACCEPT_F32) {
+        if (!strncmp(base, "attn_sinks", 10))
+            return (struct init){INIT_ZERO, 0};
         if (!strcmp(base, "ssm_a"))
             return (struct init){INIT_NEG_UNIFORM, 0};
         if (!strncmp(base, "ssm_dt", 6))
@@ -750,9 +754,8 @@ static struct init init_of(const struct splash_model_plan_tensor *t)
         if (!strncmp(base, "ssm_conv1d", 10))
             return (struct init){INIT_NORMAL, 0.3f};
         return (struct init){INIT_NORMAL, 0.1f};
-    default:
-        return (struct init){INIT_NORMAL, 1.0f / sqrtf((float)t->ne[0])};
     }
+    return (struct init){INIT_NORMAL, 1.0f / sqrtf((float)t->ne[0])};
 }
 
 static uint64_t splitmix64(uint64_t *state)

@@ -62,7 +62,7 @@ struct splash_model_plan_tensor {
     int32_t layer;                 /* -1 for global tensors */
     int32_t n_dims;
     int64_t ne[4];
-    uint32_t role;                 /* enum splash_tensor_role */
+    uint32_t accept;               /* the declaration's SPLASH_ACCEPT_* mask */
     int32_t gguf_type;             /* the type chosen by the mix */
     const char *type_name;         /* "Q4_K", "F32" ... (static) */
 };

@@ -54,9 +54,9 @@ static enum splash_status hello_declare(const struct splash_host *host, const st
     if (st != SPLASH_OK)
         return st;
     struct splash_tensor_decl embd = {.name = "token_embd.weight", .layer = -1, .n_dims = 2,
-                                      .ne = {d.n_embd, d.n_vocab, 1, 1}, .role = SPLASH_ROLE_EMBED};
+                                      .ne = {d.n_embd, d.n_vocab, 1, 1}, .accept = SPLASH_ACCEPT_LINEAR};
     struct splash_tensor_decl out = {.name = "output.weight", .layer = -1, .n_dims = 2,
-                                     .ne = {d.n_embd, d.n_vocab, 1, 1}, .role = SPLASH_ROLE_LINEAR};
+                                     .ne = {d.n_embd, d.n_vocab, 1, 1}, .accept = SPLASH_ACCEPT_LINEAR};
     emit(ctx, &embd);
     emit(ctx, &out);
     return SPLASH_OK;

@@ -3,7 +3,8 @@
  * forward pass over lanes. Compiled into every family plugin; the dense family
  * (qwen_hybrid) uses it whole, a MoE family supplies its own FFN through
  * struct hybrid_ffn_ops and reuses the rest. Names are prefixed hybrid_ because
- * the static plugin archive links every plugin together. */
+ * the static plugin archive links every plugin together. The trunk knows no
+ * experts: a MoE family's FFN lives in its own folder (families/qwen_moe). */
 #ifndef SPLASH_FAMILIES_HYBRID_H
 #define SPLASH_FAMILIES_HYBRID_H
 
@@ -15,6 +16,9 @@
 #include "splash/kernels.h"
 
 #define HYBRID_MAX_LAYERS 256
+/* Qwen validates these models with YaRN up to 1,010,000 tokens (server.md); a native
+ * window beyond it would be its own ceiling. Reported as model_info's n_ctx_max. */
+#define HYBRID_QWEN_CONTEXT_MAX 1010000
 #define HYBRID_MAX_ROPE_PAIRS 512
 
 /* Sizes and layer layout, from GGUF metadata or config.json. */
@@ -65,14 +69,37 @@ extern const struct hybrid_act hybrid_act_avx512;
 /* The first row the CPU (host->cpu_features()) supports. */
 const struct hybrid_act *hybrid_act_pick(uint64_t cpu_features);
 
+/* One walk of a hybrid family's declaration list (hybrid_declare): the trunk's sizes, the
+ * model being built (NULL when a file is only checked) and where the entries go. */
+struct hybrid_decls {
+    const struct hybrid_config *cfg;
+    struct hybrid_model *model;
+    const void *ffn_config; /* what the family's FFN sizes itself by (the MoE sizes), or NULL */
+    const struct splash_host *host;
+    const struct splash_meta *m;
+    splash_decl_emit_fn emit;
+    void *ctx;
+};
+
+/* A declaration's dst: the address of a member of the model, or NULL when there is none
+ * (the member expression is not evaluated then). */
+#define HYBRID_DST(h, member) ((h)->model ? (void *)&(member) : NULL)
+
+/* Emits one entry of the list: `name` under layer il ("blk.<il>.<name>"), or a global
+ * tensor (il < 0), with its shape, accept mask, SPLASH_DECL_* flags and binding. */
+void hybrid_decl(const struct hybrid_decls *h, int32_t il, const char *name, uint32_t accept,
+                 uint32_t flags, int32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                 uint32_t bind, void *dst);
+
 /* The FFN of each layer: the dense SwiGLU by default; a MoE family replaces it. */
 struct hybrid_ffn_ops {
-    /* Emits layer il's FFN tensors. */
-    void (*declare)(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                    void *ctx);
-    /* Builds layer il's FFN state (stored in *layer_ffn); model->host etc. are set. */
+    /* Emits layer il's FFN tensors (hybrid_decl), bound into layer_ffn (NULL when checking). */
+    void (*declare)(const struct hybrid_decls *h, int32_t il, void *layer_ffn);
+    /* Allocates layer il's FFN state (stored in *layer_ffn) before its weights are bound;
+     * model->host etc. are set. */
     enum splash_status (*create)(struct hybrid_model *model, int32_t il, void **layer_ffn,
                                  struct splash_err *err);
+    /* Frees the state create made (the bound weights are unbound before). */
     void (*destroy)(struct hybrid_model *model, void *layer_ffn);
     /* out (n, n_embd) = FFN(x) for x (n, n_embd), the post-attention-normed rows. */
     void (*forward)(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
@@ -81,14 +108,21 @@ struct hybrid_ffn_ops {
     int64_t (*scratch_per_row)(const struct hybrid_config *cfg);
 };
 
+/* The dense SwiGLU FFN's weights and its list (families/common/hybrid_config.c). */
+struct hybrid_dense_ffn {
+    struct splash_weight *gate, *up, *down;
+};
+void hybrid_ffn_dense_declare(const struct hybrid_decls *h, int32_t il, void *layer_ffn);
+
 extern const struct hybrid_ffn_ops hybrid_ffn_dense;
 
-/* Emits every tensor the trunk reads (and the FFN's through ffn). */
-enum splash_status hybrid_declare_tensors(const struct splash_host *host,
-                                          const struct splash_meta *m, const char *arch,
-                                          const struct hybrid_ffn_ops *ffn,
-                                          splash_decl_emit_fn emit, void *ctx,
-                                          struct splash_err *err);
+/* The family's declaration list (a splash_declare_fn's body): every tensor the trunk reads
+ * and, through ffn, each layer's FFN tensors. model NULL: the sizes are read from m (the
+ * file is being checked); else model's own, each entry bound into it. */
+enum splash_status hybrid_declare(const struct splash_host *host, const struct splash_meta *m,
+                                  const char *arch, const struct hybrid_ffn_ops *ffn,
+                                  const void *ffn_config, struct hybrid_model *model,
+                                  splash_decl_emit_fn emit, void *ctx, struct splash_err *err);
 
 struct hybrid_layer {
     int32_t is_attn;
@@ -119,8 +153,8 @@ struct hybrid_model {
     struct hybrid_config cfg;
     struct splash_model_opts opts;
     const struct hybrid_ffn_ops *ffn;
-    const struct splash_tensor_info *tok_embd;
-    float tok_embd_scale; /* token_embd.scale (NVFP4), 1 without one */
+    splash_declare_fn declare;        /* the family's list its weights were bound from */
+    struct splash_tensor_ref tok_embd; /* with token_embd.scale (NVFP4), 1 without one */
     struct splash_weight *output; /* the LM head (token_embd when tied) */
     float *output_norm;
     struct hybrid_layer *layers;
@@ -197,16 +231,11 @@ void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight
 
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
 void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes);
-/* Weight t's per-tensor scale (NAME.scale beside NAME.weight, one value or one per expert,
- * F32), given to w (NULL: only checked, *single gets a one-value scale); NAME.input_scale
- * beside it plays no part. Either beside a weight whose format takes no such scale is
- * refused, naming the tensor. */
-enum splash_status hybrid_weight_scale(struct hybrid_model *model,
-                                       const struct splash_tensor_info *t, struct splash_weight *w,
-                                       float *single, struct splash_err *err);
-
+/* Builds the model: the trunk's state and each layer's FFN state, then every weight bound
+ * from the family's list `declare` (host->bind_tensors). */
 enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
                                        const char *arch, const struct hybrid_ffn_ops *ffn,
+                                       splash_declare_fn declare,
                                        const struct splash_model_opts *opts,
                                        struct hybrid_model **out, struct splash_err *err);
 void hybrid_model_destroy(struct hybrid_model *model);
@@ -241,7 +270,21 @@ enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct 
                                        struct splash_err *err);
 
 /* The vtable members both families share, as struct splash_family_plugin declares them
- * (hybrid_family.c). */
+ * (hybrid_family.c). A family whose FFN is the dense SwiGLU takes the declaration list and
+ * model_create too (the architecture read from the file); a family with another FFN wraps
+ * hybrid_declare and hybrid_model_create with its ops. */
+enum splash_status hybrid_family_declare(const struct splash_host *host,
+                                         const struct splash_meta *m, void *model,
+                                         splash_decl_emit_fn emit, void *ctx,
+                                         struct splash_err *err);
+enum splash_status hybrid_family_declare_tensors(const struct splash_host *host,
+                                                 const struct splash_meta *m,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err);
+enum splash_status hybrid_family_model_create(const struct splash_host *host,
+                                              const struct splash_meta *m,
+                                              const struct splash_model_opts *opts, void **model,
+                                              struct splash_err *err);
 void hybrid_family_model_destroy(void *model);
 void hybrid_family_model_info(const void *model, struct splash_model_info *info);
 enum splash_status hybrid_family_seq_create(void *model, void **seq, struct splash_err *err);

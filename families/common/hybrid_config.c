@@ -291,82 +291,103 @@ void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t si
                  cfg->n_nextn == 1 ? "" : "s");
 }
 
-/* ---- tensors ------------------------------------------------------------------ */
+/* ---- the declaration list ------------------------------------------------------ */
 
-static void decl(splash_decl_emit_fn emit, void *ctx, int32_t layer, const char *name,
-                 uint32_t role, uint32_t flags, int64_t ne0, int64_t ne1)
+void hybrid_decl(const struct hybrid_decls *h, int32_t il, const char *name, uint32_t accept,
+                 uint32_t flags, int32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                 uint32_t bind, void *dst)
 {
-    struct splash_tensor_decl d = {.layer = layer,
-                                   .n_dims = ne1 > 1 ? 2 : 1,
-                                   .ne = {ne0, ne1, 1, 1},
-                                   .role = role,
-                                   .flags = flags};
-    if (layer >= 0)
-        snprintf(d.name, sizeof d.name, "blk.%d.%s", layer, name);
+    struct splash_tensor_decl d = {.layer = il,
+                                   .n_dims = n_dims,
+                                   .ne = {ne0, ne1, ne2, 1},
+                                   .accept = accept,
+                                   .flags = flags,
+                                   .bind = dst ? bind : SPLASH_BIND_NONE,
+                                   .dst = dst};
+    if (il >= 0)
+        snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
     else
         snprintf(d.name, sizeof d.name, "%s", name);
-    emit(ctx, &d);
+    h->emit(h->ctx, &d);
 }
 
-static void dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                          void *ctx)
+/* A matrix (n_in inputs, n_out outputs) bound as a kernels weight, or a vector bound as floats. */
+static void weight(const struct hybrid_decls *h, int32_t il, const char *name, uint32_t accept,
+                   int64_t n_in, int64_t n_out, void *dst)
 {
-    decl(emit, ctx, il, "ffn_gate.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
-    decl(emit, ctx, il, "ffn_up.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_embd, cfg->n_ff);
-    decl(emit, ctx, il, "ffn_down.weight", SPLASH_ROLE_LINEAR, 0, cfg->n_ff, cfg->n_embd);
+    hybrid_decl(h, il, name, accept, 0, n_out > 1 ? 2 : 1, n_in, n_out, 1, SPLASH_BIND_WEIGHT, dst);
 }
 
-enum splash_status hybrid_declare_tensors(const struct splash_host *host,
-                                          const struct splash_meta *m, const char *arch,
-                                          const struct hybrid_ffn_ops *ffn,
-                                          splash_decl_emit_fn emit, void *ctx,
-                                          struct splash_err *err)
+static void floats(const struct hybrid_decls *h, int32_t il, const char *name, uint32_t accept,
+                   int64_t ne0, int64_t ne1, void *dst)
 {
-    struct hybrid_config cfg;
-    enum splash_status st = hybrid_config_read(host, m, arch, &cfg, err);
-    if (st)
-        return st;
-    if (!ffn)
-        ffn = &hybrid_ffn_dense;
-    int64_t e = cfg.n_embd, inner = (int64_t)cfg.n_v_heads * cfg.d_v;
-    int64_t q_dim = (int64_t)cfg.n_head * cfg.head_dim,
-            kv_dim = (int64_t)cfg.n_head_kv * cfg.head_dim;
-    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ROLE_EMBED, 0, e, cfg.n_vocab);
-    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
-    decl(emit, ctx, -1, "output.weight", SPLASH_ROLE_LINEAR, cfg.tied ? SPLASH_DECL_OPTIONAL : 0, e,
-         cfg.n_vocab);
-    for (int32_t il = 0; il < (int32_t)cfg.n_layers; il++) {
-        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
-        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, e, 1);
-        if (cfg.is_attn[il]) {
-            decl(emit, ctx, il, "attn_q.weight", SPLASH_ROLE_LINEAR, 0, e, 2 * q_dim);
-            decl(emit, ctx, il, "attn_k.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
-            decl(emit, ctx, il, "attn_v.weight", SPLASH_ROLE_LINEAR, 0, e, kv_dim);
-            decl(emit, ctx, il, "attn_output.weight", SPLASH_ROLE_LINEAR, 0, q_dim, e);
-            decl(emit, ctx, il, "attn_q_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
-            decl(emit, ctx, il, "attn_k_norm.weight", SPLASH_ROLE_NORM, 0, cfg.head_dim, 1);
+    hybrid_decl(h, il, name, accept, 0, ne1 > 1 ? 2 : 1, ne0, ne1, 1, SPLASH_BIND_FLOATS, dst);
+}
+
+/* The dense FFN's list lives here beside the trunk's; its forward in hybrid_model.c. */
+void hybrid_ffn_dense_declare(const struct hybrid_decls *h, int32_t il, void *layer_ffn)
+{
+    struct hybrid_dense_ffn *f = layer_ffn;
+    int64_t e = h->cfg->n_embd, ff = h->cfg->n_ff;
+    weight(h, il, "ffn_gate.weight", SPLASH_ACCEPT_LINEAR, e, ff, f ? &f->gate : NULL);
+    weight(h, il, "ffn_up.weight", SPLASH_ACCEPT_LINEAR, e, ff, f ? &f->up : NULL);
+    weight(h, il, "ffn_down.weight", SPLASH_ACCEPT_LINEAR, ff, e, f ? &f->down : NULL);
+}
+
+enum splash_status hybrid_declare(const struct splash_host *host, const struct splash_meta *m,
+                                  const char *arch, const struct hybrid_ffn_ops *ffn,
+                                  const void *ffn_config, struct hybrid_model *model,
+                                  splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
+{
+    struct hybrid_config read;
+    const struct hybrid_config *c = &read;
+    if (model) {
+        c = &model->cfg;
+        ffn = model->ffn;
+    } else {
+        enum splash_status st = hybrid_config_read(host, m, arch, &read, err);
+        if (st)
+            return st;
+    }
+    struct hybrid_decls h = {.cfg = c, .model = model, .ffn_config = ffn_config, .host = host,
+                             .m = m, .emit = emit, .ctx = ctx};
+    const uint32_t lin = SPLASH_ACCEPT_LINEAR, flt = SPLASH_ACCEPT_FLOAT, f32 = SPLASH_ACCEPT_F32;
+    int64_t e = c->n_embd, inner = (int64_t)c->n_v_heads * c->d_v;
+    int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
+    hybrid_decl(&h, -1, "token_embd.weight", lin, 0, 2, e, c->n_vocab, 1, SPLASH_BIND_TENSOR,
+                HYBRID_DST(&h, model->tok_embd));
+    floats(&h, -1, "output_norm.weight", flt, e, 1, HYBRID_DST(&h, model->output_norm));
+    /* a tied head is the token table again, bound as a weight */
+    if (c->tied)
+        hybrid_decl(&h, -1, "token_embd.weight", lin, SPLASH_DECL_AGAIN, 2, e, c->n_vocab, 1,
+                    SPLASH_BIND_WEIGHT, HYBRID_DST(&h, model->output));
+    else
+        weight(&h, -1, "output.weight", lin, e, c->n_vocab, HYBRID_DST(&h, model->output));
+    for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
+        struct hybrid_layer *L = model ? &model->layers[il] : NULL;
+        floats(&h, il, "attn_norm.weight", flt, e, 1, HYBRID_DST(&h, L->attn_norm));
+        floats(&h, il, "post_attention_norm.weight", flt, e, 1, HYBRID_DST(&h, L->post_norm));
+        if (c->is_attn[il]) {
+            weight(&h, il, "attn_q.weight", lin, e, 2 * q_dim, HYBRID_DST(&h, L->wq));
+            weight(&h, il, "attn_k.weight", lin, e, kv_dim, HYBRID_DST(&h, L->wk));
+            weight(&h, il, "attn_v.weight", lin, e, kv_dim, HYBRID_DST(&h, L->wv));
+            weight(&h, il, "attn_output.weight", lin, q_dim, e, HYBRID_DST(&h, L->wo));
+            floats(&h, il, "attn_q_norm.weight", flt, c->head_dim, 1, HYBRID_DST(&h, L->q_norm));
+            floats(&h, il, "attn_k_norm.weight", flt, c->head_dim, 1, HYBRID_DST(&h, L->k_norm));
         } else {
-            decl(emit, ctx, il, "attn_qkv.weight", SPLASH_ROLE_LINEAR, 0, e, cfg.conv_dim);
-            decl(emit, ctx, il, "attn_gate.weight", SPLASH_ROLE_LINEAR, 0, e, inner);
-            decl(emit, ctx, il, "ssm_alpha.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
-            decl(emit, ctx, il, "ssm_beta.weight", SPLASH_ROLE_ALPHABETA, 0, e, cfg.n_v_heads);
-            decl(emit, ctx, il, "ssm_conv1d.weight", SPLASH_ROLE_GDN_F32, 0, cfg.conv_kernel,
-                 cfg.conv_dim);
-            decl(emit, ctx, il, "ssm_dt.bias", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
-            decl(emit, ctx, il, "ssm_a", SPLASH_ROLE_GDN_F32, 0, cfg.n_v_heads, 1);
-            decl(emit, ctx, il, "ssm_norm.weight", SPLASH_ROLE_NORM, 0, cfg.d_v, 1);
-            decl(emit, ctx, il, "ssm_out.weight", SPLASH_ROLE_LINEAR, 0, inner, e);
+            weight(&h, il, "attn_qkv.weight", lin, e, c->conv_dim, HYBRID_DST(&h, L->qkv));
+            weight(&h, il, "attn_gate.weight", lin, e, inner, HYBRID_DST(&h, L->z));
+            weight(&h, il, "ssm_alpha.weight", lin | f32, e, c->n_v_heads,
+                   HYBRID_DST(&h, L->alpha));
+            weight(&h, il, "ssm_beta.weight", lin | f32, e, c->n_v_heads, HYBRID_DST(&h, L->beta));
+            floats(&h, il, "ssm_conv1d.weight", f32, c->conv_kernel, c->conv_dim,
+                   HYBRID_DST(&h, L->conv_w));
+            floats(&h, il, "ssm_dt.bias", f32, c->n_v_heads, 1, HYBRID_DST(&h, L->dt_bias));
+            floats(&h, il, "ssm_a", f32, c->n_v_heads, 1, HYBRID_DST(&h, L->ssm_a));
+            floats(&h, il, "ssm_norm.weight", flt, c->d_v, 1, HYBRID_DST(&h, L->ssm_norm));
+            weight(&h, il, "ssm_out.weight", lin, inner, e, HYBRID_DST(&h, L->ssm_out));
         }
-        ffn->declare(&cfg, il, emit, ctx);
+        ffn->declare(&h, il, L ? L->ffn : NULL);
     }
     return SPLASH_OK;
-}
-
-/* The dense FFN's declare lives here beside the trunk's; its forward in hybrid_model.c. */
-void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                              void *ctx);
-void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                              void *ctx)
-{
-    dense_declare(cfg, il, emit, ctx);
 }

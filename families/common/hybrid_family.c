@@ -1,6 +1,49 @@
 /* The family vtable members the Qwen families share, in the vtable's own signatures: both
- * plugins' descriptors point here. */
+ * plugins' descriptors point here, the dense family's for its declarations and model too. */
+#include <stdio.h>
+#include <string.h>
+
 #include "families/common/hybrid.h"
+
+/* The GGUF architecture, the trunk's key prefix ("" for a config.json, whose keys have none). */
+static const char *file_arch(const struct splash_host *host, const struct splash_meta *m)
+{
+    const char *arch = "";
+    if (host->meta->source(m) == SPLASH_META_GGUF &&
+        host->meta->get_str(m, "general.architecture", &arch, NULL) != SPLASH_OK)
+        arch = "";
+    return arch;
+}
+
+enum splash_status hybrid_family_declare(const struct splash_host *host,
+                                         const struct splash_meta *m, void *model,
+                                         splash_decl_emit_fn emit, void *ctx,
+                                         struct splash_err *err)
+{
+    return hybrid_declare(host, m, file_arch(host, m), &hybrid_ffn_dense, NULL, model, emit, ctx,
+                          err);
+}
+
+enum splash_status hybrid_family_declare_tensors(const struct splash_host *host,
+                                                 const struct splash_meta *m,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err)
+{
+    return hybrid_family_declare(host, m, NULL, emit, ctx, err);
+}
+
+enum splash_status hybrid_family_model_create(const struct splash_host *host,
+                                              const struct splash_meta *m,
+                                              const struct splash_model_opts *opts, void **model,
+                                              struct splash_err *err)
+{
+    struct hybrid_model *hm;
+    enum splash_status st = hybrid_model_create(host, m, file_arch(host, m), &hybrid_ffn_dense,
+                                                hybrid_family_declare, opts, &hm, err);
+    if (!st)
+        *model = hm;
+    return st;
+}
 
 void hybrid_family_model_destroy(void *model)
 {

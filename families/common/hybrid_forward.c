@@ -470,11 +470,11 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
 
     /* token embeddings */
     for (int32_t l = 0; l < n_lanes; l++)
-        model->k->embed_rows(model->tok_embd, lanes[l].tokens, lanes[l].n_tokens,
+        model->k->embed_rows(model->tok_embd.t, lanes[l].tokens, lanes[l].n_tokens,
                              s.x + row0[l] * E);
-    if (model->tok_embd_scale != 1.0f)
+    if (model->tok_embd.scale != 1.0f)
         for (int64_t i = 0; i < n * E; i++)
-            s.x[i] *= model->tok_embd_scale;
+            s.x[i] *= model->tok_embd.scale;
     rope_cs(&s);
     for (int64_t il = 0; il < c->n_layers; il++) {
         const struct hybrid_layer *L = &model->layers[il];

@@ -11,150 +11,21 @@
 
 #define HYBRID_PAGE_TOKENS 64
 
-/* ---- weights ---------------------------------------------------------------- */
-
-static const struct splash_tensor_info *find(struct hybrid_model *model, int32_t il,
-                                             const char *name, struct splash_err *err)
-{
-    char full[96];
-    if (il >= 0)
-        snprintf(full, sizeof full, "blk.%d.%s", il, name);
-    else
-        snprintf(full, sizeof full, "%s", name);
-    const struct splash_tensor_info *t = model->host->meta->tensor_find(model->meta, full);
-    if (!t)
-        splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: tensor %s is missing",
-                       model->host->meta->path(model->meta), full);
-    else if (!t->data)
-        splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor %s is not mapped",
-                       model->host->meta->path(model->meta), full);
-    return t && t->data ? t : NULL;
-}
-
-enum splash_status hybrid_weight_scale(struct hybrid_model *model,
-                                       const struct splash_tensor_info *t, struct splash_weight *w,
-                                       float *single, struct splash_err *err)
-{
-    const struct splash_meta_api *api = model->host->meta;
-    const char *path = api->path(model->meta);
-    size_t base = strlen(t->name);
-    if (base > 7 && !strcmp(t->name + base - 7, ".weight"))
-        base -= 7;
-    char name[160], input_name[160];
-    snprintf(name, sizeof name, "%.*s.scale", (int)base, t->name);
-    snprintf(input_name, sizeof input_name, "%.*s.input_scale", (int)base, t->name);
-    const struct splash_tensor_info *sc = api->tensor_find(model->meta, name);
-    const struct splash_tensor_info *in = api->tensor_find(model->meta, input_name);
-    if (!sc && !in)
-        return SPLASH_OK;
-    const struct splash_format_type *f = t->format;
-    if (!f || !(f->flags & SPLASH_FORMAT_TENSOR_SCALE))
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s beside a %s weight is refused: only NVFP4 rows take a "
-                              "per-tensor scale",
-                              path, sc ? name : input_name, f ? f->name : "?");
-    if (!sc)
-        return SPLASH_OK; /* NVIDIA's activation scale alone plays no part */
-    int64_t n = 1, experts = t->n_dims >= 3 ? t->ne[2] : 1;
-    for (int32_t d = 0; d < sc->n_dims; d++)
-        n *= sc->ne[d];
-    const struct splash_format_type *sf = sc->format;
-    if (!sf || strcmp(sf->name, "F32") || !sc->data || (n != 1 && n != experts))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%s: %s must be F32 with 1 value or one per expert (%lld), not "
-                              "%lld %s values",
-                              path, name, (long long)experts, (long long)n, sf ? sf->name : "?");
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v)
-        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    model->k->to_float(sc, v);
-    enum splash_status st = SPLASH_OK;
-    if (w) {
-        st = model->k->weight_set_scale(w, v, n, err);
-    } else if (single) {
-        *single = v[0];
-        if (n != 1 || !isfinite(v[0]))
-            st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s must be one finite value", path,
-                                name);
-    }
-    free(v);
-    return st;
-}
-
-static enum splash_status load_weight(struct hybrid_model *model, int32_t il, const char *name,
-                                      struct splash_weight **out, struct splash_err *err)
-{
-    const struct splash_tensor_info *t = find(model, il, name, err);
-    if (!t)
-        return SPLASH_ERR_NOT_FOUND;
-    model->weight_bytes += t->n_bytes;
-    enum splash_status st = model->k->weight_create(t, out, err);
-    if (!st)
-        st = hybrid_weight_scale(model, t, *out, NULL, err);
-    return st;
-}
-
-/* A small tensor as n floats (norms, conv, decay); `plus_one` adds 1 (HF's zero-centred norms). */
-static enum splash_status load_floats(struct hybrid_model *model, int32_t il, const char *name,
-                                      int64_t n, int plus_one, float **out, struct splash_err *err)
-{
-    const struct splash_tensor_info *t = find(model, il, name, err);
-    if (!t)
-        return SPLASH_ERR_NOT_FOUND;
-    int64_t have = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    if (have != n)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s holds %lld values, expected %lld",
-                              model->host->meta->path(model->meta), t->name, (long long)have,
-                              (long long)n);
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v)
-        return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", t->name);
-    model->k->to_float(t, v);
-    if (plus_one)
-        for (int64_t i = 0; i < n; i++)
-            v[i] += 1.0f;
-    model->weight_bytes += t->n_bytes;
-    *out = v;
-    return SPLASH_OK;
-}
-
 /* ---- dense FFN ------------------------------------------------------------------ */
-
-struct dense_ffn {
-    struct splash_weight *gate, *up, *down;
-};
-
-void hybrid_ffn_dense_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                              void *ctx);
 
 static enum splash_status dense_create(struct hybrid_model *model, int32_t il, void **layer_ffn,
                                        struct splash_err *err)
 {
-    struct dense_ffn *f = calloc(1, sizeof *f);
+    struct hybrid_dense_ffn *f = calloc(1, sizeof *f);
     if (!f)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    enum splash_status st;
-    if ((st = load_weight(model, il, "ffn_gate.weight", &f->gate, err)) ||
-        (st = load_weight(model, il, "ffn_up.weight", &f->up, err)) ||
-        (st = load_weight(model, il, "ffn_down.weight", &f->down, err))) {
-        model->k->weight_destroy(f->gate);
-        model->k->weight_destroy(f->up);
-        free(f);
-        return st;
-    }
     *layer_ffn = f;
     return SPLASH_OK;
 }
 
 static void dense_destroy(struct hybrid_model *model, void *layer_ffn)
 {
-    struct dense_ffn *f = layer_ffn;
-    if (!f)
-        return;
-    model->k->weight_destroy(f->gate);
-    model->k->weight_destroy(f->up);
-    model->k->weight_destroy(f->down);
-    free(f);
+    free(layer_ffn);
 }
 
 struct swiglu_task {
@@ -172,7 +43,7 @@ static void swiglu_range(void *ctx, int64_t begin, int64_t end, int thread)
 static void dense_forward(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
                           float *out, float *scratch)
 {
-    const struct dense_ffn *f = layer_ffn;
+    const struct hybrid_dense_ffn *f = layer_ffn;
     int64_t ff = model->cfg.n_ff;
     float *gate = scratch;        /* (n, n_ff) */
     float *up = scratch + n * ff; /* (n, n_ff) */
@@ -205,42 +76,33 @@ void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splas
     model->host->parallel_for(model->opts.pool, n, grain, fn, ctx);
 }
 
-static enum splash_status load_layer(struct hybrid_model *model, int32_t il, struct splash_err *err)
+/* After binding: HF's zero-centred norms become 1 + w, and its A_log the decay -exp(A_log). */
+static void plus_one(float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        v[i] += 1.0f;
+}
+
+static void adjust_weights(struct hybrid_model *model)
 {
     const struct hybrid_config *c = &model->cfg;
-    struct hybrid_layer *L = &model->layers[il];
-    int p1 = c->norm_plus_one;
-    enum splash_status st;
-    L->is_attn = c->is_attn[il];
-    if ((st = load_floats(model, il, "attn_norm.weight", c->n_embd, p1, &L->attn_norm, err)) ||
-        (st = load_floats(model, il, "post_attention_norm.weight", c->n_embd, p1, &L->post_norm,
-                          err)))
-        return st;
-    if (L->is_attn) {
-        if ((st = load_weight(model, il, "attn_q.weight", &L->wq, err)) ||
-            (st = load_weight(model, il, "attn_k.weight", &L->wk, err)) ||
-            (st = load_weight(model, il, "attn_v.weight", &L->wv, err)) ||
-            (st = load_weight(model, il, "attn_output.weight", &L->wo, err)) ||
-            (st = load_floats(model, il, "attn_q_norm.weight", c->head_dim, p1, &L->q_norm, err)) ||
-            (st = load_floats(model, il, "attn_k_norm.weight", c->head_dim, p1, &L->k_norm, err)))
-            return st;
-    } else {
-        if ((st = load_weight(model, il, "attn_qkv.weight", &L->qkv, err)) ||
-            (st = load_weight(model, il, "attn_gate.weight", &L->z, err)) ||
-            (st = load_weight(model, il, "ssm_alpha.weight", &L->alpha, err)) ||
-            (st = load_weight(model, il, "ssm_beta.weight", &L->beta, err)) ||
-            (st = load_weight(model, il, "ssm_out.weight", &L->ssm_out, err)) ||
-            (st = load_floats(model, il, "ssm_conv1d.weight", c->conv_dim * c->conv_kernel, 0,
-                              &L->conv_w, err)) ||
-            (st = load_floats(model, il, "ssm_dt.bias", c->n_v_heads, 0, &L->dt_bias, err)) ||
-            (st = load_floats(model, il, "ssm_a", c->n_v_heads, 0, &L->ssm_a, err)) ||
-            (st = load_floats(model, il, "ssm_norm.weight", c->d_v, 0, &L->ssm_norm, err)))
-            return st;
-        if (c->source == SPLASH_META_CONFIG) /* HF stores A_log */
-            for (int32_t h = 0; h < c->n_v_heads; h++)
-                L->ssm_a[h] = -expf(L->ssm_a[h]);
+    if (c->norm_plus_one) {
+        plus_one(model->output_norm, c->n_embd);
+        for (int64_t il = 0; il < c->n_layers; il++) {
+            struct hybrid_layer *L = &model->layers[il];
+            plus_one(L->attn_norm, c->n_embd);
+            plus_one(L->post_norm, c->n_embd);
+            if (L->is_attn) {
+                plus_one(L->q_norm, c->head_dim);
+                plus_one(L->k_norm, c->head_dim);
+            }
+        }
     }
-    return model->ffn->create(model, il, &L->ffn, err);
+    if (c->source == SPLASH_META_CONFIG) /* HF stores A_log */
+        for (int64_t il = 0; il < c->n_layers; il++)
+            if (!model->layers[il].is_attn)
+                for (int32_t h = 0; h < c->n_v_heads; h++)
+                    model->layers[il].ssm_a[h] = -expf(model->layers[il].ssm_a[h]);
 }
 
 /* YaRN (Peng et al. 2023): dimensions whose wavelength fits the native window many
@@ -286,6 +148,7 @@ static void rope_tables(struct hybrid_model *model)
 
 enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
                                        const char *arch, const struct hybrid_ffn_ops *ffn,
+                                       splash_declare_fn declare,
                                        const struct splash_model_opts *opts,
                                        struct hybrid_model **out, struct splash_err *err)
 {
@@ -317,32 +180,18 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto out_free;
     }
-    model->tok_embd = find(model, -1, "token_embd.weight", err);
-    if (!model->tok_embd) {
-        st = SPLASH_ERR_NOT_FOUND;
-        goto out_destroy;
-    }
-    model->weight_bytes += model->tok_embd->n_bytes;
-    model->tok_embd_scale = 1.0f;
-    if ((st = hybrid_weight_scale(model, model->tok_embd, NULL, &model->tok_embd_scale, err)))
-        goto out_destroy;
-    if ((st = load_floats(model, -1, "output_norm.weight", c->n_embd, c->norm_plus_one,
-                          &model->output_norm, err)))
-        goto out_destroy;
-    if (c->tied) {
-        st = model->k->weight_create(model->tok_embd, &model->output, err);
-        if (!st)
-            st = hybrid_weight_scale(model, model->tok_embd, model->output, NULL, err);
-    } else
-        st = load_weight(model, -1, "output.weight", &model->output, err);
-    if (st)
-        goto out_destroy;
     int32_t n_attn = 0, n_gdn = 0;
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
-        model->layers[il].slot = c->is_attn[il] ? n_attn++ : n_gdn++;
-        if ((st = load_layer(model, il, err)))
+        struct hybrid_layer *L = &model->layers[il];
+        L->is_attn = c->is_attn[il];
+        L->slot = c->is_attn[il] ? n_attn++ : n_gdn++;
+        if ((st = model->ffn->create(model, il, &L->ffn, err)))
             goto out_destroy;
     }
+    model->declare = declare;
+    if ((st = host->bind_tensors(host, m, declare, model, &model->weight_bytes, err)))
+        goto out_destroy;
+    adjust_weights(model);
     model->n_gdn = n_gdn;
     model->max_context = opts->max_context > 0 ? opts->max_context : c->n_ctx_train;
     model->page_tokens = HYBRID_PAGE_TOKENS;
@@ -367,34 +216,14 @@ void hybrid_model_destroy(struct hybrid_model *model)
 {
     if (!model)
         return;
-    const struct splash_kernels *k = model->k;
     if (model->layers) {
-        for (int64_t il = 0; il < model->cfg.n_layers; il++) {
-            struct hybrid_layer *L = &model->layers[il];
-            free(L->attn_norm);
-            free(L->post_norm);
-            k->weight_destroy(L->qkv);
-            k->weight_destroy(L->z);
-            k->weight_destroy(L->alpha);
-            k->weight_destroy(L->beta);
-            k->weight_destroy(L->ssm_out);
-            free(L->conv_w);
-            free(L->dt_bias);
-            free(L->ssm_a);
-            free(L->ssm_norm);
-            k->weight_destroy(L->wq);
-            k->weight_destroy(L->wk);
-            k->weight_destroy(L->wv);
-            k->weight_destroy(L->wo);
-            free(L->q_norm);
-            free(L->k_norm);
-            if (L->ffn)
-                model->ffn->destroy(model, L->ffn);
-        }
+        if (model->declare)
+            model->host->unbind_tensors(model->host, model->meta, model->declare, model);
+        for (int64_t il = 0; il < model->cfg.n_layers; il++)
+            if (model->layers[il].ffn)
+                model->ffn->destroy(model, model->layers[il].ffn);
         free(model->layers);
     }
-    k->weight_destroy(model->output);
-    free(model->output_norm);
     model->host->free_aligned(model->step_arena.p);
     model->host->free_aligned(model->ffn_arena.p);
     model->host->free_aligned(model->logits.p);
@@ -431,6 +260,8 @@ void hybrid_model_info(const struct hybrid_model *model, struct splash_model_inf
         (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
     info->kv_page_tokens = model->page_tokens;
     info->kv_page_bytes = (uint64_t)c->n_attn * model->kv_page_bytes;
+    info->n_ctx_max = c->n_ctx_train > HYBRID_QWEN_CONTEXT_MAX ? c->n_ctx_train
+                                                                : HYBRID_QWEN_CONTEXT_MAX;
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */

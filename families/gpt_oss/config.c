@@ -216,13 +216,13 @@ void gptoss_config_summary(const struct gptoss_config *c, char *buf, size_t size
              c->n_used, (long long)c->n_ff_exp, (long long)c->n_vocab);
 }
 
-static void decl(splash_decl_emit_fn emit, void *ctx, int32_t il, const char *name, uint32_t role,
+static void decl(splash_decl_emit_fn emit, void *ctx, int32_t il, const char *name, uint32_t accept,
                  uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2)
 {
     struct splash_tensor_decl d = {.layer = il,
                                    .n_dims = n_dims,
                                    .ne = {ne0, ne1, ne2, 1},
-                                   .role = role,
+                                   .accept = accept,
                                    .flags = flags};
     if (il >= 0)
         snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
@@ -238,31 +238,31 @@ void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
             kvd = (int64_t)c->n_head_kv * c->head_dim, x = c->n_expert, ff = c->n_ff_exp;
     (void)host;
     (void)m;
-    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ROLE_EMBED, 0, 2, e, c->n_vocab, 1);
-    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
-    decl(emit, ctx, -1, "output.weight", SPLASH_ROLE_LINEAR, c->tied ? SPLASH_DECL_OPTIONAL : 0, 2,
+    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, c->n_vocab, 1);
+    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
+    decl(emit, ctx, -1, "output.weight", SPLASH_ACCEPT_LINEAR, c->tied ? SPLASH_DECL_OPTIONAL : 0, 2,
          e, c->n_vocab, 1);
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
-        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
-        decl(emit, ctx, il, "attn_q.weight", SPLASH_ROLE_LINEAR, 0, 2, e, qd, 1);
-        decl(emit, ctx, il, "attn_k.weight", SPLASH_ROLE_LINEAR, 0, 2, e, kvd, 1);
-        decl(emit, ctx, il, "attn_v.weight", SPLASH_ROLE_LINEAR, 0, 2, e, kvd, 1);
-        decl(emit, ctx, il, "attn_output.weight", SPLASH_ROLE_LINEAR, 0, 2, qd, e, 1);
-        decl(emit, ctx, il, "attn_q.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, qd, 1, 1);
-        decl(emit, ctx, il, "attn_k.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, kvd, 1, 1);
-        decl(emit, ctx, il, "attn_v.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, kvd, 1, 1);
-        decl(emit, ctx, il, "attn_output.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, e, 1, 1);
-        decl(emit, ctx, il, "attn_sinks.weight", SPLASH_ROLE_SINKS, 0, 1, c->n_head, 1, 1);
-        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
+        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
+        decl(emit, ctx, il, "attn_q.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, qd, 1);
+        decl(emit, ctx, il, "attn_k.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, kvd, 1);
+        decl(emit, ctx, il, "attn_v.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, kvd, 1);
+        decl(emit, ctx, il, "attn_output.weight", SPLASH_ACCEPT_LINEAR, 0, 2, qd, e, 1);
+        decl(emit, ctx, il, "attn_q.bias", SPLASH_ACCEPT_FLOAT, 0, 1, qd, 1, 1);
+        decl(emit, ctx, il, "attn_k.bias", SPLASH_ACCEPT_FLOAT, 0, 1, kvd, 1, 1);
+        decl(emit, ctx, il, "attn_v.bias", SPLASH_ACCEPT_FLOAT, 0, 1, kvd, 1, 1);
+        decl(emit, ctx, il, "attn_output.bias", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
+        decl(emit, ctx, il, "attn_sinks.weight", SPLASH_ACCEPT_F32, 0, 1, c->n_head, 1, 1);
+        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
         /* the router stays a float, as the reference quantizer leaves it (F16 in the test
          * data, F32 in OpenAI's own GGUFs) */
-        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ROLE_ANY_FLOAT, 0, 2, e, x, 1);
-        decl(emit, ctx, il, "ffn_gate_inp.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, x, 1, 1);
-        decl(emit, ctx, il, "ffn_gate_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
-        decl(emit, ctx, il, "ffn_up_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
-        decl(emit, ctx, il, "ffn_down_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, ff, e, x);
-        decl(emit, ctx, il, "ffn_gate_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, ff, x, 1);
-        decl(emit, ctx, il, "ffn_up_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, ff, x, 1);
-        decl(emit, ctx, il, "ffn_down_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, e, x, 1);
+        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ACCEPT_FLOAT, 0, 2, e, x, 1);
+        decl(emit, ctx, il, "ffn_gate_inp.bias", SPLASH_ACCEPT_FLOAT, 0, 1, x, 1, 1);
+        decl(emit, ctx, il, "ffn_gate_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, e, ff, x);
+        decl(emit, ctx, il, "ffn_up_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, e, ff, x);
+        decl(emit, ctx, il, "ffn_down_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, ff, e, x);
+        decl(emit, ctx, il, "ffn_gate_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, ff, x, 1);
+        decl(emit, ctx, il, "ffn_up_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, ff, x, 1);
+        decl(emit, ctx, il, "ffn_down_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, e, x, 1);
     }
 }

@@ -217,6 +217,7 @@ void gptoss_model_info(const struct gptoss_model *model, struct splash_model_inf
         (uint64_t)c->n_swa * (uint64_t)model->ring_pages * model->kv_page_bytes;
     info->kv_page_tokens = GPTOSS_PAGE_TOKENS;
     info->kv_page_bytes = (uint64_t)model->n_full * model->kv_page_bytes;
+    info->n_ctx_max = c->n_ctx_train; /* the header's YaRN is fixed: no context past it */
 }
 
 void *gptoss_buffer_get(const struct gptoss_model *model, struct gptoss_buffer *b, size_t bytes)

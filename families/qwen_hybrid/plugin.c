@@ -1,6 +1,7 @@
 /* The dense Qwen hybrid family (GGUF qwen35; config model_type qwen3_5 and
  * qwen3_5_text): Gated DeltaNet layers interleaved with gated full attention,
- * a SwiGLU FFN in every layer. The trunk is families/common/hybrid*.c. */
+ * a SwiGLU FFN in every layer. The trunk, its declaration list and model are
+ * families/common/hybrid*.c; this file holds the claims and the sizes it names. */
 #include <stdio.h>
 #include <string.h>
 
@@ -81,27 +82,6 @@ static enum splash_status qh_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
-static enum splash_status qh_declare_tensors(const struct splash_host *host,
-                                             const struct splash_meta *m, splash_decl_emit_fn emit,
-                                             void *ctx, struct splash_err *err)
-{
-    return hybrid_declare_tensors(host, m, QH_ARCH, &hybrid_ffn_dense, emit, ctx, err);
-}
-
-static enum splash_status qh_model_create(const struct splash_host *host,
-                                          const struct splash_meta *m,
-                                          const struct splash_model_opts *opts, void **model,
-                                          struct splash_err *err)
-{
-    struct hybrid_model *hm;
-    enum splash_status st =
-        hybrid_model_create(host, m, QH_ARCH, &hybrid_ffn_dense, opts, &hm, err);
-    if (st)
-        return st;
-    *model = hm;
-    return SPLASH_OK;
-}
-
 static const char *const qh_gguf_architectures[] = {QH_ARCH, NULL};
 static const char *const qh_model_types[] = {"qwen3_5", "qwen3_5_text", NULL};
 
@@ -111,8 +91,8 @@ static const struct splash_family_plugin qh_plugin = {
     .gguf_architectures = qh_gguf_architectures,
     .model_types = qh_model_types,
     .check_config = qh_check_config,
-    .declare_tensors = qh_declare_tensors,
-    .model_create = qh_model_create,
+    .declare_tensors = hybrid_family_declare_tensors,
+    .model_create = hybrid_family_model_create,
     .model_destroy = hybrid_family_model_destroy,
     .model_info = hybrid_family_model_info,
     .seq_create = hybrid_family_seq_create,

@@ -1,12 +1,12 @@
 /* The Qwen MoE hybrid family (GGUF qwen35moe; config model_type qwen3_5_moe and
  * qwen3_5_moe_text): the dense family's trunk (Gated DeltaNet layers interleaved
  * with gated full attention, families/common/hybrid*.c) with a mixture-of-experts
- * FFN in every layer (families/common/moe*.c). */
+ * FFN in every layer (families/qwen_moe/moe*.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "families/common/hybrid.h"
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 #include "splash/family.h"
 #include "splash/plugin.h"
 
@@ -162,11 +162,20 @@ static enum splash_status qm_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
+/* The family's one declaration list: checked by model-check, bound by model_create. The
+ * trunk reads the header through qm_host. */
+static enum splash_status qm_declare(const struct splash_host *host, const struct splash_meta *m,
+                                     void *model, splash_decl_emit_fn emit, void *ctx,
+                                     struct splash_err *err)
+{
+    return moe_declare(&qm_host, m, QM_ARCH, model, emit, ctx, err);
+}
+
 static enum splash_status qm_declare_tensors(const struct splash_host *host,
                                              const struct splash_meta *m, splash_decl_emit_fn emit,
                                              void *ctx, struct splash_err *err)
 {
-    return moe_declare_tensors(&qm_host, m, QM_ARCH, emit, ctx, err);
+    return qm_declare(host, m, NULL, emit, ctx, err);
 }
 
 /* ---- the model ---------------------------------------------------------------------------- */
@@ -177,7 +186,8 @@ static enum splash_status qm_model_create(const struct splash_host *host,
                                           struct splash_err *err)
 {
     struct hybrid_model *hm;
-    enum splash_status st = hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, opts, &hm, err);
+    enum splash_status st =
+        hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, qm_declare, opts, &hm, err);
     if (st)
         return st;
     *model = hm;

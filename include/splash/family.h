@@ -1,5 +1,22 @@
 /* Family plugins: claims, config checks, tensor declarations and the forward
- * pass, written as calls into the host's kernels. */
+ * pass, written as calls into the host's kernels.
+ *
+ * Tensors are declared once, in one list function (splash_declare_fn, host.h):
+ *
+ *   static enum splash_status my_declare(const struct splash_host *host,
+ *           const struct splash_meta *m, void *model, splash_decl_emit_fn emit, void *ctx,
+ *           struct splash_err *err)
+ *   {
+ *       struct my_model *mm = model;   // NULL when the file is only being checked
+ *       struct splash_tensor_decl d = {.name = "blk.0.attn_q.weight", .layer = 0,
+ *           .n_dims = 2, .ne = {n_embd, n_q}, .accept = SPLASH_ACCEPT_LINEAR,
+ *           .bind = SPLASH_BIND_WEIGHT, .dst = mm ? &mm->layers[0].wq : NULL};
+ *       emit(ctx, &d);                 // ... one entry per tensor, in a fixed order
+ *   }
+ *
+ * declare_tensors calls it with model NULL (model-check); model_create allocates its
+ * structs, then host->bind_tensors(host, m, my_declare, mm, &bytes, err) checks and binds
+ * every entry; model_destroy calls host->unbind_tensors before freeing them. */
 #ifndef SPLASH_FAMILY_H
 #define SPLASH_FAMILY_H
 
@@ -10,32 +27,60 @@
 #include "splash/plugin.h"
 #include "splash/status.h"
 
-/* What a declared tensor is for; the core applies the type rules of models.md
- * ("GGUF targets") per role. */
-enum splash_tensor_role {
-    SPLASH_ROLE_LINEAR = 1,    /* projections and experts: any quantized linear format, BF16, F16 */
-    SPLASH_ROLE_EMBED = 2,     /* token table: any of the linears' formats */
-    SPLASH_ROLE_NORM = 3,      /* F32, BF16 or F16 */
-    SPLASH_ROLE_ROUTER = 4,    /* F32, BF16 or a quantized linear format (not F16) */
-    SPLASH_ROLE_SHEXP_GATE = 5,/* F32, BF16 or Q8_0 */
-    SPLASH_ROLE_GDN_F32 = 6,   /* GDN convolution, decay, time-step bias: F32 */
-    SPLASH_ROLE_ALPHABETA = 7, /* GDN alpha/beta: a linear format or F32 */
-    SPLASH_ROLE_SINKS = 8,     /* attention sinks: F32 */
-    SPLASH_ROLE_ANY_FLOAT = 9, /* F32, BF16 or F16 */
+/* What a declared tensor may be stored as: the accept mask, an OR of these bits (models.md
+ * "GGUF targets"). QUANT is every format whose plugin flags it SPLASH_FORMAT_LINEAR (the
+ * format decides, the core names none); the others are the plain GGUF element types by
+ * their type id (enum splash_dtype). A tensor of a type the mask lacks is refused by
+ * model-check, naming it. */
+#define SPLASH_ACCEPT_QUANT (1u << 0) /* a quantized linear format (SPLASH_FORMAT_LINEAR) */
+#define SPLASH_ACCEPT_F32 (1u << 1)   /* GGUF type 0 */
+#define SPLASH_ACCEPT_F16 (1u << 2)   /* GGUF type 1 */
+#define SPLASH_ACCEPT_BF16 (1u << 3)  /* GGUF type 30 */
+#define SPLASH_ACCEPT_Q8_0 (1u << 4)  /* GGUF type 8, even where QUANT is not accepted */
+/* the usual masks: weight matrices (projections, experts, the token table), and the
+ * small float vectors (norms) */
+#define SPLASH_ACCEPT_LINEAR (SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
+#define SPLASH_ACCEPT_FLOAT (SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_F16)
+
+#define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine */
+/* (ABI 1.3) the tensor an earlier declaration of the list named, bound a second time (a head
+ * tied to the token table): checked, counted and written by the model writer once */
+#define SPLASH_DECL_AGAIN (1u << 1)
+
+/* (ABI 1.3) What a declaration's dst receives when the core binds the list into a model
+ * (host->bind_tensors); host->unbind_tensors frees it again. */
+enum splash_bind {
+    SPLASH_BIND_NONE = 0,   /* checked only */
+    SPLASH_BIND_WEIGHT = 1, /* dst: struct splash_weight **, the kernels' matmul weight
+                               (NAME.scale beside it applied) */
+    SPLASH_BIND_FLOATS = 2, /* dst: float **, every value as F32 (norms, conv, biases),
+                               allocated by the core */
+    SPLASH_BIND_TENSOR = 3, /* dst: struct splash_tensor_ref *, the mapped tensor itself (a
+                               token table the kernels gather rows from) */
 };
 
-#define SPLASH_DECL_OPTIONAL (1u << 0) /* absent is fine (e.g. output.weight when tied) */
+/* A tensor read as it is stored, with its per-tensor scale (NAME.scale; 1 when none). */
+struct splash_tensor_ref {
+    const struct splash_tensor_info *t;
+    float scale;
+};
 
+/* One entry of a family's declaration list: what model-check holds a file to and, for the
+ * model being built, where the tensor goes. Names are GGUF names (a safetensors target's
+ * names are mapped to them before the list sees them). */
 struct splash_tensor_decl {
-    char name[96];   /* exact name: "blk.3.attn_qkv.weight" */
+    char name[96];   /* exact GGUF name: "blk.3.attn_qkv.weight" */
     int32_t layer;   /* block index, -1 for global tensors (for grouped messages) */
     int32_t n_dims;
     int64_t ne[4];   /* expected shape, GGUF order; unused dims 1 */
-    uint32_t role;   /* enum splash_tensor_role */
+    /* SPLASH_ACCEPT_* (ABI 1.3; a plugin built before emits a role here, which the core
+     * maps to its mask) */
+    uint32_t accept;
     uint32_t flags;  /* SPLASH_DECL_* */
+    /* ---- ABI 1.3 ---- */
+    uint32_t bind;   /* enum splash_bind */
+    void *dst;       /* where in the model the tensor goes; NULL when there is no model */
 };
-
-typedef void (*splash_decl_emit_fn)(void *ctx, const struct splash_tensor_decl *decl);
 
 /* check_config's answer. score 0: not this family. */
 struct splash_family_verdict {
@@ -74,6 +119,11 @@ struct splash_model_info {
     /* ---- ABI 1.2 (0 from an older plugin: the core then counts kv_bytes_per_token) ---- */
     int32_t kv_page_tokens;            /* tokens per KV page */
     uint64_t kv_page_bytes;            /* one page of every attention layer */
+    /* ---- ABI 1.3 ---- */
+    /* The most context a sequence may hold (past n_ctx_train: as far as the family's
+     * scaling is validated; n_ctx_train where it cannot stretch). The core's memory plan
+     * refuses a longer --max-context. 0 from an older plugin: four times n_ctx_train. */
+    int64_t n_ctx_max;
 };
 
 /* One lane of a batched forward step: n_tokens new tokens of one sequence,
@@ -111,7 +161,10 @@ struct splash_family_plugin {
      * (an architecture this family serves with values it cannot run). */
     enum splash_status (*check_config)(const struct splash_host *host, const struct splash_meta *m,
                                        struct splash_family_verdict *v, struct splash_err *err);
-    /* Emits every tensor the forward pass reads, with shape and role. */
+    /* Emits every tensor the forward pass reads, with shape and accept mask: the family's
+     * declaration list (a splash_declare_fn, see host.h) called with model NULL. The same
+     * list, called with the model model_create builds, binds the weights through
+     * host->bind_tensors, so names and shapes are written once. */
     enum splash_status (*declare_tensors)(const struct splash_host *host,
                                           const struct splash_meta *m, splash_decl_emit_fn emit,
                                           void *ctx, struct splash_err *err);

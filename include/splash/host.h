@@ -53,6 +53,7 @@ enum splash_meta_source {
 enum splash_dtype {
     SPLASH_DTYPE_F32 = 0,
     SPLASH_DTYPE_F16 = 1,
+    SPLASH_DTYPE_Q8_0 = 8,
     SPLASH_DTYPE_BF16 = 30,
     SPLASH_DTYPE_ST_F64 = -1,
     SPLASH_DTYPE_ST_I64 = -2,
@@ -118,6 +119,19 @@ struct splash_meta_api {
     uint32_t size;
 };
 
+struct splash_host;
+struct splash_tensor_decl;
+
+/* A family's declaration list (splash/family.h) hands each entry to emit. */
+typedef void (*splash_decl_emit_fn)(void *ctx, const struct splash_tensor_decl *decl);
+/* The declaration list itself: every tensor of the model m describes, each emitted once in
+ * a fixed order. model NULL: for checking (dst NULL); else the family's model being built,
+ * each entry's dst pointing into it. */
+typedef enum splash_status (*splash_declare_fn)(const struct splash_host *host,
+                                                 const struct splash_meta *m, void *model,
+                                                 splash_decl_emit_fn emit, void *ctx,
+                                                 struct splash_err *err);
+
 /* A range task for the worker pool: process items [begin, end) on thread `thread`. */
 typedef void (*splash_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 
@@ -160,6 +174,21 @@ struct splash_host {
                                                          int32_t gguf_type);
     const struct splash_format_type *(*format_find_name)(const struct splash_host *host,
                                                          const char *name);
+
+    /* ---- ABI 1.3 ---- */
+    /* A family's model_create binds its weights here, as llama.cpp's create_tensor does:
+     * declare(host, m, model, ...) is walked and each entry's tensor checked (present unless
+     * optional, a format decodes it, the declared shape, mapped; the accept masks are
+     * model-check's, which runs before a load), then bound
+     * into its dst; *bytes (may be NULL) gets the bytes of the tensors bound, each once. The
+     * first problem stops it with an error naming the file and tensor, and what was bound
+     * is unbound. */
+    enum splash_status (*bind_tensors)(const struct splash_host *host,
+                                       const struct splash_meta *m, splash_declare_fn declare,
+                                       void *model, uint64_t *bytes, struct splash_err *err);
+    /* Frees what bind_tensors put in each dst of the list and clears it (model_destroy). */
+    void (*unbind_tensors)(const struct splash_host *host, const struct splash_meta *m,
+                           splash_declare_fn declare, void *model);
 };
 
 #endif

@@ -3,10 +3,11 @@
  * stored format, softmax over all experts in fp32, top-k renormalised, the
  * routed experts batched per expert (kernels' matmul_experts, each expert's
  * weights read once per step for all the rows routed to it), and a shared
- * expert scaled by the sigmoid of its scalar gate. Compiled into every family
- * plugin beside hybrid*.c; names are prefixed moe_. */
-#ifndef SPLASH_FAMILIES_MOE_H
-#define SPLASH_FAMILIES_MOE_H
+ * expert scaled by the sigmoid of its scalar gate. Part of the qwen_moe plugin
+ * alone (the trunk in families/common knows no experts); names are prefixed moe_
+ * because the static plugin archive links every plugin together. */
+#ifndef SPLASH_FAMILIES_QWEN_MOE_MOE_H
+#define SPLASH_FAMILIES_QWEN_MOE_MOE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,16 +32,15 @@ enum splash_status moe_config_read(const struct splash_host *host, const struct 
 /* ", 256 experts (8 used) of ff 512, shared ff 512" appended to buf. */
 void moe_config_summary(const struct moe_config *cfg, char *buf, size_t size);
 
-/* Emits every tensor of a MoE hybrid: the trunk's and, per layer, the router, the
- * routed experts (ffn_{gate,up,down}_exps, or ffn_gate_up_exps where the file fuses
- * gate and up) and the shared expert with its gate, all held to the header's
- * expert count. */
-enum splash_status moe_declare_tensors(const struct splash_host *host, const struct splash_meta *m,
-                                       const char *arch, splash_decl_emit_fn emit, void *ctx,
-                                       struct splash_err *err);
+/* A MoE hybrid's declaration list (a splash_declare_fn's body): the trunk's tensors and,
+ * per layer, the router, the routed experts (ffn_{gate,up,down}_exps, or ffn_gate_up_exps
+ * where the file fuses gate and up) and the shared expert with its gate, all held to the
+ * header's expert count; bound into model when it is not NULL. */
+enum splash_status moe_declare(const struct splash_host *host, const struct splash_meta *m,
+                               const char *arch, struct hybrid_model *model,
+                               splash_decl_emit_fn emit, void *ctx, struct splash_err *err);
 
-/* The FFN ops for hybrid_model_create. Its declare member expects the emit context
- * moe_declare_tensors passes: declare through moe_declare_tensors only. */
+/* The FFN ops for hybrid_model_create (its declarations need moe_declare's sizes). */
 extern const struct hybrid_ffn_ops moe_ffn_ops;
 
 /* Diagnostics for tests: after routing, fn gets each row's top-k margin in layer il

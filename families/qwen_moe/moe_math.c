@@ -3,7 +3,7 @@
  * moe_avx2.c. */
 #include <math.h>
 
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 #include "splash/host.h"
 
 void moe_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t *ids, float *w)

@@ -2,7 +2,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 
 void moe_swiglu_avx2(const float *g, const float *u, int64_t in_stride, float *h, int64_t rows,
                      int64_t n);

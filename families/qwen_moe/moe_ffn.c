@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "families/common/moe.h"
+#include "families/qwen_moe/moe.h"
 
 /* ---- sizes ---------------------------------------------------------------------- */
 
@@ -93,75 +93,7 @@ void moe_config_summary(const struct moe_config *cfg, char *buf, size_t size)
                  cfg->n_expert, cfg->n_used, (long long)cfg->n_ff_exp, (long long)cfg->n_ff_shexp);
 }
 
-/* ---- tensors ---------------------------------------------------------------------- */
-
-/* What moe_declare_tensors hands the trunk as its emit context: the caller's emitter
- * and the MoE sizes the FFN's declare needs (the ops' declare sees only the trunk's
- * config). */
-struct decl_ctx {
-    splash_decl_emit_fn emit;
-    void *ctx;
-    const struct splash_host *host;
-    const struct splash_meta *m;
-    struct moe_config moe;
-};
-
-static void passthrough(void *ctx, const struct splash_tensor_decl *d)
-{
-    const struct decl_ctx *c = ctx;
-    c->emit(c->ctx, d);
-}
-
-static void decl(const struct decl_ctx *c, int32_t il, const char *name, uint32_t role, int n_dims,
-                 int64_t ne0, int64_t ne1, int64_t ne2)
-{
-    struct splash_tensor_decl d = {
-        .layer = il, .n_dims = n_dims, .ne = {ne0, ne1, ne2, 1}, .role = role};
-    snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
-    c->emit(c->ctx, &d);
-}
-
-/* A file fuses gate and up when it holds ffn_gate_up_exps (llama.cpp's
- * create_tensor_gate_up_exps): each expert's gate rows, then its up rows. */
-static int layer_fused(const struct splash_host *host, const struct splash_meta *m, int32_t il)
-{
-    char name[96];
-    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
-    return host->meta->tensor_find(m, name) != NULL;
-}
-
-static void moe_declare(const struct hybrid_config *cfg, int32_t il, splash_decl_emit_fn emit,
-                        void *ctx)
-{
-    const struct decl_ctx *c = ctx;
-    const struct moe_config *mc = &c->moe;
-    int64_t e = cfg->n_embd, x = mc->n_expert, ff = mc->n_ff_exp, sh = mc->n_ff_shexp;
-    decl(c, il, "ffn_gate_inp.weight", SPLASH_ROLE_ROUTER, 2, e, x, 1);
-    if (layer_fused(c->host, c->m, il)) {
-        decl(c, il, "ffn_gate_up_exps.weight", SPLASH_ROLE_LINEAR, 3, e, 2 * ff, x);
-    } else {
-        decl(c, il, "ffn_gate_exps.weight", SPLASH_ROLE_LINEAR, 3, e, ff, x);
-        decl(c, il, "ffn_up_exps.weight", SPLASH_ROLE_LINEAR, 3, e, ff, x);
-    }
-    decl(c, il, "ffn_down_exps.weight", SPLASH_ROLE_LINEAR, 3, ff, e, x);
-    decl(c, il, "ffn_gate_inp_shexp.weight", SPLASH_ROLE_SHEXP_GATE, 1, e, 1, 1);
-    decl(c, il, "ffn_gate_shexp.weight", SPLASH_ROLE_LINEAR, 2, e, sh, 1);
-    decl(c, il, "ffn_up_shexp.weight", SPLASH_ROLE_LINEAR, 2, e, sh, 1);
-    decl(c, il, "ffn_down_shexp.weight", SPLASH_ROLE_LINEAR, 2, sh, e, 1);
-}
-
-enum splash_status moe_declare_tensors(const struct splash_host *host, const struct splash_meta *m,
-                                       const char *arch, splash_decl_emit_fn emit, void *ctx,
-                                       struct splash_err *err)
-{
-    struct decl_ctx c = {.emit = emit, .ctx = ctx, .host = host, .m = m};
-    enum splash_status st = moe_config_read(host, m, arch, &c.moe, err);
-    if (st)
-        return st;
-    return hybrid_declare_tensors(host, m, arch, &moe_ffn_ops, passthrough, &c, err);
-}
-
-/* ---- a layer's weights -------------------------------------------------------------- */
+/* ---- a layer's weights and their declarations ----------------------------------------- */
 
 struct moe_layer {
     struct moe_config c;
@@ -185,6 +117,54 @@ void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx)
     L->observe_ctx = ctx;
 }
 
+/* A file fuses gate and up when it holds ffn_gate_up_exps (llama.cpp's
+ * create_tensor_gate_up_exps): each expert's gate rows, then its up rows. */
+static int layer_fused(const struct splash_host *host, const struct splash_meta *m, int32_t il)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+    return host->meta->tensor_find(m, name) != NULL;
+}
+
+/* The router, the routed experts and the shared expert with its gate, all held to the
+ * header's expert count (h->ffn_config: the struct moe_config moe_declare reads). */
+static void moe_declare_layer(const struct hybrid_decls *h, int32_t il, void *layer_ffn)
+{
+    const struct moe_config *mc = h->ffn_config;
+    struct moe_layer *L = layer_ffn;
+    const uint32_t lin = SPLASH_ACCEPT_LINEAR, W = SPLASH_BIND_WEIGHT;
+    int64_t e = h->cfg->n_embd, x = mc->n_expert, ff = mc->n_ff_exp, sh = mc->n_ff_shexp;
+    hybrid_decl(h, il, "ffn_gate_inp.weight",
+                SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16, 0, 2, e, x, 1, W,
+                L ? &L->router : NULL);
+    if (layer_fused(h->host, h->m, il)) {
+        hybrid_decl(h, il, "ffn_gate_up_exps.weight", lin, 0, 3, e, 2 * ff, x, W,
+                    L ? &L->gate_up : NULL);
+    } else {
+        hybrid_decl(h, il, "ffn_gate_exps.weight", lin, 0, 3, e, ff, x, W, L ? &L->gate : NULL);
+        hybrid_decl(h, il, "ffn_up_exps.weight", lin, 0, 3, e, ff, x, W, L ? &L->up : NULL);
+    }
+    hybrid_decl(h, il, "ffn_down_exps.weight", lin, 0, 3, ff, e, x, W, L ? &L->down : NULL);
+    /* the shared expert's gate: the F32 values it holds, whatever its format */
+    hybrid_decl(h, il, "ffn_gate_inp_shexp.weight",
+                SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_Q8_0, 0, 1, e, 1, 1,
+                SPLASH_BIND_FLOATS, L ? &L->sh_inp : NULL);
+    hybrid_decl(h, il, "ffn_gate_shexp.weight", lin, 0, 2, e, sh, 1, W, L ? &L->sh_gate : NULL);
+    hybrid_decl(h, il, "ffn_up_shexp.weight", lin, 0, 2, e, sh, 1, W, L ? &L->sh_up : NULL);
+    hybrid_decl(h, il, "ffn_down_shexp.weight", lin, 0, 2, sh, e, 1, W, L ? &L->sh_down : NULL);
+}
+
+enum splash_status moe_declare(const struct splash_host *host, const struct splash_meta *m,
+                               const char *arch, struct hybrid_model *model,
+                               splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
+{
+    struct moe_config mc;
+    enum splash_status st = moe_config_read(host, m, arch, &mc, err);
+    if (st)
+        return st;
+    return hybrid_declare(host, m, arch, &moe_ffn_ops, &mc, model, emit, ctx, err);
+}
+
 /* Row r's top-k margin: the weakest chosen logit over the strongest unchosen one. */
 static float route_margin(const float *logits, int32_t n_expert, const int32_t *ids, int32_t k)
 {
@@ -202,64 +182,9 @@ static float route_margin(const float *logits, int32_t n_expert, const int32_t *
     return weakest - rival;
 }
 
-/* Layer il's tensor `name` of exactly this shape (the header's expert count included). */
-static const struct splash_tensor_info *find(struct hybrid_model *model, int32_t il,
-                                             const char *name, int64_t ne0, int64_t ne1,
-                                             int64_t ne2, struct splash_err *err)
-{
-    const struct splash_meta_api *api = model->host->meta;
-    char full[96];
-    snprintf(full, sizeof full, "blk.%d.%s", il, name);
-    const struct splash_tensor_info *t = api->tensor_find(model->meta, full);
-    if (!t) {
-        splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: tensor %s is missing",
-                       api->path(model->meta), full);
-        return NULL;
-    }
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
-        splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s is %lldx%lldx%lld, expected %lldx%lldx%lld",
-                       api->path(model->meta), full, (long long)t->ne[0], (long long)t->ne[1],
-                       (long long)t->ne[2], (long long)ne0, (long long)ne1, (long long)ne2);
-        return NULL;
-    }
-    if (!t->data) {
-        splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor %s is not mapped",
-                       api->path(model->meta), full);
-        return NULL;
-    }
-    return t;
-}
-
-static enum splash_status load(struct hybrid_model *model, int32_t il, const char *name,
-                               int64_t ne0, int64_t ne1, int64_t ne2, struct splash_weight **out,
-                               struct splash_err *err)
-{
-    const struct splash_tensor_info *t = find(model, il, name, ne0, ne1, ne2, err);
-    if (!t)
-        return SPLASH_ERR_INVALID;
-    model->weight_bytes += t->n_bytes;
-    enum splash_status st = model->k->weight_create(t, out, err);
-    if (!st)
-        st = hybrid_weight_scale(model, t, *out, NULL, err);
-    return st;
-}
-
 static void moe_destroy(struct hybrid_model *model, void *layer_ffn)
 {
-    struct moe_layer *L = layer_ffn;
-    if (!L)
-        return;
-    const struct splash_kernels *k = model->k;
-    k->weight_destroy(L->router);
-    k->weight_destroy(L->gate);
-    k->weight_destroy(L->up);
-    k->weight_destroy(L->gate_up);
-    k->weight_destroy(L->down);
-    k->weight_destroy(L->sh_gate);
-    k->weight_destroy(L->sh_up);
-    k->weight_destroy(L->sh_down);
-    free(L->sh_inp);
-    free(L);
+    free(layer_ffn);
 }
 
 static enum splash_status moe_create(struct hybrid_model *model, int32_t il, void **layer_ffn,
@@ -269,41 +194,14 @@ static enum splash_status moe_create(struct hybrid_model *model, int32_t il, voi
     if (!L)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     enum splash_status st = moe_config_read(model->host, model->meta, model->cfg.arch, &L->c, err);
-    if (st)
-        goto out_destroy;
+    if (st) {
+        free(L);
+        return st;
+    }
     L->il = il;
     L->simd = moe_simd_pick(model->host->cpu_features());
-    int64_t e = model->cfg.n_embd, x = L->c.n_expert, ff = L->c.n_ff_exp, sh = L->c.n_ff_shexp;
-    if ((st = load(model, il, "ffn_gate_inp.weight", e, x, 1, &L->router, err)))
-        goto out_destroy;
-    if (layer_fused(model->host, model->meta, il))
-        st = load(model, il, "ffn_gate_up_exps.weight", e, 2 * ff, x, &L->gate_up, err);
-    else if (!(st = load(model, il, "ffn_gate_exps.weight", e, ff, x, &L->gate, err)))
-        st = load(model, il, "ffn_up_exps.weight", e, ff, x, &L->up, err);
-    if (st || (st = load(model, il, "ffn_down_exps.weight", ff, e, x, &L->down, err)) ||
-        (st = load(model, il, "ffn_gate_shexp.weight", e, sh, 1, &L->sh_gate, err)) ||
-        (st = load(model, il, "ffn_up_shexp.weight", e, sh, 1, &L->sh_up, err)) ||
-        (st = load(model, il, "ffn_down_shexp.weight", sh, e, 1, &L->sh_down, err)))
-        goto out_destroy;
-    /* the shared expert's gate: the F32 values it holds, whatever its format */
-    const struct splash_tensor_info *g = find(model, il, "ffn_gate_inp_shexp.weight", e, 1, 1, err);
-    if (!g) {
-        st = SPLASH_ERR_INVALID;
-        goto out_destroy;
-    }
-    L->sh_inp = malloc((size_t)e * sizeof *L->sh_inp);
-    if (!L->sh_inp) {
-        st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-        goto out_destroy;
-    }
-    model->k->to_float(g, L->sh_inp);
-    model->weight_bytes += g->n_bytes;
     *layer_ffn = L;
     return SPLASH_OK;
-
-out_destroy:
-    moe_destroy(model, L);
-    return st;
 }
 
 /* ---- forward ------------------------------------------------------------------------ */
@@ -463,7 +361,7 @@ static int64_t moe_scratch(const struct hybrid_config *cfg)
 }
 
 const struct hybrid_ffn_ops moe_ffn_ops = {
-    .declare = moe_declare,
+    .declare = moe_declare_layer,
     .create = moe_create,
     .destroy = moe_destroy,
     .forward = moe_forward,
