@@ -141,7 +141,9 @@ int splash_cmd_serve(int argc, char **argv)
                                         .kv_format = o.kv_format, .state_format = o.state_format,
                                         .max_context = (int64_t)o.max_context,
                                         .max_memory = o.max_memory,
-                                        .decode_share = o.decode_share};
+                                        .decode_share = o.decode_share,
+                                        .cache_disk = o.max_cache_disk,
+                                        .cache_disk_writes = o.max_cache_disk_writes};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
@@ -265,6 +267,10 @@ int splash_cmd_engine(int argc, char **argv)
             e.max_memory = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))
             e.decode_share = strtod(v, NULL);
+        else if (!strcmp(k, "--max-cache-disk"))
+            e.cache_disk = !strcmp(v, "auto") ? -1 : strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--max-cache-disk-writes"))
+            e.cache_disk_writes = strtoull(v, NULL, 10);
     }
     if (e.fd < 0 || !e.model_path) {
         fprintf(stderr, "splash engine: internal subcommand of splash serve\n");

@@ -151,7 +151,11 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
                         json_pack("{s:s}", "later_system",
                                   splash_later_system_name((enum splash_later_system)app->later_system)));
     json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
-    /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
+    /* the prefix cache and its SSD tier (server.md "SSD cache"), as the last request left
+     * them */
+    json_t *disk = cache ? json_object_get(cache, "disk") : NULL;
+    json_object_set_new(reply->json, "disk",
+                        disk ? json_deep_copy(disk) : json_pack("{s:b}", "enabled", 0));
     json_object_set_new(reply->json, "prefix_cache",
                         cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
                                                   info != NULL, "points", (json_int_t)0,

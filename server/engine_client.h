@@ -21,6 +21,8 @@ struct splash_engine_spawn {
     int64_t max_context;
     uint64_t max_memory;
     double decode_share;
+    int64_t cache_disk;          /* --max-cache-disk: 0 off, -1 auto, else bytes */
+    uint64_t cache_disk_writes;  /* --max-cache-disk-writes */
 };
 
 enum splash_event_kind { SPLASH_EV_TOKENS = 1, SPLASH_EV_DONE = 2, SPLASH_EV_ERROR = 3 };

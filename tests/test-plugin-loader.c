@@ -46,9 +46,9 @@ static void test_loader_refuses_wrong_major(void **state)
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_major", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks 1.2");
+    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks 1.3");
     assert_int_equal(splash_registry_n_families(r), 0);
-    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks 1.2");
+    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks 1.3");
     splash_registry_destroy(r);
 }
 
@@ -57,7 +57,7 @@ static void test_loader_refuses_newer_minor(void **state)
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_minor", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks 1.2");
+    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks 1.3");
     splash_registry_destroy(r);
 }
 

@@ -18,6 +18,9 @@ struct splash_engine_opts {
     int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */
     double decode_share;     /* decode time owed per unit of prefill time (server.md) */
     int prefix_cache_off;    /* every prompt prefilled whole (benches' cold runs) */
+    int64_t cache_disk;      /* the prefix cache's SSD tier: 0 off, -1 auto, else a quota */
+    uint64_t cache_disk_writes; /* its write budget, bytes a day (0: none) */
+    const char *cache_disk_dir; /* where its temporary file goes (NULL: $TMPDIR or /tmp) */
 };
 
 /* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status

@@ -29,8 +29,28 @@ struct splash_prefix_cache {
     uint64_t clock;
     void (*drop)(void *ctx, void *seq);
     void *drop_ctx;
+    splash_prefix_spill_fn spill;
+    void *spill_ctx;
     struct splash_prefix_stats stats;
 };
+
+void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
+                                   void *ctx)
+{
+    c->spill = spill;
+    c->spill_ctx = ctx;
+}
+
+/* The tokens from the root to node n (malloc'ed, n->depth of them). */
+static int32_t *path_tokens(const struct node *n)
+{
+    int32_t *t = malloc((size_t)(n->depth ? n->depth : 1) * sizeof *t);
+    if (!t)
+        return NULL;
+    for (const struct node *at = n; at->parent; at = at->parent)
+        memcpy(t + at->depth - at->len, at->label, (size_t)at->len * sizeof *t);
+    return t;
+}
 
 struct splash_prefix_cache *splash_prefix_cache_create(void (*drop)(void *ctx, void *seq),
                                                        void *ctx)
@@ -332,6 +352,12 @@ int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all)
     }
     if (!victim)
         return 0;
+    if (c->spill) {
+        int32_t *t = path_tokens(victim->node);
+        if (t)
+            c->spill(c->spill_ctx, t, victim->node->depth, victim->seq, victim->cls);
+        free(t);
+    }
     point_remove(c, victim);
     return 1;
 }

@@ -55,6 +55,13 @@ int32_t splash_prefix_point_tokens(const struct splash_prefix_point *p);
  * from) only when `all`. 0 when nothing could go. */
 int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all);
 
+/* Called with a point's tokens and sequence as eviction takes it, before it is dropped
+ * (the SSD tier keeps a copy). */
+typedef void (*splash_prefix_spill_fn)(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                                       enum splash_point_class cls);
+void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
+                                   void *ctx);
+
 void splash_prefix_cache_stats(const struct splash_prefix_cache *c,
                                struct splash_prefix_stats *s);
 

@@ -1,0 +1,414 @@
+/* The prefix cache's SSD tier (server/engine/disk_cache.h). */
+#include "server/engine/disk_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/host_impl.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define RECORD_MAGIC "SPLDISK1"
+#define AUTO_CAP (32ull << 30)  /* auto never takes more */
+#define AUTO_LEAST (64ull << 20) /* an auto quota smaller than this leaves the tier off */
+
+/* Before each entry's tokens and bytes in the file: what the index expects to read. */
+struct record {
+    char magic[8];
+    int64_t n_tokens;
+    uint64_t size;
+    uint32_t crc_tokens, crc_blob;
+};
+
+struct entry {
+    int32_t *tokens;
+    int32_t n;
+    int cls;
+    uint64_t off, span; /* its place: record, tokens, bytes */
+    uint64_t size;
+    uint32_t crc_tokens, crc_blob;
+    uint64_t used;      /* the tier's clock at its write or last read */
+};
+
+struct splash_disk_cache {
+    int fd;
+    char dir[512];
+    uint64_t quota;
+    struct entry *e;
+    size_t n, cap;
+    uint64_t clock;
+    /* the write budget: a bucket of a quarter of a day's bytes, filled at the daily rate */
+    uint64_t per_day;
+    double bucket, bucket_at;
+    struct splash_disk_stats st;
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* auto: a quarter of what the volume has beyond its floor (10 GiB, or 5% of a volume
+ * under 200 GiB), at most 32 GiB. 0 with the reason where that leaves nothing. */
+static uint64_t auto_quota(const char *dir, char *why, size_t why_size)
+{
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0) {
+        snprintf(why, why_size, "%s: %s", dir, strerror(errno));
+        return 0;
+    }
+    double total = (double)v.f_blocks * (double)v.f_frsize;
+    double avail = (double)v.f_bavail * (double)v.f_frsize;
+    double floor_ = total < 200.0 * GIB ? 0.05 * total : 10.0 * GIB;
+    double q = (avail - floor_) / 4.0;
+    if (q > (double)AUTO_CAP)
+        q = (double)AUTO_CAP;
+    if (q < (double)AUTO_LEAST) {
+        snprintf(why, why_size,
+                 "auto: the volume of %s has %.1f GiB free, too little beyond its floor of %.1f GiB",
+                 dir, avail / GIB, floor_ / GIB);
+        return 0;
+    }
+    return (uint64_t)q;
+}
+
+static int open_file(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    char path[600];
+    snprintf(path, sizeof path, "%s/splash-cache-XXXXXX", dir);
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(path); /* its space returns when the engine exits */
+    return fd;
+}
+
+enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
+                                          struct splash_disk_cache **out, char *why,
+                                          size_t why_size)
+{
+    *out = NULL;
+    const char *dir = o->dir && *o->dir ? o->dir : getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    if (o->quota == 0) {
+        snprintf(why, why_size, "--max-cache-disk 0");
+        return SPLASH_OK;
+    }
+    uint64_t quota = o->quota > 0 ? (uint64_t)o->quota : auto_quota(dir, why, why_size);
+    if (!quota)
+        return SPLASH_OK;
+    struct splash_disk_cache *d = calloc(1, sizeof *d);
+    if (!d)
+        return SPLASH_ERR_NOMEM;
+    d->fd = open_file(dir);
+    if (d->fd < 0) {
+        snprintf(why, why_size, "no temporary file in %s: %s", dir, strerror(errno));
+        free(d);
+        return SPLASH_OK;
+    }
+    snprintf(d->dir, sizeof d->dir, "%s", dir);
+    d->quota = quota;
+    d->per_day = o->writes_per_day;
+    d->bucket = (double)d->per_day / 4.0;
+    d->bucket_at = mono_now();
+    *out = d;
+    return SPLASH_OK;
+}
+
+void splash_disk_cache_close(struct splash_disk_cache *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        free(d->e[i].tokens);
+    free(d->e);
+    close(d->fd);
+    free(d);
+}
+
+static struct entry *find(struct splash_disk_cache *d, const int32_t *tokens, int32_t n)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->e[i].n == n && !memcmp(d->e[i].tokens, tokens, (size_t)n * sizeof *tokens))
+            return &d->e[i];
+    return NULL;
+}
+
+static void drop(struct splash_disk_cache *d, struct entry *x)
+{
+    d->st.used -= x->span;
+    free(x->tokens);
+    *x = d->e[--d->n];
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const struct entry *x = *(const struct entry *const *)a, *y = *(const struct entry *const *)b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The first gap of span bytes in [0, quota), or -1. */
+static int64_t gap(struct splash_disk_cache *d, uint64_t span)
+{
+    struct entry **sorted = malloc((d->n ? d->n : 1) * sizeof *sorted);
+    if (!sorted)
+        return -1;
+    for (size_t i = 0; i < d->n; i++)
+        sorted[i] = &d->e[i];
+    qsort(sorted, d->n, sizeof *sorted, by_offset);
+    uint64_t at = 0;
+    int64_t found = -1;
+    for (size_t i = 0; i <= d->n && found < 0; i++) {
+        uint64_t next = i < d->n ? sorted[i]->off : d->quota;
+        if (next >= at + span)
+            found = (int64_t)at;
+        else if (i < d->n)
+            at = sorted[i]->off + sorted[i]->span;
+    }
+    free(sorted);
+    return found;
+}
+
+/* The entry room goes from first: checkpoints before turn points, the least recently
+ * used first. */
+static struct entry *victim(struct splash_disk_cache *d)
+{
+    struct entry *v = NULL;
+    for (size_t i = 0; i < d->n; i++) {
+        struct entry *x = &d->e[i];
+        if (!v || x->cls < v->cls || (x->cls == v->cls && x->used < v->used))
+            v = x;
+    }
+    return v;
+}
+
+static int budget_allows(struct splash_disk_cache *d, uint64_t span)
+{
+    if (!d->per_day)
+        return 1;
+    double now = mono_now(), cap = (double)d->per_day / 4.0;
+    d->bucket += (now - d->bucket_at) * (double)d->per_day / 86400.0;
+    if (d->bucket > cap)
+        d->bucket = cap;
+    d->bucket_at = now;
+    if ((double)span > d->bucket)
+        return 0;
+    d->bucket -= (double)span;
+    return 1;
+}
+
+static int write_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = pwrite(fd, p, len, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
+                          const void *blob, uint64_t size)
+{
+    if (!d || d->st.closed || n <= 0)
+        return 0;
+    struct entry *have = find(d, tokens, n);
+    if (have) {
+        have->used = ++d->clock;
+        return 1;
+    }
+    uint64_t span = sizeof(struct record) + (uint64_t)n * sizeof *tokens + size;
+    if (span > d->quota) {
+        d->st.refused_room++;
+        return 0;
+    }
+    if (!budget_allows(d, span)) {
+        d->st.refused_budget++;
+        return 0;
+    }
+    int64_t off;
+    while ((off = gap(d, span)) < 0) {
+        struct entry *v = victim(d);
+        if (!v) {
+            d->st.refused_room++;
+            return 0;
+        }
+        drop(d, v);
+    }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 16;
+        struct entry *e = realloc(d->e, cap * sizeof *e);
+        if (!e)
+            return 0;
+        d->e = e;
+        d->cap = cap;
+    }
+    struct entry x = {.n = n, .cls = cls, .off = (uint64_t)off, .span = span, .size = size};
+    x.tokens = malloc((size_t)n * sizeof *tokens);
+    if (!x.tokens)
+        return 0;
+    memcpy(x.tokens, tokens, (size_t)n * sizeof *tokens);
+    x.crc_tokens = (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)((size_t)n * sizeof *tokens));
+    x.crc_blob = (uint32_t)crc32_z(0, blob, (z_size_t)size);
+    struct record r = {.n_tokens = n, .size = size, .crc_tokens = x.crc_tokens,
+                       .crc_blob = x.crc_blob};
+    memcpy(r.magic, RECORD_MAGIC, sizeof r.magic);
+    if (write_all(d->fd, &r, sizeof r, x.off) ||
+        write_all(d->fd, tokens, (size_t)n * sizeof *tokens, x.off + sizeof r) ||
+        write_all(d->fd, blob, size, x.off + sizeof r + (uint64_t)n * sizeof *tokens)) {
+        /* a full volume or a quota the engine cannot see: keep serving what is there */
+        splash_log(SPLASH_LOG_WARN, NULL,
+                   "SSD cache · writes stopped: the file in %s refused one (%s); the %zu entries "
+                   "it holds are still read",
+                   d->dir, strerror(errno ? errno : ENOSPC), d->n);
+        d->st.closed = 1;
+        free(x.tokens);
+        return 0;
+    }
+    x.used = ++d->clock;
+    d->e[d->n++] = x;
+    d->st.used += span;
+    d->st.writes++;
+    d->st.written_bytes += span;
+    return 1;
+}
+
+int32_t splash_disk_cache_peek(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int (*accept)(void *ctx, int32_t len), void *ctx)
+{
+    int32_t best = 0;
+    for (size_t i = 0; d && i < d->n; i++) {
+        const struct entry *x = &d->e[i];
+        if (x->n > best && x->n <= n && (!accept || accept(ctx, x->n)) &&
+            !memcmp(x->tokens, tokens, (size_t)x->n * sizeof *tokens))
+            best = x->n;
+    }
+    return best;
+}
+
+static int read_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t r = pread(fd, p, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                            uint64_t *size, int *cls)
+{
+    struct entry *x = d ? find(d, tokens, n) : NULL;
+    if (!x)
+        return NULL;
+    size_t tok_bytes = (size_t)n * sizeof *tokens;
+    char *buf = malloc(sizeof(struct record) + tok_bytes + x->size);
+    if (!buf)
+        return NULL;
+    struct record r;
+    const char *fault = NULL;
+    if (read_all(d->fd, buf, sizeof r + tok_bytes + x->size, x->off))
+        fault = "cut short";
+    if (!fault) {
+        memcpy(&r, buf, sizeof r);
+        if (memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) || r.n_tokens != n || r.size != x->size ||
+            r.crc_tokens != x->crc_tokens || r.crc_blob != x->crc_blob)
+            fault = "its record header is not the one written";
+        else if ((uint32_t)crc32(0, (const Bytef *)(buf + sizeof r), (uInt)tok_bytes) !=
+                     x->crc_tokens ||
+                 memcmp(buf + sizeof r, tokens, tok_bytes))
+            fault = "its tokens fail their checksum";
+        else if ((uint32_t)crc32_z(0, (const Bytef *)(buf + sizeof r + tok_bytes),
+                                   (z_size_t)x->size) != x->crc_blob)
+            fault = "its bytes fail their checksum";
+    }
+    if (fault) {
+        splash_log(SPLASH_LOG_WARN, NULL,
+                   "SSD cache · the entry of %d tokens at byte %llu is skipped: %s", n,
+                   (unsigned long long)x->off, fault);
+        d->st.corrupt++;
+        drop(d, x);
+        free(buf);
+        return NULL;
+    }
+    x->used = ++d->clock;
+    d->st.hits++;
+    d->st.read_bytes += x->span;
+    *size = x->size;
+    *cls = x->cls;
+    memmove(buf, buf + sizeof r + tok_bytes, x->size);
+    return buf;
+}
+
+void splash_disk_cache_stats(const struct splash_disk_cache *d, struct splash_disk_stats *s)
+{
+    *s = d->st;
+    s->quota = d->quota;
+    s->entries = d->n;
+    s->budget_left = 0;
+    if (d->per_day) {
+        double now = mono_now(), cap = (double)d->per_day / 4.0;
+        double b = d->bucket + (now - d->bucket_at) * (double)d->per_day / 86400.0;
+        s->budget_left = (uint64_t)(b > cap ? cap : b);
+    }
+}
+
+json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *why)
+{
+    if (!d)
+        return json_pack("{s:b, s:s}", "enabled", 0, "why", why ? why : "");
+    struct splash_disk_stats s;
+    splash_disk_cache_stats(d, &s);
+    return json_pack("{s:b, s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:I, s:s}",
+                     "enabled", 1, "persistent", 0, "dir", d->dir, "capacity_bytes",
+                     (json_int_t)s.quota, "used_bytes", (json_int_t)s.used, "entries",
+                     (json_int_t)s.entries, "writes", (json_int_t)s.writes, "written_bytes",
+                     (json_int_t)s.written_bytes, "hits", (json_int_t)s.hits, "read_bytes",
+                     (json_int_t)s.read_bytes, "refused_room", (json_int_t)s.refused_room,
+                     "refused_budget", (json_int_t)s.refused_budget, "corrupt",
+                     (json_int_t)s.corrupt, "write_budget_bytes", (json_int_t)s.budget_left,
+                     "writes_per_day", (json_int_t)d->per_day, "writes_gated",
+                     s.closed ? "closed" : (d->per_day && s.refused_budget ? "budget" : "no"));
+}
+
+const char *splash_disk_cache_dir(const struct splash_disk_cache *d)
+{
+    return d->dir;
+}
+
+int splash_disk_cache_fd(const struct splash_disk_cache *d)
+{
+    return d ? d->fd : -1;
+}
+
+int64_t splash_disk_cache_offset(const struct splash_disk_cache *d, const int32_t *tokens,
+                                 int32_t n)
+{
+    struct entry *x = d ? find((struct splash_disk_cache *)d, tokens, n) : NULL;
+    return x ? (int64_t)x->off : -1;
+}
