@@ -143,6 +143,40 @@ static void test_radix_tree(void **state)
     assert_int_equal(dropped, 6);
 }
 
+static int32_t spilled[8];
+static int n_spilled;
+static void note_spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                       enum splash_point_class cls)
+{
+    (void)ctx, (void)seq, (void)cls;
+    spilled[n_spilled++] = n;
+    assert_int_equal(tokens[n - 1], n); /* the point's own tokens, root to end */
+}
+
+/* With an SSD tier, eviction hands each point over with its tokens, and takes the points
+ * it already holds a copy of (they leave memory without a write) before the others. */
+static void test_radix_tree_spill_order(void **state)
+{
+    (void)state;
+    dropped = n_spilled = 0;
+    struct splash_prefix_cache *c = splash_prefix_cache_create(count_drop, NULL);
+    splash_prefix_cache_set_spill(c, note_spill, NULL);
+    int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    assert_int_equal(splash_prefix_cache_insert(c, a, 3, token_seq(), SPLASH_POINT_CHUNK), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, a, 5, token_seq(), SPLASH_POINT_TURN), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, a, 8, token_seq(), SPLASH_POINT_TURN), 0);
+    splash_prefix_point_set_copied(splash_prefix_cache_find(c, a, 5));
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 0); /* the newest turn point stays */
+    assert_int_equal(n_spilled, 2);
+    assert_int_equal(spilled[0], 5); /* its copy is there: first, though a turn point */
+    assert_int_equal(spilled[1], 3);
+    splash_prefix_cache_destroy(c);
+    assert_int_equal(n_spilled, 2); /* a cache torn down spills nothing */
+    assert_int_equal(dropped, 3);
+}
+
 /* ---- copy-on-write forks ------------------------------------------------------------- */
 
 static struct splash_pool *pool;
@@ -911,6 +945,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_cuts),
         cmocka_unit_test(test_radix_tree),
+        cmocka_unit_test(test_radix_tree_spill_order),
         cmocka_unit_test(test_fork_copy_on_write),
         cmocka_unit_test(test_forward_runs_bit_identical),
         cmocka_unit_test(test_engine_hits_bit_identical),

@@ -290,6 +290,14 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
     return 1;
 }
 
+int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n)
+{
+    struct entry *x = d ? find(d, tokens, n) : NULL;
+    if (x)
+        x->used = ++d->clock;
+    return x != NULL;
+}
+
 int32_t splash_disk_cache_peek(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                                int (*accept)(void *ctx, int32_t len), void *ctx)
 {

@@ -44,6 +44,9 @@ void splash_disk_cache_close(struct splash_disk_cache *d);
 int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
                           const void *blob, uint64_t size);
 
+/* 1 when an entry holds exactly tokens[0..n) (marked used now). */
+int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n);
+
 /* The deepest entry along tokens[0..n) whose length accept takes (NULL: any); 0 none. */
 int32_t splash_disk_cache_peek(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                                int (*accept)(void *ctx, int32_t len), void *ctx);

@@ -19,6 +19,8 @@ static void spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
                   enum splash_point_class cls)
 {
     struct splash_engine_cache *c = ctx;
+    if (splash_disk_cache_has(c->disk, tokens, n))
+        return; /* read back from it, or written before: no second write */
     uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
     void *buf = size ? malloc(size) : NULL;
     struct splash_err err;
@@ -116,6 +118,9 @@ static int take_back(struct splash_engine_cache *c, const int32_t *tokens, int32
         splash_family_seq_destroy(c->fam, c->model, seq);
     else
         ok = 1;
+    struct splash_prefix_point *p = ok ? splash_prefix_cache_find(c->points, tokens, n) : NULL;
+    if (p)
+        splash_prefix_point_set_copied(p);
     free(buf);
     return ok;
 }
