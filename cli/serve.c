@@ -143,7 +143,9 @@ int splash_cmd_serve(int argc, char **argv)
                                         .max_memory = o.max_memory,
                                         .decode_share = o.decode_share,
                                         .cache_disk = o.max_cache_disk,
-                                        .cache_disk_writes = o.max_cache_disk_writes};
+                                        .cache_disk_writes = o.max_cache_disk_writes,
+                                        .persistent_cache = o.persistent_cache,
+                                        .cache_dir = o.cache_dir};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
@@ -271,6 +273,10 @@ int splash_cmd_engine(int argc, char **argv)
             e.cache_disk = !strcmp(v, "auto") ? -1 : strtoll(v, NULL, 10);
         else if (!strcmp(k, "--max-cache-disk-writes"))
             e.cache_disk_writes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--persistent-cache"))
+            e.persistent_cache = !strcmp(v, "1");
+        else if (!strcmp(k, "--cache-dir"))
+            e.cache_dir = v;
     }
     if (e.fd < 0 || !e.model_path) {
         fprintf(stderr, "splash engine: internal subcommand of splash serve\n");

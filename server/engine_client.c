@@ -328,7 +328,10 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
                         "--threads", threads, "--kv-format", kv, "--state-format", state,
                         "--max-context", ctx, "--decode-share", share, "--max-memory", mem,
                         "--fit-context", restart ? "1" : "0", "--max-cache-disk", disk,
-                        "--max-cache-disk-writes", disk_writes, NULL};
+                        "--max-cache-disk-writes", disk_writes, "--persistent-cache",
+                        c->spawn.persistent_cache ? "1" : "0",
+                        c->spawn.cache_dir ? "--cache-dir" : NULL, (char *)c->spawn.cache_dir,
+                        NULL};
         execv(c->spawn.exe, argv);
         fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
         _exit(126);

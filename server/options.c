@@ -395,12 +395,6 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
                     NULL);
     if (o->cache_dir && !o->persistent_cache)
         return fail(msg, msg_size, "--cache-dir: needs --persistent-cache%s", "", NULL);
-    /* the SSD tier keeps its copies for the engine's lifetime in this build: the persistent
-     * cache is refused rather than accepted and ignored */
-    if (o->persistent_cache)
-        return fail(msg, msg_size, "--persistent-cache: not available in this build (the SSD "
-                    "cache keeps its copies in temporary files, for the engine's lifetime)%s", "",
-                    NULL);
     if (o->max_cache_disk_writes && o->max_cache_disk == 0)
         return fail(msg, msg_size, "--max-cache-disk-writes: needs the SSD cache, which "
                     "--max-cache-disk 0 turns off%s", "", NULL);

@@ -3,6 +3,8 @@
  * restore point (a turn boundary, a chunk end, the same prompt again) gives the bits it
  * gives on a cold engine (greedy and seeded, int8 and bf16 KV, dense and MoE), and
  * requests that do not fit the memory plan together take turns instead of failing. */
+#include <dirent.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -357,9 +360,11 @@ static void *engine_run(void *p)
     return NULL;
 }
 
-/* The SSD tier of the engines engine_start starts: a quota (0: off) in a directory. */
+/* The SSD tier of the engines engine_start starts: a quota (0: off) in a directory, and
+ * a persistent cache's root (NULL: none). */
 static int64_t disk_quota;
 static char disk_dir[64];
+static const char *persist_root;
 
 static void engine_start(struct engine_thread *t, const char *file, int kv, uint64_t max_memory,
                          int64_t max_context, int lanes)
@@ -379,7 +384,10 @@ static void engine_start(struct engine_thread *t, const char *file, int kv, uint
                                        .prefill_chunk = 64,
                                        .decode_share = 0.5,
                                        .cache_disk = disk_quota,
-                                       .cache_disk_dir = disk_dir};
+                                       .cache_disk_dir = disk_dir,
+                                       .persistent_cache = persist_root != NULL,
+                                       .cache_dir = persist_root,
+                                       .cache_lock_wait = 0.3};
     assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
     struct splash_frame f;
     struct splash_err err;
@@ -925,6 +933,101 @@ static void test_engine_disk_tier_bit_identical(void **state)
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 1);
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static json_t *disk_status(struct engine_thread *t)
+{
+    json_t *st = engine_status(t);
+    json_t *d = json_deep_copy(json_object_get(json_object_get(st, "prefix_cache"), "disk"));
+    json_decref(st);
+    return d;
+}
+
+/* --persistent-cache: a clean stop writes the restore points memory holds, and the next
+ * engine of the same model takes them back, to the cold bits; another KV format is
+ * another namespace; a damaged index is skipped; a second engine on a held namespace
+ * uses a temporary file. */
+static void test_engine_persistent_restart(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    char root[] = "/tmp/splash-persist-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    int32_t a[1024];
+    static const int segs[] = {300, 200, 3};
+    int bounds[2];
+    int na = conversation(a, segs, 3, reuse, 41, bounds);
+    struct result cold, hit;
+    struct engine_thread t, t2;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &cold);
+    engine_stop(&t);
+
+    disk_quota = 64 << 20;
+    persist_root = root;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    /* a second engine while the first holds the namespace: a temporary file */
+    engine_start(&t2, file, SPLASH_KV_INT8, 0, 1024, 2);
+    json_t *d = disk_status(&t2);
+    assert_true(json_is_true(json_object_get(d, "enabled")));
+    assert_false(json_is_true(json_object_get(d, "persistent")));
+    json_decref(d);
+    engine_stop(&t2);
+    engine_stop(&t); /* the clean stop writes its points */
+
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    d = disk_status(&t);
+    assert_true(json_is_true(json_object_get(d, "persistent")));
+    assert_true(json_integer_value(json_object_get(d, "taken_back")) >= 2);
+    json_decref(d);
+    run_one(&t, 2, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, na - 3);
+    assert_same("after a restart, from the persistent cache", &hit, &cold);
+    engine_stop(&t);
+
+    /* bf16 KV: another namespace, nothing of int8's is read */
+    engine_start(&t, file, SPLASH_KV_BF16, 0, 1024, 2);
+    run_one(&t, 3, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    engine_stop(&t);
+
+    /* a damaged index: skipped with a line, the cache starts empty, the answer the same */
+    char path[512];
+    DIR *dir = opendir(root);
+    struct dirent *e;
+    int damaged = 0;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/index", root, e->d_name);
+        FILE *f = fopen(path, "r+b");
+        if (!f)
+            continue;
+        fseek(f, 30, SEEK_SET);
+        fputc(0x77, f);
+        fputc(0x78, f);
+        fclose(f);
+        damaged++;
+    }
+    closedir(dir);
+    assert_true(damaged >= 1);
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    assert_same("a damaged index", &hit, &cold);
+    engine_stop(&t);
+    persist_root = NULL;
+    disk_quota = 0;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -954,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_engine_soak_within_plan),
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
+        cmocka_unit_test(test_engine_persistent_restart),
     };
     if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
         cmocka_set_test_filter(getenv("TEST_FILTER"));

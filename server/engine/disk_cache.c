@@ -36,9 +36,25 @@ struct entry {
     uint64_t used;      /* the tier's clock at its write or last read */
 };
 
+/* The persistent index: a header, then one of these per entry. */
+#define INDEX_MAGIC "SPLIDX1"
+struct index_header {
+    char magic[8];
+    uint64_t count;
+    uint32_t crc; /* of the entries that follow */
+    uint32_t pad;
+};
+struct index_entry {
+    int64_t n_tokens;
+    int64_t cls;
+    uint64_t off, span, size;
+    uint32_t crc_tokens, crc_blob;
+};
+
 struct splash_disk_cache {
     int fd;
     char dir[512];
+    char persist[512]; /* the namespace directory, "" for a temporary file */
     uint64_t quota;
     struct entry *e;
     size_t n, cap;
@@ -93,6 +109,113 @@ static int open_file(const char *dir)
     return fd;
 }
 
+static int write_all(int fd, const void *buf, size_t len, uint64_t off);
+static int read_all(int fd, void *buf, size_t len, uint64_t off);
+
+/* The persistent index, written whole and renamed into place once the data it lists is
+ * on the disk (a crash leaves the previous index or this one, never half of one). */
+static void save_index(struct splash_disk_cache *d)
+{
+    if (!d->persist[0])
+        return;
+    struct index_entry *ie = calloc(d->n ? d->n : 1, sizeof *ie);
+    if (!ie)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        ie[i] = (struct index_entry){.n_tokens = d->e[i].n, .cls = d->e[i].cls,
+                                     .off = d->e[i].off, .span = d->e[i].span,
+                                     .size = d->e[i].size, .crc_tokens = d->e[i].crc_tokens,
+                                     .crc_blob = d->e[i].crc_blob};
+    struct index_header h = {.count = d->n,
+                             .crc = (uint32_t)crc32(0, (const Bytef *)ie,
+                                                    (uInt)(d->n * sizeof *ie))};
+    memcpy(h.magic, INDEX_MAGIC, sizeof h.magic);
+    char tmp[600], path[600];
+    snprintf(tmp, sizeof tmp, "%s/index.new", d->persist);
+    snprintf(path, sizeof path, "%s/index", d->persist);
+    fdatasync(d->fd);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0 && !write_all(fd, &h, sizeof h, 0) &&
+        !write_all(fd, ie, d->n * sizeof *ie, sizeof h) && !fdatasync(fd)) {
+        close(fd);
+        rename(tmp, path);
+    } else if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(ie);
+}
+
+/* At a persistent open: the entries the index lists whose records and tokens read back
+ * as written, within the quota. */
+static void take_back(struct splash_disk_cache *d)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/index", d->persist);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* a new namespace */
+    struct index_header h;
+    struct index_entry *ie = NULL;
+    const char *fault = NULL;
+    if (read_all(fd, &h, sizeof h, 0) || memcmp(h.magic, INDEX_MAGIC, sizeof h.magic) ||
+        h.count > (1u << 24))
+        fault = "its header is not an index's";
+    else if (!(ie = calloc(h.count ? h.count : 1, sizeof *ie)) ||
+             read_all(fd, ie, h.count * sizeof *ie, sizeof h))
+        fault = "it is cut short";
+    else if ((uint32_t)crc32(0, (const Bytef *)ie, (uInt)(h.count * sizeof *ie)) != h.crc)
+        fault = "it fails its checksum";
+    close(fd);
+    if (fault) {
+        splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s: the index is skipped (%s); the cache "
+                   "starts empty", path, fault);
+        free(ie);
+        return;
+    }
+    uint64_t skipped = 0;
+    for (uint64_t i = 0; i < h.count; i++) {
+        const struct index_entry *x = &ie[i];
+        struct record r;
+        int32_t *tokens = NULL;
+        size_t tok_bytes = (size_t)x->n_tokens * sizeof *tokens;
+        int ok = x->n_tokens > 0 && x->n_tokens < (1 << 26) && x->off + x->span <= d->quota &&
+                 x->span == sizeof r + tok_bytes + x->size &&
+                 !read_all(d->fd, &r, sizeof r, x->off) &&
+                 !memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) && r.n_tokens == x->n_tokens &&
+                 r.size == x->size && r.crc_tokens == x->crc_tokens && r.crc_blob == x->crc_blob &&
+                 (tokens = malloc(tok_bytes)) && !read_all(d->fd, tokens, tok_bytes, x->off + sizeof r) &&
+                 (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)tok_bytes) == x->crc_tokens;
+        if (ok && d->n == d->cap) {
+            size_t cap = d->cap ? 2 * d->cap : 16;
+            struct entry *e = realloc(d->e, cap * sizeof *e);
+            if (e) {
+                d->e = e;
+                d->cap = cap;
+            }
+            ok = e != NULL;
+        }
+        if (!ok) {
+            free(tokens);
+            skipped++;
+            continue;
+        }
+        d->e[d->n++] = (struct entry){.tokens = tokens, .n = (int32_t)x->n_tokens,
+                                      .cls = (int)x->cls, .off = x->off, .span = x->span,
+                                      .size = x->size, .crc_tokens = x->crc_tokens,
+                                      .crc_blob = x->crc_blob, .used = ++d->clock};
+        d->st.used += x->span;
+        d->st.taken_back++;
+    }
+    free(ie);
+    if (skipped) {
+        splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %llu of the %llu entries %s lists are "
+                   "skipped: damaged, cut short or past the quota",
+                   (unsigned long long)skipped, (unsigned long long)h.count, path);
+        save_index(d);
+    }
+}
+
 enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
                                           struct splash_disk_cache **out, char *why,
                                           size_t why_size)
@@ -111,9 +234,17 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
     struct splash_disk_cache *d = calloc(1, sizeof *d);
     if (!d)
         return SPLASH_ERR_NOMEM;
-    d->fd = open_file(dir);
+    if (o->persist_dir) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/data", o->persist_dir);
+        d->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        snprintf(d->persist, sizeof d->persist, "%s", o->persist_dir);
+        dir = o->persist_dir;
+    } else {
+        d->fd = open_file(dir);
+    }
     if (d->fd < 0) {
-        snprintf(why, why_size, "no temporary file in %s: %s", dir, strerror(errno));
+        snprintf(why, why_size, "no file in %s: %s", dir, strerror(errno));
         free(d);
         return SPLASH_OK;
     }
@@ -122,6 +253,8 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
     d->per_day = o->writes_per_day;
     d->bucket = (double)d->per_day / 4.0;
     d->bucket_at = mono_now();
+    if (d->persist[0])
+        take_back(d);
     *out = d;
     return SPLASH_OK;
 }
@@ -244,6 +377,7 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
         return 0;
     }
     int64_t off;
+    int dropped_any = 0;
     while ((off = gap(d, span)) < 0) {
         struct entry *v = victim(d);
         if (!v) {
@@ -251,7 +385,10 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
             return 0;
         }
         drop(d, v);
+        dropped_any = 1;
     }
+    if (dropped_any)
+        save_index(d); /* no index lists a place before it is written over */
     if (d->n == d->cap) {
         size_t cap = d->cap ? 2 * d->cap : 16;
         struct entry *e = realloc(d->e, cap * sizeof *e);
@@ -287,6 +424,7 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
     d->st.used += span;
     d->st.writes++;
     d->st.written_bytes += span;
+    save_index(d);
     return 1;
 }
 
@@ -360,6 +498,7 @@ void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, 
                    (unsigned long long)x->off, fault);
         d->st.corrupt++;
         drop(d, x);
+        save_index(d);
         free(buf);
         return NULL;
     }
@@ -391,9 +530,10 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
         return json_pack("{s:b, s:s}", "enabled", 0, "why", why ? why : "");
     struct splash_disk_stats s;
     splash_disk_cache_stats(d, &s);
-    return json_pack("{s:b, s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                     "s:I, s:s}",
-                     "enabled", 1, "persistent", 0, "dir", d->dir, "capacity_bytes",
+    return json_pack("{s:b, s:b, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:I, s:I, s:s}",
+                     "enabled", 1, "persistent", d->persist[0] != 0, "taken_back",
+                     (json_int_t)s.taken_back, "dir", d->dir, "capacity_bytes",
                      (json_int_t)s.quota, "used_bytes", (json_int_t)s.used, "entries",
                      (json_int_t)s.entries, "writes", (json_int_t)s.writes, "written_bytes",
                      (json_int_t)s.written_bytes, "hits", (json_int_t)s.hits, "read_bytes",
@@ -402,6 +542,11 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
                      (json_int_t)s.corrupt, "write_budget_bytes", (json_int_t)s.budget_left,
                      "writes_per_day", (json_int_t)d->per_day, "writes_gated",
                      s.closed ? "closed" : (d->per_day && s.refused_budget ? "budget" : "no"));
+}
+
+int splash_disk_cache_persistent(const struct splash_disk_cache *d)
+{
+    return d->persist[0] != 0;
 }
 
 const char *splash_disk_cache_dir(const struct splash_disk_cache *d)

@@ -5,7 +5,13 @@
  * room for new ones. Each entry has a record header and a CRC-32 of its bytes: an entry
  * that reads back other than it was written is dropped with a log line, never used.
  * A write budget (bytes a day) paces what is written; a volume that refuses a write
- * closes the tier for writes with one line, and requests never see an error from it. */
+ * closes the tier for writes with one line, and requests never see an error from it.
+ *
+ * Persistent (--persistent-cache): the file is named (persist_dir/data) and an index
+ * (persist_dir/index, written whole and renamed into place after every change, the data
+ * synced first) lists the entries, so the next engine of the same namespace takes them
+ * back: each listed entry whose record and tokens read back as written is kept, its bytes
+ * checked again when it is read; a damaged index or record is skipped with a line. */
 #ifndef SPLASH_ENGINE_DISK_CACHE_H
 #define SPLASH_ENGINE_DISK_CACHE_H
 
@@ -18,6 +24,9 @@ struct splash_disk_cache;
 
 struct splash_disk_opts {
     const char *dir;          /* where the temporary file goes ($TMPDIR or /tmp when NULL) */
+    const char *persist_dir;  /* NULL, or the persistent cache's namespace directory: its
+                                 entries are kept in data and listed in index there, taken
+                                 back at the next open (see cache_namespace.h) */
     int64_t quota;            /* bytes; -1: auto (server.md: a quarter of the volume's free
                                  space beyond its floor, at most 32 GiB) */
     uint64_t writes_per_day;  /* 0: no budget */
@@ -29,6 +38,7 @@ struct splash_disk_stats {
     uint64_t refused_room, refused_budget, corrupt;
     uint64_t budget_left;     /* bytes the budget allows now (0 without one) */
     int closed;               /* a write failed: no more writes */
+    uint64_t taken_back;      /* entries a persistent open found intact */
 };
 
 /* Opens the tier; *out NULL (with the reason in why) where it stays off: quota 0, a
@@ -61,6 +71,8 @@ void splash_disk_cache_stats(const struct splash_disk_cache *d, struct splash_di
 /* /status's disk block ({"enabled": false, "why": ...} for a NULL tier). */
 json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *why);
 
+/* 1 for a persistent cache's files (persist_dir). */
+int splash_disk_cache_persistent(const struct splash_disk_cache *d);
 /* The directory its file is in. */
 const char *splash_disk_cache_dir(const struct splash_disk_cache *d);
 

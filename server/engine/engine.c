@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "server/engine/cache_namespace.h"
 #include "server/engine/engine_cache.h"
 #include "server/engine/protocol.h"
 #include "server/text/grammar/grammar.h"
@@ -907,14 +909,16 @@ static void cache_disk_line(const struct splash_engine_cache *c,
     }
     struct splash_disk_stats s;
     splash_disk_cache_stats(c->disk, &s);
-    char budget[64] = "";
+    char budget[64] = "", taken[64] = "";
+    if (s.taken_back)
+        snprintf(taken, sizeof taken, " (%llu entries taken back)",
+                 (unsigned long long)s.taken_back);
     if (o->cache_disk_writes)
         snprintf(budget, sizeof budget, " · writes at most %.1f GiB a day",
                  (double)o->cache_disk_writes / 1073741824.0);
-    fprintf(stderr, "SSD cache · a temporary file in %s · %.2f GiB (%s)%s · --max-cache-disk 0 "
-                    "turns it off\n",
-            splash_disk_cache_dir(c->disk),
-            (double)s.quota / 1073741824.0,
+    fprintf(stderr, "SSD cache · %s %s%s · %.2f GiB (%s)%s · --max-cache-disk 0 turns it off\n",
+            splash_disk_cache_persistent(c->disk) ? "persistent in" : "a temporary file in",
+            splash_disk_cache_dir(c->disk), taken, (double)s.quota / 1073741824.0,
             o->cache_disk < 0 ? "auto: a quarter of the volume's room beyond its floor, at most "
                                 "32 GiB"
                               : "--max-cache-disk",
@@ -960,6 +964,25 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
     struct splash_disk_opts disk = {.dir = o.cache_disk_dir, .quota = o.cache_disk,
                                     .writes_per_day = o.cache_disk_writes};
+    char ns[4096], why[512];
+    int ns_lock = -1;
+    if (o.persistent_cache && o.cache_disk) {
+        /* what a cached state's bits rest on; the model's files are digested beside it */
+        char layout[512];
+        snprintf(layout, sizeof layout,
+                 "family %s abi %d.%d kv %d state %d context %lld page %d x %llu state %llu\n",
+                 e.lm->family->header.name, e.lm->family->header.abi_major,
+                 e.lm->family->header.abi_minor, o.kv_format, o.state_format,
+                 (long long)plan.context, e.lm->info.kv_page_tokens,
+                 (unsigned long long)e.lm->info.kv_page_bytes,
+                 (unsigned long long)e.lm->info.state_bytes_per_seq);
+        if (splash_cache_namespace_open(o.cache_dir, o.model_path, layout,
+                                        o.cache_lock_wait > 0 ? o.cache_lock_wait : 20.0, ns,
+                                        sizeof ns, &ns_lock, why, sizeof why) == 0)
+            disk.persist_dir = ns;
+        else
+            fprintf(stderr, "SSD cache · not persistent: %s; a temporary file instead\n", why);
+    }
     splash_ecache_init(&e.cache, e.lm->family, e.lm->model, &e.lm->info,
                        plan.kv_bytes + plan.state_bytes, o.prefix_cache_off, &disk);
     cache_disk_line(&e.cache, &o);
@@ -1001,7 +1024,11 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     }
     while (e.reqs)
         request_remove(&e, e.reqs);
+    if (e.cache.disk && o.persistent_cache)
+        splash_ecache_flush(&e.cache, 6.0); /* a clean stop keeps what memory holds */
     splash_ecache_free(&e.cache);
+    if (ns_lock >= 0)
+        close(ns_lock);
     free(e.logits);
     free(e.lanes);
     free(e.lane_req);

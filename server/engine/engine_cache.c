@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/family.h"
 #include "core/host_impl.h"
@@ -277,4 +278,15 @@ json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t count
                      (json_int_t)splash_ecache_used(c, counted), "bytes_peak",
                      (json_int_t)c->peak, "bytes_limit", (json_int_t)c->pool, "disk",
                      splash_disk_cache_status(c->disk, c->disk_why));
+}
+
+void splash_ecache_flush(struct splash_engine_cache *c, double seconds)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (c->points && splash_prefix_cache_evict_one(c->points, 1)) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds)
+            break;
+    }
 }

@@ -84,6 +84,10 @@ int32_t splash_ecache_run_points(struct splash_engine_cache *c,
 void splash_ecache_keep_runs(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
                              const int32_t *ends, int32_t n, const uint8_t *flags, void **forks);
 
+/* A clean stop of a persistent cache: every restore point memory holds goes to the SSD
+ * tier (the newest turn point last), for at most `seconds`. */
+void splash_ecache_flush(struct splash_engine_cache *c, double seconds);
+
 /* Notes the bytes held after a step (status: bytes_peak). */
 void splash_ecache_note(struct splash_engine_cache *c, uint64_t counted);
 
