@@ -41,7 +41,7 @@ static const struct opt opts_table[] = {
     {"--max-cache-disk", "SIZE|auto|0", "disk quota for the prefix cache (auto)"},
     {"--max-cache-disk-writes", "SIZE", "most the disk cache writes a day (0: no limit)"},
     {"--persistent-cache", NULL, "keep the disk cache across restarts"},
-    {"--cache-dir", "PATH", "where --persistent-cache keeps its files"},
+    {"--cache-dir", "PATH", "where --persistent-cache keeps its files ($XDG_CACHE_HOME/splash/prefix-cache)"},
     {"--served-model-name", "NAME", "an additional model name the API accepts; repeatable"},
     {"--announce-served-name", NULL, "report the first --served-model-name in responses"},
     {"--default-reasoning-effort", "EFFORT", "effort of requests that set none"},
