@@ -1,6 +1,10 @@
 /* The hybrid trunk's forward pass over lanes: every projection runs once over
  * the rows of all lanes; the token mixers (conv + delta rule, attention over the
- * KV pages) run per lane on its own caches, short lanes' in one parallel section. */
+ * KV pages) run per lane on its own caches, short lanes' in one parallel section.
+ * A lane given as runs (forward_runs) runs its mixers once per run, as the call of its
+ * own each run stands for, and hands out forks of its caches at the run ends asked for:
+ * the conv and delta-rule states copied as each GDN layer passes the run's end, the KV
+ * pages shared from the step's start (the step writes their rows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -224,6 +224,8 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
     const char *dir = o->dir && *o->dir ? o->dir : getenv("TMPDIR");
     if (!dir || !*dir)
         dir = "/tmp";
+    if (o->persist_dir)
+        dir = o->persist_dir; /* its volume sets an automatic quota */
     if (o->quota == 0) {
         snprintf(why, why_size, "--max-cache-disk 0");
         return SPLASH_OK;
@@ -239,7 +241,6 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
         snprintf(path, sizeof path, "%s/data", o->persist_dir);
         d->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         snprintf(d->persist, sizeof d->persist, "%s", o->persist_dir);
-        dir = o->persist_dir;
     } else {
         d->fd = open_file(dir);
     }
