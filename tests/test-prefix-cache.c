@@ -4,6 +4,7 @@
  * gives on a cold engine (greedy and seeded, int8 and bf16 KV, dense and MoE), and
  * requests that do not fit the memory plan together take turns instead of failing. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -843,6 +844,62 @@ static void test_disk_cache_checks(void **state)
     assert_int_equal(rmdir(dir), 0); /* the file was never named there */
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw);
+
+/* A persistent tier's files as a crash or a bad disk may leave them: the next open takes
+ * back the entries that read back as written and skips the others, each with a line. */
+static void test_disk_cache_persistent_leftovers(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-persist-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.quota = 1 << 20, .persist_dir = dir};
+    struct splash_disk_cache *d;
+    char why[256];
+    int32_t t[64];
+    for (int i = 0; i < 64; i++)
+        t[i] = 500 + i;
+    char blob[2000];
+    memset(blob, 3, sizeof blob);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(splash_disk_cache_put(d, t, 10 * (k + 1), 1, blob, sizeof blob), 1);
+    int64_t off20 = splash_disk_cache_offset(d, t, 20), off30 = splash_disk_cache_offset(d, t, 30),
+            off40 = splash_disk_cache_offset(d, t, 40);
+    splash_disk_cache_close(d); /* as a kill leaves them: no flush beyond each write's own */
+    char data[96];
+    snprintf(data, sizeof data, "%s/data", dir);
+    int fd = open(data, O_RDWR);
+    assert_true(fd >= 0);
+    /* a garbled token (seen at the open), a garbled byte of an entry's bytes (seen when
+     * read), and the last entry cut short (a write the crash interrupted) */
+    assert_int_equal(pwrite(fd, "\x7f", 1, off20 + 48), 1);
+    assert_int_equal(pwrite(fd, "\x7f", 1, off30 + 1500), 1);
+    assert_int_equal(ftruncate(fd, off40 + 100), 0);
+    close(fd);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 2); /* 10 and 30 */
+    assert_int_equal(splash_disk_cache_peek(d, t, 64, NULL, NULL), 30);
+    uint64_t size;
+    int cls;
+    assert_null(splash_disk_cache_get(d, t, 30, &size, &cls)); /* its bytes fail */
+    char *got = splash_disk_cache_get(d, t, 10, &size, &cls);
+    assert_non_null(got);
+    assert_memory_equal(got, blob, sizeof blob);
+    free(got);
+    /* the place of what was skipped takes new entries */
+    assert_int_equal(splash_disk_cache_put(d, t, 50, 1, blob, sizeof blob), 1);
+    splash_disk_cache_close(d);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 2); /* 10 and 50 */
+    assert_int_equal(splash_disk_cache_peek(d, t, 64, NULL, NULL), 50);
+    splash_disk_cache_close(d);
+    assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
 static int disk_file_fd(void)
 {
@@ -1056,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_engine_capacity_take_turns),
         cmocka_unit_test(test_engine_soak_within_plan),
         cmocka_unit_test(test_disk_cache_checks),
+        cmocka_unit_test(test_disk_cache_persistent_leftovers),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
     };
