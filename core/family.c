@@ -219,14 +219,15 @@ uint64_t splash_family_seq_saved_bytes(const struct splash_family_plugin *f, con
 }
 
 enum splash_status splash_family_seq_save(const struct splash_family_plugin *f, void *model,
-                                          const void *seq, void *buf, uint64_t size,
-                                          struct splash_err *err)
+                                          const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err)
 {
     if (!f->seq_save)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "family plugin %s predates ABI 1.3: sequences cannot be saved",
                               f->header.name);
-    return f->seq_save(model, seq, buf, size, err);
+    return f->seq_save(model, seq, write, ctx, err);
 }
 
 enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, void *model,

@@ -77,8 +77,9 @@ int splash_family_can_save(const struct splash_family_plugin *f);
 uint64_t splash_family_seq_saved_bytes(const struct splash_family_plugin *f, const void *model,
                                        int32_t n_tokens);
 enum splash_status splash_family_seq_save(const struct splash_family_plugin *f, void *model,
-                                          const void *seq, void *buf, uint64_t size,
-                                          struct splash_err *err);
+                                          const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err);
 enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, void *model,
                                           const void *buf, uint64_t size, void **seq,
                                           struct splash_err *err);

@@ -228,8 +228,9 @@ enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t 
 uint64_t hybrid_family_cache_bytes(const void *model);
 /* seq_saved_bytes, seq_save and seq_load (hybrid_saved.c). */
 uint64_t hybrid_family_seq_saved_bytes(const void *model, int32_t n_tokens);
-enum splash_status hybrid_family_seq_save(void *model, const void *seq, void *buf, uint64_t size,
-                                          struct splash_err *err);
+enum splash_status hybrid_family_seq_save(void *model, const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err);
 enum splash_status hybrid_family_seq_load(void *model, const void *buf, uint64_t size,
                                           void **seq, struct splash_err *err);
 

@@ -42,32 +42,25 @@ uint64_t hybrid_family_seq_saved_bytes(const void *model, int32_t n_tokens)
     return saved_bytes(model, n_tokens);
 }
 
-enum splash_status hybrid_family_seq_save(void *model_, const void *seq_, void *buf, uint64_t size,
-                                          struct splash_err *err)
+enum splash_status hybrid_family_seq_save(void *model_, const void *seq_,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err)
 {
     const struct hybrid_model *model = model_;
     const struct hybrid_seq *seq = seq_;
-    if (size != saved_bytes(model, seq->n_tokens))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "a sequence of %lld tokens saves %llu bytes, not %llu",
-                              (long long)seq->n_tokens,
-                              (unsigned long long)saved_bytes(model, seq->n_tokens),
-                              (unsigned long long)size);
     struct saved_header h = header_of(model, seq->n_tokens);
-    char *p = buf;
-    memcpy(p, &h, sizeof h);
-    p += sizeof h;
     int64_t n_pages = (seq->n_tokens + model->page_tokens - 1) / model->page_tokens;
-    for (int32_t a = 0; a < model->cfg.n_attn; a++)
-        for (int64_t pg = 0; pg < n_pages; pg++) {
-            memcpy(p, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg],
-                   model->kv_page_bytes);
-            p += model->kv_page_bytes;
-        }
-    memcpy(p, seq->gdn_state, (size_t)model->n_gdn * model->gdn_state_bytes);
-    p += (size_t)model->n_gdn * model->gdn_state_bytes;
-    memcpy(p, seq->conv_state, (size_t)model->n_gdn * model->conv_state_bytes);
-    return SPLASH_OK;
+    int stop = write(ctx, &h, sizeof h);
+    for (int32_t a = 0; a < model->cfg.n_attn && !stop; a++)
+        for (int64_t pg = 0; pg < n_pages && !stop; pg++)
+            stop = write(ctx, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg],
+                         model->kv_page_bytes);
+    if (!stop)
+        stop = write(ctx, seq->gdn_state, (size_t)model->n_gdn * model->gdn_state_bytes);
+    if (!stop)
+        stop = write(ctx, seq->conv_state, (size_t)model->n_gdn * model->conv_state_bytes);
+    return stop ? splash_err_set(err, SPLASH_ERR_IO, "a saved sequence's bytes were not taken")
+                : SPLASH_OK;
 }
 
 enum splash_status hybrid_family_seq_load(void *model_, const void *buf, uint64_t size,

@@ -160,11 +160,13 @@ struct splash_family_plugin {
 
     /* Bytes seq_save writes for a sequence of n_tokens tokens. */
     uint64_t (*seq_saved_bytes)(const void *model, int32_t n_tokens);
-    /* seq's caches (its tokens' KV in every attention layer, its recurrent state) into
-     * buf of exactly seq_saved_bytes bytes, in the family's own layout with a header
-     * that names it. */
-    enum splash_status (*seq_save)(void *model, const void *seq, void *buf, uint64_t size,
-                                   struct splash_err *err);
+    /* seq's caches (its tokens' KV in every attention layer, its recurrent state), in the
+     * family's own layout with a header that names it: seq_saved_bytes bytes in all,
+     * handed to write in order, a piece at a time (a page, a state), so no copy of the
+     * whole is made. write returns 0, or nonzero to stop (SPLASH_ERR_IO). */
+    enum splash_status (*seq_save)(void *model, const void *seq,
+                                   int (*write)(void *ctx, const void *bytes, size_t n),
+                                   void *ctx, struct splash_err *err);
     /* A new sequence from what seq_save wrote, as it was then; bytes of another layout
      * or size are refused (SPLASH_ERR_INVALID), never read past. */
     enum splash_status (*seq_load)(void *model, const void *buf, uint64_t size, void **seq,

@@ -358,8 +358,32 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
-                          const void *blob, uint64_t size)
+/* Where produce's bytes go: on, a piece at a time, into their CRC. */
+struct writer {
+    struct splash_disk_cache *d;
+    uint64_t at, end;
+    uint32_t crc;
+    int failed; /* 1: the file refused a write; 2: more bytes than announced */
+};
+
+static int write_piece(void *ctx, const void *bytes, size_t n)
+{
+    struct writer *w = ctx;
+    if (w->at + n > w->end) {
+        w->failed = 2;
+        return 1;
+    }
+    if (write_all(w->d->fd, bytes, n, w->at)) {
+        w->failed = 1;
+        return 1;
+    }
+    w->crc = (uint32_t)crc32_z(w->crc, bytes, (z_size_t)n);
+    w->at += n;
+    return 0;
+}
+
+int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx)
 {
     if (!d || d->st.closed || n <= 0)
         return 0;
@@ -404,19 +428,30 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
         return 0;
     memcpy(x.tokens, tokens, (size_t)n * sizeof *tokens);
     x.crc_tokens = (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)((size_t)n * sizeof *tokens));
-    x.crc_blob = (uint32_t)crc32_z(0, blob, (z_size_t)size);
+    uint64_t body = x.off + sizeof(struct record) + (uint64_t)n * sizeof *tokens;
+    struct writer w = {.d = d, .at = body, .end = body + size, .crc = (uint32_t)crc32(0, NULL, 0)};
+    errno = 0;
+    int bad = write_all(d->fd, tokens, (size_t)n * sizeof *tokens, x.off + sizeof(struct record));
+    if (bad)
+        w.failed = 1;
+    else if (produce(ctx, write_piece, &w) || w.at != w.end)
+        bad = 1;
+    x.crc_blob = w.crc;
     struct record r = {.n_tokens = n, .size = size, .crc_tokens = x.crc_tokens,
                        .crc_blob = x.crc_blob};
     memcpy(r.magic, RECORD_MAGIC, sizeof r.magic);
-    if (write_all(d->fd, &r, sizeof r, x.off) ||
-        write_all(d->fd, tokens, (size_t)n * sizeof *tokens, x.off + sizeof r) ||
-        write_all(d->fd, blob, size, x.off + sizeof r + (uint64_t)n * sizeof *tokens)) {
-        /* a full volume or a quota the engine cannot see: keep serving what is there */
-        splash_log(SPLASH_LOG_WARN, NULL,
-                   "SSD cache · writes stopped: the file in %s refused one (%s); the %zu entries "
-                   "it holds are still read",
-                   d->dir, strerror(errno ? errno : ENOSPC), d->n);
-        d->st.closed = 1;
+    /* the record last: a write cut short leaves no record that claims it */
+    if (!bad && write_all(d->fd, &r, sizeof r, x.off))
+        bad = 1, w.failed = 1;
+    if (bad) {
+        if (w.failed == 1) {
+            /* a full volume or a quota the engine cannot see: keep serving what is there */
+            splash_log(SPLASH_LOG_WARN, NULL,
+                       "SSD cache · writes stopped: the file in %s refused one (%s); the %zu "
+                       "entries it holds are still read",
+                       d->dir, strerror(errno ? errno : ENOSPC), d->n);
+            d->st.closed = 1;
+        }
         free(x.tokens);
         return 0;
     }
@@ -427,6 +462,25 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
     d->st.written_bytes += span;
     save_index(d);
     return 1;
+}
+
+struct blob {
+    const void *bytes;
+    uint64_t size;
+};
+
+static int produce_blob(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
+                        void *wctx)
+{
+    const struct blob *b = ctx;
+    return write(wctx, b->bytes, (size_t)b->size);
+}
+
+int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
+                          const void *blob, uint64_t size)
+{
+    struct blob b = {.bytes = blob, .size = size};
+    return splash_disk_cache_put_with(d, tokens, n, cls, size, produce_blob, &b);
 }
 
 int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n)

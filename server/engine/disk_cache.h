@@ -53,6 +53,14 @@ void splash_disk_cache_close(struct splash_disk_cache *d);
  * file closed. */
 int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
                           const void *blob, uint64_t size);
+/* The same for size bytes produce hands, in order, to the write function it is given
+ * (a piece at a time: no copy of the whole is made); produce returns nonzero, or hands
+ * other than size bytes, and nothing is kept. */
+typedef int (*splash_disk_produce_fn)(void *ctx,
+                                      int (*write)(void *wctx, const void *bytes, size_t n),
+                                      void *wctx);
+int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx);
 
 /* 1 when an entry holds exactly tokens[0..n) (marked used now). */
 int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n);

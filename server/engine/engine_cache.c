@@ -15,7 +15,22 @@ static void drop_seq(void *ctx, void *seq)
     splash_family_seq_destroy(c->fam, c->model, seq);
 }
 
-/* Eviction's copy of a restore point on the SSD tier, as the family saves it. */
+struct saving {
+    struct splash_engine_cache *c;
+    void *seq;
+};
+
+static int save_into(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
+                     void *wctx)
+{
+    struct saving *sv = ctx;
+    struct splash_err err;
+    return splash_family_seq_save(sv->c->fam, sv->c->model, sv->seq, write, wctx, &err) !=
+           SPLASH_OK;
+}
+
+/* Eviction's copy of a restore point on the SSD tier, as the family saves it, straight
+ * into the file a page at a time. */
 static void spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
                   enum splash_point_class cls)
 {
@@ -23,11 +38,9 @@ static void spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
     if (splash_disk_cache_has(c->disk, tokens, n))
         return; /* read back from it, or written before: no second write */
     uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
-    void *buf = size ? malloc(size) : NULL;
-    struct splash_err err;
-    if (buf && splash_family_seq_save(c->fam, c->model, seq, buf, size, &err) == SPLASH_OK)
-        splash_disk_cache_put(c->disk, tokens, n, (int)cls, buf, size);
-    free(buf);
+    struct saving sv = {.c = c, .seq = seq};
+    if (size)
+        splash_disk_cache_put_with(c->disk, tokens, n, (int)cls, size, save_into, &sv);
 }
 
 void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,
