@@ -6,9 +6,10 @@
  * token reads, the 2-thread read bandwidth, the decode speed that bandwidth
  * allows (the bound) and the fraction of it reached. The Qwen3.5-0.8B shape is
  * also set against llama.cpp on this machine (146 tokens/s prefill, 47 decode,
- * Q4_K_M, 2 threads).
+ * Q4_K_M, 2 threads). gpt-oss-20b's layers (four of them) run in OpenAI's own mix
+ * (MXFP4 experts, Q8_0 elsewhere), timed by llama-bench's method (pp512, tg128).
  *
- * usage: bench-model [-p N] [-n N]   (default 512 and 128) */
+ * usage: bench-model [-p N] [-n N] [-s SHAPE]   (default 512 and 128, every shape) */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,13 +67,13 @@ static int family_serves(const struct splash_registry *r, const char *arch)
 
 /* Builds the model once; later runs reuse the file. */
 static int ensure_model(const struct splash_registry *r, const char *dir, const char *shape_name,
-                        int64_t max_sample, char *path, size_t size)
+                        const char *mix, int64_t max_sample, char *path, size_t size)
 {
-    snprintf(path, size, "%s/%s-Q4_K_M.gguf", dir, shape_name);
+    snprintf(path, size, "%s/%s-%s.gguf", dir, shape_name, mix);
     struct stat sb;
     if (stat(path, &sb) == 0 && sb.st_size > 0)
         return 0;
-    struct splash_model_write_opts opts = {.mix = "Q4_K_M", .seed = 7, .n_threads = N_THREADS,
+    struct splash_model_write_opts opts = {.mix = mix, .seed = 7, .n_threads = N_THREADS,
                                            .max_sample = max_sample};
     struct splash_model_write_stats stats;
     struct splash_err err = {{0}};
@@ -153,17 +154,42 @@ static int bench_one(const struct splash_registry *r, const char *path, int n_pr
     return 0;
 }
 
+/* A MoE shape of the architecture arch, its expert tensors sampled; 0, or 1 on a failure. */
+static int bench_shape(const struct splash_registry *r, const char *dir, const char *arch,
+                       const char *shape, const char *mix, int n_prompt, int n_gen, double bw)
+{
+    char path[PATH_MAX + 64];
+    if (!family_serves(r, arch)) {
+        printf("note: no family plugin serves %s: the %s shape is skipped\n", arch, shape);
+        return 0;
+    }
+    return ensure_model(r, dir, shape, mix, MOE_SAMPLE_VALUES, path, sizeof path) ||
+           bench_one(r, path, n_prompt, n_gen, bw, 0);
+}
+
 int main(int argc, char **argv)
 {
     int n_prompt = 512, n_gen = 128;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-p"))
+    const char *only = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc)
+            n_prompt = 0; /* a flag without its value */
+        else if (!strcmp(argv[i], "-p"))
             n_prompt = (int)strtol(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "-n"))
             n_gen = (int)strtol(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "-s"))
+            only = argv[i + 1];
+        else
+            n_prompt = 0;
     }
-    if (n_prompt < 1 || n_gen < 1) {
-        fprintf(stderr, "usage: bench-model [-p N] [-n N]\n");
+    static const char *const shapes[] = {"qwen35-0.8b", "qwen35moe-35b-a3b-4l", "gpt-oss-20b-4l"};
+    int known = !only;
+    for (size_t i = 0; only && i < sizeof shapes / sizeof shapes[0]; i++)
+        known |= !strcmp(only, shapes[i]);
+    if (n_prompt < 1 || n_gen < 1 || !known) {
+        fprintf(stderr, "usage: bench-model [-p N] [-n N] [-s qwen35-0.8b|qwen35moe-35b-a3b-4l|"
+                        "gpt-oss-20b-4l]\n");
         return 2;
     }
     /* the host answers plugins' format look-ups from the global registry */
@@ -189,15 +215,14 @@ int main(int argc, char **argv)
     printf("read bandwidth, %d threads (best of 5): %.1f GB/s\n", N_THREADS, bw);
 
     int rc = 0;
-    if (ensure_model(r, dir, "qwen35-0.8b", 0, path, sizeof path) ||
-        bench_one(r, path, n_prompt, n_gen, bw, 1))
+#define RUNS(name) (!only || !strcmp(only, name))
+    if (RUNS("qwen35-0.8b") && (ensure_model(r, dir, "qwen35-0.8b", "Q4_K_M", 0, path, sizeof path) ||
+                                bench_one(r, path, n_prompt, n_gen, bw, 1)))
         rc = 1;
-    if (!family_serves(r, "qwen35moe")) {
-        printf("note: no family plugin serves qwen35moe: the 35B-A3B layer shape is skipped\n");
-    } else if (ensure_model(r, dir, "qwen35moe-35b-a3b-4l", MOE_SAMPLE_VALUES, path,
-                            sizeof path) ||
-               bench_one(r, path, n_prompt, n_gen, bw, 0)) {
-        rc = 1;
-    }
+    if (RUNS("qwen35moe-35b-a3b-4l"))
+        rc |= bench_shape(r, dir, "qwen35moe", "qwen35moe-35b-a3b-4l", "Q4_K_M", n_prompt, n_gen,
+                          bw);
+    if (RUNS("gpt-oss-20b-4l"))
+        rc |= bench_shape(r, dir, "gpt-oss", "gpt-oss-20b-4l", "MXFP4_MOE", n_prompt, n_gen, bw);
     return rc;
 }

@@ -12,6 +12,8 @@
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/registry.h"
+#include "core/st_target.h"
+#include "core/target.h"
 #include "core/threadpool.h"
 #include "splash/family.h"
 
@@ -151,7 +153,15 @@ int splash_cmd_logits(int argc, char **argv)
     int rc = 1;
     char path[PATH_MAX];
     int32_t *ids = NULL, n_ids = 0;
-    if (resolve_gguf(model_dir, path, sizeof path) || parse_tokens(tokens_arg, &ids, &n_ids))
+    /* a safetensors checkpoint's directory, else the GGUF it names or holds */
+    struct splash_target target;
+    struct splash_err terr;
+    int safetensors = splash_target_select(model_dir, NULL, &target, &terr) == SPLASH_OK &&
+                      target.kind == SPLASH_TARGET_SAFETENSORS;
+    if (safetensors)
+        snprintf(path, sizeof path, "%s", target.path);
+    if ((!safetensors && resolve_gguf(model_dir, path, sizeof path)) ||
+        parse_tokens(tokens_arg, &ids, &n_ids))
         return 1;
     if (n_ids == 0) {
         fprintf(stderr, "splash logits: --tokens: no ids\n");
@@ -162,11 +172,13 @@ int splash_cmd_logits(int argc, char **argv)
     struct splash_registry *reg = splash_registry_global();
     splash_registry_load_default(reg, NULL, 0);
     struct splash_meta *m = NULL;
-    if (splash_meta_open_gguf(path, 0, &m, &err)) {
+    if (safetensors ? splash_st_target_open(reg, path, 0, &m, &err)
+                    : splash_meta_open_gguf(path, 0, &m, &err)) {
         fprintf(stderr, "splash logits: %s\n", err.msg);
         goto out_ids;
     }
-    splash_meta_bind_formats(m, reg);
+    if (!safetensors)
+        splash_meta_bind_formats(m, reg);
     /* the same selection as every start: claims, then check_config's score */
     const struct splash_family_plugin *fam = NULL;
     struct splash_family_verdict verdict;

@@ -13,17 +13,57 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: splash make-model --arch ARCH (--shape NAME | --dims K=V,...) [--type MIX]\n"
             "                         [--vocab N] [--seed N] [--threads N] [--sample-values N]\n"
-            "                         --out FILE\n"
+            "                         [--chat-template FILE] --out FILE\n"
             "       splash make-model --list\n"
             "  --shape   a named shape (--list shows them); --dims alone starts from the\n"
             "            arch's smallest shape. --dims keys: hidden layers ff vocab ctx\n"
             "            heads=N/KV head_dim gdn_heads=K/V gdn_dim conv interval rot\n"
             "            sections=A/B/C/D rope_base eps tied experts=N/USED expert_ff shexp_ff\n"
+            "            window (gpt-oss)\n"
             "  --type    a reference quantizer mix (Q4_K_M, Q5_K_M, Q4_K_S, Q3_K_M, Q2_K, Q6_K,\n"
             "            Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4_MOE, BF16, F16,\n"
             "            F32) or any format with a quantizer for every matrix (default Q4_K_M)\n"
             "  --sample-values N  tensors of more than N values quantize about N of them and\n"
-            "            repeat randomly drawn blocks of those (fast benchmark models)\n");
+            "            repeat randomly drawn blocks of those (fast benchmark models)\n"
+            "  --chat-template FILE  the Jinja template the model carries (default: the\n"
+            "            built-in ChatML one); gpt-oss shapes hold the harmony tokens\n");
+}
+
+/* A whole file as a NUL-terminated string (NULL on an error, errno set, or when it holds
+ * a NUL byte). */
+static char *read_text(const char *path)
+{
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int bad = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t grown = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, grown);
+            if (!nb) {
+                bad = 1;
+                break;
+            }
+            buf = nb;
+            cap = grown;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    bad = bad || ferror(f) || !buf || memchr(buf, 0, n);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
 }
 
 static void list_shapes(void)
@@ -72,6 +112,7 @@ static const struct splash_model_shape *smallest_of(const char *arch)
 int splash_cmd_make_model(int argc, char **argv)
 {
     const char *arch = NULL, *shape_name = NULL, *dims = NULL, *mix = "Q4_K_M", *out = NULL;
+    const char *template_path = NULL;
     long long vocab = 0, seed = 42, threads = 0, sample = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -99,6 +140,8 @@ int splash_cmd_make_model(int argc, char **argv)
             mix = v;
         else if (!strcmp(a, "--out"))
             out = v;
+        else if (!strcmp(a, "--chat-template"))
+            template_path = v;
         else if (!strcmp(a, "--vocab")) {
             if (parse_long(a, v, 1, 1ll << 30, &vocab))
                 return 2;
@@ -154,10 +197,19 @@ int splash_cmd_make_model(int argc, char **argv)
                         "with a quantizer\n", mix);
         return 2;
     }
+    char *template_text = NULL;
+    if (template_path && !(template_text = read_text(template_path))) {
+        fprintf(stderr, "splash make-model: --chat-template %s: %s\n", template_path,
+                errno ? strerror(errno) : "not a text file");
+        return 2;
+    }
     struct splash_model_write_opts opts = {.mix = mix, .seed = (uint64_t)seed,
-                                           .n_threads = (int)threads, .max_sample = sample};
+                                           .n_threads = (int)threads, .max_sample = sample,
+                                           .chat_template = template_text};
     struct splash_model_write_stats stats;
-    if (splash_model_write(r, &shape, &opts, out, &stats, &err)) {
+    int failed = splash_model_write(r, &shape, &opts, out, &stats, &err) != SPLASH_OK;
+    free(template_text);
+    if (failed) {
         fprintf(stderr, "splash make-model: %s\n", err.msg);
         return 1;
     }

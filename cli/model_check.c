@@ -24,6 +24,8 @@ static void print_json(const struct splash_check_result *res, const char *error)
     }
     if (res->n_tensors)
         json_object_set_new(o, "tensors", json_integer((json_int_t)res->n_tensors));
+    if (res->loads[0])
+        json_object_set_new(o, "loads", json_string(res->loads));
     if (!res->ok)
         json_object_set_new(o, "error", json_string(res->problems ? res->problems : error));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -70,6 +72,8 @@ int splash_cmd_model_check(int argc, char **argv)
             printf("%s: %s, %s (%s) · ok\n", res.file, v->size_name, v->architecture, v->summary);
         else
             printf("%s: %s, another size of it (%s) · ok\n", res.file, v->architecture, v->summary);
+        if (res.loads[0])
+            printf("  loads %s\n", res.loads);
     } else {
         fprintf(stderr, "%s: refused\n%s\n", res.file[0] ? res.file : path,
                 res.problems ? res.problems : err.msg);

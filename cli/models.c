@@ -1,6 +1,5 @@
 /* `splash pull MODEL` installs a model as `splash serve` would, without serving it;
  * `splash models` lists the installed models; `splash prepare PATH` prepares local files. */
-#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include "core/registry.h"
 #include "server/hub/assembly.h"
 #include "server/hub/install.h"
+#include "server/hub/installed.h"
 #include "server/hub/prepare.h"
 #include "server/hub/progress.h"
 
@@ -29,8 +29,11 @@ int splash_cmd_pull(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: splash pull OWNER/REPO[:VARIANT] [--revision REV] [--offline] "
                    "[--language-only]\n"
+                   "                  [--draft-model OWNER/REPO|DIR|none]\n"
                    "Installs the model as splash serve does (Hugging Face cache, model-check on\n"
-                   "its headers first) and prints the installed directory.\n");
+                   "its headers first), with the DFlash2 draft its family names (or the one\n"
+                   "--draft-model names) and a GGUF repository's vision projector unless\n"
+                   "--language-only, and prints the installed directory.\n");
             return 0;
         } else if (!strcmp(a, "--revision") && i + 1 < argc) {
             req.revision = argv[++i];
@@ -38,6 +41,8 @@ int splash_cmd_pull(int argc, char **argv)
             req.offline = 1;
         } else if (!strcmp(a, "--language-only")) {
             req.language_only = 1;
+        } else if (!strcmp(a, "--draft-model") && i + 1 < argc) {
+            req.draft_model = argv[++i];
         } else if (a[0] == '-' || req.model) {
             fprintf(stderr, "splash pull: unexpected %s (see splash pull --help)\n", a);
             return 2;
@@ -59,9 +64,41 @@ int splash_cmd_pull(int argc, char **argv)
     return 0;
 }
 
-static int by_name(const struct dirent **a, const struct dirent **b)
+struct listing {
+    int as_json;
+    json_t *list;
+};
+
+static void damaged(const char *name, const struct splash_err *why, void *user)
 {
-    return strcmp((*a)->d_name, (*b)->d_name);
+    const struct listing *l = user;
+    if (!l->as_json)
+        fprintf(stderr, "%s: %s\n", name, why->msg);
+}
+
+static int row(const char *name, const struct splash_installed *inst, json_t *meta, void *user)
+{
+    struct listing *l = user;
+    (void)name;
+    json_t *o = json_deep_copy(meta);
+    json_object_set_new(o, "directory", json_string(inst->dir));
+    char size[32];
+    splash_hub_format_bytes((uint64_t)json_integer_value(json_object_get(o, "size")), size,
+                            sizeof size);
+    const char *cache = json_string_value(json_object_get(o, "cache"));
+    int draft = inst->draft_repo[0] || inst->draft_dir[0];
+    json_t *files = json_object_get(o, "files");
+    for (size_t k = 0; k < json_array_size(files); k++) {
+        const char *link = json_string_value(json_object_get(json_array_get(files, k), "link"));
+        draft |= link && !strncmp(link, "draft/", 6);
+    }
+    if (!l->as_json)
+        printf("%-44s %-10s %-12.12s %9s  %-5s  %s\n",
+               json_string_value(json_object_get(o, "model")),
+               json_string_value(json_object_get(o, "revision")), inst->commit, size,
+               draft ? "yes" : "-", cache && *cache ? cache : inst->dir);
+    json_array_append_new(l->list, o);
+    return 0;
 }
 
 int splash_cmd_models(int argc, char **argv)
@@ -78,54 +115,17 @@ int splash_cmd_models(int argc, char **argv)
         fprintf(stderr, "Error · %s\n", err.msg);
         return 1;
     }
-    struct dirent **entries;
-    int n = scandir(dir, &entries, NULL, by_name);
-    json_t *list = json_array();
+    struct listing l = {.as_json = as_json, .list = json_array()};
     if (!as_json)
         printf("%-44s %-10s %-12s %9s  %-5s  %s\n", "MODEL", "REVISION", "COMMIT", "SIZE",
                "DRAFT", "FILES");
-    for (int i = 0; i < n; i++) {
-        const char *name = entries[i]->d_name;
-        char inst_dir[PATH_MAX + 300], json_path[PATH_MAX + 400];
-        snprintf(inst_dir, sizeof inst_dir, "%s/%s", dir, name);
-        struct splash_installed inst;
-        if (name[0] == '.' || splash_assembly_current(inst_dir, &inst, &err) != SPLASH_OK) {
-            if (name[0] != '.' && !as_json)
-                fprintf(stderr, "%s: %s\n", name, err.msg);
-            free(entries[i]);
-            continue;
-        }
-        snprintf(json_path, sizeof json_path, "%s/model.json", inst.dir);
-        json_t *o = json_load_file(json_path, 0, NULL);
-        if (o) {
-            json_object_set_new(o, "directory", json_string(inst.dir));
-            char size[32];
-            splash_hub_format_bytes((uint64_t)json_integer_value(json_object_get(o, "size")),
-                                    size, sizeof size);
-            const char *cache = json_string_value(json_object_get(o, "cache"));
-            int draft = 0;
-            json_t *files = json_object_get(o, "files");
-            for (size_t k = 0; k < json_array_size(files); k++) {
-                const char *link = json_string_value(json_object_get(json_array_get(files, k), "link"));
-                draft |= link && !strncmp(link, "draft/", 6);
-            }
-            if (!as_json)
-                printf("%-44s %-10s %-12.12s %9s  %-5s  %s\n",
-                       json_string_value(json_object_get(o, "model")),
-                       json_string_value(json_object_get(o, "revision")), inst.commit, size,
-                       draft ? "yes" : "-", cache && *cache ? cache : inst.dir);
-            json_array_append_new(list, o);
-        }
-        free(entries[i]);
-    }
-    if (n >= 0)
-        free(entries);
+    splash_installed_each(dir, row, damaged, &l, &err);
     if (as_json) {
-        char *text = json_dumps(list, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char *text = json_dumps(l.list, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n", text ? text : "[]");
         free(text);
     }
-    json_decref(list);
+    json_decref(l.list);
     return 0;
 }
 

@@ -103,6 +103,17 @@ static void print_claims(const struct splash_registry *r, const struct splash_pl
                 printf(" %s", ft->name);
         }
         printf("\n");
+        /* which format a safetensors module of each MLX mode, bits and group loads into */
+        int mlx = 0;
+        for (uint32_t t = 0; f && t < f->n_types; t++) {
+            const struct splash_format_type *ft = f->types[t];
+            if (!ft->mlx_mode || !ft->import_planes)
+                continue;
+            printf("%s %s %d-bit/%d=%s", mlx++ ? "," : "    MLX modes:", ft->mlx_mode, ft->mlx_bits,
+                   ft->mlx_group_size, ft->name);
+        }
+        if (mlx)
+            printf("\n");
         if (f && f->checkpoint_formats && f->checkpoint_formats[0]) {
             printf("    checkpoints:");
             for (size_t i = 0; f->checkpoint_formats[i]; i++)

@@ -135,7 +135,7 @@ int splash_cmd_run(int argc, char **argv)
         fprintf(stderr, "splash run: out of memory\n");
         goto out;
     }
-    if (splash_tokenizer_load_gguf(lm->meta->path, &tok, &err) ||
+    if (splash_tokenizer_load(lm->meta->path, &tok, &err) ||
         splash_tokenizer_encode(tok, prompt, strlen(prompt), SPLASH_TOKENIZE_PARSE_SPECIAL, &ids,
                                 &err)) {
         fprintf(stderr, "splash run: %s\n", err.msg);

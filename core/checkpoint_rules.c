@@ -52,6 +52,11 @@ static int glob_any(const char *const *globs, const char *name)
     return 0;
 }
 
+int splash_module_ignored(const struct splash_module_roles *roles, const char *name)
+{
+    return glob_any((roles ? roles : &roles_default)->ignore, name);
+}
+
 int splash_module_must_quantize(const struct splash_module_roles *roles, const char *module)
 {
     if (!roles)
@@ -882,7 +887,9 @@ static enum splash_status gather_names(const char *dir, struct name_set *s, cons
     for (size_t i = 0; i < s->n_shards; i++)
         for (size_t j = 0; j < s->shards[i]->n_tensors; j++)
             s->v[s->n++] = s->shards[i]->tensors[j].info.name;
-    *source = "the safetensors headers";
+    /* one file named as such; shards of other names by what they are */
+    *source = n == 1 && !strcmp(names[0], "model.safetensors") ? "model.safetensors"
+                                                               : "the safetensors headers";
 out_names:
     free(names);
     return st;

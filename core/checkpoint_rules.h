@@ -30,6 +30,8 @@ struct splash_module_roles {
  * experts, switch_mlp, lm_head; vision towers and MTP modules ignored. */
 const struct splash_module_roles *splash_module_roles_default(void);
 int splash_module_must_quantize(const struct splash_module_roles *roles, const char *module);
+/* 1 when the text model never reads the module or tensor (a vision tower, MTP layers). */
+int splash_module_ignored(const struct splash_module_roles *roles, const char *name);
 
 enum splash_checkpoint_kind {
     SPLASH_CHECKPOINT_MLX = 1,

@@ -1,6 +1,7 @@
 /* The family vtable behind one set of wrappers (core/family.h). */
 #include "core/family.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/meta.h"
@@ -95,7 +96,11 @@ enum splash_status splash_family_check_config(const struct splash_registry *r,
     memset(v, 0, sizeof *v);
     if (!f->check_config)
         return SPLASH_OK; /* declines */
-    return f->check_config(splash_registry_host(r), m, v, err);
+    enum splash_status st = f->check_config(splash_registry_host(r), m, v, err);
+    /* a plugin before ABI 1.3 names no chat format: its families spoke Qwen's */
+    if (!st && v->score > 0 && !v->chat_format[0])
+        snprintf(v->chat_format, sizeof v->chat_format, "qwen");
+    return st;
 }
 
 enum splash_status splash_family_declare_tensors(const struct splash_registry *r,

@@ -218,6 +218,30 @@ out_close:
     return st;
 }
 
+enum splash_status splash_meta_from_gguf(struct splash_gguf *g, const char *path,
+                                         struct splash_meta **out, struct splash_err *err)
+{
+    struct splash_meta *m = meta_new(SPLASH_META_GGUF, path);
+    if (m)
+        m->parts = calloc(1, sizeof *m->parts);
+    if (!m || !m->parts) {
+        splash_meta_close(m);
+        splash_gguf_close(g);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
+    m->parts[0] = g;
+    m->n_parts = 1;
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        enum splash_status st = splash_meta_add_tensor(m, &g->tensors[i].info, err);
+        if (st) {
+            splash_meta_close(m);
+            return st;
+        }
+    }
+    *out = m;
+    return SPLASH_OK;
+}
+
 enum splash_status splash_meta_open_config(const char *config_path, struct splash_meta **out,
                                            struct splash_err *err)
 {

@@ -30,6 +30,10 @@ struct splash_meta {
  * checked). flags: SPLASH_GGUF_HEADERS_ONLY for header copies (model-check). */
 enum splash_status splash_meta_open_gguf(const char *path, unsigned flags, struct splash_meta **out,
                                          struct splash_err *err);
+/* A meta over a GGUF already parsed (its metadata and tensors), named path in messages;
+ * takes g (closed with the meta, or at once on failure). */
+enum splash_status splash_meta_from_gguf(struct splash_gguf *g, const char *path,
+                                         struct splash_meta **out, struct splash_err *err);
 /* Opens a config.json (no tensors yet; safetensors readers add them). */
 enum splash_status splash_meta_open_config(const char *config_path, struct splash_meta **out,
                                            struct splash_err *err);

@@ -12,6 +12,8 @@
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/registry.h"
+#include "core/safetensors.h"
+#include "core/st_target.h"
 #include "core/target.h"
 
 static const char *base_name(const char *path)
@@ -259,6 +261,34 @@ static void check_decl(void *ctx, const struct splash_tensor_decl *d)
     }
 }
 
+/* Tensors per type, in the order the types first appear, and their bytes. */
+static void loads_summary(const struct splash_meta *m, char *buf, size_t size)
+{
+    const char *types[16];
+    size_t counts[16], n_types = 0, used = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const char *t = m->tensors[i]->type_name ? m->tensors[i]->type_name : "?";
+        bytes += m->tensors[i]->n_bytes;
+        size_t k = 0;
+        while (k < n_types && strcmp(types[k], t))
+            k++;
+        if (k == n_types && n_types < 16) {
+            types[n_types] = t;
+            counts[n_types++] = 0;
+        }
+        if (k < n_types)
+            counts[k]++;
+    }
+    buf[0] = 0;
+    for (size_t k = 0; k < n_types && used < size; k++) {
+        int n = snprintf(buf + used, size - used, "%s%zu %s", k ? ", " : "", counts[k], types[k]);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (used < size)
+        snprintf(buf + used, size - used, " (%.1f MiB)", (double)bytes / (1024.0 * 1024.0));
+}
+
 enum splash_status splash_model_check_meta(const struct splash_registry *r,
                                            const struct splash_meta *m, unsigned flags,
                                            const struct splash_family_plugin **family,
@@ -299,6 +329,7 @@ enum splash_status splash_model_check_meta(const struct splash_registry *r,
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s", base_name(m->path),
                               res->problems ? res->problems : "tensor plan failed");
     }
+    loads_summary(m, res->loads, sizeof res->loads);
     res->ok = 1;
     return SPLASH_OK;
 }
@@ -341,8 +372,18 @@ enum splash_status splash_model_check(const struct splash_registry *r, const cha
         gguf = path;
     }
     struct splash_meta *m = NULL;
+    int formats_bound = 0;
+    char **shards = NULL;
+    size_t n_shards = 0;
     if (gguf) {
         st = splash_meta_open_gguf(gguf, SPLASH_GGUF_HEADERS_ONLY, &m, err);
+    } else if (S_ISDIR(sb.st_mode) &&
+               splash_safetensors_list_shards(target.path, &shards, &n_shards, NULL) ==
+                   SPLASH_OK) {
+        /* the weights' headers: every tensor as it would load, against the family's list */
+        free(shards);
+        st = splash_st_target_open(r, target.path, SPLASH_ST_HEADERS_ONLY, &m, err);
+        formats_bound = 1;
     } else {
         /* the quantization rules (and the index's tensor names) before the family */
         int kind = 0;
@@ -355,8 +396,11 @@ enum splash_status splash_model_check(const struct splash_registry *r, const cha
         return st;
     }
     snprintf(res->file, sizeof res->file, "%s", base_name(m->path));
-    splash_meta_bind_formats(m, r);
-    st = splash_model_check_meta(r, m, SPLASH_CHECK_REQUIRE_QUANTIZED, NULL, res, err);
+    if (!formats_bound)
+        splash_meta_bind_formats(m, r);
+    /* a checkpoint's quantization was held to its own rules (splash_check_checkpoint) */
+    st = splash_model_check_meta(r, m, formats_bound ? 0 : SPLASH_CHECK_REQUIRE_QUANTIZED, NULL,
+                                 res, err);
     splash_meta_close(m);
     return st;
 }

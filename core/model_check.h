@@ -17,6 +17,7 @@ struct splash_check_result {
     struct splash_family_verdict verdict;
     size_t n_tensors;
     char *problems;                  /* malloc'ed multi-line reasons when !ok, else NULL */
+    char loads[256];                 /* when ok: "60 af4g64, 46 F32 (3.2 MiB)", what would load */
 };
 
 /* Checks a GGUF (whole, split part, or header copy), a config.json, or a directory

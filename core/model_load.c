@@ -11,6 +11,7 @@
 #include "core/load_progress.h"
 #include "core/meta.h"
 #include "core/model_check.h"
+#include "core/st_target.h"
 #include "core/target.h"
 #include "core/threadpool.h"
 
@@ -23,17 +24,19 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
     struct splash_target t;
     if ((st = splash_target_select(path, NULL, &t, err)))
         return st;
-    if (t.kind == SPLASH_TARGET_SAFETENSORS)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: loading safetensors checkpoints is not available yet; serve a GGUF",
-                              path);
     snprintf(target, sizeof target, "%s", t.path);
     struct splash_loaded_model *lm = calloc(1, sizeof *lm);
     if (!lm)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    if ((st = splash_meta_open_gguf(target, 0, &lm->meta, err)))
-        goto out_free;
-    splash_meta_bind_formats(lm->meta, r);
+    if (t.kind == SPLASH_TARGET_SAFETENSORS) {
+        /* MLX, Model Optimizer, compressed-tensors: imported into the formats' blocks */
+        if ((st = splash_st_target_open(r, target, 0, &lm->meta, err)))
+            goto out_free;
+    } else {
+        if ((st = splash_meta_open_gguf(target, 0, &lm->meta, err)))
+            goto out_free;
+        splash_meta_bind_formats(lm->meta, r);
+    }
     struct splash_check_result res;
     memset(&res, 0, sizeof res);
     st = splash_model_check_meta(r, lm->meta, 0, &lm->family, &res, err);

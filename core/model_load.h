@@ -20,7 +20,8 @@ struct splash_loaded_model {
 };
 
 /* path: a GGUF file, any part of a split GGUF, or a directory holding one GGUF
- * target. opts->pool NULL: a pool of n_threads (0 = physical cores) is created. */
+ * target or a safetensors checkpoint (config.json and its shards). opts->pool NULL: a
+ * pool of n_threads (0 = physical cores) is created. */
 enum splash_status splash_model_load(const struct splash_registry *r, const char *path,
                                      const struct splash_model_opts *opts, int n_threads,
                                      struct splash_loaded_model **out, struct splash_err *err);

@@ -3,6 +3,7 @@
  * section exactly, as the format requires of a file with no holes. */
 #include "core/safetensors.h"
 
+#include "core/checkpoint_rules.h"
 #include "core/file_map.h"
 
 #include <dirent.h>
@@ -548,6 +549,31 @@ static size_t shard_of(const struct model_shards *s, const struct splash_tensor_
     return s->n;
 }
 
+const char *splash_safetensors_shard_name(const struct splash_meta *m,
+                                         const struct splash_tensor_info *t)
+{
+    const struct model_shards *s = m->owner_data;
+    size_t k = s && m->owner_free == model_shards_free ? shard_of(s, t) : 0;
+    return s && m->owner_free == model_shards_free && k < s->n ? s->names[k] : "model.safetensors";
+}
+
+/* 1 when the index maps to shard only tensors the text model ignores. */
+static int shard_only_ignored(json_t *index, const char *shard)
+{
+    const char *key;
+    json_t *value;
+    int any = 0;
+    json_object_foreach(json_object_get(index, "weight_map"), key, value) {
+        const char *name = json_string_value(value);
+        if (!name || strcmp(name, shard))
+            continue;
+        if (!splash_module_ignored(NULL, key))
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags,
                                                  struct splash_meta **out,
                                                  struct splash_err *err)
@@ -581,6 +607,10 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
             goto out_close;
         }
         status = splash_safetensors_open(path, flags, &s->files[i], err);
+        if (status == SPLASH_ERR_NOT_FOUND && index && shard_only_ignored(index, s->names[i])) {
+            status = SPLASH_OK; /* a vision shard left out (--language-only) */
+            continue;
+        }
         if (status == SPLASH_ERR_NOT_FOUND && index)
             status = splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: shard %s is missing",
                                     INDEX_FILE, s->names[i]);
@@ -590,6 +620,8 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
     const struct splash_meta_api *api = splash_meta_api_get();
     for (size_t i = 0; i < s->n; i++) {
         struct splash_safetensors *f = s->files[i];
+        if (!f)
+            continue; /* a vision shard left out */
         for (size_t j = 0; j < f->n_tensors; j++) {
             struct splash_tensor_info *info = &f->tensors[j].info;
             const struct splash_tensor_info *other = api->tensor_find(m, info->name);
@@ -610,6 +642,8 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
         json_object_foreach(json_object_get(index, "weight_map"), key, value) {
             const char *shard = json_string_value(value);
             const struct splash_tensor_info *t = api->tensor_find(m, key);
+            if (!t && splash_module_ignored(NULL, key))
+                continue; /* in a vision shard left out */
             size_t k = t ? shard_of(s, t) : s->n;
             if (k == s->n || strcmp(s->names[k], shard) != 0) {
                 status = splash_err_set(err, SPLASH_ERR_INVALID,

@@ -71,6 +71,11 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
                                                  struct splash_meta **out,
                                                  struct splash_err *err);
 
+/* The shard file (relative to the directory) holding tensor t of a meta that
+ * splash_safetensors_open_model opened, for messages. */
+const char *splash_safetensors_shard_name(const struct splash_meta *m,
+                                         const struct splash_tensor_info *t);
+
 /* The shard files of a model directory, relative to it, in load order (from the index,
  * else as above). *names is one malloc'ed block (free it); NOT_FOUND when there is none. */
 enum splash_status splash_safetensors_list_shards(const char *dir, char ***names, size_t *n,

@@ -122,6 +122,9 @@ void kernel_rmsnorm(struct splash_pool *pool, const float *x, int64_t x_stride, 
                     float *y, int64_t y_stride, int64_t n, int64_t d, float eps);
 void kernel_l2norm(struct splash_pool *pool, float *x, int64_t stride, int64_t n, int64_t d,
                    float eps, float scale);
+void kernel_add_bias(struct splash_pool *pool, float *y, int64_t y_stride, int64_t n, int64_t d,
+                     const float *b, const int32_t *idx, int64_t b_stride);
+void kernel_rope_table(const struct splash_rope_args *a, int64_t pos0, int64_t n, float *cs);
 void kernel_rope(struct splash_pool *pool, float *x, int64_t row_stride, int64_t head_stride,
                  int64_t n, int32_t n_heads, int32_t n_pairs, const float *cs);
 size_t kernel_kv_page_bytes(int32_t format, int32_t page_tokens, int32_t n_kv_heads,

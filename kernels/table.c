@@ -28,6 +28,8 @@ static const struct splash_kernels kernels = {
     .weight_set_scale = kernel_weight_set_scale,
     .attend = kernel_attend,
     .attend_lanes = kernel_attend_lanes,
+    .add_bias = kernel_add_bias,
+    .rope_table = kernel_rope_table,
 };
 
 static const struct splash_ssm_kernels ssm = {

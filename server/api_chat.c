@@ -233,7 +233,9 @@ void splash_api_chat(void *appv, const struct splash_http_request *req, struct s
     }
     int status = splash_api_prompt_make(app, messages, tools, effort, kwargs, &prompt, msg, sizeof msg);
     if (status) {
-        splash_reply_error(reply, status, "invalid_request_error", "template_error", msg);
+        splash_reply_error(reply, status, "invalid_request_error",
+                           prompt.over_context_tokens ? "context_length_exceeded" : "template_error",
+                           msg);
         goto out;
     }
     submit = json_object();

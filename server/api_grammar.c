@@ -81,6 +81,13 @@ int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
         return -1;
     if (!spec)
         return 0; /* the output is free */
+    if (app->format->calls == SPLASH_CALLS_HARMONY) {
+        snprintf(msg, msg_size,
+                 "response_format and forced tool calls are not supported for the harmony chat "
+                 "format (gpt-oss): its output is not constrained yet");
+        json_decref(spec);
+        return -1;
+    }
     /* the think block comes first and unconstrained (models.md "Chat formats") */
     const char *reasoning = app->format->model_opens_think ? "optional"
                             : prompt->thinks                ? "open"

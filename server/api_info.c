@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "server/api.h"
+#include "server/chat/chat_format.h"
 #include "server/chat/template_probe.h"
 #include "server/console.h"
 
@@ -148,8 +149,9 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
         "tokens_generated", (json_int_t)gen);
     json_object_set_new(reply->json, "maximum_context_tokens", json_integer(model_context(app)));
     json_object_set_new(reply->json, "chat_template",
-                        json_pack("{s:s}", "later_system",
-                                  splash_later_system_name((enum splash_later_system)app->later_system)));
+                        json_pack("{s:s, s:s}", "later_system",
+                                  splash_later_system_name((enum splash_later_system)app->later_system),
+                                  "format", app->format ? app->format->name : ""));
     json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
     /* the prefix cache and its SSD tier (server.md "SSD cache"), as the last request left
      * them */

@@ -12,6 +12,7 @@
 #include "server/api_run.h"
 #include "server/chat/chat_request.h"
 #include "server/chat/template_probe.h"
+#include "server/schema_shape.h"
 #include "server/sse.h"
 #include "server/think_budget.h"
 
@@ -387,6 +388,10 @@ static json_t *convert_tools(const json_t *tools, char *msg, size_t size)
             snprintf(msg, size, "tools[%zu].input_schema must be an object", i);
             goto fail;
         }
+        char path[64];
+        snprintf(path, sizeof path, "tools[%zu].input_schema", i);
+        if (splash_schema_shape_check(schema, path, msg, size))
+            goto fail;
         /* the template prints the tool as JSON: name, description, parameters, as OpenAI's */
         json_t *fn = json_pack("{s:O}", "name", name);
         if (json_is_string(desc))
@@ -585,6 +590,10 @@ static int prepare(struct splash_app *app, const json_t *body, int64_t max_token
         status = add_prefill(app, &r->p, prefill, prefill_len, msg, sizeof msg);
     }
     free(prefill);
+    if (status && r->p.over_context_tokens)
+        /* Anthropic's words, as for a prompt counted over the context (Claude Code compacts) */
+        snprintf(msg, sizeof msg, "prompt is too long: more than %lld tokens > %lld maximum",
+                 (long long)r->p.over_context_tokens, (long long)r->p.n_ctx - 1);
     if (status) {
         splash_reply_error_anthropic(reply, status, anthropic_type(status), msg);
         return -1;

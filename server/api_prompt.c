@@ -64,14 +64,22 @@ int splash_api_check_tools(const json_t *tools, const char *field, char *msg, si
     return 0;
 }
 
-int splash_api_encode_bounded(struct splash_app *app, const char *text, size_t len,
-                              struct splash_token_buf *ids, char *msg, size_t msg_size)
+int64_t splash_api_bytes_over_context(struct splash_app *app, size_t len, int64_t *n_ctx)
 {
     /* no token is longer than max_token_bytes, so a text longer than the context's tokens
      * of those cannot fit: refused before tokenizing it (a 50 MB prompt took 27 s) */
     json_t *info = app->engine ? splash_engine_client_info(app->engine) : NULL;
-    int64_t n_ctx = info ? (int64_t)json_integer_value(json_object_get(info, "n_ctx")) : 0;
-    if (n_ctx > 0 && app->max_token_bytes && len / app->max_token_bytes > (size_t)n_ctx) {
+    *n_ctx = info ? (int64_t)json_integer_value(json_object_get(info, "n_ctx")) : 0;
+    if (*n_ctx > 0 && app->max_token_bytes && len / app->max_token_bytes > (size_t)*n_ctx)
+        return (int64_t)(len / app->max_token_bytes);
+    return 0;
+}
+
+int splash_api_encode_bounded(struct splash_app *app, const char *text, size_t len,
+                              struct splash_token_buf *ids, char *msg, size_t msg_size)
+{
+    int64_t n_ctx;
+    if (splash_api_bytes_over_context(app, len, &n_ctx)) {
         snprintf(msg, msg_size,
                  "the prompt's %zu bytes are more than %lld tokens, this model's context, can "
                  "hold (no token is longer than %zu bytes)",
@@ -97,10 +105,17 @@ int splash_api_prompt_make(struct splash_app *app, const json_t *messages, const
     if (status)
         return status;
     char why[400];
-    if (splash_api_encode_bounded(app, out->prompt.text, out->prompt.len, &out->ids, why,
-                                  sizeof why)) {
+    int64_t n_ctx;
+    int64_t over = splash_api_bytes_over_context(app, out->prompt.len, &n_ctx);
+    int bad = splash_api_encode_bounded(app, out->prompt.text, out->prompt.len, &out->ids, why,
+                                        sizeof why);
+    if (bad) {
         snprintf(msg, msg_size, "messages: %s", why);
         splash_api_prompt_free(out);
+        if (bad > 0) {
+            out->over_context_tokens = over;
+            out->n_ctx = n_ctx;
+        }
         return 400;
     }
     return 0;

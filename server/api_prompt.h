@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/app.h"
@@ -20,6 +21,10 @@ int splash_api_check_kwargs(const json_t *kwargs, char *msg, size_t msg_size);
 
 /* tools in the OpenAI chat shape: an array of {type: function, function: {name, ...}}; absent or
  * null is none. -1 with msg naming field[i]. */
+/* The fewest tokens a prompt of len bytes holds when that is more than the context (*n_ctx),
+ * else 0: no token is longer than the tokenizer's longest piece. */
+int64_t splash_api_bytes_over_context(struct splash_app *app, size_t len, int64_t *n_ctx);
+
 /* Tokenizes a prompt: 0, or -1 (msg) when the tokenizer refuses it, or 1 (msg) when its
  * bytes alone show it cannot fit the context, found before spending time on it. */
 int splash_api_encode_bounded(struct splash_app *app, const char *text, size_t len,
@@ -29,6 +34,9 @@ int splash_api_check_tools(const json_t *tools, const char *field, char *msg, si
 struct splash_api_prompt {
     struct splash_prompt prompt; /* the rendered text and whether it opened a think block */
     struct splash_token_buf ids;
+    /* set when splash_api_prompt_make refused the prompt for its bytes alone: the fewest
+     * tokens it holds and the context (for each API's context_length_exceeded) */
+    int64_t over_context_tokens, n_ctx;
 };
 
 /* Renders normalised messages (splash_chat_normalize) and tokenizes the text. Returns 0, or an

@@ -775,7 +775,9 @@ static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
         splash_api_prompt_make(app, r->messages, r->tools, r->effort,
                                json_is_object(kwargs) ? kwargs : NULL, &r->p, msg, sizeof msg);
     if (status) {
-        splash_reply_error(reply, status, "invalid_request_error", "template_error", msg);
+        splash_reply_error(reply, status, "invalid_request_error",
+                           r->p.over_context_tokens ? "context_length_exceeded" : "template_error",
+                           msg);
         return -1;
     }
     return 0;

@@ -176,6 +176,27 @@ fail:
     return NULL;
 }
 
+/* The messages as harmony templates read them: an assistant turn's reasoning_content is
+ * also its `thinking` (the gpt-oss template renders that field as the analysis channel). A
+ * new reference; the input is left as it is. */
+static json_t *harmony_messages(const json_t *messages)
+{
+    json_t *out = json_array();
+    size_t i;
+    const json_t *m;
+    json_array_foreach(messages, i, m) {
+        const json_t *rc = json_object_get(m, "reasoning_content");
+        if (json_is_string(rc) && !json_object_get(m, "thinking")) {
+            json_t *copy = json_copy((json_t *)m);
+            json_object_set(copy, "thinking", (json_t *)rc);
+            json_array_append_new(out, copy);
+        } else {
+            json_array_append(out, (json_t *)m);
+        }
+    }
+    return out;
+}
+
 int splash_chat_render(struct splash_app *app, const json_t *messages, const json_t *tools,
                        int effort, const json_t *kwargs, struct splash_prompt *out, char *msg,
                        size_t msg_size)
@@ -183,6 +204,10 @@ int splash_chat_render(struct splash_app *app, const json_t *messages, const jso
     memset(out, 0, sizeof *out);
     if (effort < 0)
         effort = app->default_effort;
+    json_t *harmony = app->format->calls == SPLASH_CALLS_HARMONY ? harmony_messages(messages)
+                                                                 : NULL;
+    if (harmony)
+        messages = harmony;
     struct splash_chat_vars_opts vo = {
         .messages = messages,
         .tools = tools && json_array_size(tools) ? tools : NULL,
@@ -196,12 +221,14 @@ int splash_chat_render(struct splash_app *app, const json_t *messages, const jso
     struct splash_err err;
     if (splash_chat_template_vars(&vo, &vars, &err) != SPLASH_OK) {
         snprintf(msg, msg_size, "%s", err.msg);
+        json_decref(harmony);
         return 400;
     }
     struct splash_jinja_error jerr;
     enum splash_status st =
         splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);
     json_decref(vars);
+    json_decref(harmony);
     if (st != SPLASH_OK) {
         snprintf(msg, msg_size, "the chat template refused the request: %s", jerr.msg);
         return 400;

@@ -4,9 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "server/text/grammar/grammar.h"
+#include "core/family.h"
 #include "core/meta.h"
+#include "core/registry.h"
+#include "core/st_target.h"
 #include "server/text/tokenizer/tokenizer.h"
 #include "server/chat/chat_format.h"
 #include "server/chat/jinja.h"
@@ -40,26 +44,73 @@ static json_t *special_tokens(const struct splash_tokenizer *tok)
     return s;
 }
 
-int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+/* The model's chat template (malloc'ed): a GGUF's tokenizer.chat_template, or a checkpoint
+ * directory's chat_template.jinja / tokenizer_config.json. NULL with msg when none. */
+static char *template_of(const char *path, char *msg, size_t size)
 {
-    struct splash_meta *m;
     struct splash_err err;
+    struct stat sb;
+    char *text = NULL;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (splash_st_chat_template(path, &text, &err) != SPLASH_OK)
+            snprintf(msg, size, "%s", err.msg);
+        else if (!text)
+            snprintf(msg, size, "%s: the model has no chat template (chat_template.jinja or "
+                                "tokenizer_config.json's chat_template)", path);
+        return text;
+    }
+    struct splash_meta *m;
     if (splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);
-        return -1;
+        return NULL;
     }
-    const char *text = NULL;
-    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &text, &err) != SPLASH_OK) {
+    const char *t = NULL;
+    if (splash_meta_api_get()->get_str(m, "tokenizer.chat_template", &t, &err) != SPLASH_OK)
         snprintf(msg, size, "%s: the model has no chat template (tokenizer.chat_template)", path);
-        splash_meta_close(m);
-        return -1;
-    }
-    app->template_text = strdup(text);
+    else if (!(text = strdup(t)))
+        snprintf(msg, size, "out of memory");
     splash_meta_close(m);
-    /* the chat format: FLINT where the vocabulary has its assistant tag, else QWEN */
-    app->format = splash_tokenizer_find_special(app->tok, "<|assistant|>") >= 0
-                      ? &splash_chat_format_flint
-                      : &splash_chat_format_qwen;
+    return text;
+}
+
+/* The chat format the model's family names (models.md "Chat formats"). */
+static const struct splash_chat_format *format_of(const char *path, char *msg, size_t size)
+{
+    struct splash_err err;
+    struct splash_meta *m;
+    struct stat sb;
+    enum splash_status st =
+        stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)
+            ? splash_st_target_open(splash_registry_global(), path, SPLASH_ST_HEADERS_ONLY, &m,
+                                    &err)
+            : splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err);
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return NULL;
+    }
+    const struct splash_family_plugin *family;
+    struct splash_family_verdict verdict;
+    st = splash_family_select(splash_registry_global(), m, &family, &verdict, &err);
+    splash_meta_close(m);
+    if (st) {
+        snprintf(msg, size, "%s", err.msg);
+        return NULL;
+    }
+    const struct splash_chat_format *f = splash_chat_format_find(verdict.chat_format);
+    if (!f)
+        snprintf(msg, size, "%s: family %s names chat format %.16s, which this server does not "
+                            "speak (qwen, flint, harmony)",
+                 path, family->header.name, verdict.chat_format);
+    return f;
+}
+
+int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_t size)
+{
+    struct splash_err err;
+    if (!(app->template_text = template_of(path, msg, size)))
+        return -1;
+    if (!(app->format = format_of(path, msg, size)))
+        return -1;
     struct splash_chat_format_ids ids;
     if (splash_chat_format_check(app->format, tokenize_cb, app->tok, &ids, &err) != SPLASH_OK) {
         snprintf(msg, size, "%s", err.msg);
@@ -77,17 +128,21 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
         if (n > app->max_token_bytes)
             app->max_token_bytes = n;
     }
-    /* the tokens a grammar writes tool calls and think tags with */
-    struct splash_grammar_format *gf = calloc(1, sizeof *gf);
-    enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
-                                                ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
-                                                : SPLASH_GRAMMAR_CALLS_QWEN_XML;
-    if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
-        snprintf(msg, size, "chat format %s: %s", app->format->name, gf ? err.msg : "out of memory");
-        free(gf);
-        return -1;
+    /* the tokens a grammar writes tool calls and think tags with; the grammars write no
+     * harmony (api_grammar.c refuses constrained output there) */
+    if (app->format->calls != SPLASH_CALLS_HARMONY) {
+        struct splash_grammar_format *gf = calloc(1, sizeof *gf);
+        enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
+                                                    ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                    : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+        if (!gf || splash_grammar_format_init(gf, calls, app->tok, &err) != SPLASH_OK) {
+            snprintf(msg, size, "chat format %s: %s", app->format->name,
+                     gf ? err.msg : "out of memory");
+            free(gf);
+            return -1;
+        }
+        app->grammar_format = gf;
     }
-    app->grammar_format = gf;
     /* the thinking end: --thinking-end-text, else the close the template writes after a
      * reasoning (a line break then </think> for Qwen's, </think> alone for Flint's) */
     char default_end[32];
@@ -113,8 +168,12 @@ int splash_chat_setup(struct splash_app *app, const char *path, char *msg, size_
     splash_later_system_describe(&probe, "default", line, sizeof line);
     splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
     struct splash_effort_report report;
-    if (splash_template_probe_efforts(app->chat_template, app->special,
-                                      app->format->model_opens_think, &report,
+    /* a model that opens its reasoning itself decides whether to reason, whatever the
+     * effort; harmony's model always reasons, and the effort reaches it as the template's
+     * "Reasoning:" line, which the probe reports */
+    bool model_decides =
+        app->format->model_opens_think && app->format->calls != SPLASH_CALLS_HARMONY;
+    if (splash_template_probe_efforts(app->chat_template, app->special, model_decides, &report,
                                       &err) == SPLASH_OK) {
         app->thinks_by_default = report.thinks;
         app->default_effort = report.default_effort;

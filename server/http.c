@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/console.h"
@@ -30,6 +31,12 @@
 
 struct splash_http {
     struct MHD_Daemon *daemon;
+    int listen_fd;
+    pthread_t acceptor;
+    int stopping;  /* the acceptor and the gates end */
+    int gates;     /* connections whose request head is being read (head_gate) */
+    unsigned max_connections;
+    pthread_cond_t gates_done;
     const struct splash_serve_opts *opts;
     const struct splash_route *routes;
     size_t n_routes;
@@ -525,10 +532,164 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+/* ---- the head gate --------------------------------------------------------------
+ * libmicrohttpd 0.9.75 parses a request head before any callback sees it, and lets
+ * three shapes through that a proxy in front may read differently (RFC 9112 §2.2, §3,
+ * §5.2): a NUL byte (it cuts the value there: "Bearer KEY\0junk" passed as the key), a
+ * request line without its two spaces (closed without an answer) and obs-fold (joined).
+ * So the server accepts connections itself and reads each one's first request head
+ * with MSG_PEEK, leaving the bytes for libmicrohttpd: a head of those shapes is
+ * answered 400 and closed, any other is handed over. Requests after the first on a
+ * kept-alive connection go to libmicrohttpd alone. */
+
+#define GATE_PEEK_BYTES 16384 /* a longer head goes to libmicrohttpd, which answers 431 */
+
+struct gate {
+    struct splash_http *h;
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+};
+
+static void gate_refuse(struct splash_http *h, int fd, const char *why, const char *client)
 {
-    struct splash_http *h = cls;
-    return splash_ip_limit_take(&h->ip_limit, addr) ? MHD_YES : MHD_NO;
+    char body[256], out[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
+                     "\"code\":\"bad_request\",\"param\":null}}",
+                     why);
+    int m = snprintf(out, sizeof out,
+                     "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                     n, body);
+    ssize_t w = send(fd, out, (size_t)m, MSG_NOSIGNAL);
+    (void)w;
+    shutdown(fd, SHUT_WR);
+    splash_refused_line(&h->refused, "-", "-", 400, "bad_request", why, client);
+}
+
+static void gate_end(struct splash_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    if (--h->gates == 0)
+        pthread_cond_broadcast(&h->gates_done);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void *head_gate(void *arg)
+{
+    struct gate *g = arg;
+    struct splash_http *h = g->h;
+    char *buf = malloc(GATE_PEEK_BYTES);
+    ssize_t seen = 0;
+    int quiet_ms = 0, wait_ms = 5, handed = 0;
+    const char *why = NULL;
+    while (buf && !__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = {.fd = g->fd, .events = POLLIN};
+        int r = poll(&p, 1, 200);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0) {
+            quiet_ms += 200;
+        } else {
+            ssize_t n = recv(g->fd, buf, GATE_PEEK_BYTES, MSG_PEEK | MSG_DONTWAIT);
+            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+                break; /* the client left */
+            if (n > seen) {
+                seen = n;
+                quiet_ms = 0;
+                wait_ms = 5;
+            } else { /* the peeked bytes stay readable: wait for more without spinning */
+                struct timespec ts = {0, (long)wait_ms * 1000000L};
+                nanosleep(&ts, NULL);
+                quiet_ms += wait_ms;
+                wait_ms = wait_ms < 200 ? wait_ms * 2 : 200;
+            }
+            size_t have = seen > 0 ? (size_t)seen : 0;
+            const char *end = have >= 4 ? memmem(buf, have, "\r\n\r\n", 4) : NULL;
+            const char *first_eol = have ? memchr(buf, '\n', have) : NULL;
+            if (end || have == GATE_PEEK_BYTES) {
+                why = splash_http_head_problem(buf, end ? (size_t)(end - buf + 4) : have);
+                handed = !why;
+                break;
+            }
+            /* a request line already wrong needs no more bytes */
+            if (first_eol && (why = splash_http_head_problem(buf, (size_t)(first_eol - buf + 1))))
+                break;
+        }
+        if (quiet_ms >= HEADER_TIMEOUT_S * 1000)
+            break; /* the head stopped coming: closed, as libmicrohttpd would */
+    }
+    free(buf);
+    if (why) {
+        char client[INET6_ADDRSTRLEN] = "?";
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&g->addr;
+        if (g->addr.ss_family == AF_INET)
+            inet_ntop(AF_INET, &in->sin_addr, client, sizeof client);
+        gate_refuse(h, g->fd, why, client);
+    }
+    if (handed && MHD_add_connection(h->daemon, g->fd, (struct sockaddr *)&g->addr,
+                                     g->addr_len) == MHD_YES) {
+        /* libmicrohttpd owns the socket now, and gives the address back when it closes */
+    } else {
+        if (!handed)
+            close(g->fd); /* MHD_add_connection closes it when it fails */
+        splash_ip_limit_give(&h->ip_limit, (struct sockaddr *)&g->addr);
+    }
+    gate_end(h);
+    free(g);
+    return NULL;
+}
+
+static void *acceptor(void *arg)
+{
+    struct splash_http *h = arg;
+    while (!__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = {.fd = h->listen_fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        struct gate *g = calloc(1, sizeof *g);
+        if (!g)
+            continue;
+        g->h = h;
+        g->addr_len = sizeof g->addr;
+        g->fd = accept4(h->listen_fd, (struct sockaddr *)&g->addr, &g->addr_len, SOCK_CLOEXEC);
+        if (g->fd < 0) {
+            free(g);
+            if (errno == EMFILE || errno == ENFILE) {
+                struct timespec ts = {0, 50000000L};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        /* the per-address limit counts connections from accept, so heads that never
+         * finish count too; the total bounds the gates and libmicrohttpd's together */
+        pthread_mutex_lock(&h->lock);
+        int room = h->gates < (int)h->max_connections;
+        if (room)
+            h->gates++;
+        pthread_mutex_unlock(&h->lock);
+        if (!room || !splash_ip_limit_take(&h->ip_limit, (struct sockaddr *)&g->addr)) {
+            close(g->fd);
+            free(g);
+            if (room)
+                gate_end(h);
+            continue;
+        }
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 64 * 1024);
+        if (pthread_create(&t, &attr, head_gate, g)) {
+            splash_ip_limit_give(&h->ip_limit, (struct sockaddr *)&g->addr);
+            close(g->fd);
+            free(g);
+            gate_end(h);
+        }
+        pthread_attr_destroy(&attr);
+    }
+    return NULL;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -613,22 +774,27 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     pthread_mutex_init(&h->lock, NULL);
     splash_refused_lines_init(&h->refused);
     splash_ip_limit_init(&h->ip_limit, PER_IP_CONNECTIONS);
+    pthread_cond_init(&h->gates_done, NULL);
     int fd = listen_socket(opts, msg, msg_size);
     if (fd < 0) {
         free(h);
         return NULL;
     }
+    h->listen_fd = fd;
+    h->max_connections = connection_limit();
+    /* connections come through the head gate (acceptor above), not libmicrohttpd's accept */
     h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                     MHD_USE_POLL,
-                                 (uint16_t)opts->port, on_accept, h, on_request, h,
-                                 MHD_OPTION_LISTEN_SOCKET, fd,
+                                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET,
+                                 0, NULL, NULL, on_request, h,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
-                                 MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                                 MHD_OPTION_CONNECTION_LIMIT, h->max_connections,
                                  MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
-    if (!h->daemon) {
+    if (!h->daemon || pthread_create(&h->acceptor, NULL, acceptor, h)) {
         snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
+        if (h->daemon)
+            MHD_stop_daemon(h->daemon);
         close(fd);
         free(h);
         return NULL;
@@ -638,10 +804,9 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
 
 int splash_http_port(const struct splash_http *h)
 {
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_in a;
     socklen_t len = sizeof a;
-    if (!di || getsockname(di->listen_fd, (struct sockaddr *)&a, &len) != 0)
+    if (getsockname(h->listen_fd, (struct sockaddr *)&a, &len) != 0)
         return -1;
     return ntohs(a.sin_port);
 }
@@ -665,6 +830,13 @@ void splash_http_stop(struct splash_http *h)
 {
     if (!h)
         return;
+    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
+    pthread_join(h->acceptor, NULL);
+    pthread_mutex_lock(&h->lock);
+    while (h->gates > 0) /* each sees stopping within 200 ms */
+        pthread_cond_wait(&h->gates_done, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+    close(h->listen_fd);
     MHD_stop_daemon(h->daemon);
     free(h);
 }

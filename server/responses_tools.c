@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "server/console.h"
+#include "server/schema_shape.h"
 
 /* Tools OpenAI's servers run themselves (or whose calls are item types of their own): a local
  * server has nothing to run them with, and a client such as Codex offers them by default. */
@@ -59,6 +60,10 @@ static int check_function(const json_t *t, const char *where, char *msg, size_t 
         snprintf(msg, size, "%s.parameters must be an object", where);
         return -1;
     }
+    char path[128];
+    snprintf(path, sizeof path, "%s.parameters", where);
+    if (json_is_object(params) && splash_schema_shape_check(params, path, msg, size))
+        return -1;
     return 0;
 }
 

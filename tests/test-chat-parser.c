@@ -222,6 +222,88 @@ static void test_parser_flint_recorded_calls(void **state)
     }
 }
 
+/* The first call turn of a gpt-oss reference rendering, as the model writes it after the
+ * generation prompt <|start|>assistant: the header, the arguments and <|call|>. */
+static char *harmony_recorded_call(const char *rendering)
+{
+    size_t len;
+    char rel[256];
+    snprintf(rel, sizeof rel, "templates/expected/%s.txt", rendering);
+    char *text = read_rel(rel, &len);
+    assert_non_null(text);
+    const char *open = "<|start|>assistant";
+    char *p = strstr(text, "<|start|>assistant to=functions.");
+    char *end = p ? strstr(p, "<|call|>") : NULL;
+    char *out = p && end ? strndup(p + strlen(open), (size_t)(end + 8 - p - strlen(open)))
+                         : NULL;
+    free(text);
+    return out;
+}
+
+static void test_parser_harmony(void **state)
+{
+    (void)state;
+    static const char *const fixtures[] = {"tool_call_object_args", "reasoning_after_last_query",
+                                           "tool_call_with_content"};
+    for (size_t k = 0; k < sizeof fixtures / sizeof *fixtures; k++) {
+        json_t *fx = load_fixture(fixtures[k]);
+        char rendering[128];
+        snprintf(rendering, sizeof rendering, "openai-gpt-oss-120b__%s", fixtures[k]);
+        char *out = harmony_recorded_call(rendering);
+        assert_non_null(out);
+        struct splash_chat_result r;
+        parse_all_ways(&splash_chat_format_harmony, false, json_object_get(fx, "tools"), out, &r);
+        expect_calls(&r, fx);
+        assert_int_equal(r.content_len, 0);
+        splash_chat_result_free(&r);
+        free(out);
+        json_decref(fx);
+    }
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                               "\"parameters\":{\"type\":\"object\"}}}]",
+                               0, NULL);
+    struct splash_chat_result r;
+    /* analysis is reasoning, final the answer; <|return|> ends it */
+    parse_all_ways(&splash_chat_format_harmony, false, NULL,
+                   "<|channel|>analysis<|message|>Think < hard.<|end|><|start|>assistant"
+                   "<|channel|>final<|message|>The answer <is> 4.<|return|>",
+                   &r);
+    assert_true(str_eq(r.reasoning, r.reasoning_len, "Think < hard."));
+    assert_true(str_eq(r.content, r.content_len, "The answer <is> 4."));
+    assert_int_equal(r.n_calls, 0);
+    splash_chat_result_free(&r);
+    /* reasoning, a preamble on commentary, then a call with the recipient after the channel */
+    parse_all_ways(&splash_chat_format_harmony, false, tools,
+                   "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+                   "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant"
+                   "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                   "{\"location\": \"Oslo\"}<|call|>",
+                   &r);
+    assert_true(str_eq(r.reasoning, r.reasoning_len, "Need weather."));
+    assert_true(str_eq(r.content, r.content_len, "Checking."));
+    assert_int_equal(r.n_calls, 1);
+    assert_string_equal(r.calls[0].name, "get_weather");
+    assert_true(str_eq(r.calls[0].args, r.calls[0].args_len, "{\"location\": \"Oslo\"}"));
+    splash_chat_result_free(&r);
+    /* a call to a tool the request lacks is text; output with no header is all answer */
+    parse_all_ways(&splash_chat_format_harmony, false, tools,
+                   "<|channel|>commentary to=functions.nope<|message|>{}<|call|>", &r);
+    assert_int_equal(r.n_calls, 0);
+    assert_true(str_eq(r.content, r.content_len, "{}"));
+    splash_chat_result_free(&r);
+    /* arguments that are no JSON object: the body is text (the fuzzer found it streamed) */
+    parse_all_ways(&splash_chat_format_harmony, false, tools,
+                   "<|channel|>commentary to=functions.get_weather json<|message|>{\"a\": 1}x"
+                   "<|call|>", &r);
+    assert_int_equal(r.n_calls, 0);
+    assert_true(str_eq(r.content, r.content_len, "{\"a\": 1}x"));
+    splash_chat_result_free(&r);
+    parse_all_ways(&splash_chat_format_harmony, false, tools, "plain words, no header", &r);
+    assert_true(str_eq(r.content, r.content_len, "plain words, no header"));
+    splash_chat_result_free(&r);
+    json_decref(tools);
+}
+
 static void test_parser_reasoning_and_answers(void **state)
 {
     (void)state;
@@ -440,6 +522,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parser_qwen_recorded_calls),
         cmocka_unit_test(test_parser_flint_recorded_calls),
+        cmocka_unit_test(test_parser_harmony),
         cmocka_unit_test(test_parser_reasoning_and_answers),
         cmocka_unit_test(test_parser_argument_types),
         cmocka_unit_test(test_parser_malformed_keeps_every_byte),

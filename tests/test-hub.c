@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,10 @@
 #include "core/target.h"
 #include "server/hub/api.h"
 #include "server/hub/cache.h"
+#include "server/hub/draft.h"
 #include "server/hub/env.h"
+#include "server/hub/projector.h"
+#include "server/hub/shards.h"
 
 static void clear_env(void)
 {
@@ -235,6 +239,59 @@ static void test_urls_and_links(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_shards_and_projectors(void **state)
+{
+    (void)state;
+    json_t *map = json_pack("{s:s, s:s, s:s, s:s}", "model.embed_tokens.weight", "a.safetensors",
+                            "vision_tower.blocks.0.w", "a.safetensors",
+                            "model.visual.patch_embed.w", "tower/b.safetensors",
+                            "vision_tower.merger.w", "tower/b.safetensors");
+    assert_true(splash_hub_shard_wanted(map, "a.safetensors", 1));   /* mixed: kept */
+    assert_true(splash_hub_shard_wanted(map, "tower/b.safetensors", 0));
+    assert_false(splash_hub_shard_wanted(map, "tower/b.safetensors", 1)); /* tower only */
+    assert_false(splash_hub_shard_wanted(map, "c.safetensors", 0));  /* the index names it not */
+    assert_true(splash_hub_shard_wanted(NULL, "model.safetensors", 1)); /* no index: the root's */
+    assert_false(splash_hub_shard_wanted(NULL, "sub/model.safetensors", 0));
+    json_decref(map);
+    assert_true(splash_hub_is_projector("mmproj-BF16.gguf"));
+    assert_true(splash_hub_is_projector("Qwen3.5-0.8B-MMPROJ-F16.gguf"));
+    assert_false(splash_hub_is_projector("BF16/mmproj-BF16.gguf")); /* root only */
+    assert_false(splash_hub_is_projector("Qwen3.5-0.8B-Q4_K_M.gguf"));
+}
+
+static void test_draft_config(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/splash-test-draft-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct splash_err err;
+    const char *good = "{\"dflash_config\": {\"block_size\": 8, \"target_layer_ids\": [1, 3]},"
+                       " \"hidden_size\": 256, \"num_attention_heads\": 32,"
+                       " \"num_key_value_heads\": 8, \"head_dim\": 128}";
+    FILE *f = fopen(path, "w");
+    fputs(good, f);
+    fclose(f);
+    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_OK);
+    assert_int_equal(splash_hub_draft_check_config(path, 0, &err), SPLASH_OK);
+    assert_int_equal(splash_hub_draft_check_config(path, 1024, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "hidden_size 256 is not the target's 1024"));
+    f = fopen(path, "w");
+    fputs("{\"dflash_config\": {\"block_size\": 8, \"target_layer_ids\": [3, 1]},"
+          " \"hidden_size\": 256, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
+          " \"head_dim\": 128}", f);
+    fclose(f);
+    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "target_layer_ids must be ascending"));
+    f = fopen(path, "w");
+    fputs("{\"model_type\": \"qwen3\", \"hidden_size\": 256}", f);
+    fclose(f);
+    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "not a DFlash2 draft"));
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +300,8 @@ int main(void)
         cmocka_unit_test(test_revision_parse),
         cmocka_unit_test(test_listing_selection),
         cmocka_unit_test(test_urls_and_links),
+        cmocka_unit_test(test_shards_and_projectors),
+        cmocka_unit_test(test_draft_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -327,6 +327,66 @@ static void kv_free(struct kv_fixture *f)
         free(f->pages[p]);
 }
 
+/* add_bias: one bias for every row, or each row its expert's (a negative id untouched). */
+static void test_add_bias(void **state)
+{
+    const int64_t n = 5, d = 7;
+    float y[5 * 9], b[3 * 7];
+    for (int i = 0; i < 5 * 9; i++)
+        y[i] = (float)i;
+    for (int i = 0; i < 3 * 7; i++)
+        b[i] = 100.0f * (float)(i / 7 + 1) + (float)(i % 7);
+    const int32_t ids[5] = {2, -1, 0, 1, 2};
+    kernel_add_bias(pool, y, 9, n, d, b, ids, 7);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < 9; i++) {
+            float want = (float)(r * 9 + i);
+            if (i < d && ids[r] >= 0)
+                want += b[ids[r] * 7 + i];
+            assert_true(y[r * 9 + i] == want);
+        }
+    kernel_add_bias(pool, y, 9, 1, d, b, NULL, 0);
+    assert_true(y[3] == 2.0f * 9 * 0 + 3.0f + b[2 * 7 + 3] + b[3]);
+}
+
+/* rope_table against YaRN in double: correction dims from beta fast/slow, the ramp between
+ * interpolated and original frequencies, the magnitude 1 + 0.1 ln(factor); plain tables
+ * without scaling; members past a short size read as 0 (attn factor 1, betas 32 and 1). */
+static void test_rope_table_yarn(void **state)
+{
+    const int32_t dims = 32, pairs = 16, n = 5;
+    const int64_t pos0 = 1000;
+    struct splash_rope_args a = {.size = sizeof a, .n_dims = dims, .freq_base = 150000.0f,
+                                 .freq_scale = 1.0f / 32.0f, .ext_factor = 1.0f,
+                                 .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f,
+                                 .n_ctx_orig = 4096};
+    float cs[5 * 16 * 2];
+    kernel_rope_table(&a, pos0, n, cs);
+    double corr[2], beta[2] = {32.0, 1.0};
+    for (int k = 0; k < 2; k++)
+        corr[k] = dims * log(4096.0 / (beta[k] * 2 * M_PI)) / (2 * log(150000.0));
+    double lo = fmax(0, floor(corr[0])), hi = fmin(dims - 1, ceil(corr[1]));
+    assert_true(lo == 4 && hi == 9);
+    double mscale = 1.0 + 0.1 * log(32.0);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < pairs; i++) {
+            double extrap = (double)(pos0 + t) * pow(150000.0, -2.0 * i / dims);
+            double ramp = 1.0 - fmin(1.0, fmax(0.0, (i - lo) / fmax(0.001, hi - lo)));
+            double th = extrap / 32.0 * (1 - ramp) + extrap * ramp;
+            /* float angles of ~1000 radians carry ~1e-4 of absolute error */
+            assert_true(fabs(cs[(t * pairs + i) * 2] - cos(th) * mscale) < 2e-3);
+            assert_true(fabs(cs[(t * pairs + i) * 2 + 1] - sin(th) * mscale) < 2e-3);
+        }
+    /* no scaling: plain NeoX frequencies, magnitude 1 */
+    struct splash_rope_args plain = {.size = offsetof(struct splash_rope_args, freq_scale),
+                                     .n_dims = dims, .freq_base = 10000.0f};
+    kernel_rope_table(&plain, 3, 1, cs);
+    for (int i = 0; i < pairs; i++) {
+        double th = 3.0 * pow(10000.0, -2.0 * i / dims);
+        assert_true(fabs(cs[2 * i] - cos(th)) < 1e-5 && fabs(cs[2 * i + 1] - sin(th)) < 1e-5);
+    }
+}
+
 static void test_hybrid_kv_store_roundtrip(void **state)
 {
     const int32_t n_kv = 2, hd = 64;
@@ -903,6 +963,8 @@ int main(void)
         cmocka_unit_test(test_pool_runs_every_index_once),
         cmocka_unit_test(test_hybrid_vec_tables_match_reference),
         cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
+        cmocka_unit_test(test_add_bias),
+        cmocka_unit_test(test_rope_table_yarn),
         cmocka_unit_test(test_hybrid_kv_store_roundtrip),
         cmocka_unit_test(test_hybrid_attention_matches_naive),
         cmocka_unit_test(test_hybrid_attention_lanes_match_alone),

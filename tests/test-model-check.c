@@ -210,7 +210,8 @@ static void test_model_check_cli(void **state)
     out[n] = 0;
     assert_int_equal(pclose(p), 0);
     assert_string_equal(out, "qwen35-tiny-Q4_K_M.gguf: Qwen hybrid (qwen35), another size of it "
-                             "(hidden 256, 8 layers (2 attention), vocab 2048) · ok\n");
+                             "(hidden 256, 8 layers (2 attention), vocab 2048) · ok\n"
+                             "  loads 45 F32, 9 Q6_K, 54 Q4_K (3.5 MiB)\n");
     snprintf(cmd, sizeof cmd, "%s/splash model-check --json %s", build ? build : "build", model);
     p = popen(cmd, "r");
     n = fread(out, 1, sizeof out - 1, p);

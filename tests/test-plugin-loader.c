@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/family.h"
 #include "core/model_check.h"
 #include "core/registry.h"
 
@@ -41,14 +42,19 @@ static void test_loader_accepts_valid_family(void **state)
     splash_registry_destroy(r);
 }
 
+/* the ABI this core speaks, as the refusals print it */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define SPEAKS STR(SPLASH_ABI_MAJOR) "." STR(SPLASH_ABI_MINOR)
+
 static void test_loader_refuses_wrong_major(void **state)
 {
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_major", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks 1.3");
+    assert_string_equal(err.msg, "plugin broken_major.so: ABI 2.0, this splash speaks " SPEAKS);
     assert_int_equal(splash_registry_n_families(r), 0);
-    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks 1.3");
+    assert_string_equal(splash_registry_record(r, 0)->refusal, "ABI 2.0, this splash speaks " SPEAKS);
     splash_registry_destroy(r);
 }
 
@@ -57,7 +63,7 @@ static void test_loader_refuses_newer_minor(void **state)
     struct splash_registry *r = splash_registry_create();
     struct splash_err err;
     assert_int_equal(load_one(r, "broken_minor", &err), SPLASH_ERR_ABI);
-    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks 1.3");
+    assert_string_equal(err.msg, "plugin broken_minor.so: ABI 1.9, this splash speaks " SPEAKS);
     splash_registry_destroy(r);
 }
 
@@ -275,10 +281,44 @@ static void test_format_linear_flag_and_host_per_registry(void **state)
     toy_plugin.header.abi_minor = SPLASH_ABI_MINOR;
 }
 
+/* A family's verdict names its chat format from ABI 1.3; the core reads qwen for a plugin
+ * that names none (one built before), and keeps the one a plugin names. */
+static const char *toy_format_name;
+
+static enum splash_status toy_check(const struct splash_host *host, const struct splash_meta *m,
+                                    struct splash_family_verdict *v, struct splash_err *err)
+{
+    (void)host, (void)m, (void)err;
+    v->score = 1;
+    if (toy_format_name)
+        snprintf(v->chat_format, sizeof v->chat_format, "%s", toy_format_name);
+    return SPLASH_OK;
+}
+
+static void test_family_chat_format_default(void **state)
+{
+    (void)state;
+    struct splash_family_plugin fam = {
+        .header = {.abi_major = SPLASH_ABI_MAJOR, .abi_minor = 2, .size = sizeof fam,
+                   .kind = SPLASH_PLUGIN_FAMILY, .name = "toy_family", .version = "1"},
+        .check_config = toy_check};
+    struct splash_family_verdict v;
+    struct splash_err err;
+    toy_format_name = NULL;
+    assert_int_equal(splash_family_check_config(splash_registry_global(), &fam, NULL, &v, &err),
+                     SPLASH_OK);
+    assert_string_equal(v.chat_format, "qwen");
+    toy_format_name = "flint";
+    assert_int_equal(splash_family_check_config(splash_registry_global(), &fam, NULL, &v, &err),
+                     SPLASH_OK);
+    assert_string_equal(v.chat_format, "flint");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_accepts_valid_family),
+        cmocka_unit_test(test_family_chat_format_default),
         cmocka_unit_test(test_loader_refuses_wrong_major),
         cmocka_unit_test(test_loader_refuses_newer_minor),
         cmocka_unit_test(test_loader_refuses_short_descriptor),

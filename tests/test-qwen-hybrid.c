@@ -435,6 +435,7 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
     assert_true(v.score > 0);
     assert_string_equal(v.size_name, "Qwen3.5-0.8B");
     assert_string_equal(v.draft_repo, "incoai/Qwen3.5-0.8B-DFlash2");
+    assert_string_equal(v.chat_format, "qwen");
     assert_string_equal(v.summary, "hidden 1024, 24 layers (6 attention), vocab 248320");
     test_config_close(&cf);
 }

@@ -633,7 +633,7 @@ static void assert_pieces(const struct splash_tokenizer *tok, const char *text, 
 /* Expected splits follow the profiles' tokenizer.json patterns: Qwen3.5 keeps
  * combining marks in letter runs, Flint groups digits by three, isolates Han
  * and kana runs and then splits like o200k (case-aware words with their
- * contractions). */
+ * contractions); gpt-oss's is o200k's alone. */
 static void test_tokenizer_profile_splits(void **state)
 {
     (void)state;
@@ -658,6 +658,16 @@ static void test_tokenizer_profile_splits(void **state)
     assert_pieces(flint, "Hello, world!\n", "Hello|,| world|!\n");
     assert_pieces(flint, "HTTPServer", "HTTPServer");
     splash_tokenizer_destroy(flint);
+
+    /* gpt-oss: o200k alone, so Han and kana stay in a letter run */
+    struct splash_tokenizer *o200k = load_with_pre("gpt-4o");
+    assert_pieces(o200k, "12345", "123|45");
+    assert_pieces(o200k, "abc\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\x8b" "def",
+                  "abc\xe6\x9d\xb1\xe4\xba\xac\xe3\x81\x8b" "def");
+    assert_pieces(o200k, "I'M here", "I'M| here");
+    assert_pieces(o200k, "Hello, world!\n", "Hello|,| world|!\n");
+    assert_pieces(o200k, "x\xcc\x81y", "x\xcc\x81y");
+    splash_tokenizer_destroy(o200k);
 }
 
 static void test_tokenizer_refuses_missing_merges(void **state)

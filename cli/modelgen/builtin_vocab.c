@@ -73,6 +73,16 @@ static const struct {
 #define SPECIAL_ENDOFTEXT 0
 #define SPECIAL_IM_END 2
 
+/* OpenAI's harmony markup (gpt-oss), all CONTROL, after Qwen's in a harmony vocabulary;
+ * <|return|> is its end of sequence. */
+static const char *const harmony_specials[] = {
+    "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
+    "<|call|>",
+};
+
+#define N_HARMONY (sizeof harmony_specials / sizeof harmony_specials[0])
+#define HARMONY_RETURN 5
+
 int64_t splash_builtin_vocab_min_size(void)
 {
     return 256 + (int64_t)N_SPECIALS;
@@ -288,14 +298,23 @@ out_nomem:
 enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int64_t n_vocab,
                                               struct splash_err *err)
 {
-    if (n_vocab < splash_builtin_vocab_min_size() || n_vocab > INT32_MAX)
+    struct splash_builtin_vocab_opts o = {0};
+    return splash_builtin_vocab_write_opts(w, n_vocab, &o, err);
+}
+
+enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w, int64_t n_vocab,
+                                                   const struct splash_builtin_vocab_opts *o,
+                                                   struct splash_err *err)
+{
+    size_t n_harmony = o->harmony ? N_HARMONY : 0;
+    int64_t min_size = splash_builtin_vocab_min_size() + (int64_t)n_harmony;
+    if (n_vocab < min_size || n_vocab > INT32_MAX)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "built-in vocabulary: %lld tokens (at least %lld)",
-                              (long long)n_vocab, (long long)splash_builtin_vocab_min_size());
+                              (long long)n_vocab, (long long)min_size);
     struct vtrain t;
     memset(&t, 0, sizeof t);
-    enum splash_status st =
-        vtrain_run(&t, (size_t)(n_vocab - splash_builtin_vocab_min_size()), err);
+    enum splash_status st = vtrain_run(&t, (size_t)(n_vocab - min_size), err);
     if (st) {
         vtrain_free(&t);
         return st;
@@ -304,7 +323,7 @@ enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int6
     const char **tokens = malloc(n * sizeof *tokens);
     int32_t *types = malloc(n * sizeof *types);
     char *fillers = NULL;
-    size_t n_fill = n - t.n_tokens - N_SPECIALS;
+    size_t n_fill = n - t.n_tokens - N_SPECIALS - n_harmony;
     /* "[PAD<id>]" with id below 2^31: at most 14 bytes with the NUL */
     if (n_fill)
         fillers = malloc(n_fill * 16);
@@ -323,6 +342,13 @@ enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int6
         tokens[id] = vocab_specials[i].text;
         types[id] = vocab_specials[i].type;
     }
+    int32_t eos = special_id[SPECIAL_IM_END];
+    for (size_t i = 0; i < n_harmony; i++, id++) {
+        if (i == HARMONY_RETURN)
+            eos = (int32_t)id;
+        tokens[id] = harmony_specials[i];
+        types[id] = 3; /* CONTROL */
+    }
     for (size_t i = 0; i < n_fill; i++, id++) {
         char *s = fillers + i * 16;
         snprintf(s, 16, "[PAD%zu]", id);
@@ -339,13 +365,15 @@ enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int6
                                            (const char *const *)t.merges, t.n_merges, err)) ||
         (st = splash_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id",
                                          (uint32_t)special_id[SPECIAL_ENDOFTEXT], err)) ||
-        (st = splash_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id",
-                                         (uint32_t)special_id[SPECIAL_IM_END], err)) ||
+        (st = splash_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos,
+                                         err)) ||
         (st = splash_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id",
                                          (uint32_t)special_id[SPECIAL_ENDOFTEXT], err)) ||
         (st = splash_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 0, err)) ||
         (st = splash_gguf_writer_set_str(w, "tokenizer.chat_template",
-                                         splash_builtin_chat_template, err)))
+                                         o->chat_template ? o->chat_template
+                                                          : splash_builtin_chat_template,
+                                         err)))
         goto out_free;
 out_free:
     free(fillers);

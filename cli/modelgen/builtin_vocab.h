@@ -21,6 +21,16 @@ int64_t splash_builtin_vocab_min_size(void);
 enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int64_t n_vocab,
                                               struct splash_err *err);
 
+struct splash_builtin_vocab_opts {
+    int harmony;               /* add OpenAI's harmony tokens (gpt-oss); EOS <|return|> */
+    const char *chat_template; /* NULL: the built-in ChatML template */
+};
+
+/* splash_builtin_vocab_write with harmony tokens and another template. */
+enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w, int64_t n_vocab,
+                                                   const struct splash_builtin_vocab_opts *o,
+                                                   struct splash_err *err);
+
 /* The ChatML template written as tokenizer.chat_template (Jinja, NUL-terminated). */
 extern const char splash_builtin_chat_template[];
 

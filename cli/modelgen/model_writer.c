@@ -74,6 +74,18 @@ static const struct splash_model_shape shapes[] = {
      .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
      .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1, .n_expert = 8,
      .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256},
+    /* gpt-oss-20b's layers, four of them (layers 0 and 2 slide over 128 tokens): MXFP4
+     * experts, biases, sinks, YaRN 32 over 4096 as OpenAI ships it */
+    {.name = "gpt-oss-20b-4l", .arch = "gpt-oss", .n_embd = 2880, .n_layers = 4, .n_ff = 2880,
+     .n_vocab = 201088, .n_ctx = 131072, .n_head = 64, .n_head_kv = 8, .head_dim = 64,
+     .n_rot = 64, .rope_base = 150000.0, .rms_eps = 1e-5f, .tied = 0, .n_expert = 32,
+     .n_expert_used = 4, .n_ff_exp = 2880, .sliding_window = 128, .yarn_factor = 32.0,
+     .yarn_orig_ctx = 4096},
+    /* the test data's tiny gpt-oss (gptoss/README.md) */
+    {.name = "gpt-oss-tiny", .arch = "gpt-oss", .n_embd = 192, .n_layers = 4, .n_ff = 256,
+     .n_vocab = 2048, .n_ctx = 131072, .n_head = 8, .n_head_kv = 2, .head_dim = 32, .n_rot = 32,
+     .rope_base = 150000.0, .rms_eps = 1e-5f, .tied = 0, .n_expert = 8, .n_expert_used = 2,
+     .n_ff_exp = 256, .sliding_window = 16, .yarn_factor = 32.0, .yarn_orig_ctx = 4096},
 };
 
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
@@ -189,6 +201,8 @@ enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, c
             s->n_ff_exp = x[0];
         } else if (!strcmp(key, "shexp_ff")) {
             s->n_ff_shexp = x[0];
+        } else if (!strcmp(key, "window") && s->sliding_window > 0 && x[0] > 0) {
+            s->sliding_window = (int32_t)x[0];
         } else {
             return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: unknown key or value '%.*s'",
                                   (int)item_len, p);
@@ -202,9 +216,12 @@ enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, c
 
 static enum splash_status shape_check(const struct splash_model_shape *s, struct splash_err *err)
 {
+    /* a shape with a sliding window (gpt-oss) has no GDN layers */
+    int gdn = s->sliding_window == 0;
     if (s->n_embd < 1 || s->n_layers < 1 || s->n_ff < 1 || s->n_ctx < 1 || s->n_head < 1 ||
-        s->n_head_kv < 1 || s->head_dim < 2 || s->n_k_heads < 1 || s->n_v_heads < 1 ||
-        s->d_k < 1 || s->d_v < 1 || s->conv_kernel < 1 || s->full_attn_interval < 1)
+        s->n_head_kv < 1 || s->head_dim < 2 ||
+        (gdn && (s->n_k_heads < 1 || s->n_v_heads < 1 || s->d_k < 1 || s->d_v < 1 ||
+                 s->conv_kernel < 1 || s->full_attn_interval < 1)))
         return splash_err_set(err, SPLASH_ERR_INVALID, "shape %s: a size is zero", s->name);
     if (s->n_vocab < splash_builtin_vocab_min_size())
         return splash_err_set(err, SPLASH_ERR_INVALID,
@@ -245,7 +262,8 @@ static enum splash_status set_arch_keys(struct splash_gguf_writer *w,
     ARCH_U32("attention.value_length", s->head_dim);
     ARCH_U32("rope.dimension_count", s->n_rot);
     snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch);
-    if ((st = splash_gguf_writer_set_array(w, key, GGUF_I32, s->rope_sections, 4, err)))
+    if (s->sliding_window == 0 &&
+        (st = splash_gguf_writer_set_array(w, key, GGUF_I32, s->rope_sections, 4, err)))
         return st;
     snprintf(key, sizeof key, "%s.rope.freq_base", s->arch);
     if ((st = splash_gguf_writer_set_f32(w, key, (float)s->rope_base, err)))
@@ -253,17 +271,31 @@ static enum splash_status set_arch_keys(struct splash_gguf_writer *w,
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", s->arch);
     if ((st = splash_gguf_writer_set_f32(w, key, s->rms_eps, err)))
         return st;
-    ARCH_U32("ssm.conv_kernel", s->conv_kernel);
-    ARCH_U32("ssm.state_size", s->d_k);
-    ARCH_U32("ssm.group_count", s->n_k_heads);
-    ARCH_U32("ssm.time_step_rank", s->n_v_heads);
-    ARCH_U32("ssm.inner_size", (int64_t)s->n_v_heads * s->d_v);
-    ARCH_U32("full_attention_interval", s->full_attn_interval);
+    if (s->sliding_window == 0) {
+        ARCH_U32("ssm.conv_kernel", s->conv_kernel);
+        ARCH_U32("ssm.state_size", s->d_k);
+        ARCH_U32("ssm.group_count", s->n_k_heads);
+        ARCH_U32("ssm.time_step_rank", s->n_v_heads);
+        ARCH_U32("ssm.inner_size", (int64_t)s->n_v_heads * s->d_v);
+        ARCH_U32("full_attention_interval", s->full_attn_interval);
+    } else {
+        ARCH_U32("attention.sliding_window", s->sliding_window);
+    }
     if (s->n_expert) {
         ARCH_U32("expert_count", s->n_expert);
         ARCH_U32("expert_used_count", s->n_expert_used);
         ARCH_U32("expert_feed_forward_length", s->n_ff_exp);
-        ARCH_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+        if (s->sliding_window == 0)
+            ARCH_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+    }
+    if (s->yarn_factor > 1.0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
+        if ((st = splash_gguf_writer_set_str(w, key, "yarn", err)))
+            return st;
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", s->arch);
+        if ((st = splash_gguf_writer_set_f32(w, key, (float)s->yarn_factor, err)))
+            return st;
+        ARCH_U32("rope.scaling.original_context_length", s->yarn_orig_ctx);
     }
 #undef ARCH_U32
     return st;
@@ -846,6 +878,8 @@ enum splash_status splash_model_write(const struct splash_registry *r,
     const char *mix = opts && opts->mix ? opts->mix : "Q4_K_M";
     uint64_t seed = opts ? opts->seed : 0;
     int64_t max_sample = opts ? opts->max_sample : 0;
+    struct splash_builtin_vocab_opts vocab = {.harmony = !strcmp(shape->arch, "gpt-oss"),
+                                              .chat_template = opts ? opts->chat_template : NULL};
     struct splash_model_plan *plan = NULL;
     enum splash_status st = splash_model_plan_create(r, shape, mix, &plan, err);
     if (st)
@@ -866,7 +900,7 @@ enum splash_status splash_model_write(const struct splash_registry *r,
         goto out_free;
     }
     if ((st = set_model_keys(w, shape, mix, opts ? opts->general_name : NULL, err)) ||
-        (st = splash_builtin_vocab_write(w, shape->n_vocab, err)))
+        (st = splash_builtin_vocab_write_opts(w, shape->n_vocab, &vocab, err)))
         goto out_free;
 
     /* buffers and jobs */

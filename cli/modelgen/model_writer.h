@@ -36,6 +36,11 @@ struct splash_model_shape {
     int32_t tied;                          /* no output.weight */
     int32_t n_expert, n_expert_used;
     int64_t n_ff_exp, n_ff_shexp;
+    /* gpt-oss: no GDN (its sizes 0); every other layer from layer 0 attends within the
+     * last sliding_window tokens; YaRN by yarn_factor over yarn_orig_ctx (0: none) */
+    int32_t sliding_window;
+    double yarn_factor;
+    int64_t yarn_orig_ctx;
 };
 
 /* The named shapes (qwen35-0.8b, qwen35-27b-4l, qwen35moe-35b-a3b-4l, ...). */
@@ -47,7 +52,7 @@ const struct splash_model_shape *splash_model_shape_find(const char *name);
 /* Applies "key=value,key=value" to s: hidden, layers, ff, vocab, ctx, heads (N or
  * N/KV), head_dim, gdn_heads (K/V), gdn_dim (D or DK/DV), conv, interval, rot,
  * sections (A/B/C/D), rope_base, eps, tied (0/1), experts (N or N/USED),
- * expert_ff, shexp_ff. Errors name the key. */
+ * expert_ff, shexp_ff, window (gpt-oss's sliding window). Errors name the key. */
 enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, const char *dims,
                                                  struct splash_err *err);
 
@@ -94,6 +99,9 @@ struct splash_model_write_opts {
      * drawn at random from it (same distribution, same bytes per token, a fraction
      * of the time: for benchmark models with hundreds of experts). */
     int64_t max_sample;
+    /* NULL: the built-in ChatML template; else tokenizer.chat_template (Jinja text). A
+     * gpt-oss shape's vocabulary holds the harmony tokens either way. */
+    const char *chat_template;
 };
 
 struct splash_model_write_stats {

@@ -66,10 +66,11 @@ enum splash_status moe_config_read(const struct splash_host *host, const struct 
                               "%s: %s: %lld experts, but each token takes %lld", api->path(m),
                               key_of(api, m, arch, "expert_count", "num_experts", key, sizeof key),
                               (long long)n_expert, (long long)n_used);
-    if (api->source(m) == SPLASH_META_CONFIG) {
-        /* the router renormalises its top-k (Qwen's norm_topk_prob); nothing else is served */
+    {
+        /* the router renormalises its top-k (Qwen's norm_topk_prob, GGUF's
+         * expert_weights_norm); nothing else is served */
         int norm = 1;
-        key_of(api, m, arch, "", "norm_topk_prob", key, sizeof key);
+        key_of(api, m, arch, "expert_weights_norm", "norm_topk_prob", key, sizeof key);
         if (api->has(m, key) && (st = api->get_bool(m, key, &norm, err)))
             return st;
         if (!norm)

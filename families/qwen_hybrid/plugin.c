@@ -77,6 +77,7 @@ static enum splash_status qh_check_config(const struct splash_host *host,
         snprintf(v->draft_repo, sizeof v->draft_repo, "%s", size->draft);
     }
     hybrid_config_summary(&cfg, v->summary, sizeof v->summary);
+    snprintf(v->chat_format, sizeof v->chat_format, "qwen");
     return SPLASH_OK;
 }
 

@@ -166,6 +166,7 @@ static enum splash_status qm_check_config(const struct splash_host *host,
     }
     hybrid_config_summary(&cfg, v->summary, sizeof v->summary);
     moe_config_summary(&moe, v->summary, sizeof v->summary);
+    snprintf(v->chat_format, sizeof v->chat_format, "qwen");
     if (size && moe.n_expert < size->n_expert) {
         size_t used = strlen(v->summary);
         snprintf(v->summary + used, sizeof v->summary - used, "; the family has %d experts",

@@ -217,6 +217,7 @@ static const struct splash_format_type mxfp4_type = {
 static const struct splash_format_type mxfp4_mlx_type = {
     .name = "MXFP4_MLX",
     .gguf_type = -1,
+    .flags = SPLASH_FORMAT_LINEAR,
     .block_elems = MXFP4_QK,
     .block_bytes = sizeof(struct mxfp4_block),
     .bits_per_weight = 4.25f,
@@ -230,6 +231,9 @@ static const struct splash_format_type mxfp4_mlx_type = {
     .mlx_bits = 4,
     .mlx_group_size = MXFP4_QK,
     .import_planes = mxfp4_import_planes,
+    /* the same blocks as MXFP4's: the same load-time layout */
+    .repack_to = "MXFP4_R16",
+    .repack = mxfp4_r16_repack,
 };
 
 static const struct splash_format_type *const mxfp4_types[] = {

@@ -44,6 +44,10 @@ struct splash_family_verdict {
     char size_name[96];     /* "Qwen3.5-0.8B", or "" for a size the table does not list */
     char draft_repo[128];   /* the DFlash2 draft the family names for the size, or "" */
     char summary[160];      /* one line: "hidden 1024, 24 layers (6 attention), vocab 248320" */
+    /* ---- ABI 1.3 ---- */
+    char chat_format[16];   /* the chat format the family's models speak: "qwen", "flint"
+                               (models.md "Chat formats"); an older plugin leaves it "" and
+                               the core reads qwen */
 };
 
 enum splash_kv_format { SPLASH_KV_INT8 = 0, SPLASH_KV_BF16 = 1 };

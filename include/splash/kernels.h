@@ -30,6 +30,7 @@ struct splash_conv_lane;
 struct splash_attn_lane;
 struct splash_attn_args;
 struct splash_attn_lanes_args;
+struct splash_rope_args;
 
 struct splash_kernels {
     uint32_t size; /* sizeof(struct splash_kernels) as the core knows it */
@@ -143,6 +144,18 @@ struct splash_kernels {
      * a's window and sinks; lane l at (const char *)a->lanes + l * a->lane_size, so callers
      * may keep lanes in larger structs and the lane struct may grow. */
     void (*attend_lanes)(struct splash_pool *pool, const struct splash_attn_lanes_args *a);
+
+    /* ---- ABI 1.3 ---- */
+
+    /* Adds a bias to n rows of d floats (row r at y + r * y_stride): b to every row when
+     * idx is NULL, else b + idx[r] * b_stride to row r (each routed row its expert's
+     * bias), a row whose idx[r] < 0 untouched. */
+    void (*add_bias)(struct splash_pool *pool, float *y, int64_t y_stride, int64_t n, int64_t d,
+                     const float *b, const int32_t *idx, int64_t b_stride);
+    /* The cosines and sines rope takes for positions pos0 .. pos0 + n - 1 (n rows of
+     * a->n_dims / 2 pairs) as ggml computes them, YaRN included (see struct
+     * splash_rope_args). Runs on the calling thread. */
+    void (*rope_table)(const struct splash_rope_args *a, int64_t pos0, int64_t n, float *cs);
 };
 
 /* Whether the kernel table k has member `m`: always true for the members of the headers a
@@ -241,6 +254,24 @@ struct splash_attn_lanes_args {
     float scale;
     int32_t window;
     const float *sinks;
+};
+
+/* Rotary frequencies for rope_table (ABI 1.3), as llama.cpp's ggml_rope_ext takes them:
+ * pair i of position p turns by p * freq_base^(-2i / n_dims) (computed as ggml does, by
+ * repeated float multiplication). freq_scale < 1 interpolates (YaRN: 1 / factor); with
+ * ext_factor != 0 the pairs between YaRN's correction dims (from n_ctx_orig, beta_fast,
+ * beta_slow) ramp from interpolated to the original frequency and the magnitude grows
+ * by 1 + 0.1 ln(1 / freq_scale). Every cosine and sine is multiplied by attn_factor.
+ * The kernel reads size bytes: members past a caller's size read as 0. */
+struct splash_rope_args {
+    uint32_t size; /* sizeof(struct splash_rope_args) as the caller knows it */
+    int32_t n_dims;     /* rotated dims per head (even) */
+    float freq_base;
+    float freq_scale;   /* 1: none */
+    float ext_factor;   /* 0: plain scaling; 1: YaRN */
+    float attn_factor;  /* 0 reads as 1 */
+    float beta_fast, beta_slow; /* 0 read as YaRN's 32 and 1 */
+    int32_t n_ctx_orig; /* the window the model was trained at */
 };
 
 /* One gated-delta-rule step over n_tokens tokens of one sequence, per value head h:

@@ -1,4 +1,4 @@
-/* The QWEN and FLINT chat formats, and the startup check of their tokens. */
+/* The QWEN, FLINT and HARMONY chat formats, and the startup check of their tokens. */
 #include <string.h>
 
 #include "server/chat/chat_format.h"
@@ -34,8 +34,28 @@ const struct splash_chat_format splash_chat_format_flint = {
                "<arg_value>", "</arg_value>", "<|assistant|>", "<|system|>", NULL},
 };
 
+/* OpenAI's harmony (gpt-oss): channels, not think tags. The model writes its reasoning in
+ * the analysis channel and chooses it itself; think_open and think_close are the markers
+ * around the analysis channel's text, as the prompt renders earlier reasoning. */
+const struct splash_chat_format splash_chat_format_harmony = {
+    .name = "harmony",
+    .calls = SPLASH_CALLS_HARMONY,
+    .model_opens_think = true,
+    .think_open = "<|channel|>",
+    .think_close = "<|end|>",
+    .call_open = "<|call|>",
+    .call_close = "<|call|>",
+    .generation_prompt = "<|start|>assistant",
+    .cache_reuse_after = "<|end|>",
+    .stops = {"<|return|>", "<|call|>", NULL},
+    .tokens = {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+               "<|return|>", "<|call|>", NULL},
+};
+
 const struct splash_chat_format *splash_chat_format_find(const char *name)
 {
+    if (name && strcmp(name, "harmony") == 0)
+        return &splash_chat_format_harmony;
     if (name && strcmp(name, "qwen") == 0)
         return &splash_chat_format_qwen;
     if (name && strcmp(name, "flint") == 0)

@@ -12,6 +12,8 @@
 enum splash_call_syntax {
     SPLASH_CALLS_QWEN_XML, /* <tool_call>\n<function=N>\n<parameter=P>\nV\n</parameter>... */
     SPLASH_CALLS_GLM_ARGS, /* <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value>... */
+    SPLASH_CALLS_HARMONY,  /* <|start|>assistant to=functions.N<|channel|>commentary json
+                              <|message|>{JSON}<|call|> (OpenAI's harmony, gpt-oss) */
 };
 
 #define SPLASH_CHAT_FORMAT_MAX_TOKENS 16
@@ -34,8 +36,9 @@ struct splash_chat_format {
 
 extern const struct splash_chat_format splash_chat_format_qwen;
 extern const struct splash_chat_format splash_chat_format_flint;
+extern const struct splash_chat_format splash_chat_format_harmony;
 
-/* By name ("qwen", "flint"); NULL when unknown. */
+/* By name ("qwen", "flint", "harmony"); NULL when unknown. */
 const struct splash_chat_format *splash_chat_format_find(const char *name);
 
 /* Does generation start inside a think block: the prompt's last think_open is not closed?

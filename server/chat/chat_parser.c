@@ -1,11 +1,13 @@
 /* The streaming output parser for the QWEN (Qwen3-Coder XML calls) and FLINT (GLM-4.7 argument
- * tags) formats. Text waits in `pend` only while it may still be the start of a tag. */
+ * tags) formats; a HARMONY format's output goes to harmony_parser.c. Text waits in `pend`
+ * only while it may still be the start of a tag. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/chat/chat_parser.h"
+#include "server/chat/harmony_parser.h"
 
 enum state {
     S_START,     /* FLINT: before the first output, which may open a think block */
@@ -23,6 +25,7 @@ enum vtype { VT_STRING, VT_TYPED };
 
 struct splash_chat_parser {
     const struct splash_chat_format *f;
+    struct harmony_parser *harmony; /* a HARMONY format's parser: every call goes to it */
     const json_t *tools;
     enum state state;
     char *buf;        /* held-back output: pend = buf + head, n bytes */
@@ -612,6 +615,10 @@ struct splash_chat_parser *splash_chat_parser_create(const struct splash_chat_pa
         return NULL;
     p->f = o->format ? o->format : &splash_chat_format_qwen;
     p->tools = o->tools;
+    if (p->f->calls == SPLASH_CALLS_HARMONY && !(p->harmony = harmony_parser_create(o->tools))) {
+        free(p);
+        return NULL;
+    }
     if (p->f->model_opens_think)
         p->state = S_START;
     else
@@ -623,6 +630,7 @@ void splash_chat_parser_destroy(struct splash_chat_parser *p)
 {
     if (!p)
         return;
+    harmony_parser_destroy(p->harmony);
     free(p->buf);
     free(p->val);
     free(p);
@@ -631,6 +639,10 @@ void splash_chat_parser_destroy(struct splash_chat_parser *p)
 void splash_chat_parser_feed(struct splash_chat_parser *p, const char *text, size_t len,
                              splash_chat_delta_fn fn, void *user)
 {
+    if (p->harmony) {
+        harmony_parser_feed(p->harmony, text, len, fn, user);
+        return;
+    }
     if (p->head) {
         memmove(p->buf, p->pend, p->n);
         p->head = 0;
@@ -651,6 +663,10 @@ void splash_chat_parser_feed(struct splash_chat_parser *p, const char *text, siz
 void splash_chat_parser_finish(struct splash_chat_parser *p, splash_chat_delta_fn fn,
                                void *user)
 {
+    if (p->harmony) {
+        harmony_parser_finish(p->harmony, fn, user);
+        return;
+    }
     for (int guard = 0; p->n > 0 && guard < 1000000; guard++)
         if (!step(p, fn, user, true))
             break;

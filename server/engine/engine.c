@@ -179,7 +179,7 @@ static enum splash_status grammar_setup(struct engine *e, const struct request *
                                        struct splash_err *err)
 {
     enum splash_status st;
-    if (!e->tok && (st = splash_tokenizer_load_gguf(e->lm->meta->path, &e->tok, err)))
+    if (!e->tok && (st = splash_tokenizer_load(e->lm->meta->path, &e->tok, err)))
         return st;
     if (!e->gvocab) {
         if ((st = splash_grammar_vocab_create(e->tok, r->stop_ids, (size_t)r->n_stop, &e->gvocab, err)))

@@ -59,7 +59,7 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
     if (!c->points)
         snprintf(c->disk_why, sizeof c->disk_why, "no prefix cache");
     else if (!splash_family_can_save(fam))
-        snprintf(c->disk_why, sizeof c->disk_why, "family plugin %s predates ABI 1.3",
+        snprintf(c->disk_why, sizeof c->disk_why, "family plugin %s does not save sequences",
                  fam->header.name);
     else if (disk && splash_disk_cache_open(disk, &c->disk, c->disk_why, sizeof c->disk_why) ==
                          SPLASH_OK &&

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,22 @@ static char *iso_time(char *buf, size_t size)
     return buf;
 }
 
+void splash_assembly_name(const char *commit, const char *draft_key, char out[41])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    char text[400];
+    snprintf(text, sizeof text, "%.64s+%.300s", commit, draft_key);
+    EVP_Digest(text, strlen(text), md, &len, EVP_sha1(), NULL);
+    for (unsigned i = 0; i < 20; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static const char *folder(const struct splash_assembly *a)
+{
+    return a->name ? a->name : a->commit;
+}
+
 static json_t *describe(const struct splash_assembly *a)
 {
     char when[32], first[PATH_MAX];
@@ -79,6 +96,7 @@ static json_t *describe(const struct splash_assembly *a)
                                                                  : json_null());
     json_object_set_new(o, "revision", json_string(a->revision));
     json_object_set_new(o, "commit", json_string(a->commit));
+    json_object_set_new(o, "assembly", json_string(folder(a)));
     json_object_set_new(o, "endpoint", json_string(a->endpoint ? a->endpoint : ""));
     json_object_set_new(o, "cache", json_string(a->cache_repo_dir));
     json_object_set_new(o, "format", json_string(a->kind == SPLASH_TARGET_SAFETENSORS
@@ -104,10 +122,18 @@ static json_t *describe(const struct splash_assembly *a)
         json_object_set_new(e, "source", json_string(f->source));
         json_object_set_new(e, "size", json_integer((json_int_t)f->size));
         json_object_set_new(e, f->lfs ? "sha256" : "git_blob", json_string(f->blob));
+        if (f->role)
+            json_object_set_new(e, "role", json_string(f->role));
         json_array_append_new(files, e);
         total += f->size;
     }
     json_object_set_new(o, "files", files);
+    if (a->draft_repo && *a->draft_repo)
+        json_object_set_new(o, "draft", json_pack("{s:s, s:s, s:s}", "repository", a->draft_repo,
+                                                  "commit", a->draft_commit, "cache",
+                                                  a->draft_cache));
+    else if (a->draft_dir && *a->draft_dir)
+        json_object_set_new(o, "draft", json_pack("{s:s}", "directory", a->draft_dir));
     json_object_set_new(o, "size", json_integer((json_int_t)total));
     return o;
 }
@@ -119,8 +145,8 @@ enum splash_status splash_assembly_publish(const char *inst_dir, const struct sp
     if (st)
         return st;
     char tmp[PATH_MAX], final[PATH_MAX], path[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%.3900s/.new-%s-%d", inst_dir, a->commit, (int)getpid());
-    snprintf(final, sizeof final, "%.3900s/%s", inst_dir, a->commit);
+    snprintf(tmp, sizeof tmp, "%.3900s/.new-%s-%d", inst_dir, folder(a), (int)getpid());
+    snprintf(final, sizeof final, "%.3900s/%s", inst_dir, folder(a));
     remove_tree(tmp);
     for (size_t i = 0; i < a->n_files && !st; i++) {
         char link[PATH_MAX];
@@ -144,7 +170,7 @@ enum splash_status splash_assembly_publish(const char *inst_dir, const struct sp
     /* the new assembly takes its name in one rename; one already there is moved aside */
     if (!st) {
         char old[PATH_MAX];
-        snprintf(old, sizeof old, "%.3900s/.old-%s-%d", inst_dir, a->commit, (int)getpid());
+        snprintf(old, sizeof old, "%.3900s/.old-%s-%d", inst_dir, folder(a), (int)getpid());
         struct stat sb;
         if (!lstat(final, &sb) && rename(final, old))
             st = splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot replace it", final);
@@ -158,15 +184,21 @@ enum splash_status splash_assembly_publish(const char *inst_dir, const struct sp
         snprintf(cur_tmp, sizeof cur_tmp, "%.3900s/.current-%d", inst_dir, (int)getpid());
         snprintf(cur, sizeof cur, "%.3900s/current", inst_dir);
         unlink(cur_tmp);
-        if (symlink(a->commit, cur_tmp) || rename(cur_tmp, cur))
+        if (symlink(folder(a), cur_tmp) || rename(cur_tmp, cur))
             st = splash_err_set(err, SPLASH_ERR_IO, "%.200s: cannot point it at %s", cur,
-                                a->commit);
+                                folder(a));
     }
     if (st) {
         remove_tree(tmp);
         return st;
     }
     return splash_assembly_current(inst_dir, out, err);
+}
+
+static const char *text_of(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
 }
 
 enum splash_status splash_assembly_current(const char *inst_dir, struct splash_installed *out,
@@ -190,10 +222,11 @@ enum splash_status splash_assembly_current(const char *inst_dir, struct splash_i
                               jerr.text);
     enum splash_status st = SPLASH_OK;
     const char *c = json_string_value(json_object_get(o, "commit"));
+    const char *name = json_string_value(json_object_get(o, "assembly"));
     const char *target = json_string_value(json_object_get(o, "target"));
     const char *format = json_string_value(json_object_get(o, "format"));
     json_t *files = json_object_get(o, "files");
-    if (!c || strcmp(c, commit) || !target || strstr(target, "..") || !format ||
+    if (!c || strlen(c) != 40 || strcmp(name ? name : c, commit) || !target || strstr(target, "..") || !format ||
         !json_is_array(files) || !json_array_size(files))
         st = splash_err_set(err, SPLASH_ERR_INVALID, "%.200s: incomplete", path);
     for (size_t i = 0; !st && i < json_array_size(files); i++) {
@@ -213,8 +246,23 @@ enum splash_status splash_assembly_current(const char *inst_dir, struct splash_i
             st = splash_err_set(err, SPLASH_ERR_INVALID, "%.200s: %lld bytes, %lld recorded", lp,
                                 (long long)sb.st_size, (long long)json_integer_value(size));
     }
+    json_t *draft = json_object_get(o, "draft");
+    for (size_t i = 0; !st && i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        const char *role = json_string_value(json_object_get(f, "role"));
+        if (role && !strcmp(role, "mmproj"))
+            snprintf(out->mmproj, sizeof out->mmproj, "%.3900s/%.190s", out->dir,
+                     json_string_value(json_object_get(f, "link")));
+    }
     if (!st) {
-        memcpy(out->commit, commit, 41);
+        memcpy(out->name, commit, 41);
+        snprintf(out->commit, sizeof out->commit, "%s", c);
+        snprintf(out->draft_repo, sizeof out->draft_repo, "%s",
+                 text_of(draft, "repository"));
+        snprintf(out->draft_commit, sizeof out->draft_commit, "%s",
+                 text_of(draft, "commit"));
+        snprintf(out->draft_dir, sizeof out->draft_dir, "%s",
+                 text_of(draft, "directory"));
         snprintf(out->target, sizeof out->target, "%.3900s/%.190s", out->dir, target);
         out->kind = !strcmp(format, "safetensors") ? SPLASH_TARGET_SAFETENSORS
                     : json_array_size(files) > 1 && strstr(target, "-of-") ? SPLASH_TARGET_GGUF_SPLIT

@@ -17,6 +17,7 @@ struct splash_assembly_file {
     const char *blob;    /* SHA-256 (lfs) or git blob id */
     int lfs;
     const char *link;    /* where in the assembly; NULL: target/ and the file's name */
+    const char *role;    /* NULL: the target's; "draft" or "mmproj" */
 };
 
 struct splash_assembly {
@@ -25,7 +26,14 @@ struct splash_assembly {
     const char *family;  /* model-check's verdict, "" when unknown */
     const struct splash_assembly_file *files;
     size_t n_files;      /* a GGUF's parts come first, in order */
+    const char *name;    /* the assembly's folder, 40 hex digits; NULL: commit */
+    /* the draft's source: a repository at a commit in its cache folder, or a directory */
+    const char *draft_repo, *draft_commit, *draft_cache, *draft_dir;
 };
+
+/* The folder name of a target commit with a draft commit (or a local draft's key): the
+ * SHA-1 of both, so a draft that moves makes a new assembly beside the one a server holds. */
+void splash_assembly_name(const char *commit, const char *draft_key, char out[41]);
 
 /* Builds and publishes the assembly in inst_dir (made when missing); fills out. */
 enum splash_status splash_assembly_publish(const char *inst_dir, const struct splash_assembly *a,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +36,10 @@ static enum splash_status read_prefix(const struct splash_hub_env *env, const ch
 
 /* Reads a growing prefix until the GGUF's metadata and tensor directory parse, and writes
  * the bytes before its data to out_path. */
-static enum splash_status copy_header(const struct splash_hub_env *env,
-                                      const struct splash_hub_file *f, const char *source,
-                                      const char *url, const char *out_path,
-                                      struct splash_err *err)
+enum splash_status splash_hub_copy_gguf_header(const struct splash_hub_env *env,
+                                               const struct splash_hub_file *f,
+                                               const char *source, const char *url,
+                                               const char *out_path, struct splash_err *err)
 {
     size_t want = HEADER_FIRST_READ;
     unsigned char *buf = NULL;
@@ -175,7 +176,35 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
         if (st)
             return st;
     }
-    return check(registry, work_dir, verdict, err);
+    enum splash_status st = check(registry, work_dir, verdict, err);
+    char config[PATH_MAX];
+    snprintf(config, sizeof config, "%.3800s/config.json", work_dir);
+    json_t *c = st ? NULL : json_load_file(config, 0, NULL);
+    json_t *text = json_object_get(c, "text_config");
+    json_t *h = json_object_get(json_is_object(text) ? text : c, "hidden_size");
+    if (json_is_integer(h))
+        verdict->hidden = (int64_t)json_integer_value(h);
+    json_decref(c);
+    return st;
+}
+
+int64_t splash_hub_gguf_hidden(const char *path)
+{
+    struct splash_gguf *g = NULL;
+    struct splash_err ignored;
+    int64_t hidden = 0;
+    if (splash_gguf_open(path, SPLASH_GGUF_HEADERS_ONLY, &g, &ignored))
+        return 0;
+    const struct splash_gguf_kv *arch = splash_gguf_find_kv(g, "general.architecture");
+    char key[160];
+    if (arch && arch->type == GGUF_STRING) {
+        snprintf(key, sizeof key, "%.100s.embedding_length", arch->v.str);
+        const struct splash_gguf_kv *h = splash_gguf_find_kv(g, key);
+        if (h && h->type != GGUF_STRING && h->type != GGUF_ARRAY)
+            hidden = (int64_t)h->v.u64;
+    }
+    splash_gguf_close(g);
+    return hidden;
 }
 
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
@@ -195,9 +224,13 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
         snprintf(out, sizeof out, "%.3800s/%s", work_dir, slash ? slash + 1 : files[i]->path);
         if (!i)
             snprintf(first, sizeof first, "%s", out);
-        enum splash_status st = copy_header(env, files[i], sources[i], urls[i], out, err);
+        enum splash_status st =
+            splash_hub_copy_gguf_header(env, files[i], sources[i], urls[i], out, err);
         if (st)
             return st;
     }
-    return check(registry, first, verdict, err);
+    enum splash_status st = check(registry, first, verdict, err);
+    if (!st)
+        verdict->hidden = splash_hub_gguf_hidden(first);
+    return st;
 }

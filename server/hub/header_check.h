@@ -4,6 +4,7 @@
 #define SPLASH_HUB_HEADER_CHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/hub/api.h"
 #include "server/hub/env.h"
@@ -14,7 +15,18 @@ struct splash_registry;
 struct splash_hub_verdict {
     char family[64];      /* the plugin that claimed it */
     char draft_repo[128]; /* the DFlash2 draft its family names for its size, or "" */
+    int64_t hidden;       /* the target's hidden size (a draft's must match), 0 unknown */
 };
+
+/* A GGUF's hidden size (ARCH.embedding_length), 0 when it has none. */
+int64_t splash_hub_gguf_hidden(const char *path);
+
+/* Copies a GGUF's header (metadata and tensor directory) to out_path, from source when
+ * local, else by range requests on url: a projector is chosen by its header. */
+enum splash_status splash_hub_copy_gguf_header(const struct splash_hub_env *env,
+                                               const struct splash_hub_file *f,
+                                               const char *source, const char *url,
+                                               const char *out_path, struct splash_err *err);
 
 /* files: the target's parts in order; sources[i] is a local path to read, or NULL to read
  * urls[i]. Copies each header into work_dir under the part's name, then checks the first.

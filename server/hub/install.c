@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,13 @@
 #include "server/hub/api.h"
 #include "server/hub/assembly.h"
 #include "server/hub/cache.h"
+#include "server/hub/draft.h"
 #include "server/hub/env.h"
 #include "server/hub/fetch.h"
 #include "server/hub/header_check.h"
+#include "server/hub/projector.h"
 #include "server/hub/retire.h"
+#include "server/hub/shards.h"
 
 #define REVISION_TIMEOUT 5.0 /* server.md "Revisions": one request of at most 5 s */
 #define PARALLEL_DOWNLOADS 4
@@ -34,7 +38,13 @@ struct ctx {
     char inst_name[512];   /* OWNER--REPO[--VARIANT][@REVISION][+language-only] */
     char inst_dir[PATH_MAX];
     char repo_dir[PATH_MAX]; /* the cache's models--OWNER--REPO */
+    int draft_kind;        /* enum draft_kind */
+    struct splash_hub_draft *draft;     /* this installation's; n 0: none */
+    struct splash_hub_revision draft_rev; /* asked already this start, when have_draft_rev */
+    int have_draft_rev;
 };
+
+enum draft_kind { DRAFT_FAMILY, DRAFT_NONE, DRAFT_REPO, DRAFT_DIR };
 
 static void say(const struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const struct ctx *c, const char *fmt, ...)
@@ -155,7 +165,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
                                                  .lfs = strlen(blobs[i]) == 64};
     }
     if (!st) {
-        struct splash_hub_verdict verdict = {"", ""};
+        struct splash_hub_verdict verdict = {"", "", 0};
         if (t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
             /* model-check on the files themselves (it reads their headers only) */
             struct splash_hub_file *hf = calloc(n_files, sizeof *hf);
@@ -284,6 +294,113 @@ static enum splash_status fetch_missing(struct ctx *c, const struct splash_hub_r
     return st;
 }
 
+/* A safetensors target's shards: those its index names (a subdirectory's too), less the
+ * vision tower's own with --language-only; without an index, the root's. Compacts the
+ * arrays and returns the new count. */
+static size_t keep_needed_shards(struct ctx *c, const struct splash_hub_revision *rev,
+                                 const struct splash_hub_file **files, char (*urls)[4096],
+                                 char (*blob_paths)[PATH_MAX], size_t n)
+{
+    (void)rev;
+    json_t *index = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(files[i]->path, "model.safetensors.index.json"))
+            index = json_load_file(blob_paths[i], 0, NULL);
+    json_t *weight_map = json_object_get(index, "weight_map");
+    size_t kept = 0, vision = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = files[i]->path;
+        size_t len = strlen(p);
+        int shard = len > 12 && !strcmp(p + len - 12, ".safetensors") &&
+                    strcmp(p, "mask_embedding.safetensors");
+        if (shard && !splash_hub_shard_wanted(weight_map, p, c->req->language_only)) {
+            vision += c->req->language_only && splash_hub_shard_wanted(weight_map, p, 0);
+            continue;
+        }
+        if (kept != i) {
+            files[kept] = files[i];
+            memcpy(urls[kept], urls[i], sizeof urls[i]);
+            memcpy(blob_paths[kept], blob_paths[i], sizeof blob_paths[i]);
+        }
+        kept++;
+    }
+    if (vision)
+        say(c, "Vision · --language-only: %zu shard%s holding only the vision tower not "
+               "downloaded",
+            vision, vision == 1 ? "" : "s");
+    json_decref(index);
+    return kept;
+}
+
+/* The assembly's draft fields and folder name (the target's commit with the draft's). */
+static void set_draft(struct ctx *c, struct splash_assembly *a, const char *commit,
+                      char name[41])
+{
+    const struct splash_hub_draft *d = c->draft;
+    if (!d->n)
+        return;
+    char key[300] = "";
+    if (d->repo_id[0]) {
+        a->draft_repo = d->repo_id;
+        a->draft_commit = d->commit;
+        a->draft_cache = d->repo_dir;
+        snprintf(key, sizeof key, "%.200s@%s", d->repo_id, d->commit);
+    } else {
+        a->draft_dir = d->local_dir;
+        size_t o = snprintf(key, sizeof key, "dir:");
+        for (size_t i = 0; i < d->n && o + 13 < sizeof key; i++)
+            o += (size_t)snprintf(key + o, sizeof key - o, "%.12s", d->blob[i]);
+    }
+    splash_assembly_name(commit, key, name);
+    a->name = name;
+}
+
+/* The draft beside the target: the family's (verdict) or --draft-model's repository, asked
+ * for its default branch's commit unless asked already, or a local directory. A family's
+ * draft that cannot be installed leaves the target without one, said in a line; one that
+ * --draft-model names is an error. */
+static enum splash_status choose_draft(struct ctx *c, const struct splash_hub_verdict *v,
+                                       struct splash_err *err)
+{
+    c->draft->n = 0;
+    if (c->draft_kind == DRAFT_NONE)
+        return SPLASH_OK;
+    if (c->draft_kind == DRAFT_DIR) {
+        enum splash_status st = splash_hub_draft_local(c->req->draft_model, v->hidden, c->draft,
+                                                       err);
+        for (size_t i = 0; !st && i < c->draft->n; i++)
+            st = splash_hub_file_digest(c->draft->source[i], 0, c->draft->blob[i], err);
+        return st;
+    }
+    const char *repo = c->draft_kind == DRAFT_REPO ? c->req->draft_model : v->draft_repo;
+    if (!*repo)
+        return SPLASH_OK; /* the family names no draft for this size */
+    struct splash_err derr;
+    enum splash_status st = SPLASH_OK;
+    if (!c->have_draft_rev || strcmp(c->draft->repo_id, repo)) {
+        if (c->have_draft_rev)
+            splash_hub_revision_free(&c->draft_rev);
+        c->have_draft_rev = 0;
+        st = splash_hub_revision_fetch(&c->env, repo, "main", REVISION_TIMEOUT, &c->draft_rev,
+                                       &derr);
+        c->have_draft_rev = st == SPLASH_OK;
+    }
+    char pin[600];
+    snprintf(pin, sizeof pin, "%s", c->inst_name);
+    if (!st)
+        st = splash_hub_draft_install(&c->env, repo, &c->draft_rev, pin, v->hidden,
+                                      c->req->line, c->req->tty, c->draft, &derr);
+    if (!st)
+        return SPLASH_OK;
+    c->draft->n = 0;
+    if (c->draft_kind == DRAFT_REPO)
+        return splash_err_set(err, st, "--draft-model %s: %s", repo, derr.msg);
+    say(c, "Draft · %s names %s as its DFlash2 draft, which cannot be installed (%s); it "
+           "decodes without one",
+        v->family, repo, derr.msg);
+    return SPLASH_OK;
+}
+
 /* Installs revision `rev` (the Hub's answer): header check, downloads of the blobs the
  * cache lacks, snapshot links, refs and the assembly. */
 static enum splash_status install_revision(struct ctx *c, const struct splash_hub_revision *rev,
@@ -308,9 +425,14 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     if (!files)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     if (t.kind == SPLASH_TARGET_SAFETENSORS) {
-        for (size_t i = 0; i < rev->n_files; i++)
-            if (splash_install_wants_file(rev->files[i].path, c->req->language_only))
+        for (size_t i = 0; i < rev->n_files; i++) {
+            const char *p = rev->files[i].path;
+            size_t len = strlen(p);
+            /* a shard in a subdirectory counts when the index names it (below) */
+            if (splash_install_wants_file(p, c->req->language_only) ||
+                (len > 12 && !strcmp(p + len - 12, ".safetensors")))
                 files[n++] = &rev->files[i];
+        }
     } else {
         for (int k = 1; k <= t.n_parts && !st; k++) {
             char rel[PATH_MAX];
@@ -322,8 +444,8 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
             n++;
         }
     }
-    char (*urls)[4096] = calloc(n ? n : 1, 4096);
-    char (*blob_paths)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
+    char (*urls)[4096] = calloc(n + 1, 4096);   /* + a projector */
+    char (*blob_paths)[PATH_MAX] = calloc(n + 1, PATH_MAX);
     if (!urls || !blob_paths)
         st = st ? st : splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !st; i++) {
@@ -333,8 +455,10 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     /* a safetensors target's small files come first: model-check reads its config.json */
     if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
         st = fetch_missing(c, rev, files, n, urls, blob_paths, 0, err);
+    if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
+        n = keep_needed_shards(c, rev, files, urls, blob_paths, n);
     /* model-check on the headers before any weight moves */
-    struct splash_hub_verdict verdict = {"", ""};
+    struct splash_hub_verdict verdict = {"", "", 0};
     if (!st && c->req->registry) {
         const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
         char work[PATH_MAX];
@@ -365,14 +489,35 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         }
         free(src), free(u);
     }
-    if (!st && verdict.draft_repo[0])
-        say(c, "Draft · %s names %s as its DFlash2 draft; this build installs no drafts yet "
-               "(it decodes without one)", verdict.family, verdict.draft_repo);
+    if (!st)
+        st = choose_draft(c, &verdict, err);
+    /* a GGUF repository's projector, unless --language-only */
+    const struct splash_hub_file *projector = NULL;
+    if (!st && t.kind != SPLASH_TARGET_SAFETENSORS && !c->req->language_only) {
+        char work[PATH_MAX], why[400];
+        snprintf(work, sizeof work, "%.3900s/.check-%d", c->models_dir, (int)getpid());
+        if (!(st = splash_make_dirs(work, 0700, err))) {
+            projector = splash_hub_choose_projector(&c->env, c->repo_id, rev, c->repo_dir, work,
+                                                    why, sizeof why);
+            rmdir(work);
+            if (projector) {
+                files[n] = projector;
+                splash_hub_file_url(&c->env, c->repo_id, rev->commit, projector->path, urls[n],
+                                    4096);
+                splash_hub_cache_blob_path(c->repo_dir, projector->blob, blob_paths[n], PATH_MAX);
+                n++;
+            } else if (strstr(why, "mmproj GGUF in the repository's root") == NULL) {
+                say(c, "Vision · %s: %s; it serves text only", c->req->model, why);
+            }
+        }
+    }
     if (!st)
         st = fetch_missing(c, rev, files, n, urls, blob_paths, 1, err);
     /* snapshot links, refs, the assembly */
-    struct splash_assembly_file *af = calloc(n ? n : 1, sizeof *af);
-    char (*sources)[PATH_MAX] = calloc(n ? n : 1, PATH_MAX);
+    size_t n_draft = c->draft->n;
+    struct splash_assembly_file *af = calloc(n + n_draft + 1, sizeof *af);
+    char (*sources)[PATH_MAX] = calloc(n + 1, PATH_MAX);
+    char (*links)[300] = calloc(n + 1, 300);
     if (!st && (!af || !sources))
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n && !st; i++) {
@@ -382,6 +527,15 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
         af[i] = (struct splash_assembly_file){.path = files[i]->path, .source = sources[i],
                                               .size = files[i]->size, .blob = files[i]->blob,
                                               .lfs = files[i]->lfs};
+        if (files[i] == projector) {
+            snprintf(links[i], 300, "mmproj/%.250s", files[i]->path);
+            af[i].link = links[i];
+            af[i].role = "mmproj";
+        }
+    }
+    for (size_t i = 0; i < n_draft && !st; i++) {
+        af[n + i] = c->draft->files[i];
+        af[n + i].role = "draft";
     }
     if (!st && strcmp(c->revision, rev->commit))
         st = splash_hub_cache_write_ref(c->repo_dir, c->revision, rev->commit, err);
@@ -390,12 +544,15 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
                                     .variant = c->id.variant, .revision = c->revision,
                                     .commit = rev->commit, .endpoint = c->env.endpoint,
                                     .cache_repo_dir = c->repo_dir, .kind = t.kind,
-                                    .family = verdict.family, .files = af, .n_files = n};
+                                    .family = verdict.family, .files = af,
+                                    .n_files = n + n_draft};
+        char name[41];
+        set_draft(c, &a, rev->commit, name);
         st = splash_assembly_publish(c->inst_dir, &a, out, err);
     }
     if (!st)
         st = pin(c, rev->commit, err);
-    free(af), free(sources), free(urls), free(blob_paths), free(files);
+    free(af), free(sources), free(links), free(urls), free(blob_paths), free(files);
     return st;
 }
 
@@ -428,6 +585,25 @@ static enum splash_status without_hub(struct ctx *c, const char *why, struct spl
     return st;
 }
 
+/* Has the installed draft's repository a new commit? Asks once (the answer is kept for the
+ * installation that follows); a draft repository that does not answer keeps the installed
+ * one. */
+static int draft_moved(struct ctx *c, const struct splash_installed *installed)
+{
+    if (!installed->draft_repo[0] || c->draft_kind == DRAFT_NONE || c->draft_kind == DRAFT_DIR)
+        return 0;
+    struct splash_err derr;
+    snprintf(c->draft->repo_id, sizeof c->draft->repo_id, "%s", installed->draft_repo);
+    if (splash_hub_revision_fetch(&c->env, installed->draft_repo, "main", REVISION_TIMEOUT,
+                                  &c->draft_rev, &derr)) {
+        say(c, "Hub · draft %s: %s; keeping its installed commit %.12s", installed->draft_repo,
+            derr.msg, installed->draft_commit);
+        return 0;
+    }
+    c->have_draft_rev = 1;
+    return strcmp(c->draft_rev.commit, installed->draft_commit) != 0;
+}
+
 enum splash_status splash_install(const struct splash_install_request *req,
                                   struct splash_installed *out, struct splash_err *err)
 {
@@ -452,16 +628,40 @@ enum splash_status splash_install(const struct splash_install_request *req,
         name_part(req->revision, enc, sizeof enc);
         snprintf(rev_part, sizeof rev_part, "@%s", enc);
     }
-    snprintf(c.inst_name, sizeof c.inst_name, "%s--%s%s%s%s%s", c.id.owner, c.id.repo,
+    /* --draft-model: a directory, none, or OWNER/REPO; a separate installation (models.md) */
+    char draft_part[300] = "";
+    struct stat sb;
+    if (req->draft_model) {
+        char enc[280];
+        name_part(req->draft_model, enc, sizeof enc);
+        snprintf(draft_part, sizeof draft_part, "+draft=%.200s", enc);
+        const char *slash = strchr(req->draft_model, '/');
+        if (!strcmp(req->draft_model, "none"))
+            c.draft_kind = DRAFT_NONE;
+        else if (!stat(req->draft_model, &sb) && S_ISDIR(sb.st_mode))
+            c.draft_kind = DRAFT_DIR;
+        else if (slash && slash != req->draft_model && slash[1] && !strchr(slash + 1, '/') &&
+                 !strchr(req->draft_model, ':') && req->draft_model[0] != '.')
+            c.draft_kind = DRAFT_REPO;
+        else
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "--draft-model %.200s: neither a directory nor OWNER/REPO",
+                                  req->draft_model);
+    }
+    snprintf(c.inst_name, sizeof c.inst_name, "%s--%s%s%s%s%s%s", c.id.owner, c.id.repo,
              c.id.variant[0] ? "--" : "", c.id.variant, rev_part,
-             req->language_only ? "+language-only" : "");
+             req->language_only ? "+language-only" : "", draft_part);
     snprintf(c.inst_dir, sizeof c.inst_dir, "%.3500s/%s", c.models_dir, c.inst_name);
     if (!splash_hub_cache_repo_dir(c.env.cache, c.id.owner, c.id.repo, c.repo_dir,
                                    sizeof c.repo_dir))
         return splash_err_set(err, SPLASH_ERR_INVALID, "HF_HUB_CACHE: path too long");
+    if (!(c.draft = calloc(1, sizeof *c.draft)))
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     int lock = take_lock(&c, err);
-    if (lock < 0)
+    if (lock < 0) {
+        free(c.draft);
         return SPLASH_ERR_IO;
+    }
 
     struct splash_installed installed;
     struct splash_err damage;
@@ -480,7 +680,7 @@ enum splash_status splash_install(const struct splash_install_request *req,
             st = without_hub(&c, herr.msg, out, err);
         } else if (st) {
             *err = herr;
-        } else if (have && !strcmp(installed.commit, rev.commit)) {
+        } else if (have && !strcmp(installed.commit, rev.commit) && !draft_moved(&c, &installed)) {
             *out = installed;
             if (strcmp(c.revision, rev.commit))
                 st = splash_hub_cache_write_ref(c.repo_dir, c.revision, rev.commit, err);
@@ -497,11 +697,16 @@ enum splash_status splash_install(const struct splash_install_request *req,
                 st = SPLASH_OK;
             } else if (!st) {
                 say(&c, "Installed · %s at %.12s in %s", req->model, out->commit, out->dir);
-                splash_hub_retire(c.inst_dir, out->commit, c.repo_dir, req->line);
+                splash_hub_retire(c.inst_dir, out->name, c.repo_dir, req->line);
             }
         }
         splash_hub_revision_free(&rev);
     }
+    if (!st)
+        splash_hub_sweep(c.models_dir, req->line);
     close(lock);
+    if (c.have_draft_rev)
+        splash_hub_revision_free(&c.draft_rev);
+    free(c.draft);
     return st;
 }

@@ -24,6 +24,7 @@ struct splash_install_request {
     const char *revision;      /* a branch, tag or commit; NULL: main */
     int offline;               /* --offline; HF_HUB_OFFLINE counts too */
     int language_only;         /* a separate installation (models.md) */
+    const char *draft_model;   /* NULL: the family's draft; "none"; OWNER/REPO; a directory */
     const char *models_dir;    /* NULL: $XDG_DATA_HOME/splash/models */
     const struct splash_registry *registry; /* model-check's plugins */
     splash_hub_line_fn line;   /* status lines ("Downloading · ...", "Hub · ...") */
@@ -33,8 +34,13 @@ struct splash_install_request {
 struct splash_installed {
     char dir[PATH_MAX];        /* the assembly directory */
     char target[PATH_MAX];     /* the GGUF (first part) or model directory in it */
-    char commit[41];
+    char commit[41];           /* the target's */
+    char name[41];             /* the assembly's folder (the commit when there is no draft) */
     int kind;                  /* enum splash_target_kind */
+    char draft_repo[256];      /* the draft's repository, "" when none or a directory */
+    char draft_commit[41];     /* its commit, "" when none */
+    char draft_dir[PATH_MAX];  /* a local draft directory, "" when none */
+    char mmproj[PATH_MAX];     /* the projector's link in the assembly, "" when none */
 };
 
 enum splash_status splash_install(const struct splash_install_request *req,

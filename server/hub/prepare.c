@@ -15,7 +15,9 @@
 #include "core/paths.h"
 #include "core/target.h"
 #include "server/hub/assembly.h"
+#include "server/hub/draft.h"
 #include "server/hub/fetch.h"
+#include "server/hub/header_check.h"
 #include "server/hub/install.h"
 #include "server/hub/retire.h"
 
@@ -62,37 +64,17 @@ static enum splash_status add(struct plan *p, const char *path, const char *dir_
     return SPLASH_OK;
 }
 
-/* A draft directory's config.json and safetensors. */
-static enum splash_status add_draft(struct plan *p, const char *dir, struct splash_err *err)
+/* A draft directory's config.json and safetensors, its config held to the target's. */
+static enum splash_status add_draft(struct plan *p, const char *dir, int64_t hidden,
+                                    struct splash_err *err)
 {
-    char path[PATH_MAX];
-    struct stat sb;
-    snprintf(path, sizeof path, "%.4000s/config.json", dir);
-    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
-        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "draft %.200s: not a directory", dir);
-    if (stat(path, &sb))
-        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
-                              "draft %.200s: no config.json (a DFlash2 draft directory holds "
-                              "config.json and model.safetensors)",
-                              dir);
-    enum splash_status st = add(p, path, "draft", err);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int weights = 0;
-    while (!st && d && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len > 12 && (!strcmp(e->d_name + len - 12, ".safetensors") ||
-                         !strcmp(e->d_name, "model.safetensors.index.json"))) {
-            snprintf(path, sizeof path, "%.3800s/%.250s", dir, e->d_name);
-            st = add(p, path, "draft", err);
-            weights += !strcmp(e->d_name + len - 12, ".safetensors");
-        }
-    }
-    if (d)
-        closedir(d);
-    if (!st && !weights)
-        st = splash_err_set(err, SPLASH_ERR_NOT_FOUND, "draft %.200s: no safetensors weights",
-                            dir);
+    struct splash_hub_draft *d = calloc(1, sizeof *d);
+    if (!d)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    enum splash_status st = splash_hub_draft_local(dir, hidden, d, err);
+    for (size_t i = 0; !st && i < d->n; i++)
+        st = add(p, d->source[i], "draft", err);
+    free(d);
     return st;
 }
 
@@ -215,7 +197,9 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
             st = add(&p, mmproj, "mmproj", err);
     }
     if (!st && draft)
-        st = add_draft(&p, draft, err);
+        st = add_draft(&p, draft,
+                       t.kind == SPLASH_TARGET_SAFETENSORS ? 0 : splash_hub_gguf_hidden(t.path),
+                       err);
     char dir[PATH_MAX];
     if (!st && !models_dir) {
         st = splash_install_models_dir(dir, sizeof dir, err);
@@ -242,6 +226,7 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
             snprintf(out->dir, sizeof out->dir, "%s", cur.dir);
             snprintf(out->target, sizeof out->target, "%s", cur.target);
             out->kind = cur.kind;
+            splash_hub_sweep(models_dir, NULL);
             close(lock);
             free(p.files);
             return SPLASH_OK;
@@ -259,6 +244,8 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
                                                   .size = p.files[i].size,
                                                   .blob = p.files[i].digest, .lfs = 1,
                                                   .link = p.files[i].link};
+        for (size_t i = n_target; !st && i < p.n; i++)
+            af[i].role = strncmp(p.files[i].link, "draft/", 6) ? "mmproj" : "draft";
         char target_path[PATH_MAX];
         if (!realpath(target, target_path))
             snprintf(target_path, sizeof target_path, "%s", target);
@@ -268,6 +255,9 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
                                     .files = af, .n_files = n_target};
         /* model.json lists every file; the target is the first */
         a.n_files = p.n;
+        char draft_real[PATH_MAX];
+        if (draft && realpath(draft, draft_real))
+            a.draft_dir = draft_real;
         struct splash_installed inst;
         if (!st && !(st = splash_assembly_publish(inst_dir, &a, &inst, err))) {
             snprintf(out->dir, sizeof out->dir, "%s", inst.dir);
@@ -277,6 +267,8 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
         }
         free(af);
     }
+    if (!st)
+        splash_hub_sweep(models_dir, NULL);
     if (lock >= 0)
         close(lock);
     free(p.files);

@@ -2,8 +2,10 @@
 #include "server/hub/retire.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "server/hub/api.h"
+#include "server/hub/assembly.h"
 #include "server/hub/cache.h"
 
 int splash_hub_hold(const char *assembly_dir)
@@ -210,9 +213,122 @@ void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char
             close(fd);
         json_t *files = meta ? json_object_get(meta, "files") : NULL;
         const char *cache = meta ? json_string_value(json_object_get(meta, "cache")) : NULL;
-        if (json_is_array(files) && cache && *repo_dir && !strcmp(cache, repo_dir))
-            free_commit(repo_dir, name, files, line);
+        const char *commit = meta ? json_string_value(json_object_get(meta, "commit")) : NULL;
+        json_t *draft = meta ? json_object_get(meta, "draft") : NULL;
+        const char *draft_cache = json_string_value(json_object_get(draft, "cache"));
+        const char *draft_commit = json_string_value(json_object_get(draft, "commit"));
+        json_t *own = json_array(), *drafts = json_array();
+        for (size_t i = 0; i < json_array_size(files); i++) {
+            json_t *f = json_array_get(files, i);
+            const char *role = json_string_value(json_object_get(f, "role"));
+            json_array_append(role && !strcmp(role, "draft") ? drafts : own, f);
+        }
+        if (commit && splash_hub_is_commit(commit) && cache && *repo_dir &&
+            !strcmp(cache, repo_dir))
+            free_commit(repo_dir, commit, own, line);
+        /* the draft's commit once no ref names it (each installation pins its own) */
+        if (draft_cache && *draft_cache && draft_commit && splash_hub_is_commit(draft_commit))
+            free_commit(draft_cache, draft_commit, drafts, line);
+        json_decref(own);
+        json_decref(drafts);
         json_decref(meta);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* A leftover of a process that is gone: NAME-PID or NAME-ANYTHING-PID (.check-, .new-,
+ * .old-, .current-). */
+static int dead_leftover(const char *name)
+{
+    if (strncmp(name, ".check-", 7) && strncmp(name, ".new-", 5) && strncmp(name, ".old-", 5) &&
+        strncmp(name, ".current-", 9))
+        return 0;
+    const char *dash = strrchr(name, '-');
+    char *end;
+    long pid = strtol(dash + 1, &end, 10);
+    return pid > 0 && !*end && kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
+/* Does a server hold any assembly of the installation? */
+static int any_held(const char *inst_dir)
+{
+    DIR *d = opendir(inst_dir);
+    struct dirent *e;
+    int held = 0;
+    while (d && !held && (e = readdir(d))) {
+        char path[PATH_MAX];
+        if (e->d_name[0] == '.' ||
+            snprintf(path, sizeof path, "%.3900s/%s/model.json", inst_dir, e->d_name) >=
+                (int)sizeof path)
+            continue;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB))
+            held = 1;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (d)
+        closedir(d);
+    return held;
+}
+
+void splash_hub_sweep(const char *models_dir, splash_hub_line_fn line)
+{
+    DIR *d = opendir(models_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *name = e->d_name;
+        char dir[PATH_MAX];
+        if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, ".lock") ||
+            snprintf(dir, sizeof dir, "%.3900s/%s", models_dir, name) >= (int)sizeof dir)
+            continue;
+        if (name[0] == '.') {
+            if (dead_leftover(name))
+                remove_tree(dir);
+            continue;
+        }
+        struct stat sb;
+        if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode))
+            continue;
+        /* the installation's own leftovers */
+        DIR *inner = opendir(dir);
+        struct dirent *f;
+        while (inner && (f = readdir(inner))) {
+            char sub[PATH_MAX];
+            if (f->d_name[0] == '.' && dead_leftover(f->d_name) &&
+                snprintf(sub, sizeof sub, "%.3900s/%s", dir, f->d_name) < (int)sizeof sub)
+                remove_tree(sub);
+        }
+        if (inner)
+            closedir(inner);
+        struct splash_installed cur;
+        struct splash_err why;
+        enum splash_status st = splash_assembly_current(dir, &cur, &why);
+        int local = !strncmp(name, "local--", 7);
+        if (st == SPLASH_OK) {
+            /* earlier assemblies whose servers have stopped since */
+            char cache[PATH_MAX] = "", json_path[PATH_MAX];
+            snprintf(json_path, sizeof json_path, "%.4000s/model.json", cur.dir);
+            json_t *meta = json_load_file(json_path, 0, NULL);
+            const char *c = json_string_value(json_object_get(meta, "cache"));
+            snprintf(cache, sizeof cache, "%s", c ? c : "");
+            json_decref(meta);
+            splash_hub_retire(dir, cur.name, cache, NULL);
+            continue;
+        }
+        /* nothing a start could serve: an installation that never completed, or local files
+         * gone (no preparation returns it); a Hub installation whose files are damaged is
+         * rebuilt by its next start instead */
+        int gone = local || (st == SPLASH_ERR_NOT_FOUND && !strstr(why.msg, "its file is gone"));
+        if (gone && !any_held(dir)) {
+            remove_tree(dir);
+            if (line) {
+                char msg[PATH_MAX + 64];
+                snprintf(msg, sizeof msg, "Installing · removed %.200s: %.200s", name, why.msg);
+                line(msg);
+            }
+        }
     }
     if (d)
         closedir(d);

@@ -16,4 +16,12 @@ int splash_hub_hold(const char *assembly_dir);
 void splash_hub_retire(const char *inst_dir, const char *keep_commit, const char *repo_dir,
                        splash_hub_line_fn line);
 
+/* The models folder's sweep (server.md "Files Splash writes"), run under the installation
+ * lock by every installation and preparation: each installation's assemblies other than
+ * the current one that no server holds, installations that never completed or whose local
+ * files are gone (no preparation returns them) once no server holds them, and the work
+ * folders of processes that died. A Hub installation with a missing file is kept for its
+ * next start to rebuild from the cache. */
+void splash_hub_sweep(const char *models_dir, splash_hub_line_fn line);
+
 #endif

@@ -1,4 +1,4 @@
-/* The serve side of installation: options in, a GGUF path out, lines on the console. */
+/* The serve side of installation: options in, a model path out (a GGUF or a checkpoint directory), lines on the console. */
 #include "server/hub/serve_install.h"
 
 #include <stdio.h>
@@ -24,6 +24,7 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
     struct splash_install_request req = {.model = o->model, .revision = o->revision,
                                          .offline = o->offline,
                                          .language_only = o->language_only,
+                                         .draft_model = o->draft_model,
                                          .registry = splash_registry_global(),
                                          .line = console_line, .tty = isatty(2)};
     struct splash_installed inst;
@@ -32,11 +33,12 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
         snprintf(msg, msg_size, "--model: %s", err.msg);
         return -1;
     }
-    if (inst.kind == SPLASH_TARGET_SAFETENSORS) {
-        snprintf(msg, msg_size, "--model: %s is installed in %s, but it is a safetensors "
-                                "checkpoint and this build serves GGUF models", o->model, inst.dir);
-        return -1;
-    }
+    if (inst.draft_repo[0] || inst.draft_dir[0])
+        splash_console_line(SPLASH_CONSOLE_OUT,
+                            "Draft · %s%s%.12s installed beside it; this build decodes without "
+                            "it (speculative decoding is not available yet)",
+                            inst.draft_repo[0] ? inst.draft_repo : inst.draft_dir,
+                            inst.draft_repo[0] ? " at " : "", inst.draft_commit);
     /* held until the server exits: a later installation keeps this assembly and its files */
     if (splash_hub_hold(inst.dir) < 0)
         splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
@@ -57,11 +59,6 @@ int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size
                                    colon ? colon + 1 : NULL, draft, o->mmproj, NULL,
                                    &prep, &err)) {
         snprintf(msg, msg_size, "--model-dir: %s", err.msg);
-        return -1;
-    }
-    if (prep.kind == SPLASH_TARGET_SAFETENSORS) {
-        snprintf(msg, msg_size, "--model-dir: %s is a safetensors checkpoint; this build serves "
-                                "GGUF models", o->model_dir);
         return -1;
     }
     if (splash_hub_hold(prep.dir) < 0)

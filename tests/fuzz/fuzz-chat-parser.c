@@ -2,8 +2,8 @@
  * a model writes, in any split into tokens, nothing crashes and every split gives the
  * reasoning, answer and calls the whole text gives.
  *
- * Input: byte 0 picks the format (bit 0: qwen / flint), whether the prompt opened a
- * think block (bit 1) and whether the request has tools (bit 2); byte 1 seeds the split;
+ * Input: byte 0 picks the format (bit 0: qwen / flint, bit 3: harmony over either),
+ * whether the prompt opened a think block (bit 1) and whether the request has tools (bit 2); byte 1 seeds the split;
  * the rest is the output, which must be UTF-8 as the server hands it over (others are
  * skipped). */
 #include <stdint.h>
@@ -85,7 +85,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     struct splash_chat_parser_opts o = {
-        .format = data[0] & 1 ? &splash_chat_format_flint : &splash_chat_format_qwen,
+        .format = data[0] & 8   ? &splash_chat_format_harmony
+                  : data[0] & 1 ? &splash_chat_format_flint
+                                : &splash_chat_format_qwen,
         .starts_in_reasoning = (data[0] & 2) != 0,
         .tools = data[0] & 4 ? tools : NULL};
     const char *out = (const char *)data + 2;

@@ -340,6 +340,45 @@ test("a client that stops reading its stream holds up no one else", async () => 
   }
 });
 
+test("shapes libmicrohttpd would let through are 400 and closed: a NUL in a header, a request line without spaces, obs-fold", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const host = `Host: 127.0.0.1:${port}\r\n`;
+    const shapes = {
+      "a NUL inside the key header": `GET /status HTTP/1.1\r\n${host}Authorization: Bearer sekrit\x00junk\r\n\r\n`,
+      "a NUL in a header name": `GET /health HTTP/1.1\r\n${host}X-A\x00b: 1\r\n\r\n`,
+      "a request line without spaces": `GARBAGE\r\n${host}\r\n`,
+      "a request line with one space": `GET /health\r\n${host}\r\n`,
+      "a folded header line (obs-fold)": `GET /health HTTP/1.1\r\n${host}X-Long: a\r\n b\r\n\r\n`,
+      "a folded line with a tab": `GET /health HTTP/1.1\r\n${host}X-Long: a\r\n\tb\r\n\r\n`,
+    };
+    for (const [name, raw] of Object.entries(shapes)) {
+      const r = await probe(port, raw, { timeoutMs: 3000 });
+      assert.equal(r.status, 400, `${name}: ${r.why} ${JSON.stringify(r.data.slice(0, 200))}`);
+      assert.equal(r.why, "closed", `${name}: the connection stays open`);
+      assert.match(r.data, /Connection: close/i, name);
+    }
+    // a sound request split across packets, and a kept-alive second request, still pass
+    const sock = net.connect(port, "127.0.0.1");
+    let data = "";
+    sock.on("data", (d) => { data += d; });
+    await new Promise((resolve) => sock.on("connect", resolve));
+    sock.write("GET /health HT");
+    await sleep(300);
+    sock.write(`TP/1.1\r\n${host}\r\n`);
+    for (let i = 0; i < 50 && !/\r\n\r\n[\s\S]*\}/.test(data); i++) await sleep(100);
+    assert.match(data, /^HTTP\/1\.1 200/);
+    data = "";
+    sock.write(`GET /health HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    for (let i = 0; i < 50 && !/\}/.test(data); i++) await sleep(100);
+    assert.match(data, /^HTTP\/1\.1 200/);
+    sock.destroy();
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test("smuggling shapes are answered 400 and closed; HEAD answers like GET without a body", async () => {
   const server = await startServer(["--api-key", "sekrit"]);
   try {

@@ -385,8 +385,27 @@ test("an MLX repository installs its config, tokenizer and shards after model-ch
   assert.ok(reads[0].range, "the shard's header is read by a range request first");
   const check = await run(["model-check", path.join(out, "target")], h.env);
   assert.equal(check.code, 0, check.err);
-  // serve installs it and says this build serves GGUF models
-  const serve = await run(["serve", "--model", "test/Stories-MLX", "--port", String(await freePort())], h.env);
-  assert.equal(serve.code, 1);
-  assert.match(serve.err, /safetensors checkpoint and this build serves GGUF models/);
+  // serve starts on the installed checkpoint and answers
+  const port = await freePort();
+  const proc = spawn(splash, ["serve", "--model", "test/Stories-MLX", "--offline", "--port", String(port), "--threads", "1"],
+                     { env: { ...process.env, ...h.env }, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  proc.stdout.on("data", (d) => { log += d; });
+  proc.stderr.on("data", (d) => { log += d; });
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no Serving line:\n${log}`)), 60000);
+      proc.stdout.on("data", () => { if (log.includes("Serving ·")) { clearTimeout(timer); resolve(); } });
+      proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`exited ${code}:\n${log}`)); });
+    });
+    const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "test/Stories-MLX", prompt: "Once upon a time", max_tokens: 4 }),
+    });
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).usage.completion_tokens, 4);
+  } finally {
+    proc.kill("SIGTERM");
+    await new Promise((resolve) => (proc.exitCode !== null ? resolve() : proc.on("exit", resolve)));
+  }
 });

@@ -62,7 +62,8 @@ test("a split part names its parts; projectors and drafts are linked; bad input 
   fs.writeFileSync(mmproj, "not checked here");
   const draft = path.join(s.dir, "draft");
   fs.mkdirSync(draft);
-  fs.writeFileSync(path.join(draft, "config.json"), "{}");
+  const draftConfig = JSON.parse(fs.readFileSync(path.join(testdata, "drafts/qwen35-stories-DFlash2/config.json")));
+  fs.writeFileSync(path.join(draft, "config.json"), JSON.stringify(draftConfig));
   fs.writeFileSync(path.join(draft, "model.safetensors"), "x");
   const r = await run(["prepare", b, "--mmproj", mmproj, "--draft", draft], s.env);
   assert.equal(r.code, 0, r.err);
@@ -77,6 +78,14 @@ test("a split part names its parts; projectors and drafts are linked; bad input 
   const missing = await run(["prepare", b], s.env);
   assert.equal(missing.code, 1);
   assert.match(missing.err, /M-Q8_0-00001-of-00002.gguf is missing \(split part 1 of 2\)/);
+  // a draft of another model, or no draft at all, is refused naming its config
+  fs.writeFileSync(path.join(draft, "config.json"), JSON.stringify({ ...draftConfig, hidden_size: 512 }));
+  const other = await run(["prepare", storiesModel, "--draft", draft], s.env);
+  assert.equal(other.code, 1);
+  assert.match(other.err, /draft .*config.json: hidden_size 512 is not the target's 256: a draft of another model/);
+  fs.writeFileSync(path.join(draft, "config.json"), "{}");
+  const notDraft = await run(["prepare", storiesModel, "--draft", draft], s.env);
+  assert.match(notDraft.err, /draft .*config.json: no dflash_config: not a DFlash2 draft/);
   fs.rmSync(path.join(draft, "config.json"));
   const noConfig = await run(["prepare", storiesModel, "--draft", draft], s.env);
   assert.match(noConfig.err, /draft .*: no config.json/);

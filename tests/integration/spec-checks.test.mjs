@@ -119,3 +119,77 @@ test("/status reports maximum_context_tokens, memory_plan.budget with context_bo
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("a broken tool schema is refused on every API, naming the field where the client wrote it", async () => {
+  const server = await startServer();
+  try {
+    const post = (p, body) => rawRequest(server.port, { method: "POST", path: p, body: JSON.stringify(body) });
+    const broken = { type: "object", properties: { x: { type: 42 } } };
+    const m = await post("/v1/messages", { model: "test/stories", max_tokens: 1,
+      tools: [{ name: "f", input_schema: broken }], messages: [{ role: "user", content: "Hi" }] });
+    assert.equal(m.status, 400, m.body);
+    assert.equal(JSON.parse(m.body).error.type, "invalid_request_error");
+    assert.match(JSON.parse(m.body).error.message, /tools\[0\]\.input_schema\.properties\.x\.type: must be/);
+    const r = await post("/v1/responses", { model: "test/stories", max_output_tokens: 1, input: "Hi",
+      tools: [{ type: "function", name: "f", parameters: broken }] });
+    assert.equal(r.status, 400, r.body);
+    assert.match(JSON.parse(r.body).error.message, /tools\[0\]\.parameters\.properties\.x\.type: must be/);
+    // inside a Codex namespace too
+    const ns = await post("/v1/responses", { model: "test/stories", max_output_tokens: 1, input: "Hi",
+      tools: [{ type: "namespace", name: "ns", tools: [{ type: "function", name: "g", parameters: broken }] }] });
+    assert.equal(ns.status, 400, ns.body);
+    assert.match(JSON.parse(ns.body).error.message, /tools\[0\]\.tools\[0\]\.parameters\.properties\.x\.type: must be/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("a prompt whose bytes alone cannot fit is context_length_exceeded in each API's words", async () => {
+  const server = await startServer();
+  try {
+    const post = (p, body) => rawRequest(server.port, { method: "POST", path: p, body: JSON.stringify(body) });
+    const long = "once upon a time ".repeat(256 * 1024); // 4 MiB: more bytes than 4096 tokens hold
+    const c = await post("/v1/chat/completions", { model: "test/stories", max_tokens: 1, stream: true,
+      messages: [{ role: "user", content: long }] });
+    assert.equal(c.status, 400, c.body.slice(0, 300));
+    assert.equal(JSON.parse(c.body).error.code, "context_length_exceeded");
+    assert.equal(JSON.parse(c.body).error.type, "invalid_request_error");
+    const r = await post("/v1/responses", { model: "test/stories", max_output_tokens: 1, input: long });
+    assert.equal(r.status, 400, r.body.slice(0, 300));
+    assert.equal(JSON.parse(r.body).error.code, "context_length_exceeded");
+    const m = await post("/v1/messages", { model: "test/stories", max_tokens: 1, stream: true,
+      messages: [{ role: "user", content: long }] });
+    assert.equal(m.status, 400, m.body.slice(0, 300));
+    const e = JSON.parse(m.body);
+    assert.equal(e.type, "error");
+    assert.equal(e.error.type, "invalid_request_error");
+    assert.match(e.error.message, /^prompt is too long: more than \d+ tokens > 4095 maximum$/);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("the chat format is the family's, not guessed from the vocabulary holding <|assistant|>", async () => {
+  // the stories model with its unused <|image_pad|> vocabulary entry renamed <|assistant|>
+  // (13 bytes each: the GGUF's offsets stay): a Qwen model still speaks Qwen's format
+  const buf = Buffer.from(fs.readFileSync(storiesModel));
+  const entry = Buffer.concat([Buffer.from([13, 0, 0, 0, 0, 0, 0, 0]), Buffer.from("<|image_pad|>")]);
+  const at = buf.indexOf(entry);
+  assert.ok(at > 0, "the vocabulary entry");
+  buf.write("<|assistant|>", at + 8, "latin1");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-format-"));
+  const model = path.join(dir, "stories-assistant-Q8_0.gguf");
+  fs.writeFileSync(model, buf);
+  let server;
+  try {
+    server = await startServer([], { model });
+    const status = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(status.chat_template.format, "qwen", JSON.stringify(status.chat_template));
+    const r = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions", body: JSON.stringify({
+      model: "test/stories", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] }) });
+    assert.equal(r.status, 200, r.body);
+  } finally {
+    if (server) assert.equal(await server.stop(), 0);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

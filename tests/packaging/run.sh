@@ -144,12 +144,30 @@ fi
 
 # ---- completions -------------------------------------------------------------------
 models=$tmp/data/splash/models
-mkdir -p "$models/Qwen--Qwen3.5-0.8B-GGUF--Q4_K_M" "$models/Qwen--Qwen3.6-4B" \
-    "$models/Qwen--Half-Installed" "$tmp/paths/model-dir-here"
-touch "$models/Qwen--Qwen3.5-0.8B-GGUF--Q4_K_M/current" "$models/Qwen--Qwen3.6-4B/current"
+# an installation as the installer leaves it (server/hub/install.h): NAME/COMMIT/model.json
+# and target/ links, NAME/current naming COMMIT; MODEL "" makes a local preparation
+install_fixture() { # NAME MODEL REPOSITORY
+    local commit=0123456789abcdef0123456789abcdef01234567
+    mkdir -p "$models/$1/$commit/target"
+    printf 'GGUF' >"$tmp/weights-$1"
+    ln -s "$tmp/weights-$1" "$models/$1/$commit/target/m.gguf"
+    printf '{"model": "%s", "repository": "%s", "commit": "%s", "target": "target/m.gguf",
+             "format": "gguf", "files": [{"path": "m.gguf", "link": "target/m.gguf",
+             "size": 4}]}\n' "$2" "$3" "$commit" >"$models/$1/$commit/model.json"
+    ln -s "$commit" "$models/$1/current"
+}
+mkdir -p "$models/Qwen--Half-Installed" "$tmp/paths/model-dir-here"
+install_fixture Qwen--Qwen3.5-0.8B-GGUF--Q4_K_M Qwen/Qwen3.5-0.8B-GGUF:Q4_K_M Qwen/Qwen3.5-0.8B-GGUF
+install_fixture Qwen--Qwen3.6-4B Qwen/Qwen3.6-4B Qwen/Qwen3.6-4B
+install_fixture Qwen--Qwen3.6-4B@v2+language-only Qwen/Qwen3.6-4B Qwen/Qwen3.6-4B
+install_fixture Qwen--Damaged-GGUF--Q8_0 Qwen/Damaged-GGUF:Q8_0 Qwen/Damaged-GGUF
+rm "$tmp/weights-Qwen--Damaged-GGUF--Q8_0"
+install_fixture local--m.gguf--0badcafe /models/m.gguf ""
 expected_models=$'Qwen/Qwen3.5-0.8B-GGUF:Q4_K_M\nQwen/Qwen3.6-4B'
-check "splash --list-models lists installed models (not a half-installed one)" \
+check "splash --list-models lists installed models once (not half-installed, damaged or local ones)" \
     test "$(XDG_DATA_HOME=$tmp/data "$build/splash" --list-models)" = "$expected_models"
+check "splash models reads the same installations" \
+    test "$(XDG_DATA_HOME=$tmp/data "$build/splash" models --json | grep -c '"commit"')" = 4
 
 # bash: COMPREPLY for the words typed so far (the last is the one being completed)
 bash_complete() {

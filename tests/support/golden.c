@@ -16,10 +16,15 @@
 
 int test_golden_load(const char *name, struct test_golden *g)
 {
+    return test_golden_load_dir("golden", name, g);
+}
+
+int test_golden_load_dir(const char *dir, const char *name, struct test_golden *g)
+{
     char path[512], rel[256];
     memset(g, 0, sizeof *g);
     snprintf(g->name, sizeof g->name, "%s", name);
-    snprintf(rel, sizeof rel, "golden/%s.json", name);
+    snprintf(rel, sizeof rel, "%s/%s.json", dir, name);
     g->json = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
     if (!g->json)
         return -1;
@@ -39,9 +44,9 @@ int test_golden_load(const char *name, struct test_golden *g)
                                                 "batch_vs_token_by_token_prompt_max_abs_diff"));
     size_t rows = (size_t)g->n_tokens * (size_t)g->n_vocab, n1, n2;
     g->logits = malloc(rows * sizeof(float));
-    snprintf(rel, sizeof rel, "golden/%s.logits.f32", name);
+    snprintf(rel, sizeof rel, "%s/%s.logits.f32", dir, name);
     float *a = test_read_file(test_testdata_path(path, sizeof path, rel), &n1);
-    snprintf(rel, sizeof rel, "golden/%s.gen.logits.f32", name);
+    snprintf(rel, sizeof rel, "%s/%s.gen.logits.f32", dir, name);
     float *b = test_read_file(test_testdata_path(path, sizeof path, rel), &n2);
     int ok = g->logits && a && b &&
              n1 == (size_t)g->n_prompt * (size_t)g->n_vocab * sizeof(float) &&

@@ -21,6 +21,8 @@ struct test_golden {
 /* Loads golden/<name>.json and its .logits.f32 and .gen.logits.f32; 0 on success, -1 when
  * a file is missing, too long for the struct, or of the wrong size. */
 int test_golden_load(const char *name, struct test_golden *g);
+/* The same files under another testdata folder ("safetensors"). */
+int test_golden_load_dir(const char *dir, const char *name, struct test_golden *g);
 void test_golden_free(struct test_golden *g);
 
 /* The names (without .json) of golden/<prefix>*.json, sorted: at most max of them, taken in

@@ -35,6 +35,8 @@ static const struct splash_tok_profile profiles[] = {
      .nfc = 0,
      .n_splits = 3,
      .patterns = {FLINT_DIGITS, FLINT_HAN_KANA, O200K_SPLIT}},
+    /* gpt-oss's o200k_harmony (llama.cpp's "gpt-4o"): o200k's split alone, no normalizer */
+    {.name = "gpt-4o", .nfc = 0, .n_splits = 1, .patterns = {O200K_SPLIT}},
 };
 
 #define N_PROFILES (sizeof profiles / sizeof profiles[0])

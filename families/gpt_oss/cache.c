@@ -1,0 +1,227 @@
+/* gpt-oss's per-sequence caches. A full layer keeps every position's KV in pages
+ * counted by reference, so a fork shares them copy-on-write (a sequence appending into
+ * a shared page copies it first). A sliding layer keeps only a ring of ring_pages
+ * pages, logical page p in ring page p % ring_pages: the pages of positions its window
+ * has passed are written over, so a 131K-token sequence holds a window's worth of KV
+ * there. A fork copies the rings; a fork or truncation to n tokens needs the ring to
+ * hold the window before n still. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "families/gpt_oss/gpt_oss.h"
+
+/* The reference count sits in a 64-byte header before the page, so the page keeps the
+ * alignment and layout the kernels read. */
+#define PAGE_HEADER 64
+
+static int32_t *page_refs(void *page)
+{
+    return (int32_t *)((char *)page - PAGE_HEADER);
+}
+
+static void *page_alloc(struct gptoss_model *model)
+{
+    char *base = model->host->alloc_aligned(64, PAGE_HEADER + model->kv_page_bytes);
+    if (!base)
+        return NULL;
+    *(int32_t *)base = 1;
+    model->cache_bytes += PAGE_HEADER + model->kv_page_bytes;
+    return base + PAGE_HEADER;
+}
+
+static void page_unref(struct gptoss_model *model, void *page)
+{
+    if (!page || --*page_refs(page) > 0)
+        return;
+    model->cache_bytes -= PAGE_HEADER + model->kv_page_bytes;
+    model->host->free_aligned((char *)page - PAGE_HEADER);
+}
+
+/* Room for `need` pages per layer in the page table and the sliding views. */
+static enum splash_status tables_grow(struct gptoss_model *model, struct gptoss_seq *seq,
+                                      int64_t need, struct splash_err *err)
+{
+    int32_t n_full = model->n_full, n_swa = model->cfg.n_swa;
+    if (need <= seq->cap_pages)
+        return SPLASH_OK;
+    int64_t cap = seq->cap_pages ? seq->cap_pages : 16;
+    while (cap < need)
+        cap *= 2;
+    void **pages = calloc((size_t)n_full * (size_t)cap + 1, sizeof *pages);
+    void **view = calloc((size_t)n_swa * (size_t)cap + 1, sizeof *view);
+    if (!pages || !view) {
+        free(pages);
+        free(view);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the KV page table");
+    }
+    for (int32_t a = 0; a < n_full; a++)
+        memcpy(pages + (size_t)a * cap, seq->pages + (size_t)a * seq->cap_pages,
+               (size_t)seq->n_pages * sizeof *pages);
+    for (int32_t s = 0; s < n_swa; s++)
+        for (int64_t p = 0; p < cap; p++)
+            view[(size_t)s * cap + p] = seq->ring[(size_t)s * model->ring_pages +
+                                                  (size_t)(p % model->ring_pages)];
+    model->cache_bytes += ((size_t)cap - (size_t)seq->cap_pages) *
+                          (size_t)(n_full + n_swa) * sizeof *pages;
+    free(seq->pages);
+    free(seq->view);
+    seq->pages = pages;
+    seq->view = view;
+    seq->cap_pages = cap;
+    return SPLASH_OK;
+}
+
+enum splash_status gptoss_seq_create(struct gptoss_model *model, struct gptoss_seq **out,
+                                     struct splash_err *err)
+{
+    struct gptoss_seq *seq = calloc(1, sizeof *seq);
+    size_t n_ring = (size_t)model->cfg.n_swa * (size_t)model->ring_pages;
+    if (!seq || !(seq->ring = calloc(n_ring + 1, sizeof *seq->ring))) {
+        free(seq);
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_ring; i++)
+        if (!(seq->ring[i] = page_alloc(model))) {
+            gptoss_seq_destroy(model, seq);
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the sliding KV");
+        }
+    enum splash_status st = tables_grow(model, seq, 16, err);
+    if (st) {
+        gptoss_seq_destroy(model, seq);
+        return st;
+    }
+    *out = seq;
+    return SPLASH_OK;
+}
+
+static void free_pages(struct gptoss_model *model, struct gptoss_seq *seq, int64_t keep)
+{
+    for (int32_t a = 0; a < model->n_full; a++)
+        for (int64_t p = keep; p < seq->n_pages; p++) {
+            page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
+            seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
+        }
+    if (seq->n_pages > keep)
+        seq->n_pages = keep;
+}
+
+void gptoss_seq_destroy(struct gptoss_model *model, struct gptoss_seq *seq)
+{
+    if (!seq)
+        return;
+    if (seq->pages)
+        free_pages(model, seq, 0);
+    size_t n_ring = (size_t)model->cfg.n_swa * (size_t)model->ring_pages;
+    for (size_t i = 0; seq->ring && i < n_ring; i++)
+        page_unref(model, seq->ring[i]);
+    model->cache_bytes -= (size_t)seq->cap_pages * (size_t)(model->n_full + model->cfg.n_swa) *
+                          sizeof *seq->pages;
+    free(seq->ring);
+    free(seq->pages);
+    free(seq->view);
+    free(seq);
+}
+
+/* Whether the rings of a sequence of `have` tokens still hold the window before
+ * position n (n <= have): the ring holds the pages of its last ring_pages. */
+static int ring_holds(const struct gptoss_model *model, int64_t have, int64_t n)
+{
+    if (n == 0 || n == have || model->cfg.n_swa == 0)
+        return 1;
+    int64_t last = (have - 1) / GPTOSS_PAGE_TOKENS;
+    int64_t first = n > model->cfg.window ? (n - model->cfg.window) / GPTOSS_PAGE_TOKENS : 0;
+    return first > last - model->ring_pages;
+}
+
+enum splash_status gptoss_seq_truncate(struct gptoss_model *model, struct gptoss_seq *seq,
+                                       int32_t n_keep, struct splash_err *err)
+{
+    if (n_keep < 0)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "truncate to %d tokens", n_keep);
+    if (n_keep >= seq->n_tokens)
+        return SPLASH_OK;
+    if (!ring_holds(model, seq->n_tokens, n_keep))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "the sliding layers hold the last %d pages of %lld tokens, not "
+                              "the window before %d",
+                              model->ring_pages, (long long)seq->n_tokens, n_keep);
+    free_pages(model, seq, (n_keep + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS);
+    seq->n_tokens = n_keep;
+    return SPLASH_OK;
+}
+
+enum splash_status gptoss_seq_fork(struct gptoss_model *model, const struct gptoss_seq *src,
+                                   int32_t n_tokens, struct gptoss_seq **out,
+                                   struct splash_err *err)
+{
+    if (n_tokens < 0 || n_tokens > src->n_tokens)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "fork of %d tokens from a sequence of %lld",
+                              n_tokens, (long long)src->n_tokens);
+    if (!ring_holds(model, src->n_tokens, n_tokens))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "the sliding layers hold the last %d pages of %lld tokens, not "
+                              "the window before %d",
+                              model->ring_pages, (long long)src->n_tokens, n_tokens);
+    struct gptoss_seq *seq;
+    enum splash_status st = gptoss_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    int64_t n_pages = ((int64_t)n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
+    if ((st = tables_grow(model, seq, n_pages, err))) {
+        gptoss_seq_destroy(model, seq);
+        return st;
+    }
+    for (int32_t a = 0; a < model->n_full; a++)
+        for (int64_t p = 0; p < n_pages; p++) {
+            void *page = src->pages[(size_t)a * (size_t)src->cap_pages + (size_t)p];
+            ++*page_refs(page);
+            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p] = page;
+        }
+    seq->n_pages = n_pages;
+    size_t n_ring = (size_t)model->cfg.n_swa * (size_t)model->ring_pages;
+    for (size_t i = 0; i < n_ring; i++)
+        memcpy(seq->ring[i], src->ring[i], model->kv_page_bytes);
+    seq->n_tokens = n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}
+
+enum splash_status gptoss_seq_reserve(struct gptoss_model *model, struct gptoss_seq *seq,
+                                      int64_t n_tokens, struct splash_err *err)
+{
+    int64_t need = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
+    enum splash_status st = tables_grow(model, seq, need, err);
+    if (st)
+        return st;
+    /* the page appended into: the sequence's own */
+    if (seq->n_tokens % GPTOSS_PAGE_TOKENS) {
+        int64_t p = seq->n_tokens / GPTOSS_PAGE_TOKENS;
+        for (int32_t a = 0; a < model->n_full; a++) {
+            void **slot = &seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p];
+            if (*page_refs(*slot) == 1)
+                continue;
+            void *copy = page_alloc(model);
+            if (!copy)
+                return splash_err_set(err, SPLASH_ERR_NOMEM,
+                                      "out of memory copying a shared KV page");
+            memcpy(copy, *slot, model->kv_page_bytes);
+            page_unref(model, *slot);
+            *slot = copy;
+        }
+    }
+    for (int64_t p = seq->n_pages; p < need; p++) {
+        for (int32_t a = 0; a < model->n_full; a++) {
+            void *page = page_alloc(model);
+            if (!page) {
+                while (a-- > 0) {
+                    page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
+                    seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
+                }
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
+            seq->pages[(size_t)a * seq->cap_pages + p] = page;
+        }
+        seq->n_pages = p + 1;
+    }
+    return SPLASH_OK;
+}

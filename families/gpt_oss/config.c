@@ -1,0 +1,268 @@
+/* gpt-oss's header: sizes, the sliding-window layout, experts and YaRN, read and held to
+ * what the family runs; and the tensors it declares. */
+#include <stdio.h>
+#include <string.h>
+
+#include "families/gpt_oss/gpt_oss.h"
+
+/* "gpt-oss.<suffix>" */
+static const char *key(char *buf, size_t size, const char *suffix)
+{
+    snprintf(buf, size, GPTOSS_ARCH ".%s", suffix);
+    return buf;
+}
+
+/* An integer key in [lo, hi]; optional keys absent leave *out as is. */
+static enum splash_status get_int(const struct splash_meta_api *api, const struct splash_meta *m,
+                                  const char *suffix, int optional, int64_t lo, int64_t hi,
+                                  int64_t *out, struct splash_err *err)
+{
+    char k[128];
+    key(k, sizeof k, suffix);
+    if (optional && !api->has(m, k))
+        return SPLASH_OK;
+    enum splash_status st = api->get_i64(m, k, out, err);
+    if (st)
+        return st;
+    if (*out < lo || *out > hi)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld (%lld to %lld served)",
+                              api->path(m), k, (long long)*out, (long long)lo, (long long)hi);
+    return SPLASH_OK;
+}
+
+/* A float key; optional keys absent leave *out as is. Must be finite and > 0 unless
+ * zero_ok. */
+static enum splash_status get_float(const struct splash_meta_api *api, const struct splash_meta *m,
+                                    const char *suffix, int optional, int zero_ok, float *out,
+                                    struct splash_err *err)
+{
+    char k[128];
+    key(k, sizeof k, suffix);
+    if (optional && !api->has(m, k))
+        return SPLASH_OK;
+    double v;
+    enum splash_status st = api->get_f64(m, k, &v, err);
+    if (st)
+        return st;
+    if (!(v > 0.0 || (zero_ok && v == 0.0)) || v > 1e30)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %g", api->path(m), k, v);
+    *out = (float)v;
+    return SPLASH_OK;
+}
+
+/* Which layers slide: attention.sliding_window_pattern as a per-layer bool array, or as
+ * a period n (the last of every n layers full), else llama.cpp's gpt-oss default, every
+ * other layer from layer 0. */
+static enum splash_status read_pattern(const struct splash_meta_api *api,
+                                       const struct splash_meta *m, struct gptoss_config *c,
+                                       struct splash_err *err)
+{
+    char k[128];
+    key(k, sizeof k, "attention.sliding_window_pattern");
+    int64_t period = 2;
+    size_t len = 0;
+    if (api->has(m, k) && api->arr_len(m, k, &len, NULL) == SPLASH_OK) {
+        if (len != (size_t)c->n_layers)
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %zu values for %lld layers",
+                                  api->path(m), k, len, (long long)c->n_layers);
+        for (size_t i = 0; i < len; i++) {
+            int64_t v;
+            enum splash_status st = api->arr_i64(m, k, i, &v, err);
+            if (st)
+                return st;
+            c->is_swa[i] = v != 0;
+        }
+    } else {
+        enum splash_status st =
+            get_int(api, m, "attention.sliding_window_pattern", 1, 1, GPTOSS_MAX_LAYERS, &period,
+                    err);
+        if (st)
+            return st;
+        for (int64_t il = 0; il < c->n_layers; il++)
+            c->is_swa[il] = il % period < period - 1;
+    }
+    c->n_swa = 0;
+    for (int64_t il = 0; il < c->n_layers; il++)
+        c->n_swa += c->is_swa[il];
+    return SPLASH_OK;
+}
+
+/* YaRN as llama.cpp reads it: rope.scaling.{type,factor,original_context_length} and the
+ * optional yarn_* overrides; ext factor 1 for YaRN. */
+static enum splash_status read_rope(const struct splash_meta_api *api, const struct splash_meta *m,
+                                    struct gptoss_config *c, struct splash_err *err)
+{
+    char k[128];
+    enum splash_status st;
+    float base = 10000.0f;
+    if ((st = get_float(api, m, "rope.freq_base", 1, 0, &base, err)))
+        return st;
+    c->rope = (struct splash_rope_args){.size = sizeof c->rope,
+                                        .n_dims = c->n_rot,
+                                        .freq_base = base,
+                                        .freq_scale = 1.0f,
+                                        .attn_factor = 1.0f,
+                                        .beta_fast = 32.0f,
+                                        .beta_slow = 1.0f,
+                                        .n_ctx_orig = (int32_t)c->n_ctx_train};
+    c->yarn_factor = 1.0;
+    const char *type = "none";
+    key(k, sizeof k, "rope.scaling.type");
+    if (api->has(m, k) && (st = api->get_str(m, k, &type, err)))
+        return st;
+    if (!strcmp(type, "none"))
+        return SPLASH_OK;
+    if (strcmp(type, "yarn"))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s: \"%s\" (none or yarn served)", api->path(m), k, type);
+    float factor = 1.0f, ext = 1.0f;
+    int64_t orig = c->n_ctx_train;
+    if ((st = get_float(api, m, "rope.scaling.factor", 0, 0, &factor, err)) ||
+        (st = get_int(api, m, "rope.scaling.original_context_length", 1, 1, c->n_ctx_train, &orig,
+                      err)) ||
+        (st = get_float(api, m, "rope.scaling.attn_factor", 1, 0, &c->rope.attn_factor, err)) ||
+        (st = get_float(api, m, "rope.scaling.yarn_attn_factor", 1, 0, &c->rope.attn_factor,
+                        err)) ||
+        (st = get_float(api, m, "rope.scaling.yarn_ext_factor", 1, 1, &ext, err)) ||
+        (st = get_float(api, m, "rope.scaling.yarn_beta_fast", 1, 0, &c->rope.beta_fast, err)) ||
+        (st = get_float(api, m, "rope.scaling.yarn_beta_slow", 1, 0, &c->rope.beta_slow, err)))
+        return st;
+    c->yarn_factor = factor;
+    c->rope.freq_scale = 1.0f / factor;
+    c->rope.ext_factor = ext;
+    c->rope.n_ctx_orig = (int32_t)orig;
+    return SPLASH_OK;
+}
+
+enum splash_status gptoss_config_read(const struct splash_host *host, const struct splash_meta *m,
+                                      struct gptoss_config *c, struct splash_err *err)
+{
+    const struct splash_meta_api *api = host->meta;
+    const char *path = api->path(m);
+    memset(c, 0, sizeof *c);
+    if (api->source(m) != SPLASH_META_GGUF)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: gpt-oss loads from a GGUF only (no MLX layout is served)", path);
+    int64_t v[12];
+    static const struct {
+        const char *suffix;
+        int64_t lo, hi;
+    } keys[] = {
+        {"context_length", 1, INT32_MAX},
+        {"embedding_length", 1, 1 << 20},
+        {"block_count", 1, GPTOSS_MAX_LAYERS},
+        {"attention.head_count", 1, 1024},
+        {"attention.head_count_kv", 1, 1024},
+        {"attention.key_length", 2, 1024},
+        {"attention.value_length", 2, 1024},
+        {"attention.sliding_window", 1, INT32_MAX},
+        {"expert_count", 1, GPTOSS_MAX_EXPERTS},
+        {"expert_used_count", 1, GPTOSS_MAX_USED},
+        {"expert_feed_forward_length", 1, 1 << 20},
+    };
+    enum splash_status st;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((st = get_int(api, m, keys[i].suffix, 0, keys[i].lo, keys[i].hi, &v[i], err)))
+            return st;
+    c->n_ctx_train = v[0];
+    c->n_embd = v[1];
+    c->n_layers = v[2];
+    c->n_head = (int32_t)v[3];
+    c->n_head_kv = (int32_t)v[4];
+    c->head_dim = (int32_t)v[5];
+    c->window = (int32_t)v[7];
+    c->n_expert = (int32_t)v[8];
+    c->n_used = (int32_t)v[9];
+    c->n_ff_exp = v[10];
+    char k[128];
+    if (v[6] != v[5])
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s: %lld, key_length is %lld", path,
+                              key(k, sizeof k, "attention.value_length"), (long long)v[6],
+                              (long long)v[5]);
+    if (c->n_head % c->n_head_kv)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s: %d query heads are not a multiple of %d KV heads", path,
+                              key(k, sizeof k, "attention.head_count"), c->n_head, c->n_head_kv);
+    if (c->n_used > c->n_expert)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s: %d experts, but each token takes %d", path,
+                              key(k, sizeof k, "expert_count"), c->n_expert, c->n_used);
+    int64_t n_rot = c->head_dim;
+    if ((st = get_int(api, m, "rope.dimension_count", 1, 2, c->head_dim, &n_rot, err)))
+        return st;
+    if (n_rot % 2)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld is odd", path,
+                              key(k, sizeof k, "rope.dimension_count"), (long long)n_rot);
+    c->n_rot = (int32_t)n_rot;
+    c->rms_eps = 1e-5f;
+    if ((st = get_float(api, m, "attention.layer_norm_rms_epsilon", 0, 0, &c->rms_eps, err)) ||
+        (st = read_pattern(api, m, c, err)) || (st = read_rope(api, m, c, err)))
+        return st;
+    const struct splash_tensor_info *te = api->tensor_find(m, "token_embd.weight");
+    if (!te)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: token_embd.weight is missing", path);
+    c->n_vocab = te->ne[1];
+    c->tied = api->tensor_find(m, "output.weight") == NULL;
+    return SPLASH_OK;
+}
+
+void gptoss_config_summary(const struct gptoss_config *c, char *buf, size_t size)
+{
+    snprintf(buf, size,
+             "hidden %lld, %lld layers (%d sliding of %d), %d experts (%d used) of ff %lld, "
+             "vocab %lld",
+             (long long)c->n_embd, (long long)c->n_layers, c->n_swa, c->window, c->n_expert,
+             c->n_used, (long long)c->n_ff_exp, (long long)c->n_vocab);
+}
+
+static void decl(splash_decl_emit_fn emit, void *ctx, int32_t il, const char *name, uint32_t role,
+                 uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2)
+{
+    struct splash_tensor_decl d = {.layer = il,
+                                   .n_dims = n_dims,
+                                   .ne = {ne0, ne1, ne2, 1},
+                                   .role = role,
+                                   .flags = flags};
+    if (il >= 0)
+        snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
+    else
+        snprintf(d.name, sizeof d.name, "%s", name);
+    emit(ctx, &d);
+}
+
+void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
+                    const struct gptoss_config *c, splash_decl_emit_fn emit, void *ctx)
+{
+    int64_t e = c->n_embd, qd = (int64_t)c->n_head * c->head_dim,
+            kvd = (int64_t)c->n_head_kv * c->head_dim, x = c->n_expert, ff = c->n_ff_exp;
+    (void)host;
+    (void)m;
+    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ROLE_EMBED, 0, 2, e, c->n_vocab, 1);
+    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
+    decl(emit, ctx, -1, "output.weight", SPLASH_ROLE_LINEAR, c->tied ? SPLASH_DECL_OPTIONAL : 0, 2,
+         e, c->n_vocab, 1);
+    for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
+        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
+        decl(emit, ctx, il, "attn_q.weight", SPLASH_ROLE_LINEAR, 0, 2, e, qd, 1);
+        decl(emit, ctx, il, "attn_k.weight", SPLASH_ROLE_LINEAR, 0, 2, e, kvd, 1);
+        decl(emit, ctx, il, "attn_v.weight", SPLASH_ROLE_LINEAR, 0, 2, e, kvd, 1);
+        decl(emit, ctx, il, "attn_output.weight", SPLASH_ROLE_LINEAR, 0, 2, qd, e, 1);
+        decl(emit, ctx, il, "attn_q.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, qd, 1, 1);
+        decl(emit, ctx, il, "attn_k.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, kvd, 1, 1);
+        decl(emit, ctx, il, "attn_v.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, kvd, 1, 1);
+        decl(emit, ctx, il, "attn_output.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, e, 1, 1);
+        decl(emit, ctx, il, "attn_sinks.weight", SPLASH_ROLE_SINKS, 0, 1, c->n_head, 1, 1);
+        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ROLE_NORM, 0, 1, e, 1, 1);
+        /* the router stays a float, as the reference quantizer leaves it (F16 in the test
+         * data, F32 in OpenAI's own GGUFs) */
+        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ROLE_ANY_FLOAT, 0, 2, e, x, 1);
+        decl(emit, ctx, il, "ffn_gate_inp.bias", SPLASH_ROLE_ANY_FLOAT, 0, 1, x, 1, 1);
+        decl(emit, ctx, il, "ffn_gate_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
+        decl(emit, ctx, il, "ffn_up_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, e, ff, x);
+        decl(emit, ctx, il, "ffn_down_exps.weight", SPLASH_ROLE_LINEAR, 0, 3, ff, e, x);
+        decl(emit, ctx, il, "ffn_gate_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, ff, x, 1);
+        decl(emit, ctx, il, "ffn_up_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, ff, x, 1);
+        decl(emit, ctx, il, "ffn_down_exps.bias", SPLASH_ROLE_ANY_FLOAT, 0, 2, e, x, 1);
+    }
+}
