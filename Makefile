@@ -111,7 +111,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench fuzz install clean plugins check-format deps test-deps deb check-layers \
+.PHONY: all test bench bench-cache fuzz install clean plugins check-format deps test-deps deb check-layers \
         test-arm64
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
@@ -269,6 +269,10 @@ $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
 
 bench: all $(BENCHES)
 	@bench/run-bench.sh $(BENCHES)
+
+# the prefix cache alone: BENCH_CACHE_ARGS="-T 4096" for a shorter conversation
+bench-cache: all $(BUILD)/bench/bench-cache
+	@$(BUILD)/bench/bench-cache $(BENCH_CACHE_ARGS)
 
 # ---- fuzzing (clang, libFuzzer, ASan+UBSan) -------------------------------
 # The library is compiled once with sanitizer coverage; each target links it.

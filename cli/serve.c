@@ -152,7 +152,11 @@ int splash_cmd_serve(int argc, char **argv)
                                         .decode_share = o.decode_share,
                                         .speculative = o.speculative,
                                         .verify_rows_all = !strcmp(o.verify_rows, "all"),
-                                        .draft_model = o.draft_model};
+                                        .draft_model = o.draft_model,
+                                        .cache_disk = o.max_cache_disk,
+                                        .cache_disk_writes = o.max_cache_disk_writes,
+                                        .persistent_cache = o.persistent_cache,
+                                        .cache_dir = o.cache_dir};
     splash_console_line(SPLASH_CONSOLE_OUT, "Loading · %s%s", model_file,
                         app.demo ? " (demonstration story model)" : "");
     app.engine = splash_engine_client_start(&spawn);
@@ -282,6 +286,14 @@ int splash_cmd_engine(int argc, char **argv)
             e.verify_rows_all = !strcmp(v, "all");
         else if (!strcmp(k, "--draft-model"))
             e.draft_model = v;
+        else if (!strcmp(k, "--max-cache-disk"))
+            e.cache_disk = !strcmp(v, "auto") ? -1 : strtoll(v, NULL, 10);
+        else if (!strcmp(k, "--max-cache-disk-writes"))
+            e.cache_disk_writes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--persistent-cache"))
+            e.persistent_cache = !strcmp(v, "1");
+        else if (!strcmp(k, "--cache-dir"))
+            e.cache_dir = v;
     }
     if (e.fd < 0 || !e.model_path || e.speculative < 0) {
         fprintf(stderr, "splash engine: internal subcommand of splash serve\n");

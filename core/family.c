@@ -268,3 +268,57 @@ enum splash_status splash_family_seq_keep_rows(const struct splash_family_plugin
                               f->header.name);
     return f->seq_keep_rows(model, seq, n_rows, err);
 }
+
+/* ABI 1.3: several runs of a lane in one step. */
+int splash_family_has_runs(const struct splash_family_plugin *f)
+{
+    return f->forward_runs != NULL;
+}
+
+enum splash_status splash_family_forward_runs(const struct splash_family_plugin *f, void *model,
+                                              const struct splash_lane *lanes,
+                                              const struct splash_lane_runs *runs,
+                                              int32_t n_lanes, const struct splash_taps *taps,
+                                              struct splash_err *err)
+{
+    if (!f->forward_runs)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s predates ABI 1.3: one run per forward call",
+                              f->header.name);
+    return f->forward_runs(model, lanes, runs, n_lanes, taps, err);
+}
+
+/* ABI 1.3: sequences as bytes (the SSD tier); an older plugin has no SSD tier. */
+int splash_family_can_save(const struct splash_family_plugin *f)
+{
+    return f->seq_saved_bytes && f->seq_save && f->seq_load;
+}
+
+uint64_t splash_family_seq_saved_bytes(const struct splash_family_plugin *f, const void *model,
+                                       int32_t n_tokens)
+{
+    return f->seq_saved_bytes ? f->seq_saved_bytes(model, n_tokens) : 0;
+}
+
+enum splash_status splash_family_seq_save(const struct splash_family_plugin *f, void *model,
+                                          const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err)
+{
+    if (!f->seq_save)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s predates ABI 1.3: sequences cannot be saved",
+                              f->header.name);
+    return f->seq_save(model, seq, write, ctx, err);
+}
+
+enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, void *model,
+                                          const void *buf, uint64_t size, void **seq,
+                                          struct splash_err *err)
+{
+    if (!f->seq_load)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "family plugin %s predates ABI 1.3: sequences cannot be loaded",
+                              f->header.name);
+    return f->seq_load(model, buf, size, seq, err);
+}

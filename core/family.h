@@ -80,5 +80,27 @@ int splash_family_can_keep_rows(const struct splash_family_plugin *f);
 /* family.h seq_keep_rows; SPLASH_ERR_UNSUPPORTED naming the plugin where it predates ABI 1.3. */
 enum splash_status splash_family_seq_keep_rows(const struct splash_family_plugin *f, void *model,
                                                void *seq, int32_t n_rows, struct splash_err *err);
+/* 1 when the family takes a lane of several runs in one call (ABI 1.3). */
+int splash_family_has_runs(const struct splash_family_plugin *f);
+/* family.h forward_runs; SPLASH_ERR_UNSUPPORTED naming the plugin where it predates 1.3. */
+enum splash_status splash_family_forward_runs(const struct splash_family_plugin *f, void *model,
+                                              const struct splash_lane *lanes,
+                                              const struct splash_lane_runs *runs,
+                                              int32_t n_lanes, const struct splash_taps *taps,
+                                              struct splash_err *err);
+
+/* 1 when the family saves and loads sequences as bytes (ABI 1.3). */
+int splash_family_can_save(const struct splash_family_plugin *f);
+/* family.h seq_saved_bytes (0 from an older plugin), seq_save and seq_load
+ * (SPLASH_ERR_UNSUPPORTED naming the plugin where it predates ABI 1.3). */
+uint64_t splash_family_seq_saved_bytes(const struct splash_family_plugin *f, const void *model,
+                                       int32_t n_tokens);
+enum splash_status splash_family_seq_save(const struct splash_family_plugin *f, void *model,
+                                          const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err);
+enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, void *model,
+                                          const void *buf, uint64_t size, void **seq,
+                                          struct splash_err *err);
 
 #endif

@@ -160,7 +160,11 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
                                              : json_string("off"));
     json_object_set_new(reply->json, "speculation",
                         json_is_object(spec) ? json_deep_copy(spec) : json_pack("{s:s}", "mode", "off"));
-    /* the prefix cache (server.md "SSD cache": in memory only here), from the last request */
+    /* the prefix cache and its SSD tier (server.md "SSD cache"), as the last request left
+     * them */
+    json_t *disk = cache ? json_object_get(cache, "disk") : NULL;
+    json_object_set_new(reply->json, "disk",
+                        disk ? json_deep_copy(disk) : json_pack("{s:b}", "enabled", 0));
     json_object_set_new(reply->json, "prefix_cache",
                         cache ? cache : json_pack("{s:b, s:I, s:I}", "enabled",
                                                   info != NULL, "points", (json_int_t)0,

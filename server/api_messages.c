@@ -620,6 +620,8 @@ struct msg {
     enum block open;
     int index;          /* of the open block; blocks counted from 0 */
     size_t think_start; /* where the open thinking block starts in run.result.reasoning */
+    json_t *start;      /* message_start's message until it is sent: it waits for the
+                           engine to say what the prefix cache gave the prompt */
 };
 
 /* A thinking block's signature: the SHA-256 of its text, which a client sends back unchanged. */
@@ -654,6 +656,19 @@ static json_t *usage_json(const struct msg *m)
                      (json_int_t)(g->prompt_tokens - g->cached_tokens), "output_tokens",
                      (json_int_t)g->completion_tokens, "cache_creation_input_tokens", 0,
                      "cache_read_input_tokens", (json_int_t)g->cached_tokens);
+}
+
+/* message_start (and a ping), once: the usage of what is known when the request has its
+ * lane (the prompt's tokens, those read from the cache), or when it ends first. */
+static void send_start(struct msg *m)
+{
+    if (!m->start)
+        return;
+    json_object_set_new(m->start, "usage", usage_json(m));
+    splash_sse_event(&m->sse, "message_start",
+                     json_pack("{s:s, s:o}", "type", "message_start", "message", m->start));
+    m->start = NULL;
+    splash_sse_event(&m->sse, "ping", json_pack("{s:s}", "type", "ping"));
 }
 
 static json_t *tool_input(const char *args, size_t len)
@@ -696,6 +711,7 @@ static json_t *message_json(struct msg *m)
 
 static void close_block(struct msg *m)
 {
+    send_start(m);
     if (m->open == B_NONE)
         return;
     if (m->open == B_THINKING) {
@@ -715,7 +731,7 @@ static void close_block(struct msg *m)
 
 static void open_block(struct msg *m, enum block kind, json_t *block)
 {
-    close_block(m);
+    close_block(m); /* message_start first */
     m->open = kind;
     splash_sse_event(&m->sse, "content_block_start",
                      json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", m->index,
@@ -772,8 +788,12 @@ static ssize_t produce(void *ctx, char *buf, size_t max)
         return (ssize_t)n;
     if (m->finished)
         return -1;
-    if (splash_api_run_pump(&m->run, 100))
+    if (splash_api_run_pump(&m->run, 100)) {
+        if (m->run.gen.announced)
+            send_start(m);
         return 0;
+    }
+    send_start(m);
     const struct splash_gen *g = &m->run.gen;
     if (g->error_code[0]) {
         char message[600];
@@ -799,6 +819,7 @@ static ssize_t produce(void *ctx, char *buf, size_t max)
 
 static void msg_free(struct msg *m)
 {
+    json_decref(m->start);
     splash_api_run_free(&m->run);
     splash_sse_free(&m->sse);
     free(m);
@@ -888,14 +909,11 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
     if (splash_api_run_start(&m->run, &r.p, &params, reasoning, reply))
         goto out;
     if (streaming) {
-        json_t *message = json_pack(
-            "{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:I, s:i, s:i, s:i}}", "id", m->id, "type",
-            "message", "role", "assistant", "model", splash_app_model_reported(app), "content",
-            "stop_reason", "stop_sequence", "usage", "input_tokens", (json_int_t)r.p.ids.n,
-            "output_tokens", 0, "cache_creation_input_tokens", 0, "cache_read_input_tokens", 0);
-        splash_sse_event(&m->sse, "message_start",
-                         json_pack("{s:s, s:o}", "type", "message_start", "message", message));
-        splash_sse_event(&m->sse, "ping", json_pack("{s:s}", "type", "ping"));
+        /* sent once the engine has started the request (send_start) */
+        m->start = json_pack("{s:s, s:s, s:s, s:s, s:[], s:n, s:n}", "id", m->id, "type",
+                             "message", "role", "assistant", "model",
+                             splash_app_model_reported(app), "content", "stop_reason",
+                             "stop_sequence");
         reply->produce = produce;
         reply->done = done;
         reply->stream_ctx = m;

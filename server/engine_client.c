@@ -309,6 +309,13 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
     snprintf(ctx, sizeof ctx, "%lld",
              (long long)(restart ? c->first_context : c->spawn.max_context));
     snprintf(share, sizeof share, "%g", c->spawn.decode_share);
+    char disk[24], disk_writes[24];
+    if (c->spawn.cache_disk < 0)
+        snprintf(disk, sizeof disk, "auto");
+    else
+        snprintf(disk, sizeof disk, "%lld", (long long)c->spawn.cache_disk);
+    snprintf(disk_writes, sizeof disk_writes, "%llu",
+             (unsigned long long)c->spawn.cache_disk_writes);
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(why, why_size, "fork: %s", strerror(errno));
@@ -324,7 +331,12 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
                         (char *)(c->spawn.speculative ? c->spawn.speculative : "auto"),
                         "--verify-rows", c->spawn.verify_rows_all ? "all" : "auto",
                         "--draft-model",
-                        (char *)(c->spawn.draft_model ? c->spawn.draft_model : "none"), NULL};
+                        (char *)(c->spawn.draft_model ? c->spawn.draft_model : "none"),
+                        "--max-cache-disk", disk,
+                        "--max-cache-disk-writes", disk_writes, "--persistent-cache",
+                        c->spawn.persistent_cache ? "1" : "0",
+                        c->spawn.cache_dir ? "--cache-dir" : NULL, (char *)c->spawn.cache_dir,
+                        NULL};
         execv(c->spawn.exe, argv);
         fprintf(stderr, "Error: cannot start the engine %s: %s\n", c->spawn.exe, strerror(errno));
         _exit(126);

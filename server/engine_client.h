@@ -26,6 +26,10 @@ struct splash_engine_spawn {
     const char *speculative;  /* --speculative, NULL: auto */
     int verify_rows_all;      /* --verify-rows all */
     const char *draft_model;  /* --draft-model, NULL: none */
+    int64_t cache_disk;          /* --max-cache-disk: 0 off, -1 auto, else bytes */
+    uint64_t cache_disk_writes;  /* --max-cache-disk-writes */
+    int persistent_cache;        /* --persistent-cache */
+    const char *cache_dir;       /* --cache-dir (NULL: the default root) */
 };
 
 enum splash_event_kind { SPLASH_EV_TOKENS = 1, SPLASH_EV_DONE = 2, SPLASH_EV_ERROR = 3 };

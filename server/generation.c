@@ -97,15 +97,16 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
 
 /* The Started line, once the engine takes the request into a lane and knows what the
  * prefix cache gave it. */
-static void announce_start(struct splash_gen *g, const json_t *cached)
+static void announce_start(struct splash_gen *g, const json_t *cached, int from_disk)
 {
     char input[32], hit[32];
     g->cached_tokens = json_integer_value(cached);
-    splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached %s%s%s",
+    splash_console_line(SPLASH_CONSOLE_OUT, "Started · request %llu · input %s · cached %s%s%s%s",
                         (unsigned long long)g->request,
                         grouped(g->prompt_tokens, input, sizeof input),
-                        grouped(g->cached_tokens, hit, sizeof hit), g->reasoning[0] ? " · " : "",
-                        g->reasoning);
+                        grouped(g->cached_tokens, hit, sizeof hit),
+                        from_disk ? " (read back from the SSD cache)" : "",
+                        g->reasoning[0] ? " · " : "", g->reasoning);
 }
 
 /* A token's text as a JSON string: a byte-level token may hold part of a character, which
@@ -260,7 +261,8 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
         json_t *t = json_object_get(ev.body, "t");
         if (json_object_get(ev.body, "cached") && !g->announced) {
             g->announced = 1; /* a request that yields its lane starts again */
-            announce_start(g, json_object_get(ev.body, "cached"));
+            announce_start(g, json_object_get(ev.body, "cached"),
+                           json_is_true(json_object_get(ev.body, "from_disk")));
         }
         if (!g->first_token && json_array_size(t))
             g->first_token = mono_now();

@@ -42,7 +42,7 @@ static const struct opt opts_table[] = {
     {"--max-cache-disk", "SIZE|auto|0", "disk quota for the prefix cache (auto)"},
     {"--max-cache-disk-writes", "SIZE", "most the disk cache writes a day (0: no limit)"},
     {"--persistent-cache", NULL, "keep the disk cache across restarts"},
-    {"--cache-dir", "PATH", "where --persistent-cache keeps its files"},
+    {"--cache-dir", "PATH", "where --persistent-cache keeps its files ($XDG_CACHE_HOME/splash/prefix-cache)"},
     {"--served-model-name", "NAME", "an additional model name the API accepts; repeatable"},
     {"--announce-served-name", NULL, "report the first --served-model-name in responses"},
     {"--default-reasoning-effort", "EFFORT", "effort of requests that set none"},
@@ -417,17 +417,9 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
                     NULL);
     if (o->cache_dir && !o->persistent_cache)
         return fail(msg, msg_size, "--cache-dir: needs --persistent-cache%s", "", NULL);
-    /* the prefix cache is in memory only in this build: the SSD tier's options are refused
-     * rather than accepted and ignored (auto and 0 both mean no SSD tier here) */
-    if (o->persistent_cache)
-        return fail(msg, msg_size, "--persistent-cache: not available in this build (the prefix "
-                    "cache keeps memory only, for the engine's lifetime)%s", "", NULL);
-    if (o->max_cache_disk > 0)
-        return fail(msg, msg_size, "--max-cache-disk: not available in this build (the prefix cache "
-                    "keeps memory only); accepted values are auto and 0%s", "", NULL);
-    if (o->max_cache_disk_writes)
-        return fail(msg, msg_size, "--max-cache-disk-writes: not available in this build (the prefix "
-                    "cache writes nothing to disk)%s", "", NULL);
+    if (o->max_cache_disk_writes && o->max_cache_disk == 0)
+        return fail(msg, msg_size, "--max-cache-disk-writes: needs the SSD cache, which "
+                    "--max-cache-disk 0 turns off%s", "", NULL);
     if (o->announce_served_name && !o->n_served_names)
         return fail(msg, msg_size, "--announce-served-name: needs --served-model-name%s", "", NULL);
     return 0;

@@ -3,6 +3,9 @@
  * restore point (a turn boundary, a chunk end, the same prompt again) gives the bits it
  * gives on a cold engine (greedy and seeded, int8 and bf16 KV, dense and MoE), and
  * requests that do not fit the memory plan together take turns instead of failing. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "server/engine/disk_cache.h"
 #include "server/engine/engine.h"
 #include "server/engine/prefill_plan.h"
 #include "server/engine/prefix_cache.h"
@@ -142,6 +147,40 @@ static void test_radix_tree(void **state)
     assert_int_equal(dropped, 6);
 }
 
+static int32_t spilled[8];
+static int n_spilled;
+static void note_spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                       enum splash_point_class cls)
+{
+    (void)ctx, (void)seq, (void)cls;
+    spilled[n_spilled++] = n;
+    assert_int_equal(tokens[n - 1], n); /* the point's own tokens, root to end */
+}
+
+/* With an SSD tier, eviction hands each point over with its tokens, and takes the points
+ * it already holds a copy of (they leave memory without a write) before the others. */
+static void test_radix_tree_spill_order(void **state)
+{
+    (void)state;
+    dropped = n_spilled = 0;
+    struct splash_prefix_cache *c = splash_prefix_cache_create(count_drop, NULL);
+    splash_prefix_cache_set_spill(c, note_spill, NULL);
+    int32_t a[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    assert_int_equal(splash_prefix_cache_insert(c, a, 3, token_seq(), SPLASH_POINT_CHUNK), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, a, 5, token_seq(), SPLASH_POINT_TURN), 0);
+    assert_int_equal(splash_prefix_cache_insert(c, a, 8, token_seq(), SPLASH_POINT_TURN), 0);
+    splash_prefix_point_set_copied(splash_prefix_cache_find(c, a, 5));
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 1);
+    assert_int_equal(splash_prefix_cache_evict_one(c, 0), 0); /* the newest turn point stays */
+    assert_int_equal(n_spilled, 2);
+    assert_int_equal(spilled[0], 5); /* its copy is there: first, though a turn point */
+    assert_int_equal(spilled[1], 3);
+    splash_prefix_cache_destroy(c);
+    assert_int_equal(n_spilled, 2); /* a cache torn down spills nothing */
+    assert_int_equal(dropped, 3);
+}
+
 /* ---- copy-on-write forks ------------------------------------------------------------- */
 
 static struct splash_pool *pool;
@@ -222,6 +261,90 @@ static void test_fork_copy_on_write(void **state)
     fork_case("qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8);
 }
 
+/* ---- several runs in one call (family ABI 1.3) ------------------------------------------ */
+
+/* forward once per run from pos0 to the end of ends[]; logits of the last token */
+static void forward_each_run(struct test_run *r, void *seq, const int32_t *t, const int32_t *ends,
+                             int n_runs, int32_t pos0, float *logits)
+{
+    for (int k = 0; k < n_runs; k++) {
+        if (ends[k] <= pos0)
+            continue;
+        forward(r, seq, t + pos0, ends[k] - pos0, pos0, k == n_runs - 1 ? logits : NULL);
+        pos0 = ends[k];
+    }
+}
+
+static void runs_case(const char *fam, const char *file, int kv)
+{
+    struct test_run r;
+    struct test_run_opts o = {.fam = family(fam), .pool = pool, .kv_format = kv};
+    char path[512];
+    if (test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file))
+        return;
+    assert_non_null(r.fam->forward_runs);
+    /* run ends as a prefill plan makes them: 64-token steps, tails, short segments, a
+     * token alone, a long segment's steps (over 512 rows: the call is split in steps) */
+    static const int32_t ends[] = {64, 100, 130, 133, 134, 198, 262, 390, 400, 720, 723};
+    enum { N_RUNS = sizeof ends / sizeof ends[0], N = 723 };
+    int32_t t[N];
+    uint64_t rng = 11;
+    for (int i = 0; i < N; i++)
+        t[i] = (int32_t)(test_splitmix64(&rng) % 300) + 10;
+    size_t V = (size_t)r.info.n_vocab;
+    float *want = malloc(V * sizeof *want), *got = malloc(V * sizeof *got);
+    struct splash_err err;
+    void *a, *b;
+    /* the reference: a call per run */
+    assert_int_equal(r.fam->seq_create(r.model, &a, &err), SPLASH_OK);
+    forward_each_run(&r, a, t, ends, N_RUNS, 0, want);
+    /* one call of every run, with restore points at some run ends */
+    uint8_t fork[N_RUNS] = {0};
+    void *forks[N_RUNS];
+    fork[1] = fork[3] = fork[4] = fork[8] = fork[9] = fork[N_RUNS - 1] = 1;
+    assert_int_equal(r.fam->seq_create(r.model, &b, &err), SPLASH_OK);
+    struct splash_lane lane = {.seq = b, .tokens = t, .n_tokens = N, .logits = got};
+    struct splash_lane_runs runs = {.n = N_RUNS, .ends = ends, .fork = fork, .forks = forks};
+    assert_int_equal(r.fam->forward_runs(r.model, &lane, &runs, 1, NULL, &err), SPLASH_OK);
+    assert_memory_equal(got, want, V * sizeof *got);
+    /* each point resumes the prompt to the same bits */
+    for (int k = 0; k < N_RUNS; k++) {
+        if (!fork[k]) {
+            assert_null(forks[k]);
+            continue;
+        }
+        assert_non_null(forks[k]);
+        if (k == N_RUNS - 1)
+            continue;
+        forward_each_run(&r, forks[k], t, ends, N_RUNS, ends[k], got);
+        if (memcmp(got, want, V * sizeof *got))
+            fail_msg("%s kv %d: resumed from the point at %d: other logits", file, kv, ends[k]);
+        r.fam->seq_destroy(r.model, forks[k]);
+    }
+    r.fam->seq_destroy(r.model, forks[N_RUNS - 1]);
+    /* runs that do not end at the lane's end are refused */
+    r.fam->seq_destroy(r.model, b);
+    assert_int_equal(r.fam->seq_create(r.model, &b, &err), SPLASH_OK);
+    lane.seq = b;
+    runs.n = 2;
+    runs.fork = NULL;
+    assert_int_equal(r.fam->forward_runs(r.model, &lane, &runs, 1, NULL, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "run 1 ends at 100"));
+    r.fam->seq_destroy(r.model, a);
+    r.fam->seq_destroy(r.model, b);
+    free(want);
+    free(got);
+    test_run_close(&r);
+}
+
+static void test_forward_runs_bit_identical(void **state)
+{
+    (void)state;
+    runs_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8);
+    runs_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16);
+    runs_case("qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8);
+}
+
 /* ---- the engine end to end ----------------------------------------------------------- */
 
 struct engine_thread {
@@ -237,6 +360,12 @@ static void *engine_run(void *p)
     splash_engine_main(&t->o);
     return NULL;
 }
+
+/* The SSD tier of the engines engine_start starts: a quota (0: off) in a directory, and
+ * a persistent cache's root (NULL: none). */
+static int64_t disk_quota;
+static char disk_dir[64];
+static const char *persist_root;
 
 static void engine_start(struct engine_thread *t, const char *file, int kv, uint64_t max_memory,
                          int64_t max_context, int lanes)
@@ -254,7 +383,12 @@ static void engine_start(struct engine_thread *t, const char *file, int kv, uint
                                        .max_context = max_context,
                                        .max_lanes = lanes,
                                        .prefill_chunk = 64,
-                                       .decode_share = 0.5};
+                                       .decode_share = 0.5,
+                                       .cache_disk = disk_quota,
+                                       .cache_disk_dir = disk_dir,
+                                       .persistent_cache = persist_root != NULL,
+                                       .cache_dir = persist_root,
+                                       .cache_lock_wait = 0.3};
     assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
     struct splash_frame f;
     struct splash_err err;
@@ -445,7 +579,11 @@ static void hit_case(const char *file, int kv, double temperature)
     run_one(&t, 1, q, part + 1, 2, reuse, temperature, &prev);
     run_one(&t, 2, p, n, 8, reuse, temperature, &hit);
     snprintf(label, sizeof label, "%s kv %d t %.1f, chunk end", file, kv, temperature);
-    assert_int_equal(hit.cached, bounds[2] + 1024);
+    /* a chunk point 1,024 tokens past the last point at the least, at a whole step (where
+     * the prompt chunk's runs end, which need not be exactly 1,024 on) */
+    if (hit.cached < bounds[2] + 1024 || hit.cached > part || (hit.cached - bounds[2]) % 64)
+        fail_msg("%s: resumed at %lld, the turn boundary at %d", label, (long long)hit.cached,
+                 bounds[2]);
     assert_same(label, &hit, &cold);
     engine_stop(&t);
     free(p);
@@ -627,6 +765,326 @@ static void test_engine_soak_within_plan(void **state)
     engine_stop(&t);
 }
 
+/* ---- the SSD tier ---------------------------------------------------------------------- */
+
+static void test_disk_cache_checks(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.dir = dir, .quota = 3 * 4096};
+    struct splash_disk_cache *d;
+    char why[256];
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_non_null(d);
+    int32_t t[100];
+    for (int i = 0; i < 100; i++)
+        t[i] = 1000 + i;
+    char blob[3000], other[3000];
+    memset(blob, 7, sizeof blob);
+    memset(other, 9, sizeof other);
+    assert_int_equal(splash_disk_cache_put(d, t, 40, SPLASH_POINT_TURN, blob, sizeof blob), 1);
+    assert_int_equal(splash_disk_cache_put(d, t, 60, SPLASH_POINT_CHUNK, other, sizeof other), 1);
+    /* the deepest entry along a prompt, as accept takes it */
+    assert_int_equal(splash_disk_cache_peek(d, t, 100, NULL, NULL), 60);
+    assert_int_equal(splash_disk_cache_peek(d, t, 50, NULL, NULL), 40);
+    assert_int_equal(splash_disk_cache_peek(d, t, 100, accept_even, NULL), 60);
+    t[50] = 1;
+    assert_int_equal(splash_disk_cache_peek(d, t, 100, NULL, NULL), 40);
+    t[50] = 1050;
+    uint64_t size;
+    int cls;
+    char *got = splash_disk_cache_get(d, t, 40, &size, &cls);
+    assert_non_null(got);
+    assert_int_equal(size, sizeof blob);
+    assert_int_equal(cls, SPLASH_POINT_TURN);
+    assert_memory_equal(got, blob, sizeof blob);
+    free(got);
+    /* a garbled byte: skipped, dropped, counted */
+    int64_t off = splash_disk_cache_offset(d, t, 60);
+    assert_true(off >= 0);
+    assert_int_equal(pwrite(splash_disk_cache_fd(d), "X", 1, off + 1000), 1);
+    assert_null(splash_disk_cache_get(d, t, 60, &size, &cls));
+    assert_int_equal(splash_disk_cache_peek(d, t, 100, NULL, NULL), 40);
+    /* a file cut short: the entry past its end is skipped too */
+    off = splash_disk_cache_offset(d, t, 40);
+    assert_int_equal(ftruncate(splash_disk_cache_fd(d), off + 100), 0);
+    assert_null(splash_disk_cache_get(d, t, 40, &size, &cls));
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.corrupt, 2);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.used, 0);
+    /* the quota: entries make room for new ones, the oldest checkpoint first, and one
+     * larger than the quota is refused */
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(splash_disk_cache_put(d, t, 10 + k, k % 2, blob, sizeof blob), 1);
+    splash_disk_cache_stats(d, &st);
+    assert_true(st.used <= st.quota);
+    assert_true(st.entries >= 2);
+    assert_int_equal(splash_disk_cache_peek(d, t, 100, NULL, NULL), 15); /* the newest stays */
+    char big[5 * 4096];
+    memset(big, 1, sizeof big);
+    assert_int_equal(splash_disk_cache_put(d, t, 90, 1, big, sizeof big), 0);
+    splash_disk_cache_close(d);
+    /* a write budget: a quarter of a day's bytes at once */
+    o.quota = 1 << 20;
+    o.writes_per_day = 4 * 8000;
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_int_equal(splash_disk_cache_put(d, t, 10, 1, blob, sizeof blob), 1);
+    assert_int_equal(splash_disk_cache_put(d, t, 11, 1, blob, sizeof blob), 1);
+    assert_int_equal(splash_disk_cache_put(d, t, 12, 1, blob, sizeof blob), 0);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.refused_budget, 1);
+    splash_disk_cache_close(d);
+    /* 0: off */
+    o.quota = 0;
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_null(d);
+    assert_int_equal(rmdir(dir), 0); /* the file was never named there */
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw);
+
+/* A persistent tier's files as a crash or a bad disk may leave them: the next open takes
+ * back the entries that read back as written and skips the others, each with a line. */
+static void test_disk_cache_persistent_leftovers(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-persist-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.quota = 1 << 20, .persist_dir = dir};
+    struct splash_disk_cache *d;
+    char why[256];
+    int32_t t[64];
+    for (int i = 0; i < 64; i++)
+        t[i] = 500 + i;
+    char blob[2000];
+    memset(blob, 3, sizeof blob);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(splash_disk_cache_put(d, t, 10 * (k + 1), 1, blob, sizeof blob), 1);
+    int64_t off20 = splash_disk_cache_offset(d, t, 20), off30 = splash_disk_cache_offset(d, t, 30),
+            off40 = splash_disk_cache_offset(d, t, 40);
+    splash_disk_cache_close(d); /* as a kill leaves them: no flush beyond each write's own */
+    char data[96];
+    snprintf(data, sizeof data, "%s/data", dir);
+    int fd = open(data, O_RDWR);
+    assert_true(fd >= 0);
+    /* a garbled token (seen at the open), a garbled byte of an entry's bytes (seen when
+     * read), and the last entry cut short (a write the crash interrupted) */
+    assert_int_equal(pwrite(fd, "\x7f", 1, off20 + 48), 1);
+    assert_int_equal(pwrite(fd, "\x7f", 1, off30 + 1500), 1);
+    assert_int_equal(ftruncate(fd, off40 + 100), 0);
+    close(fd);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 2); /* 10 and 30 */
+    assert_int_equal(splash_disk_cache_peek(d, t, 64, NULL, NULL), 30);
+    uint64_t size;
+    int cls;
+    assert_null(splash_disk_cache_get(d, t, 30, &size, &cls)); /* its bytes fail */
+    char *got = splash_disk_cache_get(d, t, 10, &size, &cls);
+    assert_non_null(got);
+    assert_memory_equal(got, blob, sizeof blob);
+    free(got);
+    /* the place of what was skipped takes new entries */
+    assert_int_equal(splash_disk_cache_put(d, t, 50, 1, blob, sizeof blob), 1);
+    splash_disk_cache_close(d);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 2); /* 10 and 50 */
+    assert_int_equal(splash_disk_cache_peek(d, t, 64, NULL, NULL), 50);
+    splash_disk_cache_close(d);
+    assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* The SSD tier's file, found among this process's descriptors (the engine runs here). */
+static int disk_file_fd(void)
+{
+    char link[64], target[512];
+    for (int fd = 3; fd < 1024; fd++) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = 0;
+        if (!strncmp(target, disk_dir, strlen(disk_dir)))
+            return fd;
+    }
+    return -1;
+}
+
+/* A restore point memory gives up goes to the SSD tier and comes back bit for bit: a
+ * prompt resumed from it gives the cold engine's tokens and log-probabilities; a damaged
+ * copy is skipped (the prompt is computed again, to the same bits). */
+static void disk_case(const char *file, int kv, int damage)
+{
+    int32_t reuse = im_end_id(file);
+    struct engine_thread t;
+    disk_quota = 0;
+    engine_start(&t, file, kv, 0, 1024, 1);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
+                         (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    int32_t a[1024], b[1024];
+    static const int segs_a[] = {500, 3}, segs_b[] = {900, 3};
+    int bounds[2];
+    int na = conversation(a, segs_a, 2, reuse, 31, bounds);
+    int nb = conversation(b, segs_b, 2, reuse, 32, bounds);
+    struct result cold, hit, other;
+    run_one(&t, 1, a, na, 8, reuse, 0.8, &cold);
+    engine_stop(&t);
+
+    /* room for 1,400 tokens of KV and two states: b's prompt does not fit beside a's
+     * restore point at 501 */
+    disk_quota = 64 << 20;
+    strcpy(disk_dir, "/tmp/splash-disk-engine-XXXXXX");
+    assert_non_null(mkdtemp(disk_dir));
+    engine_start(&t, file, kv, weights + 2 * states + 1400 * per_token, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
+    assert_same("first run", &hit, &cold);
+    run_one(&t, 2, b, nb, 8, reuse, 0.8, &other);
+    json_t *st = engine_status(&t);
+    json_t *disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
+    assert_true(json_is_true(json_object_get(disk, "enabled")));
+    assert_true(json_integer_value(json_object_get(disk, "writes")) >= 1);
+    json_decref(st);
+    if (damage) {
+        int fd = disk_file_fd();
+        assert_true(fd >= 0);
+        char junk[256];
+        memset(junk, 0x5a, sizeof junk);
+        assert_int_equal(pwrite(fd, junk, sizeof junk, 4096), (ssize_t)sizeof junk);
+    }
+    run_one(&t, 3, a, na, 8, reuse, 0.8, &hit);
+    char label[160];
+    snprintf(label, sizeof label, "%s kv %d, %s", file, kv,
+             damage ? "a damaged SSD copy" : "from the SSD tier");
+    assert_same(label, &hit, &cold);
+    st = engine_status(&t);
+    disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
+    if (damage) {
+        assert_int_equal(hit.cached, 0);
+        assert_int_equal(json_integer_value(json_object_get(disk, "corrupt")), 1);
+    } else {
+        assert_int_equal(hit.cached, na - 3);
+        assert_true(json_integer_value(json_object_get(disk, "hits")) >= 1);
+    }
+    json_decref(st);
+    engine_stop(&t);
+    assert_int_equal(rmdir(disk_dir), 0);
+    disk_quota = 0;
+    disk_dir[0] = 0;
+}
+
+static void test_engine_disk_tier_bit_identical(void **state)
+{
+    (void)state;
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16, 0);
+    disk_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8, 0);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 1);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static json_t *disk_status(struct engine_thread *t)
+{
+    json_t *st = engine_status(t);
+    json_t *d = json_deep_copy(json_object_get(json_object_get(st, "prefix_cache"), "disk"));
+    json_decref(st);
+    return d;
+}
+
+/* --persistent-cache: a clean stop writes the restore points memory holds, and the next
+ * engine of the same model takes them back, to the cold bits; another KV format is
+ * another namespace; a damaged index is skipped; a second engine on a held namespace
+ * uses a temporary file. */
+static void test_engine_persistent_restart(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    char root[] = "/tmp/splash-persist-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    int32_t a[1024];
+    static const int segs[] = {300, 200, 3};
+    int bounds[2];
+    int na = conversation(a, segs, 3, reuse, 41, bounds);
+    struct result cold, hit;
+    struct engine_thread t, t2;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &cold);
+    engine_stop(&t);
+
+    disk_quota = 64 << 20;
+    persist_root = root;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    /* a second engine while the first holds the namespace: a temporary file */
+    engine_start(&t2, file, SPLASH_KV_INT8, 0, 1024, 2);
+    json_t *d = disk_status(&t2);
+    assert_true(json_is_true(json_object_get(d, "enabled")));
+    assert_false(json_is_true(json_object_get(d, "persistent")));
+    json_decref(d);
+    engine_stop(&t2);
+    engine_stop(&t); /* the clean stop writes its points */
+
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    d = disk_status(&t);
+    assert_true(json_is_true(json_object_get(d, "persistent")));
+    assert_true(json_integer_value(json_object_get(d, "taken_back")) >= 2);
+    json_decref(d);
+    run_one(&t, 2, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, na - 3);
+    assert_same("after a restart, from the persistent cache", &hit, &cold);
+    engine_stop(&t);
+
+    /* bf16 KV: another namespace, nothing of int8's is read */
+    engine_start(&t, file, SPLASH_KV_BF16, 0, 1024, 2);
+    run_one(&t, 3, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    engine_stop(&t);
+
+    /* a damaged index: skipped with a line, the cache starts empty, the answer the same */
+    char path[512];
+    DIR *dir = opendir(root);
+    struct dirent *e;
+    int damaged = 0;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/index", root, e->d_name);
+        FILE *f = fopen(path, "r+b");
+        if (!f)
+            continue;
+        fseek(f, 30, SEEK_SET);
+        fputc(0x77, f);
+        fputc(0x78, f);
+        fclose(f);
+        damaged++;
+    }
+    closedir(dir);
+    assert_true(damaged >= 1);
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, 0);
+    assert_same("a damaged index", &hit, &cold);
+    engine_stop(&t);
+    persist_root = NULL;
+    disk_quota = 0;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -647,11 +1105,17 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_cuts),
         cmocka_unit_test(test_radix_tree),
+        cmocka_unit_test(test_radix_tree_spill_order),
         cmocka_unit_test(test_fork_copy_on_write),
+        cmocka_unit_test(test_forward_runs_bit_identical),
         cmocka_unit_test(test_engine_hits_bit_identical),
         cmocka_unit_test(test_engine_shared_prefix_lanes),
         cmocka_unit_test(test_engine_capacity_take_turns),
         cmocka_unit_test(test_engine_soak_within_plan),
+        cmocka_unit_test(test_disk_cache_checks),
+        cmocka_unit_test(test_disk_cache_persistent_leftovers),
+        cmocka_unit_test(test_engine_disk_tier_bit_identical),
+        cmocka_unit_test(test_engine_persistent_restart),
     };
     if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
         cmocka_set_test_filter(getenv("TEST_FILTER"));

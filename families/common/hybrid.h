@@ -260,6 +260,12 @@ enum splash_status hybrid_seq_pages_grow(struct hybrid_model *model, struct hybr
 enum splash_status hybrid_seq_fork(struct hybrid_model *model, const struct hybrid_seq *src,
                                    int32_t n_tokens, struct hybrid_seq **out,
                                    struct splash_err *err);
+/* A fork of src's first n_tokens tokens whose pages src holds (they may be written
+ * later in the same step): pages shared, the states copied as src has them now, so a
+ * forward step fills them at that length itself. */
+enum splash_status hybrid_seq_fork_pages(struct hybrid_model *model, const struct hybrid_seq *src,
+                                         int64_t n_tokens, struct hybrid_seq **out,
+                                         struct splash_err *err);
 uint64_t hybrid_cache_bytes(const struct hybrid_model *model);
 
 enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
@@ -268,6 +274,10 @@ enum splash_status hybrid_forward(struct hybrid_model *model, const struct splas
 enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
                                        int32_t n_lanes, const struct splash_taps *taps,
                                        struct splash_err *err);
+/* family.h forward_runs (ABI 1.3). */
+enum splash_status hybrid_forward_runs(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       const struct splash_lane_runs *runs, int32_t n_lanes,
+                                       const struct splash_taps *taps, struct splash_err *err);
 
 /* The vtable members both families share, as struct splash_family_plugin declares them
  * (hybrid_family.c). A family whose FFN is the dense SwiGLU takes the declaration list and
@@ -293,6 +303,10 @@ enum splash_status hybrid_family_seq_truncate(void *model, void *seq, int32_t n_
                                               struct splash_err *err);
 enum splash_status hybrid_family_forward(void *model, const struct splash_lane *lanes,
                                          int32_t n_lanes, struct splash_err *err);
+enum splash_status hybrid_family_forward_runs(void *model, const struct splash_lane *lanes,
+                                              const struct splash_lane_runs *runs, int32_t n_lanes,
+                                              const struct splash_taps *taps,
+                                              struct splash_err *err);
 enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
                                           void **dst, struct splash_err *err);
 uint64_t hybrid_family_cache_bytes(const void *model);
@@ -301,6 +315,13 @@ enum splash_status hybrid_family_forward_taps(void *model, const struct splash_l
                                               struct splash_err *err);
 enum splash_status hybrid_family_seq_keep_rows(void *model, void *seq, int32_t n_rows,
                                                struct splash_err *err);
+/* seq_saved_bytes, seq_save and seq_load (hybrid_saved.c). */
+uint64_t hybrid_family_seq_saved_bytes(const void *model, int32_t n_tokens);
+enum splash_status hybrid_family_seq_save(void *model, const void *seq,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err);
+enum splash_status hybrid_family_seq_load(void *model, const void *buf, uint64_t size,
+                                          void **seq, struct splash_err *err);
 
 /* Element-wise helpers split over the pool. */
 void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,

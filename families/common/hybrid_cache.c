@@ -88,6 +88,13 @@ enum splash_status hybrid_seq_fork(struct hybrid_model *model, const struct hybr
                               "the GDN state exists only at the sequence's end (%lld tokens), "
                               "not at %d",
                               (long long)src->n_tokens, n_tokens);
+    return hybrid_seq_fork_pages(model, src, n_tokens, out, err);
+}
+
+enum splash_status hybrid_seq_fork_pages(struct hybrid_model *model, const struct hybrid_seq *src,
+                                         int64_t n_tokens, struct hybrid_seq **out,
+                                         struct splash_err *err)
+{
     struct hybrid_seq *seq;
     enum splash_status st = hybrid_seq_create(model, &seq, err);
     if (st)

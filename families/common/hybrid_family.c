@@ -81,6 +81,14 @@ enum splash_status hybrid_family_forward(void *model, const struct splash_lane *
     return hybrid_forward(model, lanes, n_lanes, err);
 }
 
+enum splash_status hybrid_family_forward_runs(void *model, const struct splash_lane *lanes,
+                                              const struct splash_lane_runs *runs, int32_t n_lanes,
+                                              const struct splash_taps *taps,
+                                              struct splash_err *err)
+{
+    return hybrid_forward_runs(model, lanes, runs, n_lanes, taps, err);
+}
+
 enum splash_status hybrid_family_seq_fork(void *model, const void *src, int32_t n_tokens,
                                           void **dst, struct splash_err *err)
 {

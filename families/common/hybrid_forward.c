@@ -1,6 +1,10 @@
 /* The hybrid trunk's forward pass over lanes: every projection runs once over
  * the rows of all lanes; the token mixers (conv + delta rule, attention over the
- * KV pages) run per lane on its own caches, short lanes' in one parallel section. */
+ * KV pages) run per lane on its own caches, short lanes' in one parallel section.
+ * A lane given as runs (forward_runs) runs its mixers once per run, as the call of its
+ * own each run stands for, and hands out forks of its caches at the run ends asked for:
+ * the conv and delta-rule states copied as each GDN layer passes the run's end, the KV
+ * pages shared from the step's start (the step writes their rows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,9 @@
 struct step {
     struct hybrid_model *model;
     const struct splash_lane *lanes;
+    const struct splash_lane_runs *runs; /* NULL, or a lane's runs (n 0: one run) */
+    struct hybrid_seq ***forks;          /* NULL, or per lane the restore points being made
+                                            (a slot per run, NULL where none is wanted) */
     int32_t n_lanes;
     int64_t n;     /* rows */
     int64_t *row0; /* first row of each lane */
@@ -68,6 +75,20 @@ static void add_into(struct hybrid_model *model, float *x, const float *y, int64
     hybrid_parallel(model, n, 8192, add_range, &t);
 }
 
+/* ---- runs ------------------------------------------------------------------------ */
+
+/* Runs of lane l in this step (1: the whole lane). */
+static int32_t lane_runs(const struct step *s, int32_t l)
+{
+    return s->runs && s->runs[l].n > 1 ? s->runs[l].n : 1;
+}
+
+/* The end of run k of lane l, an offset into the lane. */
+static int32_t run_end(const struct step *s, int32_t l, int32_t k)
+{
+    return lane_runs(s, l) == 1 ? s->lanes[l].n_tokens : s->runs[l].ends[k];
+}
+
 /* ---- Gated DeltaNet layer --------------------------------------------------------- */
 
 struct decay_task {
@@ -109,19 +130,34 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     const struct splash_weight *w[4] = {L->qkv, L->z, L->alpha, L->beta};
     float *y[4] = {qkv, z, ga, be};
     hybrid_matmuls(s->model, w, 4, s->xn, n, y);
-    /* causal conv + SiLU, per lane on its rolling state */
+    /* causal conv + SiLU, per lane on its rolling state; a lane of several runs one run
+     * at a time, so a restore point at a run's end gets the state there */
+    int32_t n_conv = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
-        int64_t r0 = s->row0[l];
-        s->conv_lanes[l] = (struct splash_conv_lane){
-            .x = qkv + r0 * cd,
-            .n = s->lanes[l].n_tokens,
-            .state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes),
-            .out = conv + r0 * cd};
-        if (seq->rewind && seq->rewind->armed)
-            hybrid_rewind_save_conv(model, seq, L->slot, qkv + r0 * cd, s->lanes[l].n_tokens);
+        float *state = (float *)((char *)seq->conv_state + (size_t)L->slot * model->conv_state_bytes);
+        int32_t n_runs = lane_runs(s, l);
+        if (seq->rewind && seq->rewind->armed) /* a verify lane is one run */
+            hybrid_rewind_save_conv(model, seq, L->slot, qkv + s->row0[l] * cd,
+                                    s->lanes[l].n_tokens);
+        for (int32_t k = 0, a0 = 0; k < n_runs; k++) {
+            int32_t a1 = run_end(s, l, k);
+            int64_t r0 = s->row0[l] + a0;
+            struct splash_conv_lane cl = {
+                .x = qkv + r0 * cd, .n = a1 - a0, .state = state, .out = conv + r0 * cd};
+            if (n_runs == 1) {
+                s->conv_lanes[n_conv++] = cl;
+                break;
+            }
+            ssm->conv_lanes(pool, &cl, 1, cd, cd, L->conv_w, c->conv_kernel);
+            struct hybrid_seq *point = s->forks && s->forks[l] ? s->forks[l][k] : NULL;
+            if (point)
+                memcpy((char *)point->conv_state + (size_t)L->slot * model->conv_state_bytes,
+                       state, model->conv_state_bytes);
+            a0 = a1;
+        }
     }
-    ssm->conv_lanes(pool, s->conv_lanes, s->n_lanes, cd, cd, L->conv_w, c->conv_kernel);
+    ssm->conv_lanes(pool, s->conv_lanes, n_conv, cd, cd, L->conv_w, c->conv_kernel);
     /* g = -exp(A_log) softplus(alpha + dt_bias), beta = sigmoid(b) */
     struct decay_task dt = {.L = L, .a = ga, .b = be, .nv = nv};
     hybrid_parallel(model, n * nv, 4096, decay_range, &dt);
@@ -146,6 +182,7 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
         int64_t r0 = s->row0[l];
+        int32_t n_runs = lane_runs(s, l);
         struct splash_gdn_args a = {.n_tokens = s->lanes[l].n_tokens,
                                     .n_k_heads = nk,
                                     .n_v_heads = nv,
@@ -168,10 +205,34 @@ static void gdn_layer(struct step *s, const struct hybrid_layer *L)
         if (seq->rewind && seq->rewind->armed)
             hybrid_rewind_save_rule(model, seq, L->slot, conv + r0 * cd, ga + r0 * nv,
                                     be + r0 * nv, a.n_tokens);
-        if (a.n_tokens >= HYBRID_CHUNK_MIN)
-            ssm->chunked(pool, &a);
-        else
-            s->gdn_args[n_rec++] = a;
+        if (n_runs == 1) {
+            if (a.n_tokens >= HYBRID_CHUNK_MIN)
+                ssm->chunked(pool, &a);
+            else
+                s->gdn_args[n_rec++] = a;
+            continue;
+        }
+        /* several runs: each as the call of its own it stands for, in turn */
+        for (int32_t k = 0, a0 = 0; k < n_runs; k++) {
+            int32_t a1 = run_end(s, l, k);
+            struct splash_gdn_args ra = a;
+            ra.n_tokens = a1 - a0;
+            ra.q += (int64_t)a0 * cd;
+            ra.k += (int64_t)a0 * cd;
+            ra.v += (int64_t)a0 * cd;
+            ra.g += (int64_t)a0 * nv;
+            ra.beta += (int64_t)a0 * nv;
+            ra.out += (int64_t)a0 * inner;
+            if (ra.n_tokens >= HYBRID_CHUNK_MIN)
+                ssm->chunked(pool, &ra);
+            else
+                ssm->recurrent_lanes(pool, &ra, 1);
+            struct hybrid_seq *point = s->forks && s->forks[l] ? s->forks[l][k] : NULL;
+            if (point)
+                memcpy((char *)point->gdn_state + (size_t)L->slot * model->gdn_state_bytes,
+                       a.state, model->gdn_state_bytes);
+            a0 = a1;
+        }
     }
     ssm->recurrent_lanes(pool, s->gdn_args, n_rec);
     /* gated RMSNorm: norm(o) * silu(z) */
@@ -288,31 +349,37 @@ static void attn_layer(struct step *s, const struct hybrid_layer *L)
     struct split_task sp = {.qg = qg, .q = q, .n_head = H, .hd = hd};
     hybrid_parallel(model, n, grain_rows(qd), split_q_range, &sp);
     /* KV pages and causal attention, per lane on its pages: a batched decode step's lanes
-     * in one section */
+     * in one section. A lane of several runs attends as one lane per run, so each run's
+     * rows take the form (rows or blocks) and blocks a call of its own would */
+    int32_t n_attn = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         struct hybrid_seq *seq = s->lanes[l].seq;
-        int64_t r0 = s->row0[l];
-        s->attn_lanes[l] = (struct splash_attn_lane){
-            .kv = {.format = model->opts.kv_format,
-                   .page_tokens = model->page_tokens,
-                   .n_kv_heads = KV,
-                   .head_dim = hd,
-                   .pages = seq->pages + (size_t)L->slot * seq->cap_pages,
-                   .n_pages = seq->n_pages},
-            .pos0 = s->lanes[l].pos0,
-            .n_q = s->lanes[l].n_tokens,
-            .q = q + r0 * qd,
-            .q_stride = qd,
-            .out = att + r0 * qd,
-            .out_stride = qd,
-            .k = kk + r0 * kvd,
-            .v = vv + r0 * kvd,
-            .k_stride = kvd,
-            .v_stride = kvd};
+        for (int32_t k = 0, a0 = 0; k < lane_runs(s, l); k++) {
+            int32_t a1 = run_end(s, l, k);
+            int64_t r0 = s->row0[l] + a0;
+            s->attn_lanes[n_attn++] = (struct splash_attn_lane){
+                .kv = {.format = model->opts.kv_format,
+                       .page_tokens = model->page_tokens,
+                       .n_kv_heads = KV,
+                       .head_dim = hd,
+                       .pages = seq->pages + (size_t)L->slot * seq->cap_pages,
+                       .n_pages = seq->n_pages},
+                .pos0 = s->lanes[l].pos0 + a0,
+                .n_q = a1 - a0,
+                .q = q + r0 * qd,
+                .q_stride = qd,
+                .out = att + r0 * qd,
+                .out_stride = qd,
+                .k = kk + r0 * kvd,
+                .v = vv + r0 * kvd,
+                .k_stride = kvd,
+                .v_stride = kvd};
+            a0 = a1;
+        }
     }
     float scale = 1.0f / sqrtf((float)hd);
     const struct splash_attn_lanes_args la = {.size = sizeof la,
-                                              .n_lanes = s->n_lanes,
+                                              .n_lanes = n_attn,
                                               .lanes = s->attn_lanes,
                                               .lane_size = sizeof *s->attn_lanes,
                                               .n_head = H,
@@ -420,8 +487,63 @@ static void write_taps(const struct step *s, const struct splash_taps *taps, int
     }
 }
 
+/* Restore points of this step: a fork of each lane's sequence at every run end asked
+ * for but its last, sharing the pages reserve_pages made (the step writes their rows)
+ * and given each GDN layer's state as the layer passes the run's end. */
+static void forks_begin(struct step *s, struct hybrid_seq ***slots, struct hybrid_seq **all)
+{
+    int any = 0;
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        slots[l] = NULL;
+        const struct splash_lane_runs *ru = s->runs ? &s->runs[l] : NULL;
+        if (!ru || !ru->fork || lane_runs(s, l) < 2)
+            continue;
+        slots[l] = all;
+        struct hybrid_seq *seq = s->lanes[l].seq;
+        for (int32_t k = 0; k < ru->n; k++) {
+            all[k] = NULL;
+            if (!ru->fork[k] || k == ru->n - 1)
+                continue;
+            struct splash_err err;
+            if (hybrid_seq_fork_pages(s->model, seq, s->lanes[l].pos0 + ru->ends[k], &all[k],
+                                      &err) == SPLASH_OK)
+                any = 1;
+        }
+        all += ru->n;
+    }
+    s->forks = any ? slots : NULL;
+}
+
+/* Hands the forks out (ok) or drops them; the last run's are taken after the step. */
+static void forks_end(struct step *s, struct hybrid_seq ***slots, int ok)
+{
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        const struct splash_lane_runs *ru = s->runs ? &s->runs[l] : NULL;
+        if (!ru || !ru->fork)
+            continue;
+        for (int32_t k = 0; k < ru->n; k++) {
+            struct hybrid_seq *point = slots[l] && k < ru->n - 1 ? slots[l][k] : NULL;
+            if (!ok) {
+                if (point)
+                    hybrid_seq_destroy(s->model, point);
+                ru->forks[k] = NULL;
+                continue;
+            }
+            if (k == ru->n - 1 && ru->fork[k]) {
+                struct splash_err err;
+                if (hybrid_seq_fork(s->model, s->lanes[l].seq,
+                                    s->lanes[l].pos0 + s->lanes[l].n_tokens, &point,
+                                    &err) != SPLASH_OK)
+                    point = NULL;
+            }
+            ru->forks[k] = point;
+        }
+    }
+}
+
 static enum splash_status forward_step(struct hybrid_model *model, const struct splash_lane *lanes,
-                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       const struct splash_lane_runs *runs, int32_t n_lanes,
+                                       const struct splash_taps *taps,
                                        struct splash_err *err)
 {
     const struct hybrid_config *c = &model->cfg;
@@ -444,19 +566,29 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     if (model->ffn->scratch_per_row(c) > per_row)
         per_row = model->ffn->scratch_per_row(c);
     int64_t pairs = c->n_rot / 2;
+    int64_t n_runs = 0;
+    for (int32_t l = 0; runs && l < n_lanes; l++)
+        n_runs += runs[l].n;
     /* the lanes' first rows after the step's floats, 64-byte aligned */
     size_t floats = ((size_t)n * (size_t)(3 * E + per_row + 2 * pairs) + 15) & ~(size_t)15;
     size_t per_lane = sizeof(int64_t) + sizeof(struct splash_gdn_args) +
-                      sizeof(struct splash_conv_lane) + sizeof(struct splash_attn_lane);
+                      sizeof(struct splash_conv_lane) + sizeof(struct splash_attn_lane) +
+                      sizeof(struct hybrid_seq **);
     float *arena = hybrid_buffer_get(model, &model->step_arena,
-                                     floats * sizeof(float) + (size_t)n_lanes * per_lane);
+                                     floats * sizeof(float) + (size_t)n_lanes * per_lane +
+                                         (size_t)n_runs * (sizeof(struct hybrid_seq *) +
+                                                           sizeof(struct splash_attn_lane)));
     int64_t *row0 = arena ? (int64_t *)(arena + floats) : NULL;
     if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
-    struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n, .row0 = row0};
+    struct step s = {
+        .model = model, .lanes = lanes, .runs = runs, .n_lanes = n_lanes, .n = n, .row0 = row0};
     s.gdn_args = (struct splash_gdn_args *)(row0 + n_lanes);
     s.conv_lanes = (struct splash_conv_lane *)(s.gdn_args + n_lanes);
     s.attn_lanes = (struct splash_attn_lane *)(s.conv_lanes + n_lanes);
+    /* an attention lane per run (a lane of one run: one) */
+    struct hybrid_seq ***fork_slots = (struct hybrid_seq ***)(s.attn_lanes + n_lanes + n_runs);
+    forks_begin(&s, fork_slots, (struct hybrid_seq **)(fork_slots + n_lanes));
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;
@@ -499,6 +631,7 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
         if (!st)
             seq->n_tokens += lanes[l].n_tokens;
     }
+    forks_end(&s, fork_slots, st == SPLASH_OK);
     return st;
 }
 
@@ -517,15 +650,53 @@ static enum splash_status check_taps(const struct hybrid_model *model,
     return SPLASH_OK;
 }
 
-enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
-                                  int32_t n_lanes, struct splash_err *err)
+static enum splash_status check_runs(const struct splash_lane *ln,
+                                     const struct splash_lane_runs *ru, int32_t l,
+                                     struct splash_err *err)
 {
-    return hybrid_forward_taps(model, lanes, n_lanes, NULL, err);
+    if (!ru || ru->n == 0)
+        return SPLASH_OK;
+    if (ru->n < 0 || !ru->ends || (ru->fork && !ru->forks))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: %d runs without their ends or "
+                                                       "fork slots", l, ru->n);
+    for (int32_t k = 0; k < ru->n; k++)
+        if (ru->ends[k] <= (k ? ru->ends[k - 1] : 0) ||
+            (k == ru->n - 1 && ru->ends[k] != ln->n_tokens))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: run %d ends at %d (runs must grow and end at the "
+                                  "lane's %d tokens)",
+                                  l, k, ru->ends[k], ln->n_tokens);
+    return SPLASH_OK;
 }
 
-enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
-                                       int32_t n_lanes, const struct splash_taps *taps,
-                                       struct splash_err *err)
+/* The furthest place from off, at most limit, where a step may end and the next start
+ * without moving the recurrence's chunks: a run's end, or a whole chunk into a run. */
+static int32_t piece_end(const struct splash_lane_runs *ru, int32_t n_tokens, int32_t off,
+                         int32_t limit)
+{
+    if (limit >= n_tokens)
+        return n_tokens;
+    int32_t best = off, start = 0;
+    for (int32_t k = 0; k < (ru && ru->n ? ru->n : 1); k++) {
+        int32_t end = ru && ru->n ? ru->ends[k] : n_tokens;
+        if (end <= limit) {
+            best = end;
+        } else {
+            int32_t whole = start + (limit - start) / 64 * 64;
+            if (whole > best)
+                best = whole;
+            break;
+        }
+        start = end;
+    }
+    return best > off ? best : (off + 64 < n_tokens ? off + 64 : n_tokens);
+}
+
+/* Every entry point: lanes, each optionally as runs (restore points inside a prompt chunk)
+ * and with the draft's taps of every row. */
+static enum splash_status forward_all(struct hybrid_model *model, const struct splash_lane *lanes,
+                                      const struct splash_lane_runs *runs, int32_t n_lanes,
+                                      const struct splash_taps *taps, struct splash_err *err)
 {
     if (taps) {
         enum splash_status st = check_taps(model, taps, err);
@@ -554,20 +725,32 @@ enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct 
             if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
                 return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
                                       ln->tokens[i]);
+        enum splash_status st = check_runs(ln, runs ? &runs[l] : NULL, l, err);
+        if (st)
+            return st;
+        if (runs && runs[l].fork)
+            for (int32_t k = 0; k < runs[l].n; k++)
+                runs[l].forks[k] = NULL;
         n += ln->n_tokens;
     }
     if (n <= HYBRID_UBATCH)
-        return forward_step(model, lanes, n_lanes, taps, err);
+        return forward_step(model, lanes, runs, n_lanes, taps, err);
     int64_t tap_width = taps ? (int64_t)taps->n_layers * model->cfg.n_embd : 0;
-    /* too many rows for one step: each lane in pieces of HYBRID_UBATCH tokens */
+    /* too many rows for one step: each lane in pieces of at most HYBRID_UBATCH tokens,
+     * cut where its runs allow */
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
-        for (int32_t off = 0; off < ln->n_tokens; off += HYBRID_UBATCH) {
-            int32_t len = ln->n_tokens - off < HYBRID_UBATCH ? ln->n_tokens - off : HYBRID_UBATCH;
-            int last = off + len == ln->n_tokens;
+        const struct splash_lane_runs *ru = runs && runs[l].n ? &runs[l] : NULL;
+        int32_t *ends = ru ? malloc((size_t)ru->n * sizeof *ends) : NULL;
+        if (ru && !ends)
+            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %d runs", ru->n);
+        int32_t k0 = 0;
+        for (int32_t off = 0; off < ln->n_tokens;) {
+            int32_t end = piece_end(ru, ln->n_tokens, off, off + HYBRID_UBATCH);
+            int last = end == ln->n_tokens;
             struct splash_lane sub = {.seq = ln->seq,
                                       .tokens = ln->tokens + off,
-                                      .n_tokens = len,
+                                      .n_tokens = end - off,
                                       .pos0 = ln->pos0 + off,
                                       .logits_all = ln->logits_all};
             if (ln->logits && ln->logits_all)
@@ -581,10 +764,63 @@ enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct 
                                                  .n_layers = taps ? taps->n_layers : 0,
                                                  .layers = taps ? taps->layers : NULL,
                                                  .rows = &tap_rows};
-            enum splash_status st = forward_step(model, &sub, 1, taps ? &sub_taps : NULL, err);
-            if (st)
+            struct splash_lane_runs sr = {0};
+            uint8_t *flags = NULL;
+            if (ru) {
+                /* the runs within [off, end); a piece that ends mid-run ends a run of its
+                 * own there, with no point asked for at it */
+                int32_t k = k0;
+                while (k < ru->n && ru->ends[k] <= end) {
+                    ends[k - k0] = ru->ends[k] - off;
+                    k++;
+                }
+                int mid = k == k0 || ends[k - k0 - 1] != end - off;
+                if (mid)
+                    ends[k - k0] = end - off;
+                sr = (struct splash_lane_runs){.n = k - k0 + mid,
+                                               .ends = ends,
+                                               .fork = ru->fork ? ru->fork + k0 : NULL,
+                                               .forks = ru->forks ? ru->forks + k0 : NULL};
+                if (mid && ru->fork) {
+                    if (!(flags = calloc((size_t)sr.n, 1))) {
+                        free(ends);
+                        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for runs");
+                    }
+                    memcpy(flags, ru->fork + k0, (size_t)(k - k0));
+                    sr.fork = flags;
+                }
+                k0 = k;
+            }
+            enum splash_status st =
+                forward_step(model, &sub, ru ? &sr : NULL, 1, taps ? &sub_taps : NULL, err);
+            free(flags);
+            if (st) {
+                free(ends);
                 return st;
+            }
+            off = end;
         }
+        free(ends);
     }
     return SPLASH_OK;
+}
+
+enum splash_status hybrid_forward(struct hybrid_model *model, const struct splash_lane *lanes,
+                                  int32_t n_lanes, struct splash_err *err)
+{
+    return forward_all(model, lanes, NULL, n_lanes, NULL, err);
+}
+
+enum splash_status hybrid_forward_taps(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       int32_t n_lanes, const struct splash_taps *taps,
+                                       struct splash_err *err)
+{
+    return forward_all(model, lanes, NULL, n_lanes, taps, err);
+}
+
+enum splash_status hybrid_forward_runs(struct hybrid_model *model, const struct splash_lane *lanes,
+                                       const struct splash_lane_runs *runs, int32_t n_lanes,
+                                       const struct splash_taps *taps, struct splash_err *err)
+{
+    return forward_all(model, lanes, runs, n_lanes, taps, err);
 }

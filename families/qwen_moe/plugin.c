@@ -215,6 +215,10 @@ static const struct splash_family_plugin qm_plugin = {
     .cache_bytes = hybrid_family_cache_bytes,
     .forward_taps = hybrid_family_forward_taps,
     .seq_keep_rows = hybrid_family_seq_keep_rows,
+    .forward_runs = hybrid_family_forward_runs,
+    .seq_saved_bytes = hybrid_family_seq_saved_bytes,
+    .seq_save = hybrid_family_seq_save,
+    .seq_load = hybrid_family_seq_load,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

@@ -148,6 +148,19 @@ struct splash_taps {
     float *const *rows;
 };
 
+/* ABI 1.3: a lane's tokens as runs, for forward_runs. A prompt resumed from a cached
+ * state computes the same bits as a cold one only where the recurrence's chunks start in
+ * the same places; the runs say where (each run's chunks count from its own start). */
+struct splash_lane_runs {
+    int32_t n;           /* runs; 0: the whole lane is one run */
+    const int32_t *ends; /* each run's end, an offset into the lane: increasing, the last
+                            n_tokens */
+    const uint8_t *fork; /* NULL, or n flags: a restore point wanted at that run's end */
+    void **forks;        /* with fork: n slots, each set to a new sequence holding the lane's
+                            sequence up to that run's end (as seq_fork would have made it
+                            then), or NULL where none was asked or memory refused it */
+};
+
 struct splash_family_plugin {
     struct splash_plugin_header header; /* kind = SPLASH_PLUGIN_FAMILY */
 
@@ -221,6 +234,34 @@ struct splash_family_plugin {
      * next forward (or truncation) ends it. n_rows 0 disarms. */
     enum splash_status (*seq_keep_rows)(void *model, void *seq, int32_t n_rows,
                                         struct splash_err *err);
+
+    /* ---- ABI 1.3: a prompt chunk of several runs in one step. NULL in an older plugin:
+     * the core then calls forward once per run. ---- */
+
+    /* forward where lane i's tokens are runs[i]: bit for bit what calling forward once per
+     * run in turn would give (the logits of the lane's last token, or of every token),
+     * with every weight read once for all rows, and restore points taken at the run ends
+     * asked for. A fork memory refuses is left out (NULL), never an error. taps: as
+     * forward_taps (NULL: none), so a prompt chunk feeds a draft's context too. */
+    enum splash_status (*forward_runs)(void *model, const struct splash_lane *lanes,
+                                       const struct splash_lane_runs *runs, int32_t n_lanes,
+                                       const struct splash_taps *taps, struct splash_err *err);
+
+    /* ---- ABI 1.3: sequences as bytes, for the prefix cache's SSD tier. ---- */
+
+    /* Bytes seq_save writes for a sequence of n_tokens tokens. */
+    uint64_t (*seq_saved_bytes)(const void *model, int32_t n_tokens);
+    /* seq's caches (its tokens' KV in every attention layer, its recurrent state), in the
+     * family's own layout with a header that names it: seq_saved_bytes bytes in all,
+     * handed to write in order, a piece at a time (a page, a state), so no copy of the
+     * whole is made. write returns 0, or nonzero to stop (SPLASH_ERR_IO). */
+    enum splash_status (*seq_save)(void *model, const void *seq,
+                                   int (*write)(void *ctx, const void *bytes, size_t n),
+                                   void *ctx, struct splash_err *err);
+    /* A new sequence from what seq_save wrote, as it was then; bytes of another layout
+     * or size are refused (SPLASH_ERR_INVALID), never read past. */
+    enum splash_status (*seq_load)(void *model, const void *buf, uint64_t size, void **seq,
+                                   struct splash_err *err);
 };
 
 #endif

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "server/engine/cache_namespace.h"
 #include "server/engine/engine_cache.h"
 #include "server/engine/protocol.h"
 #include "server/text/grammar/grammar.h"
@@ -88,6 +90,13 @@ struct engine {
     float *logits;               /* (max_lanes + 1, n_vocab) */
     struct splash_lane *lanes;
     struct request **lane_req;
+    /* the step's prompt chunk as runs (family ABI 1.3): their ends as prompt positions,
+     * then (from cap_runs on) as offsets into the lane; restore points asked and made */
+    struct splash_lane_runs *lane_runs;
+    int32_t *run_pos;
+    uint8_t *run_fork;
+    void **run_forks;
+    int32_t n_runs, cap_runs;
     int max_lanes;
     int stopping;
     /* --decode-share: measured step costs (EMA, seconds) size the prompt chunks */
@@ -715,7 +724,9 @@ static int admit(struct engine *e, struct request *r, int lane)
                                  1) &&
         !alone)
         return 0;
-    if (splash_ecache_resume(&e->cache, &plan, &r->seq, &cached, &err) != SPLASH_OK) {
+    int from_disk = 0;
+    if (splash_ecache_resume(&e->cache, &plan, &r->seq, &cached, &from_disk, counted_bytes(e),
+                             &err) != SPLASH_OK) {
         r->seq = NULL;
         if (!alone)
             return 0;
@@ -736,7 +747,7 @@ static int admit(struct engine *e, struct request *r, int lane)
         r->cached = cached;
     /* the request is in a lane (quarantine counts only these), with what the cache gave:
      * the front's Started line says it once */
-    json_t *b = json_pack("{s:i}", "cached", cached);
+    json_t *b = json_pack("{s:i, s:b}", "cached", cached, "from_disk", from_disk);
     splash_frame_write(e->opts->fd, SPLASH_FRAME_STARTED, r->id, b, &err);
     json_decref(b);
     r->started = 1;
@@ -994,6 +1005,57 @@ static void accept_rows(struct engine *e, struct request *r, int lane, float *lo
     r->pos = pos0 + 1 + kept;
 }
 
+/* The end of the prompt chunk from pos: with a family that takes several runs in a
+ * call (ABI 1.3) every whole run the budget holds, else the plan's next cut alone. */
+static int32_t prefill_runs(struct engine *e, const struct splash_prefill_plan *plan, int32_t pos,
+                            int32_t budget)
+{
+    e->n_runs = 1;
+    int32_t cut = splash_plan_next_cut(plan, pos, budget);
+    if (!splash_family_has_runs(e->lm->family))
+        return cut;
+    int32_t cap = budget + 2; /* runs hold a token each at least; the first may overrun */
+    if (cap > e->cap_runs) {
+        int32_t *pos_ = realloc(e->run_pos, (size_t)cap * 2 * sizeof *pos_);
+        if (pos_)
+            e->run_pos = pos_;
+        uint8_t *fl = pos_ ? realloc(e->run_fork, (size_t)cap) : NULL;
+        if (fl)
+            e->run_fork = fl;
+        void **fk = fl ? realloc(e->run_forks, (size_t)cap * sizeof *fk) : NULL;
+        if (fk)
+            e->run_forks = fk;
+        if (!fk)
+            return cut; /* one run: the plan's next cut */
+        e->cap_runs = cap;
+    }
+    e->n_runs = splash_plan_runs(plan, pos, budget, e->run_pos, e->cap_runs);
+    return e->run_pos[e->n_runs - 1];
+}
+
+/* The runs of the prompt chunk's lane (`fill`) as the family takes them, with the
+ * restore points the prefix cache wants inside the chunk. 1: the step passes runs. */
+static int run_points(struct engine *e, int n, int fill)
+{
+    struct request *r = e->lane_req[fill];
+    struct splash_prefill_plan plan = plan_of(r);
+    int32_t *ends = e->run_pos + e->cap_runs;
+    for (int32_t k = 0; k < e->n_runs; k++)
+        ends[k] = e->run_pos[k] - r->pos;
+    uint64_t need = 0;
+    for (int i = 0; i < n; i++) {
+        need += splash_ecache_lane_need(&e->cache, e->lanes[i].pos0, e->lanes[i].n_tokens, 0);
+        e->lane_runs[i] = (struct splash_lane_runs){0};
+    }
+    int wanted = splash_ecache_run_points(&e->cache, &plan, r->pos, e->run_pos, e->n_runs,
+                                          e->run_fork, &r->last_point, counted_bytes(e), need);
+    e->lane_runs[fill] = (struct splash_lane_runs){.n = e->n_runs,
+                                                   .ends = ends,
+                                                   .fork = wanted ? e->run_fork : NULL,
+                                                   .forks = wanted ? e->run_forks : NULL};
+    return 1;
+}
+
 /* One batched step: every decoding request's next token plus one prompt chunk. */
 static int step(struct engine *e)
 {
@@ -1043,7 +1105,7 @@ static int step(struct engine *e)
             n_decode_lanes++;
         } else {
             struct splash_prefill_plan plan = plan_of(r);
-            int32_t cut = splash_plan_next_cut(&plan, r->pos, chunk);
+            int32_t cut = prefill_runs(e, &plan, r->pos, chunk);
             l->tokens = r->prompt + r->pos;
             l->n_tokens = cut - r->pos;
             /* a replay after a yield ends in decode without sampling again */
@@ -1060,8 +1122,22 @@ static int step(struct engine *e)
     if (e->proposer)
         arm_verify_lanes(e, n);
     const struct splash_taps *taps = e->draft.model ? step_taps(e, n) : NULL;
+    /* the prompt chunk's runs, and restore points at their ends taken within the step */
+    int fill = -1;
+    for (int i = 0; i < n; i++)
+        if (e->lane_req[i]->state == REQ_PREFILL)
+            fill = i;
+    int runs = fill >= 0 && e->n_runs > 1 ? run_points(e, n, fill) : 0;
     double t0 = mono_now();
-    enum splash_status st = splash_family_forward_taps(fam, e->lm->model, e->lanes, n, taps, &err);
+    enum splash_status st =
+        runs ? splash_family_forward_runs(fam, e->lm->model, e->lanes, e->lane_runs, n, taps, &err)
+             : splash_family_forward_taps(fam, e->lm->model, e->lanes, n, taps, &err);
+    if (st == SPLASH_OK && runs && e->lane_runs[fill].fork)
+        splash_ecache_keep_runs(&e->cache, &(struct splash_prefill_plan){
+                                    .tokens = e->lane_req[fill]->prompt,
+                                    .n = e->lane_req[fill]->n_fill,
+                                    .reuse = e->lane_req[fill]->reuse}, e->run_pos,
+                                e->n_runs, e->run_fork, e->run_forks);
     if (st == SPLASH_ERR_NOMEM) {
         /* the host refused memory: cached prefixes go, then the newest request yields;
          * alone, the request fails with what could not be allocated */
@@ -1202,6 +1278,34 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
     return SPLASH_OK;
 }
 
+/* The SSD tier's startup line: where its file is, its quota and why, the write budget. */
+static void cache_disk_line(const struct splash_engine_cache *c,
+                            const struct splash_engine_opts *o)
+{
+    if (!c->points || (!c->disk && !o->cache_disk))
+        return; /* nothing asked for (tests, benches) */
+    if (!c->disk) {
+        fprintf(stderr, "SSD cache · off: %s\n", c->disk_why);
+        return;
+    }
+    struct splash_disk_stats s;
+    splash_disk_cache_stats(c->disk, &s);
+    char budget[64] = "", taken[64] = "";
+    if (s.taken_back)
+        snprintf(taken, sizeof taken, " (%llu entries taken back)",
+                 (unsigned long long)s.taken_back);
+    if (o->cache_disk_writes)
+        snprintf(budget, sizeof budget, " · writes at most %.1f GiB a day",
+                 (double)o->cache_disk_writes / 1073741824.0);
+    fprintf(stderr, "SSD cache · %s %s%s · %.2f GiB (%s)%s · --max-cache-disk 0 turns it off\n",
+            splash_disk_cache_persistent(c->disk) ? "persistent in" : "a temporary file in",
+            splash_disk_cache_dir(c->disk), taken, (double)s.quota / 1073741824.0,
+            o->cache_disk < 0 ? "auto: a quarter of the volume's room beyond its floor, at most "
+                                "32 GiB"
+                              : "--max-cache-disk",
+            budget);
+}
+
 int splash_engine_main(const struct splash_engine_opts *opts)
 {
     struct engine e = {.opts = opts, .gformat_calls = -1};
@@ -1239,8 +1343,30 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 "regains them\n",
                 (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
+    struct splash_disk_opts disk = {.dir = o.cache_disk_dir, .quota = o.cache_disk,
+                                    .writes_per_day = o.cache_disk_writes};
+    char ns[4096], why[512];
+    int ns_lock = -1;
+    if (o.persistent_cache && o.cache_disk) {
+        /* what a cached state's bits rest on; the model's files are digested beside it */
+        char layout[512];
+        snprintf(layout, sizeof layout,
+                 "family %s abi %d.%d kv %d state %d context %lld page %d x %llu state %llu\n",
+                 e.lm->family->header.name, e.lm->family->header.abi_major,
+                 e.lm->family->header.abi_minor, o.kv_format, o.state_format,
+                 (long long)plan.context, e.lm->info.kv_page_tokens,
+                 (unsigned long long)e.lm->info.kv_page_bytes,
+                 (unsigned long long)e.lm->info.state_bytes_per_seq);
+        if (splash_cache_namespace_open(o.cache_dir, o.model_path, layout,
+                                        o.cache_lock_wait > 0 ? o.cache_lock_wait : 20.0, ns,
+                                        sizeof ns, &ns_lock, why, sizeof why) == 0)
+            disk.persist_dir = ns;
+        else
+            fprintf(stderr, "SSD cache · not persistent: %s; a temporary file instead\n", why);
+    }
     splash_ecache_init(&e.cache, e.lm->family, e.lm->model, &e.lm->info,
-                       plan.kv_bytes + plan.state_bytes, o.prefix_cache_off);
+                       plan.kv_bytes + plan.state_bytes, o.prefix_cache_off, &disk);
+    cache_disk_line(&e.cache, &o);
     if (spec_setup(&e, &err) != SPLASH_OK) {
         send_error(&e, 0, "model_refused", err.msg);
         free(e.tap_rows);
@@ -1255,7 +1381,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     e.logits = malloc((size_t)(e.max_lanes + 1) * n_vocab * sizeof(float));
     e.lanes = calloc((size_t)e.max_lanes + 1, sizeof *e.lanes);
     e.lane_req = calloc((size_t)e.max_lanes + 1, sizeof *e.lane_req);
-    if (!e.logits || !e.lanes || !e.lane_req) {
+    e.lane_runs = calloc((size_t)e.max_lanes + 1, sizeof *e.lane_runs);
+    if (!e.logits || !e.lanes || !e.lane_req || !e.lane_runs) {
         send_error(&e, 0, "capacity_exhausted", "out of memory for the engine's buffers");
         return 1;
     }
@@ -1291,7 +1418,11 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     }
     while (e.reqs)
         request_remove(&e, e.reqs);
+    if (e.cache.disk && o.persistent_cache)
+        splash_ecache_flush(&e.cache, 6.0); /* a clean stop keeps what memory holds */
     splash_ecache_free(&e.cache);
+    if (ns_lock >= 0)
+        close(ns_lock);
     free(e.logits);
     free(e.vlogits);
     free(e.tap_rows);
@@ -1301,6 +1432,10 @@ int splash_engine_main(const struct splash_engine_opts *opts)
         e.proposer->destroy(e.proposer);
     free(e.lanes);
     free(e.lane_req);
+    free(e.lane_runs);
+    free(e.run_pos);
+    free(e.run_fork);
+    free(e.run_forks);
     free(e.mask);
     free(e.closers);
     if (e.gvocab)

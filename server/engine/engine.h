@@ -21,6 +21,12 @@ struct splash_engine_opts {
     int speculative;         /* enum splash_spec_mode (server/engine/speculate.h); 0: off */
     int verify_rows_all;     /* --verify-rows all: every cycle verifies every row it may */
     const char *draft_model; /* --draft-model: a DFlash2 draft directory, NULL or "none": none */
+    int64_t cache_disk;      /* the prefix cache's SSD tier: 0 off, -1 auto, else a quota */
+    uint64_t cache_disk_writes; /* its write budget, bytes a day (0: none) */
+    const char *cache_disk_dir; /* where its temporary file goes (NULL: $TMPDIR or /tmp) */
+    int persistent_cache;    /* keep the SSD tier across restarts (server.md) */
+    const char *cache_dir;   /* its root (NULL: $XDG_CACHE_HOME/splash/prefix-cache) */
+    double cache_lock_wait;  /* seconds to wait for another engine's namespace (0: 20) */
 };
 
 /* Runs until SHUTDOWN, end of stream or a fatal error; returns the exit status

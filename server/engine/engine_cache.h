@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "server/engine/disk_cache.h"
 #include "server/engine/prefill_plan.h"
 #include "server/engine/prefix_cache.h"
 #include "splash/family.h"
@@ -28,13 +29,16 @@ struct splash_engine_cache {
     uint64_t kv_bytes_per_token;
     uint64_t prefilled, reused;         /* prompt tokens computed, and taken from the cache */
     uint64_t peak;                      /* the most the caches held after a step */
+    struct splash_disk_cache *disk;     /* the SSD tier, NULL: off (disk_why says why) */
+    char disk_why[256];
 };
 
 /* pool: the plan's KV and state bytes. Caching is off where the family cannot fork
- * (a plugin older than ABI 1.2) or `off` is set. */
+ * (a plugin older than ABI 1.2) or `off` is set. disk (NULL: none) opens the SSD tier,
+ * where the family saves sequences (ABI 1.3): points eviction takes go there. */
 void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,
                         void *model, const struct splash_model_info *info, uint64_t pool,
-                        int off);
+                        int off, const struct splash_disk_opts *disk);
 void splash_ecache_free(struct splash_engine_cache *c);
 
 /* Bytes the caches hold now; `counted` is the engine's own estimate for a family that
@@ -50,12 +54,15 @@ int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uin
                             int all);
 
 /* A sequence for the plan's prompt: forked from the deepest restore point the plan
- * accepts, leaving at least one token to compute, or fresh. *cached gets its tokens. */
+ * accepts, leaving at least one token to compute, or fresh; a deeper point on the SSD
+ * tier is read back first (a corrupt one is skipped; *from_disk 1 when one was). *cached
+ * gets its tokens. */
 enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
                                         const struct splash_prefill_plan *plan, void **seq,
-                                        int32_t *cached, struct splash_err *err);
+                                        int32_t *cached, int *from_disk, uint64_t counted,
+                                        struct splash_err *err);
 
-/* The tokens splash_ecache_resume would take from the cache now. */
+/* The tokens splash_ecache_resume would take from the cache now (memory or SSD). */
 int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_prefill_plan *plan);
 
 /* Takes a restore point of seq (which holds plan->tokens[0..pos)) where the rules above
@@ -64,6 +71,22 @@ int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_pr
 void splash_ecache_capture(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
                            int32_t pos, void *seq, int32_t n_boundaries_after, int32_t *last_point,
                            uint64_t counted);
+
+/* Restore points at the run ends of one call but its last (family ABI 1.3), which the
+ * family takes within the step: flags[k] is set (1 + the point's class) where the rules
+ * above want one and memory holds it beside `need`, the bytes the step's lanes take.
+ * last_point is updated. Returns how many are asked for. */
+int32_t splash_ecache_run_points(struct splash_engine_cache *c,
+                                 const struct splash_prefill_plan *plan, int32_t pos,
+                                 const int32_t *ends, int32_t n, uint8_t *flags,
+                                 int32_t *last_point, uint64_t counted, uint64_t need);
+/* Keeps the points the step made at the flagged run ends (forks[k], NULL where none). */
+void splash_ecache_keep_runs(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
+                             const int32_t *ends, int32_t n, const uint8_t *flags, void **forks);
+
+/* A clean stop of a persistent cache: every restore point memory holds goes to the SSD
+ * tier (the newest turn point last), for at most `seconds`. */
+void splash_ecache_flush(struct splash_engine_cache *c, double seconds);
 
 /* Notes the bytes held after a step (status: bytes_peak). */
 void splash_ecache_note(struct splash_engine_cache *c, uint64_t counted);

@@ -45,3 +45,20 @@ int splash_plan_is_cut(const struct splash_prefill_plan *p, int32_t pos)
     int32_t tail = s + (e - s) / SPLASH_PLAN_STEP * SPLASH_PLAN_STEP;
     return (pos - s) % SPLASH_PLAN_STEP == 0 && pos <= tail;
 }
+
+int32_t splash_plan_runs(const struct splash_prefill_plan *p, int32_t pos, int32_t budget,
+                         int32_t *ends, int32_t max)
+{
+    int32_t n = 0, at = pos;
+    if (budget < 1)
+        budget = 1;
+    while (at < p->n && n < max) {
+        int32_t left = budget - (at - pos);
+        int32_t cut = splash_plan_next_cut(p, at, left > 0 ? left : 1);
+        if (n > 0 && cut - pos > budget)
+            break;
+        ends[n++] = cut;
+        at = cut;
+    }
+    return n;
+}

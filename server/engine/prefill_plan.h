@@ -24,6 +24,13 @@ struct splash_prefill_plan {
 /* The end of the next call from pos (< n) for a budget of at least one token. */
 int32_t splash_plan_next_cut(const struct splash_prefill_plan *p, int32_t pos, int32_t budget);
 
+/* One forward call's runs from pos (< n) for a family that takes several runs in a call
+ * (family ABI 1.3): the first run whatever the budget, then whole runs while the call
+ * holds at most budget tokens. Each run is what one call would have been; ends[] gets
+ * their ends (prompt positions), at most max of them. Returns how many. */
+int32_t splash_plan_runs(const struct splash_prefill_plan *p, int32_t pos, int32_t budget,
+                         int32_t *ends, int32_t max);
+
 /* 1 when a call starts at pos in this prompt's plan (0 < pos < n), so a state cached
  * there resumes it exactly. */
 int splash_plan_is_cut(const struct splash_prefill_plan *p, int32_t pos);

@@ -19,6 +19,7 @@ struct splash_prefix_point {
     void *seq;
     enum splash_point_class cls;
     uint64_t used; /* the cache's clock when last inserted or hit */
+    int copied;    /* the SSD tier holds a copy: it leaves memory without a write */
     struct splash_prefix_point *prev, *next;
 };
 
@@ -29,8 +30,28 @@ struct splash_prefix_cache {
     uint64_t clock;
     void (*drop)(void *ctx, void *seq);
     void *drop_ctx;
+    splash_prefix_spill_fn spill;
+    void *spill_ctx;
     struct splash_prefix_stats stats;
 };
+
+void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
+                                   void *ctx)
+{
+    c->spill = spill;
+    c->spill_ctx = ctx;
+}
+
+/* The tokens from the root to node n (malloc'ed, n->depth of them). */
+static int32_t *path_tokens(const struct node *n)
+{
+    int32_t *t = malloc((size_t)(n->depth ? n->depth : 1) * sizeof *t);
+    if (!t)
+        return NULL;
+    for (const struct node *at = n; at->parent; at = at->parent)
+        memcpy(t + at->depth - at->len, at->label, (size_t)at->len * sizeof *t);
+    return t;
+}
 
 struct splash_prefix_cache *splash_prefix_cache_create(void (*drop)(void *ctx, void *seq),
                                                        void *ctx)
@@ -323,15 +344,26 @@ static void point_remove(struct splash_prefix_cache *c, struct splash_prefix_poi
 
 int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all)
 {
+    /* with an SSD tier, points that leave memory at once (a copy is there) go before
+     * those that first need a write (server.md "admission and eviction") */
     struct splash_prefix_point *victim = NULL;
     for (struct splash_prefix_point *p = c->points; p; p = p->next) {
         if (p == c->newest_turn && !all)
             continue;
-        if (!victim || p->cls < victim->cls || (p->cls == victim->cls && p->used < victim->used))
+        int at_once = c->spill ? p->copied : 0, v_at_once = victim && c->spill ? victim->copied : 0;
+        if (!victim || at_once > v_at_once ||
+            (at_once == v_at_once &&
+             (p->cls < victim->cls || (p->cls == victim->cls && p->used < victim->used))))
             victim = p;
     }
     if (!victim)
         return 0;
+    if (c->spill) { /* the tier keeps it (a copy already there costs no write) */
+        int32_t *t = path_tokens(victim->node);
+        if (t)
+            c->spill(c->spill_ctx, t, victim->node->depth, victim->seq, victim->cls);
+        free(t);
+    }
     point_remove(c, victim);
     return 1;
 }
@@ -354,4 +386,9 @@ void splash_prefix_cache_stats(const struct splash_prefix_cache *c, struct splas
         s->points++;
         s->turn_points += p->cls == SPLASH_POINT_TURN;
     }
+}
+
+void splash_prefix_point_set_copied(struct splash_prefix_point *p)
+{
+    p->copied = 1;
 }

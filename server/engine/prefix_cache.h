@@ -50,10 +50,21 @@ int splash_prefix_cache_insert(struct splash_prefix_cache *c, const int32_t *tok
 void *splash_prefix_point_seq(const struct splash_prefix_point *p);
 int32_t splash_prefix_point_tokens(const struct splash_prefix_point *p);
 
-/* Drops the point eviction takes first: chunk points before turn points, each the least
- * recently used first; the newest turn point (the one the latest conversation resumes
- * from) only when `all`. 0 when nothing could go. */
+/* Marks a point whose copy the SSD tier holds (read back from it). */
+void splash_prefix_point_set_copied(struct splash_prefix_point *p);
+
+/* Drops the point eviction takes first: with an SSD tier (a spill set), those it holds a
+ * copy of first; then chunk points before turn points, each the least recently used
+ * first; the newest turn point (the one the latest conversation resumes from) only when
+ * `all`. 0 when nothing could go. */
 int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all);
+
+/* Called with a point's tokens and sequence as eviction takes it, before it is dropped
+ * (the SSD tier keeps a copy). */
+typedef void (*splash_prefix_spill_fn)(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                                       enum splash_point_class cls);
+void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
+                                   void *ctx);
 
 void splash_prefix_cache_stats(const struct splash_prefix_cache *c,
                                struct splash_prefix_stats *s);

@@ -92,3 +92,23 @@ test("Anthropic: cache_read_input_tokens reports the cached prefix of a tool loo
     messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: id, content: fileText(turn) }] });
   }
 });
+
+test("Anthropic stream: message_start reports the cached prefix, as the final usage does", async () => {
+  const system = "You answer questions about a long story. " + "It goes on and on. ".repeat(40);
+  const messages = [{ role: "user", content: "Who is in the story?" }];
+  const first = await anthropic.messages.create({ model: "test/stories", system, messages,
+                                                  max_tokens: 8, temperature: 0 });
+  messages.push({ role: "assistant", content: "Lily and her dog Max are in the story." });
+  messages.push({ role: "user", content: "And where do they live?" });
+  const stream = anthropic.messages.stream({ model: "test/stories", system, messages,
+                                             max_tokens: 8, temperature: 0 });
+  let start;
+  for await (const ev of stream)
+    if (ev.type === "message_start") start = structuredClone(ev.message.usage); // the SDK updates it later
+  const final = await stream.finalMessage();
+  const previous = first.usage.input_tokens + first.usage.cache_read_input_tokens;
+  assert.ok(start.cache_read_input_tokens >= previous - OPENING,
+            `message_start ${JSON.stringify(start)}, previous prompt ${previous}`);
+  assert.equal(start.cache_read_input_tokens, final.usage.cache_read_input_tokens);
+  assert.equal(start.input_tokens, final.usage.input_tokens);
+});

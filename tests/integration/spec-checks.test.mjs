@@ -16,6 +16,9 @@ test("refused at startup: --persistent-cache with --max-cache-disk 0; --activati
   const cache = serve(["--persistent-cache", "--max-cache-disk", "0"]);
   assert.equal(cache.status, 2, cache.stdout + cache.stderr);
   assert.match(cache.stderr, /--persistent-cache: needs the SSD cache, which --max-cache-disk 0 turns off/);
+  const writes = serve(["--max-cache-disk-writes", "10G", "--max-cache-disk", "0"]);
+  assert.equal(writes.status, 2, writes.stdout + writes.stderr);
+  assert.match(writes.stderr, /--max-cache-disk-writes: needs the SSD cache, which --max-cache-disk 0 turns off/);
   const act = serve(["--activations", "bf16"]);
   assert.equal(act.status, 2, act.stdout + act.stderr);
   assert.match(act.stderr, /--activations bf16: .*not implemented/);

@@ -1,0 +1,115 @@
+/* A sequence's caches as bytes (family ABI 1.3 seq_save / seq_load), for the SSD tier of
+ * the prefix cache: a header that names the layout, then every attention layer's pages
+ * that hold the tokens (whole pages), then the GDN states and the conv states. A blob is
+ * only read back by a model of the same layout; the header says which. */
+#include <stdint.h>
+#include <string.h>
+
+#include "families/common/hybrid.h"
+
+#define SAVED_MAGIC "SPLSEQ1"
+
+struct saved_header {
+    char magic[8];
+    int64_t n_tokens;
+    int64_t page_tokens, kv_page_bytes, n_attn;
+    int64_t n_gdn, gdn_state_bytes, conv_state_bytes;
+};
+
+static uint64_t saved_bytes(const struct hybrid_model *model, int64_t n_tokens)
+{
+    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
+    return sizeof(struct saved_header) +
+           (uint64_t)model->cfg.n_attn * (uint64_t)n_pages * model->kv_page_bytes +
+           (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+}
+
+static struct saved_header header_of(const struct hybrid_model *model, int64_t n_tokens)
+{
+    struct saved_header h = {.n_tokens = n_tokens,
+                             .page_tokens = model->page_tokens,
+                             .kv_page_bytes = (int64_t)model->kv_page_bytes,
+                             .n_attn = model->cfg.n_attn,
+                             .n_gdn = model->n_gdn,
+                             .gdn_state_bytes = (int64_t)model->gdn_state_bytes,
+                             .conv_state_bytes = (int64_t)model->conv_state_bytes};
+    memcpy(h.magic, SAVED_MAGIC, sizeof h.magic);
+    return h;
+}
+
+uint64_t hybrid_family_seq_saved_bytes(const void *model, int32_t n_tokens)
+{
+    return saved_bytes(model, n_tokens);
+}
+
+enum splash_status hybrid_family_seq_save(void *model_, const void *seq_,
+                                          int (*write)(void *ctx, const void *bytes, size_t n),
+                                          void *ctx, struct splash_err *err)
+{
+    const struct hybrid_model *model = model_;
+    const struct hybrid_seq *seq = seq_;
+    struct saved_header h = header_of(model, seq->n_tokens);
+    int64_t n_pages = (seq->n_tokens + model->page_tokens - 1) / model->page_tokens;
+    int stop = write(ctx, &h, sizeof h);
+    for (int32_t a = 0; a < model->cfg.n_attn && !stop; a++)
+        for (int64_t pg = 0; pg < n_pages && !stop; pg++)
+            stop = write(ctx, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg],
+                         model->kv_page_bytes);
+    if (!stop)
+        stop = write(ctx, seq->gdn_state, (size_t)model->n_gdn * model->gdn_state_bytes);
+    if (!stop)
+        stop = write(ctx, seq->conv_state, (size_t)model->n_gdn * model->conv_state_bytes);
+    return stop ? splash_err_set(err, SPLASH_ERR_IO, "a saved sequence's bytes were not taken")
+                : SPLASH_OK;
+}
+
+enum splash_status hybrid_family_seq_load(void *model_, const void *buf, uint64_t size,
+                                          void **out, struct splash_err *err)
+{
+    struct hybrid_model *model = model_;
+    struct saved_header h;
+    if (size < sizeof h)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "a saved sequence of %llu bytes is cut short",
+                              (unsigned long long)size);
+    memcpy(&h, buf, sizeof h);
+    struct saved_header want = header_of(model, h.n_tokens);
+    if (memcmp(h.magic, SAVED_MAGIC, sizeof h.magic) || h.n_tokens < 0 ||
+        h.n_tokens > model->max_context || memcmp(&h, &want, sizeof h))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a saved sequence's header is not this model's layout");
+    if (size != saved_bytes(model, h.n_tokens))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a saved sequence of %lld tokens has %llu bytes, not %llu",
+                              (long long)h.n_tokens, (unsigned long long)size,
+                              (unsigned long long)saved_bytes(model, h.n_tokens));
+    struct hybrid_seq *seq;
+    enum splash_status st = hybrid_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    int64_t n_pages = (h.n_tokens + model->page_tokens - 1) / model->page_tokens;
+    if ((st = hybrid_seq_pages_grow(model, seq, n_pages, err))) {
+        hybrid_seq_destroy(model, seq);
+        return st;
+    }
+    const char *p = (const char *)buf + sizeof h;
+    for (int64_t pg = 0; pg < n_pages; pg++) {
+        seq->n_pages = pg + 1; /* a failure frees what this page's layers got (NULL the rest) */
+        for (int32_t a = 0; a < model->cfg.n_attn; a++) {
+            void *page = hybrid_page_alloc(model);
+            if (!page) {
+                hybrid_seq_destroy(model, seq);
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
+            memcpy(page, p + ((size_t)a * (size_t)n_pages + (size_t)pg) * model->kv_page_bytes,
+                   model->kv_page_bytes);
+            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg] = page;
+        }
+    }
+    p += (size_t)model->cfg.n_attn * (size_t)n_pages * model->kv_page_bytes;
+    memcpy(seq->gdn_state, p, (size_t)model->n_gdn * model->gdn_state_bytes);
+    p += (size_t)model->n_gdn * model->gdn_state_bytes;
+    memcpy(seq->conv_state, p, (size_t)model->n_gdn * model->conv_state_bytes);
+    seq->n_tokens = h.n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}

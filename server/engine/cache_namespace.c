@@ -1,0 +1,117 @@
+/* The persistent cache's namespace directory (server/engine/cache_namespace.h). */
+#include "server/engine/cache_namespace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/paths.h"
+
+static void add_file(EVP_MD_CTX *md, const char *path, const struct stat *sb)
+{
+    char line[PATH_MAX + 96];
+    int n = snprintf(line, sizeof line, "%s %lld %lld.%09ld\n", path, (long long)sb->st_size,
+                     (long long)sb->st_mtim.tv_sec, sb->st_mtim.tv_nsec);
+    EVP_DigestUpdate(md, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* The model's identity: a file's real path, size and time, or every file of a directory. */
+static int digest_model(EVP_MD_CTX *md, const char *model_path)
+{
+    char real[PATH_MAX];
+    struct stat sb;
+    if (!realpath(model_path, real) || stat(real, &sb) != 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        add_file(md, real, &sb);
+        return 0;
+    }
+    struct dirent **list;
+    int n = scandir(real, &list, NULL, by_name);
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", real, list[i]->d_name);
+        struct stat fb;
+        if (list[i]->d_name[0] != '.' && stat(path, &fb) == 0 && S_ISREG(fb.st_mode))
+            add_file(md, path, &fb);
+        free(list[i]);
+    }
+    free(list);
+    return 0;
+}
+
+int splash_cache_namespace_open(const char *root, const char *model_path, const char *layout,
+                                double wait_s, char *dir, size_t dir_size, int *lock_fd,
+                                char *why, size_t why_size)
+{
+    char base[PATH_MAX];
+    struct splash_err err;
+    if (root) {
+        snprintf(base, sizeof base, "%s", root);
+        if (splash_make_dirs(base, 0700, &err) != SPLASH_OK) {
+            snprintf(why, why_size, "--cache-dir %s: %s", root, err.msg);
+            return -1;
+        }
+    } else if (splash_dir_path(SPLASH_DIR_CACHE, "prefix-cache", 1, base, sizeof base, &err) !=
+               SPLASH_OK) {
+        snprintf(why, why_size, "%s", err.msg);
+        return -1;
+    }
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char sum[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    char head[64];
+    snprintf(head, sizeof head, "splash prefix cache %d\n", SPLASH_CACHE_FORMAT);
+    int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+             EVP_DigestUpdate(md, head, strlen(head)) && !digest_model(md, model_path) &&
+             EVP_DigestUpdate(md, layout, strlen(layout)) && EVP_DigestFinal_ex(md, sum, &len);
+    EVP_MD_CTX_free(md);
+    if (!ok) {
+        snprintf(why, why_size, "%s: %s", model_path, errno ? strerror(errno) : "no digest");
+        return -1;
+    }
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+    snprintf(dir, dir_size, "%s/%s", base, hex);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, why_size, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char lock[PATH_MAX + 64];
+    snprintf(lock, sizeof lock, "%s/lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(why, why_size, "%s: %s", lock, strerror(errno));
+        return -1;
+    }
+    struct timespec step = {0, 100 * 1000 * 1000};
+    for (double waited = 0;; waited += 0.1) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            break;
+        if (waited >= wait_s) {
+            snprintf(why, why_size, "%s is held by another engine (waited %.0f s)", dir, wait_s);
+            close(fd);
+            return -1;
+        }
+        nanosleep(&step, NULL);
+    }
+    *lock_fd = fd;
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* The persistent cache's place (server.md "Persistent cache"): <root>/<namespace>, mode
+ * 0700, the namespace a digest of what makes a cached state valid — the model's files
+ * (real path, size, modification time), the family and its ABI, the KV and state
+ * formats, the context (which sets the YaRN factor) and the cache format — so no engine
+ * reads another model's cache. One engine holds a namespace at a time (a lock file);
+ * another waits, then uses a temporary file. */
+#ifndef SPLASH_ENGINE_CACHE_NAMESPACE_H
+#define SPLASH_ENGINE_CACHE_NAMESPACE_H
+
+#include <stddef.h>
+
+/* The cache format: a change of the record, index or saved-sequence layout bumps it. */
+#define SPLASH_CACHE_FORMAT 1
+
+/* Opens (creating) root/<namespace of model_path and layout> and locks it, waiting up to
+ * wait_s seconds for another engine to let go. root NULL: $XDG_CACHE_HOME/splash/
+ * prefix-cache. 0 with the directory in dir and the lock's descriptor in *lock_fd (held
+ * until closed); -1 with the reason in why. */
+int splash_cache_namespace_open(const char *root, const char *model_path, const char *layout,
+                                double wait_s, char *dir, size_t dir_size, int *lock_fd,
+                                char *why, size_t why_size);
+
+#endif

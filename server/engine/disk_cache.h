@@ -1,0 +1,92 @@
+/* The prefix cache's SSD tier (server.md "SSD cache"): restore points memory gives up
+ * are kept as bytes (the family's seq_save) in one unlinked temporary file, so their
+ * space returns when the engine exits, and read back when a later prompt resumes from
+ * them. The file holds at most its quota; the oldest entries (checkpoints first) make
+ * room for new ones. Each entry has a record header and a CRC-32 of its bytes: an entry
+ * that reads back other than it was written is dropped with a log line, never used.
+ * A write budget (bytes a day) paces what is written; a volume that refuses a write
+ * closes the tier for writes with one line, and requests never see an error from it.
+ *
+ * Persistent (--persistent-cache): the file is named (persist_dir/data) and an index
+ * (persist_dir/index, written whole and renamed into place after every change, the data
+ * synced first) lists the entries, so the next engine of the same namespace takes them
+ * back: each listed entry whose record and tokens read back as written is kept, its bytes
+ * checked again when it is read; a damaged index or record is skipped with a line. */
+#ifndef SPLASH_ENGINE_DISK_CACHE_H
+#define SPLASH_ENGINE_DISK_CACHE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "splash/status.h"
+
+struct splash_disk_cache;
+
+struct splash_disk_opts {
+    const char *dir;          /* where the temporary file goes ($TMPDIR or /tmp when NULL) */
+    const char *persist_dir;  /* NULL, or the persistent cache's namespace directory: its
+                                 entries are kept in data and listed in index there, taken
+                                 back at the next open (see cache_namespace.h) */
+    int64_t quota;            /* bytes; -1: auto (server.md: a quarter of the volume's free
+                                 space beyond its floor, at most 32 GiB) */
+    uint64_t writes_per_day;  /* 0: no budget */
+};
+
+struct splash_disk_stats {
+    uint64_t quota, used, entries;
+    uint64_t writes, written_bytes, hits, read_bytes;
+    uint64_t refused_room, refused_budget, corrupt;
+    uint64_t budget_left;     /* bytes the budget allows now (0 without one) */
+    int closed;               /* a write failed: no more writes */
+    uint64_t taken_back;      /* entries a persistent open found intact */
+};
+
+/* Opens the tier; *out NULL (with the reason in why) where it stays off: quota 0, a
+ * volume with no room beyond its floor under auto, or no file. */
+enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
+                                          struct splash_disk_cache **out, char *why,
+                                          size_t why_size);
+void splash_disk_cache_close(struct splash_disk_cache *d);
+
+/* Keeps blob as the restore point at tokens[0..n) (cls: enum splash_point_class). 1
+ * written (or already there), 0 not: larger than the quota, the budget spent, the
+ * file closed. */
+int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
+                          const void *blob, uint64_t size);
+/* The same for size bytes produce hands, in order, to the write function it is given
+ * (a piece at a time: no copy of the whole is made); produce returns nonzero, or hands
+ * other than size bytes, and nothing is kept. */
+typedef int (*splash_disk_produce_fn)(void *ctx,
+                                      int (*write)(void *wctx, const void *bytes, size_t n),
+                                      void *wctx);
+int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx);
+
+/* 1 when an entry holds exactly tokens[0..n) (marked used now). */
+int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n);
+
+/* The deepest entry along tokens[0..n) whose length accept takes (NULL: any); 0 none. */
+int32_t splash_disk_cache_peek(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int (*accept)(void *ctx, int32_t len), void *ctx);
+
+/* The bytes of the entry at exactly tokens[0..n) (malloc'ed, *size set, *cls its class),
+ * checked against its checksum; NULL when there is none, or it is corrupt or cut short
+ * (then logged and dropped). */
+void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                            uint64_t *size, int *cls);
+
+void splash_disk_cache_stats(const struct splash_disk_cache *d, struct splash_disk_stats *s);
+/* /status's disk block ({"enabled": false, "why": ...} for a NULL tier). */
+json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *why);
+
+/* 1 for a persistent cache's files (persist_dir). */
+int splash_disk_cache_persistent(const struct splash_disk_cache *d);
+/* The directory its file is in. */
+const char *splash_disk_cache_dir(const struct splash_disk_cache *d);
+
+/* The file's descriptor and an entry's place in it, for tests that damage it. */
+int splash_disk_cache_fd(const struct splash_disk_cache *d);
+int64_t splash_disk_cache_offset(const struct splash_disk_cache *d, const int32_t *tokens,
+                                 int32_t n);
+
+#endif
