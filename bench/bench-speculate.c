@@ -25,6 +25,7 @@
 #include "core/model_load.h"
 #include "core/registry.h"
 #include "server/engine/engine.h"
+#include "server/engine/gen_params.h"
 #include "server/engine/protocol.h"
 #include "server/engine/speculate.h"
 
@@ -184,13 +185,12 @@ static int decode_run(const char *model, int spec, const char *draft, const int3
     splash_frame_free(&f);
     memset(out, 0, sizeof *out);
     if (!rc) {
-        json_t *ids = json_array();
-        for (int i = 0; i < n_prompt; i++)
-            json_array_append_new(ids, json_integer(prompt[i]));
-        json_t *b = json_pack("{s:o, s:i, s:{s:f}}", "prompt", ids, "max_tokens", n, "sampling",
-                              "temperature", 0.0);
-        splash_frame_write(sv[0], SPLASH_FRAME_SUBMIT, 1, b, &err);
-        json_decref(b);
+        struct splash_submit sub = {.prompt = (int32_t *)prompt, .n_prompt = (size_t)n_prompt,
+                                    .reuse_token = -1};
+        splash_gen_params_init(&sub.params);
+        sub.params.max_tokens = n;
+        sub.params.sampling.temperature = 0.0f;
+        splash_frame_write_submit(sv[0], 1, &sub, &err);
         double t0 = 0;
         for (;;) {
             if (splash_frame_read(sv[0], &f, &err) != SPLASH_OK) {

@@ -20,6 +20,7 @@
 
 #include "core/registry.h"
 #include "server/engine/engine.h"
+#include "server/engine/gen_params.h"
 #include "server/engine/protocol.h"
 #include "server/engine/sampling.h"
 #include "server/engine/speculate.h"
@@ -277,17 +278,21 @@ enum { ALPHABET = 6 };
 static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
                    int max_tokens, double temperature, uint64_t seed)
 {
-    json_t *ids = json_array(), *bias = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(ids, json_integer(prompt[i]));
+    struct splash_logit_bias bias[ALPHABET];
     for (int i = 0; i < ALPHABET; i++)
-        json_array_append_new(bias, json_pack("[i, f]", prompt[i], 100.0));
-    json_t *b = json_pack("{s:o, s:i, s:b, s:{s:f, s:I, s:o}}", "prompt", ids, "max_tokens",
-                          max_tokens, "logprobs", 1, "sampling", "temperature", temperature,
-                          "seed", (json_int_t)seed, "logit_bias", bias);
+        bias[i] = (struct splash_logit_bias){.token = prompt[i], .bias = 100.0f};
+    struct splash_submit s = {.prompt = (int32_t *)prompt, .n_prompt = (size_t)n,
+                              .reuse_token = -1};
+    splash_gen_params_init(&s.params);
+    s.params.max_tokens = max_tokens;
+    s.params.logprobs = 1;
+    s.params.sampling.temperature = (float)temperature;
+    s.params.sampling.seed = seed;
+    s.params.has_seed = 1;
+    s.params.logit_bias = bias; /* borrowed: written, never freed here */
+    s.params.n_logit_bias = ALPHABET;
     struct splash_err err;
-    assert_int_equal(splash_frame_write(t->fd, SPLASH_FRAME_SUBMIT, id, b, &err), SPLASH_OK);
-    json_decref(b);
+    assert_int_equal(splash_frame_write_submit(t->fd, id, &s, &err), SPLASH_OK);
 }
 
 /* Reads frames until requests first..first+n-1 have all ended. */
@@ -541,15 +546,15 @@ static void test_engine_draft_stories(void **state)
         engine_start_draft(&t, model, SPLASH_KV_INT8, mode ? SPLASH_SPEC_DFLASH : SPLASH_SPEC_OFF,
                            mode ? draft : NULL);
         for (int i = 0; i < P; i++) {
-            json_t *ids = json_array();
-            for (int k = 0; k < n[i]; k++)
-                json_array_append_new(ids, json_integer(prompts[i][k]));
-            json_t *b = json_pack("{s:o, s:i, s:b, s:{s:f}}", "prompt", ids, "max_tokens", OUT,
-                                  "logprobs", 1, "sampling", "temperature", 0.0);
+            struct splash_submit sub = {.prompt = prompts[i], .n_prompt = (size_t)n[i],
+                                        .reuse_token = -1};
+            splash_gen_params_init(&sub.params);
+            sub.params.max_tokens = OUT;
+            sub.params.logprobs = 1;
+            sub.params.sampling.temperature = 0.0f;
             struct splash_err err;
-            assert_int_equal(splash_frame_write(t.fd, SPLASH_FRAME_SUBMIT, 1 + (uint64_t)i, b, &err),
+            assert_int_equal(splash_frame_write_submit(t.fd, 1 + (uint64_t)i, &sub, &err),
                              SPLASH_OK);
-            json_decref(b);
         }
         collect(&t, 1, P, mode ? spec : plain);
         engine_stop(&t);
