@@ -11,7 +11,18 @@ import { startServer } from "./harness.mjs";
 
 // A request's usage but what the prefix cache gave it: a repeat of a request reads its
 // prompt back from the cache.
-const uncached = (u) => ({ ...u, prompt_tokens_details: undefined, input_tokens_details: undefined });
+// What two runs of one request may differ in: the prefix cache's hits, and how many tokens
+// speculation proposed (the verify budget learns across requests); the output is the same.
+const uncached = (u) => ({
+  ...u,
+  prompt_tokens_details: undefined,
+  input_tokens_details: undefined,
+  completion_tokens_details: u.completion_tokens_details && {
+    ...u.completion_tokens_details,
+    accepted_prediction_tokens: undefined,
+    rejected_prediction_tokens: undefined,
+  },
+});
 
 let server;
 let client;
