@@ -416,6 +416,12 @@ static void rope_cs(struct step *s)
         }
 }
 
+/* A lane of no tokens has no row to give logits from: its buffer is left as it was. */
+static int wants_logits(const struct splash_lane *ln)
+{
+    return ln->logits && ln->n_tokens > 0;
+}
+
 static enum splash_status logits_out(struct step *s, struct splash_err *err)
 {
     struct hybrid_model *model = s->model;
@@ -425,7 +431,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     /* the rows whose logits are asked for, in lane order */
     int64_t m = 0;
     for (int32_t l = 0; l < s->n_lanes; l++)
-        if (s->lanes[l].logits)
+        if (wants_logits(&s->lanes[l]))
             m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
     if (!m)
         return SPLASH_OK;
@@ -433,7 +439,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     int64_t r = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits)
+        if (!wants_logits(ln))
             continue;
         int64_t first = ln->logits_all ? 0 : ln->n_tokens - 1;
         for (int64_t i = first; i < ln->n_tokens; i++, r++)
@@ -442,11 +448,11 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
     int one_lane = 0;
     for (int32_t l = 0; l < s->n_lanes; l++)
-        one_lane += s->lanes[l].logits != NULL;
+        one_lane += wants_logits(&s->lanes[l]);
     if (one_lane == 1) {
         /* straight into the lane's buffer */
         for (int32_t l = 0; l < s->n_lanes; l++)
-            if (s->lanes[l].logits)
+            if (wants_logits(&s->lanes[l]))
                 k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
         return SPLASH_OK;
     }
@@ -458,7 +464,7 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     r = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits)
+        if (!wants_logits(ln))
             continue;
         int64_t rows = ln->logits_all ? ln->n_tokens : 1;
         memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
