@@ -216,8 +216,13 @@ static bool step(struct harmony_parser *p, splash_chat_delta_fn fn, void *user, 
     case H_HEADER: {
         static const char *const msg[] = {"<|message|>"};
         size_t at = find_marker(s, n, msg, 1, &which);
+        /* a header ends with a marker starting within MAX_HEADER bytes, however the bytes
+         * arrive: a stream waits until such a marker would be whole before giving up, and
+         * the same text whole takes no marker starting later */
+        if (which >= 0 && at > MAX_HEADER)
+            which = -1;
         if (which < 0) {
-            if (!final && n <= MAX_HEADER)
+            if (!final && n < MAX_HEADER + strlen(msg[0]))
                 return false;
             /* no header after all: the bytes are the answer */
             p->kind = K_CONTENT;
