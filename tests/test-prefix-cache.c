@@ -411,16 +411,6 @@ static void run_one(struct test_engine *t, uint64_t id, const int32_t *prompt, i
         fail_msg("request %llu failed: %s", (unsigned long long)id, res->code);
 }
 
-static void assert_same(const char *what, const struct test_result *got, const struct test_result *want)
-{
-    if (got->n != want->n)
-        fail_msg("%s: %d tokens, cold %d", what, got->n, want->n);
-    for (int i = 0; i < got->n; i++)
-        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
-            fail_msg("%s: token %d is %d (logprob %.9g), cold %d (%.9g)", what, i, got->tokens[i],
-                     got->lp[i], want->tokens[i], want->lp[i]);
-}
-
 static int32_t im_end_id(const char *file)
 {
     char path[512];
@@ -480,12 +470,12 @@ static void hit_case(const char *file, int kv, double temperature)
     run_one(&t, 2, p, n, 8, reuse, temperature, &hit);
     snprintf(label, sizeof label, "%s kv %d t %.1f, turn boundary", file, kv, temperature);
     assert_int_equal(hit.cached, bounds[2]);
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     /* the same prompt again: from its last cut, the final turn boundary */
     run_one(&t, 3, p, n, 8, reuse, temperature, &hit);
     snprintf(label, sizeof label, "%s kv %d t %.1f, same prompt", file, kv, temperature);
     assert_int_equal(hit.cached, bounds[3]);
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     test_engine_stop(&t);
 
     /* a prompt that leaves the long turn partway: the next resumes from a chunk's end */
@@ -501,7 +491,7 @@ static void hit_case(const char *file, int kv, double temperature)
     if (hit.cached < bounds[2] + 1024 || hit.cached > part || (hit.cached - bounds[2]) % 64)
         fail_msg("%s: resumed at %lld, the turn boundary at %d", label, (long long)hit.cached,
                  bounds[2]);
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     test_engine_stop(&t);
     free(p);
     free(q);
@@ -549,7 +539,7 @@ static void test_engine_shared_prefix_lanes(void **state)
     for (int i = 0; i < N; i++) {
         assert_true(warm[i].done);
         hits += warm[i].cached == bounds[0];
-        assert_same("shared system prompt", &warm[i], &cold[i]);
+        test_result_assert_same("shared system prompt", &warm[i], &cold[i], "cold");
     }
     assert_true(hits >= N - 1);
     json_t *st = engine_status(&t);
@@ -863,7 +853,7 @@ static void disk_case(const char *file, int kv, int damage)
     assert_non_null(mkdtemp(disk_dir));
     engine_start(&t, file, kv, weights + 2 * states + 1400 * per_token, 1024, 2);
     run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
-    assert_same("first run", &hit, &cold);
+    test_result_assert_same("first run", &hit, &cold, "cold");
     run_one(&t, 2, b, nb, 8, reuse, 0.8, &other);
     json_t *st = engine_status(&t);
     json_t *disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
@@ -881,7 +871,7 @@ static void disk_case(const char *file, int kv, int damage)
     char label[160];
     snprintf(label, sizeof label, "%s kv %d, %s", file, kv,
              damage ? "a damaged SSD copy" : "from the SSD tier");
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     st = engine_status(&t);
     disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
     if (damage) {
@@ -963,7 +953,7 @@ static void test_engine_persistent_restart(void **state)
     json_decref(d);
     run_one(&t, 2, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, na - 3);
-    assert_same("after a restart, from the persistent cache", &hit, &cold);
+    test_result_assert_same("after a restart, from the persistent cache", &hit, &cold, "cold");
     test_engine_stop(&t);
 
     /* bf16 KV: another namespace, nothing of int8's is read */
@@ -995,7 +985,7 @@ static void test_engine_persistent_restart(void **state)
     engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
     run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, 0);
-    assert_same("a damaged index", &hit, &cold);
+    test_result_assert_same("a damaged index", &hit, &cold, "cold");
     test_engine_stop(&t);
     persist_root = NULL;
     disk_quota = 0;

@@ -297,16 +297,6 @@ static int pairs_prompt(int32_t *p, uint32_t seed, int vocab)
     return n;
 }
 
-static void assert_same(const char *what, const struct test_result *got, const struct test_result *want)
-{
-    if (got->n != want->n)
-        fail_msg("%s: %d tokens, plain decoding %d", what, got->n, want->n);
-    for (int i = 0; i < got->n; i++)
-        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
-            fail_msg("%s: token %d is %d (logprob %.9g), plain decoding %d (%.9g)", what, i,
-                     got->tokens[i], got->lp[i], want->tokens[i], want->lp[i]);
-}
-
 /* Greedy: three requests at once give plain decoding's tokens and logprobs; proposals are
  * verified, some accepted and some rejected (rewound). A lane proposes only where its last
  * tokens occurred before, so steps hold lanes with and without proposals. */
@@ -333,7 +323,7 @@ static void greedy_case(const char *file, int kv, int vocab, int64_t *accepted_o
     for (int i = 0; i < R; i++) {
         char label[200];
         snprintf(label, sizeof label, "%s kv %d request %d", file, kv, i);
-        assert_same(label, &spec[i], &plain[i]);
+        test_result_assert_same(label, &spec[i], &plain[i], "plain decoding");
         assert_int_equal(plain[i].proposed, 0);
         assert_true(spec[i].completion <= OUT);
         assert_true(spec[i].accepted <= spec[i].proposed);
@@ -489,7 +479,7 @@ static void test_engine_draft_stories(void **state)
     for (int i = 0; i < P; i++) {
         char label[64];
         snprintf(label, sizeof label, "stories prompt %d with the draft", i);
-        assert_same(label, &spec[i], &plain[i]);
+        test_result_assert_same(label, &spec[i], &plain[i], "plain decoding");
         accepted += spec[i].accepted;
         cycles += spec[i].cycles;
         json_t *g = json_object_get(json_array_get(results, (size_t)i), "greedy");

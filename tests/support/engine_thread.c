@@ -106,3 +106,14 @@ void test_engine_collect(struct test_engine *t, uint64_t id, struct test_result 
 {
     test_engine_collect_all(t, id, 1, out);
 }
+
+void test_result_assert_same(const char *what, const struct test_result *got,
+                             const struct test_result *want, const char *other)
+{
+    if (got->n != want->n)
+        fail_msg("%s: %d tokens, %s %d", what, got->n, other, want->n);
+    for (int i = 0; i < got->n; i++)
+        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
+            fail_msg("%s: token %d is %d (logprob %.9g), %s %d (%.9g)", what, i, got->tokens[i],
+                     got->lp[i], other, want->tokens[i], want->lp[i]);
+}

@@ -44,6 +44,11 @@ struct test_result {
  * other requests' frames. */
 void test_engine_collect_all(struct test_engine *t, uint64_t first, int n,
                              struct test_result *res);
+/* Fails the test unless got streamed want's tokens and logprobs bit for bit; what names
+ * got in the message, other names want ("cold", "plain decoding"). */
+void test_result_assert_same(const char *what, const struct test_result *got,
+                             const struct test_result *want, const char *other);
+
 /* One request. */
 void test_engine_collect(struct test_engine *t, uint64_t id, struct test_result *out);
 
