@@ -605,6 +605,53 @@ static void test_qwen_moe_fewer_experts(void **state)
     splash_check_result_free(&res);
 }
 
+/* llama.cpp writes no feed_forward_length for Qwen's MoE configs (they have no
+ * intermediate_size): the test data's model without it passes model-check and gives the
+ * same logits, bit for bit (the trunk reads no dense FFN width for this family). */
+static void test_qwen_moe_header_without_dense_ffn_width(void **state)
+{
+    char src[512], dst[512];
+    struct splash_err err = {{0}};
+    test_testdata_path(src, sizeof src, "models/qwen35moe-tiny-Q4_K_M.gguf");
+    snprintf(dst, sizeof dst, "%s/no-ff.gguf", tmp_dir);
+    struct splash_gguf *g;
+    assert_int_equal(splash_gguf_open(src, 0, &g, &err), SPLASH_OK);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    int dropped = 0;
+    for (size_t i = 0; i < g->n_kv; i++) {
+        if (!strcmp(g->kv[i].key, "qwen35moe.feed_forward_length")) {
+            dropped++;
+            continue;
+        }
+        test_gguf_copy_kv(w, &g->kv[i]);
+    }
+    assert_int_equal(dropped, 1);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const struct splash_tensor_info *t = &g->tensors[i].info;
+        assert_int_equal(splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne,
+                                                       t->data, t->n_bytes, &err),
+                         SPLASH_OK);
+    }
+    assert_int_equal(splash_gguf_writer_write_file(w, dst, &err), SPLASH_OK);
+    splash_gguf_writer_destroy(w);
+    splash_gguf_close(g);
+    struct splash_check_result res;
+    if (splash_model_check(splash_registry_global(), dst, &res, &err))
+        fail_msg("model-check: %s", err.msg);
+    splash_check_result_free(&res);
+    const int32_t toks[5] = {3, 14, 15, 92, 65};
+    struct test_run a, b;
+    run_open_path(src, &a);
+    run_open_path(dst, &b);
+    float *la = test_run_logits(&a, toks, 5, 0, NULL), *lb = test_run_logits(&b, toks, 5, 0, NULL);
+    assert_memory_equal(la, lb, 5 * (size_t)a.info.n_vocab * sizeof *la);
+    free(la);
+    free(lb);
+    test_run_close(&a);
+    test_run_close(&b);
+    unlink(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_qwen_moe_simd_rows_match_reference),
         cmocka_unit_test(test_qwen_moe_check_config_and_tensors),
         cmocka_unit_test(test_qwen_moe_fewer_experts),
+        cmocka_unit_test(test_qwen_moe_header_without_dense_ffn_width),
         cmocka_unit_test(test_qwen_moe_fused_gate_up),
         cmocka_unit_test(test_qwen_moe_lanes_independent),
         cmocka_unit_test(test_qwen_moe_f16_cache_position0),

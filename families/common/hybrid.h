@@ -42,11 +42,15 @@ struct hybrid_config {
     uint8_t is_attn[HYBRID_MAX_LAYERS];
 };
 
-/* Reads and checks the trunk's sizes. `arch` is the GGUF architecture (key prefix).
- * Errors name the key at fault. */
+struct hybrid_ffn_ops;
+
+/* Reads and checks the trunk's sizes. `arch` is the GGUF architecture (key prefix). The
+ * dense FFN's width (feed_forward_length, intermediate_size) is read only when ffn is the
+ * trunk's own (hybrid_ffn_dense): a family with its own FFN reads its own widths, and its
+ * headers may lack that key (n_ff is then 0). Errors name the key at fault. */
 enum splash_status hybrid_config_read(const struct splash_host *host, const struct splash_meta *m,
-                                      const char *arch, struct hybrid_config *cfg,
-                                      struct splash_err *err);
+                                      const char *arch, const struct hybrid_ffn_ops *ffn,
+                                      struct hybrid_config *cfg, struct splash_err *err);
 /* "hidden 1024, 24 layers (6 attention), vocab 248320" */
 void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t size);
 

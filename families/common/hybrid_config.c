@@ -159,9 +159,10 @@ static enum splash_status read_rope(struct reader *r, struct hybrid_config *cfg,
 }
 
 enum splash_status hybrid_config_read(const struct splash_host *host, const struct splash_meta *m,
-                                      const char *arch, struct hybrid_config *cfg,
-                                      struct splash_err *err)
+                                      const char *arch, const struct hybrid_ffn_ops *ffn,
+                                      struct hybrid_config *cfg, struct splash_err *err)
 {
+    const int dense = ffn == &hybrid_ffn_dense;
     const struct splash_meta_api *api = host->meta;
     struct reader r = {
         .host = host, .m = m, .api = api, .arch = arch, .gguf = api->source(m) == SPLASH_META_GGUF};
@@ -175,7 +176,8 @@ enum splash_status hybrid_config_read(const struct splash_host *host, const stru
 
     if ((st = get_i64(&r, "embedding_length", "hidden_size", &cfg->n_embd, err)) ||
         (st = get_i64(&r, "block_count", "num_hidden_layers", &cfg->n_layers, err)) ||
-        (st = get_i64(&r, "feed_forward_length", "intermediate_size", &cfg->n_ff, err)) ||
+        (dense &&
+         (st = get_i64(&r, "feed_forward_length", "intermediate_size", &cfg->n_ff, err))) ||
         (st = get_i64(&r, "context_length", "max_position_embeddings", &cfg->n_ctx_train, err)) ||
         (st = get_i32(&r, "attention.head_count", "num_attention_heads", &cfg->n_head, err)) ||
         (st =
@@ -239,7 +241,7 @@ enum splash_status hybrid_config_read(const struct splash_host *host, const stru
     if (cfg->n_layers < 1 || cfg->n_layers > HYBRID_MAX_LAYERS)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %lld layers (1 to %d served)", path,
                               (long long)cfg->n_layers, HYBRID_MAX_LAYERS);
-    if (cfg->n_embd < 1 || cfg->n_ff < 1 || cfg->n_vocab < 1 || cfg->n_ctx_train < 1)
+    if (cfg->n_embd < 1 || (dense && cfg->n_ff < 1) || cfg->n_vocab < 1 || cfg->n_ctx_train < 1)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: empty model dimensions", path);
     if (cfg->n_head < 1 || cfg->n_head_kv < 1 || cfg->n_head % cfg->n_head_kv ||
         cfg->n_head / cfg->n_head_kv > 64)
@@ -345,7 +347,7 @@ enum splash_status hybrid_declare(const struct splash_host *host, const struct s
         c = &model->cfg;
         ffn = model->ffn;
     } else {
-        enum splash_status st = hybrid_config_read(host, m, arch, &read, err);
+        enum splash_status st = hybrid_config_read(host, m, arch, ffn, &read, err);
         if (st)
             return st;
     }

@@ -162,7 +162,7 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
     model->opts = *opts;
     model->ffn = ffn ? ffn : &hybrid_ffn_dense;
     model->act = hybrid_act_pick(host->cpu_features());
-    enum splash_status st = hybrid_config_read(host, m, arch, &model->cfg, err);
+    enum splash_status st = hybrid_config_read(host, m, arch, model->ffn, &model->cfg, err);
     if (st)
         goto out_free;
     const struct hybrid_config *c = &model->cfg;

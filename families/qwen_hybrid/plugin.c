@@ -68,7 +68,7 @@ static enum splash_status qh_check_config(const struct splash_host *host,
     if (!qh_claims(host, m))
         return SPLASH_OK;
     struct hybrid_config cfg;
-    enum splash_status st = hybrid_config_read(host, m, QH_ARCH, &cfg, err);
+    enum splash_status st = hybrid_config_read(host, m, QH_ARCH, &hybrid_ffn_dense, &cfg, err);
     if (st)
         return st;
     v->score = 100;

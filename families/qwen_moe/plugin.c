@@ -13,59 +13,6 @@
 
 #define QM_ARCH "qwen35moe"
 
-/* ---- the trunk's view of a MoE header ------------------------------------------------ */
-
-/* The trunk reads the dense family's keys. A MoE header may omit feed_forward_length
- * (llama.cpp's converter writes it only when the config has an intermediate_size, which
- * Qwen's MoE configs lack), which the trunk reads only to size the dense FFN this family
- * replaces, so the expert width stands in. (block_count's multi-token-prediction layers,
- * nextn_predict_layers, the trunk subtracts itself for every family.) The trunk gets a
- * host whose metadata reader answers that key so; every other call goes to the core's
- * reader. Built once at registration (the core passes every plugin call the same host). */
-static const struct splash_meta_api *qm_base;
-static struct splash_meta_api qm_api;
-static struct splash_host qm_host;
-
-/* The key the header holds in place of `key`, if any ("" when none). */
-static const char *qm_alias(const struct splash_meta *m, const char *key)
-{
-    if (qm_base->has(m, key))
-        return "";
-    if (qm_base->source(m) == SPLASH_META_GGUF)
-        return !strcmp(key, QM_ARCH ".feed_forward_length") ? QM_ARCH ".expert_feed_forward_length"
-                                                            : "";
-    if (!strcmp(key, "intermediate_size"))
-        return "moe_intermediate_size";
-    if (!strcmp(key, "text_config.intermediate_size"))
-        return "text_config.moe_intermediate_size";
-    return "";
-}
-
-static int qm_has(const struct splash_meta *m, const char *key)
-{
-    const char *alias = qm_alias(m, key);
-    return qm_base->has(m, *alias ? alias : key);
-}
-
-static enum splash_status qm_get_i64(const struct splash_meta *m, const char *key, int64_t *out,
-                                     struct splash_err *err)
-{
-    const char *alias = qm_alias(m, key);
-    return qm_base->get_i64(m, *alias ? alias : key, out, err);
-}
-
-static void qm_host_init(const struct splash_host *host)
-{
-    qm_base = host->meta;
-    qm_api = *host->meta;
-    qm_api.has = qm_has;
-    qm_api.get_i64 = qm_get_i64;
-    /* a core's host may be larger (newer) or smaller (older) than this plugin's */
-    memset(&qm_host, 0, sizeof qm_host);
-    memcpy(&qm_host, host, host->size < sizeof qm_host ? host->size : sizeof qm_host);
-    qm_host.meta = &qm_api;
-}
-
 /* ---- sizes ------------------------------------------------------------------------------ */
 
 /* The sizes the family serves by name, each with the DFlash2 draft trained for it. A
@@ -133,8 +80,8 @@ static enum splash_status qm_check_config(const struct splash_host *host,
     struct hybrid_config cfg;
     struct moe_config moe;
     enum splash_status st;
-    if ((st = hybrid_config_read(&qm_host, m, QM_ARCH, &cfg, err)) ||
-        (st = moe_config_read(&qm_host, m, QM_ARCH, &moe, err)))
+    if ((st = hybrid_config_read(host, m, QM_ARCH, &moe_ffn_ops, &cfg, err)) ||
+        (st = moe_config_read(host, m, QM_ARCH, &moe, err)))
         return st;
     const struct qm_size *size = qm_size_of(&cfg, &moe);
     /* an MLX target loads every expert its family has: fewer is a pruned checkpoint
@@ -163,13 +110,12 @@ static enum splash_status qm_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
-/* The family's one declaration list: checked by model-check, bound by model_create. The
- * trunk reads the header through qm_host. */
+/* The family's one declaration list: checked by model-check, bound by model_create. */
 static enum splash_status qm_declare(const struct splash_host *host, const struct splash_meta *m,
                                      void *model, splash_decl_emit_fn emit, void *ctx,
                                      struct splash_err *err)
 {
-    return moe_declare(&qm_host, m, QM_ARCH, model, emit, ctx, err);
+    return moe_declare(host, m, QM_ARCH, model, emit, ctx, err);
 }
 
 static enum splash_status qm_declare_tensors(const struct splash_host *host,
@@ -188,7 +134,7 @@ static enum splash_status qm_model_create(const struct splash_host *host,
 {
     struct hybrid_model *hm;
     enum splash_status st =
-        hybrid_model_create(&qm_host, m, QM_ARCH, &moe_ffn_ops, qm_declare, opts, &hm, err);
+        hybrid_model_create(host, m, QM_ARCH, &moe_ffn_ops, qm_declare, opts, &hm, err);
     if (st)
         return st;
     *model = hm;
@@ -252,7 +198,6 @@ static const struct splash_family_plugin qm_plugin = {
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)
 {
-    qm_host_init(host);
     return &qm_plugin.header;
 }
 
