@@ -190,7 +190,7 @@ static void test_plugins_listed(void **state)
     (void)state;
     char out[16384];
     assert_int_equal(splash(out, sizeof out, "plugins --plugin-dir %s/plugin-family-hello", tmp), 0);
-    if (!strstr(out, "hello          family 0.2"))
+    if (!strstr(out, "hello          family 0.3"))
         fail_msg("hello plugin not listed:\n%s", out);
     assert_non_null(strstr(out, "gguf architectures: hello"));
     assert_int_equal(splash(out, sizeof out, "plugins --plugin-dir %s/plugin-format-hello", tmp), 0);

@@ -1,8 +1,9 @@
 /* A third-party family plugin built against the installed headers alone: "hello", a
  * bigram language model (each token's logits are the output matrix times that token's
  * embedding, whatever came before it). It claims GGUF architecture "hello", declares
- * its two tensors for `splash model-check`, and runs its forward pass on the host's
- * kernels, so `splash serve --plugin-dir .` serves a hello model. Keys:
+ * its two tensors once, in one list (`splash model-check` walks it; model_create binds
+ * the weights through it with host->bind_tensors), and runs its forward pass on the
+ * host's kernels, so `splash serve --plugin-dir .` serves a hello model. Keys:
  * hello.embedding_length, hello.vocab_size, hello.context_length. */
 #include <splash/family.h>
 #include <splash/host.h>
@@ -46,29 +47,14 @@ static enum splash_status hello_check(const struct splash_host *host, const stru
     return SPLASH_OK;
 }
 
-static enum splash_status hello_declare(const struct splash_host *host, const struct splash_meta *m,
-                                        splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
-{
-    struct hello_dims d;
-    enum splash_status st = read_dims(host, m, &d, err);
-    if (st != SPLASH_OK)
-        return st;
-    struct splash_tensor_decl embd = {.name = "token_embd.weight", .layer = -1, .n_dims = 2,
-                                      .ne = {d.n_embd, d.n_vocab, 1, 1}, .accept = SPLASH_ACCEPT_LINEAR};
-    struct splash_tensor_decl out = {.name = "output.weight", .layer = -1, .n_dims = 2,
-                                     .ne = {d.n_embd, d.n_vocab, 1, 1}, .accept = SPLASH_ACCEPT_LINEAR};
-    emit(ctx, &embd);
-    emit(ctx, &out);
-    return SPLASH_OK;
-}
-
 /* ---- the model ---------------------------------------------------------------- */
 
 struct hello_model {
     const struct splash_host *host;
+    const struct splash_meta *meta;
     struct splash_pool *pool;
     struct hello_dims d;
-    const struct splash_tensor_info *embd;
+    struct splash_tensor_ref embd; /* the token table, rows gathered as stored */
     struct splash_weight *output;
     uint64_t weight_bytes;
 };
@@ -76,6 +62,36 @@ struct hello_model {
 struct hello_seq {
     int32_t n_tokens; /* a bigram model keeps no state but the length */
 };
+
+/* The declaration list: every tensor with its shape, what it may be stored as, and where
+ * it goes in the model (model NULL: the file is only being checked). */
+static enum splash_status hello_list(const struct splash_host *host, const struct splash_meta *m,
+                                     void *model, splash_decl_emit_fn emit, void *ctx,
+                                     struct splash_err *err)
+{
+    struct hello_model *hm = model;
+    struct hello_dims d;
+    enum splash_status st = read_dims(host, m, &d, err);
+    if (st != SPLASH_OK)
+        return st;
+    struct splash_tensor_decl embd = {.name = "token_embd.weight", .layer = -1, .n_dims = 2,
+                                      .ne = {d.n_embd, d.n_vocab, 1, 1},
+                                      .accept = SPLASH_ACCEPT_LINEAR,
+                                      .bind = SPLASH_BIND_TENSOR, .dst = hm ? &hm->embd : NULL};
+    struct splash_tensor_decl out = {.name = "output.weight", .layer = -1, .n_dims = 2,
+                                     .ne = {d.n_embd, d.n_vocab, 1, 1},
+                                     .accept = SPLASH_ACCEPT_LINEAR,
+                                     .bind = SPLASH_BIND_WEIGHT, .dst = hm ? &hm->output : NULL};
+    emit(ctx, &embd);
+    emit(ctx, &out);
+    return SPLASH_OK;
+}
+
+static enum splash_status hello_declare(const struct splash_host *host, const struct splash_meta *m,
+                                        splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
+{
+    return hello_list(host, m, NULL, emit, ctx, err);
+}
 
 static enum splash_status hello_model_create(const struct splash_host *host,
                                              const struct splash_meta *m,
@@ -86,20 +102,15 @@ static enum splash_status hello_model_create(const struct splash_host *host,
     if (!hm)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "hello: out of memory");
     hm->host = host;
+    hm->meta = m;
     hm->pool = opts->pool;
     enum splash_status st = read_dims(host, m, &hm->d, err);
-    const struct splash_tensor_info *out = host->meta->tensor_find(m, "output.weight");
-    hm->embd = host->meta->tensor_find(m, "token_embd.weight");
-    if (!st && (!out || !hm->embd))
-        st = splash_err_set(err, SPLASH_ERR_NOT_FOUND, "hello: token_embd.weight or output.weight "
-                                                       "is missing");
     if (!st)
-        st = host->kernels->weight_create(out, &hm->output, err);
+        st = host->bind_tensors(host, m, hello_list, hm, &hm->weight_bytes, err);
     if (st) {
         free(hm);
         return st;
     }
-    hm->weight_bytes = out->n_bytes + hm->embd->n_bytes;
     *model = hm;
     return SPLASH_OK;
 }
@@ -107,7 +118,7 @@ static enum splash_status hello_model_create(const struct splash_host *host,
 static void hello_model_destroy(void *model)
 {
     struct hello_model *hm = model;
-    hm->host->kernels->weight_destroy(hm->output);
+    hm->host->unbind_tensors(hm->host, hm->meta, hello_list, hm);
     free(hm);
 }
 
@@ -183,7 +194,10 @@ static enum splash_status hello_forward(void *model, const struct splash_lane *l
             continue;
         int32_t first = ln->logits_all ? 0 : ln->n_tokens - 1;
         int64_t n = ln->n_tokens - first;
-        k->embed_rows(hm->embd, ln->tokens + first, n, x + r * hm->d.n_embd);
+        float *row = x + r * hm->d.n_embd;
+        k->embed_rows(hm->embd.t, ln->tokens + first, n, row);
+        for (int64_t i = 0; hm->embd.scale != 1.0f && i < n * hm->d.n_embd; i++)
+            row[i] *= hm->embd.scale; /* a per-tensor scale stored beside the table */
         r += n;
     }
     if (rows)
@@ -205,7 +219,7 @@ static enum splash_status hello_forward(void *model, const struct splash_lane *l
 }
 
 static const struct splash_family_plugin hello_plugin = {
-    .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "hello", "0.2",
+    .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "hello", "0.3",
                                         struct splash_family_plugin),
     .gguf_architectures = hello_archs,
     .model_types = hello_types,
