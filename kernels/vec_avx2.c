@@ -4,6 +4,7 @@
 
 #include "kernels/ops.h"
 #include "splash/fp.h"
+#include "splash/vec_exp.h"
 
 static inline float hsum256(__m256 v)
 {
@@ -300,30 +301,9 @@ static void avx2_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int64_
     }
 }
 
-/* e^x as in the AVX-512 version, 2^n built in the exponent bits. */
-static inline __m256 exp256(__m256 x)
-{
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static inline __m256 silu256(__m256 x)
 {
-    __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    __m256 e = splash_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
@@ -368,8 +348,9 @@ static float avx2_exp_sum(int64_t n, const float *x, float m, float *y)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
-        /* exp256 clamps at -87: exactly 0 below, as expf underflows */
-        __m256 e = _mm256_and_ps(exp256(d), _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
+        /* splash_exp256 clamps at -87: exactly 0 below, as expf underflows */
+        __m256 e = _mm256_and_ps(splash_exp256(d),
+                                 _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
         _mm256_storeu_ps(y + i, e);
         acc = _mm256_add_ps(acc, e);
     }

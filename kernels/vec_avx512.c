@@ -3,6 +3,7 @@
 
 #include "kernels/ops.h"
 #include "splash/fp.h"
+#include "splash/vec_exp.h"
 
 static inline __m512 load_bf16(const uint16_t *p)
 {
@@ -313,29 +314,9 @@ static void avx512_gemm_nn(int64_t m, int64_t n, int64_t k, const float *a, int6
     }
 }
 
-/* e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by its degree-7 Taylor polynomial (relative
- * error below 1e-8), times 2^n by scalef (which saturates to 0 and inf). */
-static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(89.0f)), _mm512_set1_ps(-104.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
 static inline __m512 silu512(__m512 x)
 {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    __m512 e = splash_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
@@ -399,14 +380,14 @@ static float avx512_exp_sum(int64_t n, const float *x, float m, float *y)
     /* below e^-87 (and for -inf) exactly 0 */
     for (; i + 16 <= n; i += 16) {
         __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
-        __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, lo, _CMP_GE_OQ), exp512(d));
+        __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, lo, _CMP_GE_OQ), splash_exp512(d));
         _mm512_storeu_ps(y + i, e);
         acc = _mm512_add_ps(acc, e);
     }
     if (i < n) {
         __mmask16 k = tail_mask(n - i);
         __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm);
-        __m512 e = _mm512_maskz_mov_ps(k & _mm512_cmp_ps_mask(d, lo, _CMP_GE_OQ), exp512(d));
+        __m512 e = _mm512_maskz_mov_ps(k & _mm512_cmp_ps_mask(d, lo, _CMP_GE_OQ), splash_exp512(d));
         _mm512_mask_storeu_ps(y + i, k, e);
         acc = _mm512_add_ps(acc, e);
     }

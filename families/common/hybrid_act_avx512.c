@@ -2,31 +2,12 @@
 #include <immintrin.h>
 
 #include "families/common/hybrid.h"
-
-/* e^x: x = m ln2 + r with |r| <= ln2 / 2 (ln2 split in two), e^r by its Taylor series
- * to r^7 (the next term is below 2^-24 relative), times 2^m by scalef. */
-static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(89.0f)), _mm512_set1_ps(-104.0f));
-    __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(m, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(m, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, m);
-}
+#include "splash/vec_exp.h"
 
 /* 1 / (1 + e^-g) */
 static inline __m512 sigmoid512(__m512 g)
 {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    __m512 e = splash_exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
     return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
