@@ -131,18 +131,16 @@ static float af_r16_row_dot(int group, const uint8_t *b, int64_t nb, int r,
     const size_t bb = AFFINE_R16_BLOCK_BYTES(group);
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++, b += bb) {
+        const float s = splash_bf16_to_fp32(affine_load_u16(b + AFFINE_R16_S + 2 * r));
+        const float z = splash_bf16_to_fp32(affine_load_u16(b + AFFINE_R16_Z + 2 * r));
         struct affine_r16_act p[4];
         affine_r16_prepare(group, y + i * per, per, p);
-        float g = 0.0f;
         for (int k = 0; k < per; k++) {
             int isum = 0;
             for (int j = 0; j < SPLASH_QK8_0; j++)
                 isum += af_r16_code(b, k, r, j) * y[i * per + k].qs[j];
-            g = fmaf((float)isum, p[k].d, g);
+            acc = fmaf((float)isum, s * p[k].d, acc);
         }
-        const float s = splash_bf16_to_fp32(affine_load_u16(b + AFFINE_R16_S + 2 * r));
-        const float z = splash_bf16_to_fp32(affine_load_u16(b + AFFINE_R16_Z + 2 * r));
-        acc = fmaf(g, s, acc);
         acc = fmaf(z, p[0].a, acc);
     }
     return acc;

@@ -18,8 +18,7 @@
  * Float steps, per (weight row, activation row), the same in both kernel rows (so they
  * give the same bits): with the pieces' exact integer sums isum_p = Σ q a and their Q8_0
  * scales d_p, per group
- *   g   = fma(isum_p, d_p, g)      over the pieces, from g = +0
- *   acc = fma(g, s, acc)
+ *   acc = fma(isum_p, s d_p, acc)  over the pieces (s d_p rounded once, as Q4_0_R16's d d_a)
  *   acc = fma(z, A, acc)           A = fma(Σa_p, d_p, A) over the pieces, from A = +0
  * from acc = +0: w = s q + z, so a group's dot is s Σ_p d_p isum_p + z Σ_p d_p Σa_p.
  * Rows after the last whole group of 16 keep the plain layout and its kernels. */

@@ -6,8 +6,8 @@
  * ones: the codes 0..15, unsigned for vpdpbusd, on port 5 beside vpdpbusd on port 0.
  * Eight vpdpbusd against 4 broadcast activation bytes each give the 16 rows' exact
  * Σ q a of the piece; the float steps are the scalar row's (affine_r16.h): per piece
- * g = fma(isum, d, g), per group acc = fma(g, s, acc) then acc = fma(z, A, acc), with
- * the 16 rows' bf16 scales and biases widened from one 64-byte line. Lane r of every
+ * acc = fma(isum, s d, acc), per group acc = fma(z, A, acc), with the 16 rows' bf16
+ * scales and biases widened from one 64-byte line. Lane r of every
  * vector is row r: no horizontal sums, and every tile (1 to 8 activation rows sharing
  * each decoded piece) gives each (weight row, activation row) pair the same bits.
  *
@@ -21,9 +21,8 @@
 #include "formats/affine/affine_r16.h"
 #include "splash/r16_q8_0.h"
 
-/* K chunk (blocks) of a call with more than one tile: a 16-row chunk of af4g64 (36 KiB
- * at 64 blocks) halves it, so 32 of 64 values keep the chunk and a tile's activations
- * near L1 */
+/* K chunk (blocks) of a call with more than one tile: 2048 values, as Q4_0_R16's 64
+ * blocks, so a group's chunk (18 KiB) and a tile's 8 activation rows (17 KiB) fit L1 */
 #define AF_R16_KC(group) (2048 / (group))
 /* A mat-vec over more weight bytes than this (a matrix larger than the caches)
  * prefetches into L2 this far ahead of the block it reads. */
@@ -81,8 +80,7 @@ af_r16_tile(int group, const uint8_t *b, int64_t nk, const struct splash_q8_0_bl
             for (size_t l = 0; l < bb / 64; l++)
                 _mm_prefetch((const char *)b + AF_R16_PREFETCH + 64 * l, _MM_HINT_T1);
         }
-        __m512 g[SPLASH_R16_Q8_0_MAX_NR];
-        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) g[r] = _mm512_setzero_ps();
+        const __m512 s = af_r16_bf16x16(b + AFFINE_R16_S), z = af_r16_bf16x16(b + AFFINE_R16_Z);
         for (int k = 0; k < per; k++) {
             const uint8_t *qs = b + AFFINE_R16_QS + (size_t)k * AFFINE_R16_PIECE_BYTES;
             __m512i wv[8];
@@ -105,16 +103,12 @@ af_r16_tile(int group, const uint8_t *b, int64_t nk, const struct splash_q8_0_bl
                                                splash_r16_q8_0_bcast4(a + 16 + 4 * c));
                 }
                 acc = _mm512_add_epi32(acc, acc2);
-                g[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
-                                       _mm512_set1_ps(p[r][i * per + k].d), g[r]);
+                const __m512 sd = _mm512_mul_ps(s, _mm512_set1_ps(p[r][i * per + k].d));
+                tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sd, tot[r]);
             }
         }
-        const __m512 s = af_r16_bf16x16(b + AFFINE_R16_S), z = af_r16_bf16x16(b + AFFINE_R16_Z);
-        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
-        {
-            tot[r] = _mm512_fmadd_ps(g[r], s, tot[r]);
-            tot[r] = _mm512_fmadd_ps(z, _mm512_set1_ps(p[r][i * per].a), tot[r]);
-        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) tot[r] =
+            _mm512_fmadd_ps(z, _mm512_set1_ps(p[r][i * per].a), tot[r]);
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
