@@ -235,14 +235,14 @@ static inline void affine_dot_ref_impl(int bits, int group, int64_t n, float *s,
 #define AFFINE_SIMD_ROWS(bits, group)
 #endif
 
-/* The 4-bit types repack at load into af4g<group>_R16 (affine_r16.h); the others have no
- * repacked layout. */
+/* The 4-bit and 8-bit types repack at load into af<bits>g<group>_R16 (affine_r16.h); the
+ * others have no repacked layout. */
 #define AFFINE_REPACK_4(group) .repack_to = "af4g" #group "_R16", .repack = affine_b4g##group##_repack,
+#define AFFINE_REPACK_8(group) .repack_to = "af8g" #group "_R16", .repack = affine_b8g##group##_repack,
 #define AFFINE_REPACK_2(group)
 #define AFFINE_REPACK_3(group)
 #define AFFINE_REPACK_5(group)
 #define AFFINE_REPACK_6(group)
-#define AFFINE_REPACK_8(group)
 
 #define AFFINE_DEFINE_TYPE(bits, group)                                                            \
     static enum splash_status affine_b##bits##g##group##_validate(                                 \

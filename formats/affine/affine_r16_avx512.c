@@ -1,9 +1,10 @@
-/* AVX-512 VNNI kernel of af4g<G>_R16 (affine_r16.h) against Q8_0 activations.
+/* AVX-512 VNNI kernel of af<B>g<G>_R16 (affine_r16.h) against Q8_0 activations.
  *
- * Piece p of a block holds, in int32 lane r of qs[p][k], row r's nibbles of values
+ * 4-bit: piece p of a block holds, in int32 lane r of qs[p][k], row r's nibbles of values
  * 4k .. 4k + 3 (low) and 16 + 4k .. 16 + 4k + 3 (high). vpermb of a 64-entry table
  * i & 15 takes the low nibbles out, and of the vpmultishiftqb-shifted bytes the high
  * ones: the codes 0..15, unsigned for vpdpbusd, on port 5 beside vpdpbusd on port 0.
+ * 8-bit: lane r of qs[p][k] is row r's codes 4k .. 4k + 3 as they are.
  * Eight vpdpbusd against 4 broadcast activation bytes each give the 16 rows' exact
  * Σ q a of the piece; the float steps are the scalar row's (affine_r16.h): per piece
  * acc = fma(isum, s d, acc), per group acc = fma(z, A, acc), with the 16 rows' bf16
@@ -64,12 +65,12 @@ static inline __attribute__((always_inline)) __m512 af_r16_bf16x16(const uint8_t
 /* The 16 rows of one group over nk blocks from b against nr activation rows (blocks y[r],
  * prepared p[r]): out[r * out_stride + l] = (first ? 0 : its value) + dot. */
 static inline __attribute__((always_inline)) void
-af_r16_tile(int group, const uint8_t *b, int64_t nk, const struct splash_q8_0_block *const *y,
-            const struct affine_r16_act *const *p, const int nr, float *out, size_t out_stride,
-            const int first, const int prefetch)
+af_r16_tile(int bits, int group, const uint8_t *b, int64_t nk,
+            const struct splash_q8_0_block *const *y, const struct affine_r16_act *const *p,
+            const int nr, float *out, size_t out_stride, const int first, const int prefetch)
 {
     const int per = group / SPLASH_QK8_0;
-    const size_t bb = AFFINE_R16_BLOCK_BYTES(group);
+    const size_t bb = AFFINE_R16_BLOCK_BYTES(bits, group);
     const __m512i lut = _mm512_loadu_si512(splash_r16_nibble_lut);
     const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);
     __m512 tot[SPLASH_R16_Q8_0_MAX_NR];
@@ -82,14 +83,20 @@ af_r16_tile(int group, const uint8_t *b, int64_t nk, const struct splash_q8_0_bl
         }
         const __m512 s = af_r16_bf16x16(b + AFFINE_R16_S), z = af_r16_bf16x16(b + AFFINE_R16_Z);
         for (int k = 0; k < per; k++) {
-            const uint8_t *qs = b + AFFINE_R16_QS + (size_t)k * AFFINE_R16_PIECE_BYTES;
+            const uint8_t *qs = b + AFFINE_R16_QS + (size_t)k * AFFINE_R16_PIECE_BYTES(bits);
+            /* wv[2c]: values 4c .. 4c + 3; wv[2c + 1]: values 16 + 4c .. 16 + 4c + 3 */
             __m512i wv[8];
             _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
             {
-                const __m512i v = _mm512_loadu_si512(qs + 64 * c);
-                wv[2 * c] = _mm512_permutexvar_epi8(v, lut);
-                wv[2 * c + 1] =
-                    _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);
+                if (bits == 8) {
+                    wv[2 * c] = _mm512_loadu_si512(qs + 64 * c);
+                    wv[2 * c + 1] = _mm512_loadu_si512(qs + 64 * (4 + c));
+                } else {
+                    const __m512i v = _mm512_loadu_si512(qs + 64 * c);
+                    wv[2 * c] = _mm512_permutexvar_epi8(v, lut);
+                    wv[2 * c + 1] =
+                        _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);
+                }
             }
             _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
             {
@@ -114,28 +121,29 @@ af_r16_tile(int group, const uint8_t *b, int64_t nk, const struct splash_q8_0_bl
         _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);
 }
 
-/* Per group: its block type (for the driver's pointer steps), prepare, tile and
+/* Per (bits, group): its block type (for the driver's pointer steps), prepare, tile and
  * mul_rows; the rows after the last whole group are the plain format's. */
-#define AF_R16_DEFINE_AVX512(group)                                                                \
-    struct af4g##group##_r16_block {                                                               \
-        uint8_t bytes[AFFINE_R16_BLOCK_BYTES(group)];                                              \
+#define AF_R16_DEFINE_AVX512(bits, group)                                                          \
+    struct af##bits##g##group##_r16_block {                                                        \
+        uint8_t bytes[AFFINE_R16_BLOCK_BYTES(bits, group)];                                        \
     };                                                                                             \
-    static void af4g##group##_r16_prepare(const struct splash_q8_0_block *y, int64_t n,            \
-                                          struct affine_r16_act *p)                                \
+    static void af##bits##g##group##_r16_prepare(const struct splash_q8_0_block *y, int64_t n,     \
+                                                 struct affine_r16_act *p)                         \
     {                                                                                              \
         af_r16_prepare_avx512(group / SPLASH_QK8_0, y, n, p);                                      \
     }                                                                                              \
-    SPLASH_R16_Q8_0_INLINE void af4g##group##_r16_tile(                                            \
-        const struct af4g##group##_r16_block *b, int64_t nk,                                       \
+    SPLASH_R16_Q8_0_INLINE void af##bits##g##group##_r16_tile(                                     \
+        const struct af##bits##g##group##_r16_block *b, int64_t nk,                                \
         const struct splash_q8_0_block *const *y, const struct affine_r16_act *const *p,           \
         const int nr, float *out, size_t out_stride, const int first, const int prefetch)          \
     {                                                                                              \
-        af_r16_tile(group, b->bytes, nk, y, p, nr, out, out_stride, first, prefetch);              \
+        af_r16_tile(bits, group, b->bytes, nk, y, p, nr, out, out_stride, first, prefetch);        \
     }                                                                                              \
-    SPLASH_R16_Q8_0_DEFINE_MUL(affine_b4g##group##_r16_mul_avx512,                                 \
-                               struct af4g##group##_r16_block, struct affine_r16_act, group,       \
-                               group / SPLASH_QK8_0, af4g##group##_r16_tile,                       \
-                               af4g##group##_r16_prepare, AFFINE_MUL_NAME(4, group, avx512),       \
-                               AF_R16_KC(group), AF_R16_STREAM_BYTES)
+    SPLASH_R16_Q8_0_DEFINE_MUL(affine_b##bits##g##group##_r16_mul_avx512,                          \
+                               struct af##bits##g##group##_r16_block, struct affine_r16_act,       \
+                               group, group / SPLASH_QK8_0, af##bits##g##group##_r16_tile,         \
+                               af##bits##g##group##_r16_prepare,                                   \
+                               AFFINE_MUL_NAME(bits, group, avx512), AF_R16_KC(group),             \
+                               AF_R16_STREAM_BYTES)
 
 AFFINE_R16_FOR_EACH(AF_R16_DEFINE_AVX512)

@@ -1,13 +1,13 @@
 /* The affine format plugin: MLX affine quantization (w = s q + z per group) as
  * af<bits>g<group> formats, bits 2, 3, 4, 5, 6, 8 and groups of 32, 64, 128, and the
- * 4-bit types' load-time repacked layouts af4g<group>_R16. */
+ * 4-bit and 8-bit types' load-time repacked layouts af<bits>g<group>_R16. */
 #include "formats/affine/affine_r16.h"
 #include "formats/affine/affine_types.h"
 #include "splash/format.h"
 #include "splash/plugin.h"
 
 #define AFFINE_PLUGIN_TYPE(bits, group) &affine_b##bits##g##group##_type,
-#define AFFINE_PLUGIN_R16_TYPE(group) &affine_b4g##group##_r16_type,
+#define AFFINE_PLUGIN_R16_TYPE(bits, group) &affine_b##bits##g##group##_r16_type,
 static const struct splash_format_type *const affine_plugin_types[] = {
     AFFINE_FOR_EACH(AFFINE_PLUGIN_TYPE) AFFINE_R16_FOR_EACH(AFFINE_PLUGIN_R16_TYPE)};
 
