@@ -583,6 +583,65 @@ static enum splash_status experts_each(struct build *b, const char *base, const 
     return add(b, t, err);
 }
 
+static int64_t text_int(const json_t *text, const char *key)
+{
+    const json_t *v = json_object_get(text, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* transformers 5's fused experts: mlp.experts.gate_up_proj [E, 2F, H] (each expert's gate
+ * rows, then its up rows: the product's chunk(2) halves) and mlp.experts.down_proj [E, H, F],
+ * float parameters with no .weight. half 0 / 1 takes the gate / up rows of every expert into
+ * one stacked matrix; half -1 (down_proj) is used where it lies. */
+static enum splash_status experts_fused(struct build *b, const struct splash_tensor_info *src,
+                                        int half, const char *name, struct splash_err *err)
+{
+    const int64_t E = src->ne[2], rows = src->ne[1], cols = src->ne[0];
+    const int64_t want_e = b->n_experts, want_f = text_int(b->text, "moe_intermediate_size");
+    char msg[200];
+    if (src->dtype != SPLASH_DTYPE_F32 && src->dtype != SPLASH_DTYPE_BF16 &&
+        src->dtype != SPLASH_DTYPE_F16)
+        return disagree(b, src, "fused experts must be F32, BF16 or F16", err);
+    if (src->n_dims != 3 || src->ne[3] != 1 || (want_e > 0 && E != want_e) ||
+        (half >= 0 && rows % 2) ||
+        (want_f > 0 && (half >= 0 ? rows != 2 * want_f : cols != want_f))) {
+        snprintf(msg, sizeof msg,
+                 "shape [%lld, %lld, %lld] disagrees with config.json (num_experts %lld, "
+                 "moe_intermediate_size %lld: %s)",
+                 (long long)E, (long long)rows, (long long)cols, (long long)want_e,
+                 (long long)want_f,
+                 half >= 0 ? "[experts, 2 x ff, hidden] expected" : "[experts, hidden, ff] expected");
+        return disagree(b, src, msg, err);
+    }
+    const int64_t out_rows = half >= 0 ? rows / 2 : rows;
+    const size_t es = src->dtype == SPLASH_DTYPE_F32 ? 4 : 2, row_bytes = (size_t)cols * es;
+    struct st_tensor *t = new_tensor(b, name, err);
+    if (!t)
+        return SPLASH_ERR_NOMEM;
+    set_format(b, t, NULL, src->dtype);
+    t->info.n_dims = 3;
+    t->info.ne[0] = cols;
+    t->info.ne[1] = out_rows;
+    t->info.ne[2] = E;
+    t->info.ne[3] = 1;
+    t->info.n_bytes = (uint64_t)E * (uint64_t)out_rows * row_bytes;
+    if (!(b->flags & SPLASH_ST_HEADERS_ONLY)) {
+        if (half < 0) {
+            t->info.data = src->data;
+        } else {
+            if (!(t->buf = malloc(t->info.n_bytes ? t->info.n_bytes : 1)))
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
+            const size_t part = (size_t)out_rows * row_bytes;
+            for (int64_t e = 0; e < E; e++)
+                memcpy((uint8_t *)t->buf + (size_t)e * part,
+                       (const uint8_t *)src->data + (size_t)(2 * e + half) * part, part);
+            t->info.data = t->buf;
+            splash_file_map_drop(src->data, src->n_bytes);
+        }
+    }
+    return add(b, t, err);
+}
+
 /* ---- small tensors as F32 ------------------------------------------------------------ */
 
 static enum splash_status to_f32(const struct build *b, const struct splash_tensor_info *s,
@@ -676,17 +735,16 @@ static enum splash_status apply_rule(struct build *b, const struct st_rule *rule
         snprintf(stacked, sizeof stacked, "%smlp.switch_mlp.%s", base, rule->hf);
         if (src_find(b, "%s.weight", stacked))
             return linear(b, stacked, name, ST_PERM_NONE, err);
+        const int down = !strcmp(rule->hf, "down_proj");
+        const struct splash_tensor_info *fused =
+            src_find(b, "%smlp.experts.%s", base, down ? "down_proj" : "gate_up_proj");
+        if (fused)
+            return experts_fused(b, fused, down ? -1 : !strcmp(rule->hf, "up_proj"), name, err);
         snprintf(stacked, sizeof stacked, "%smlp.experts", base);
         return experts_each(b, stacked, rule->hf, name, err);
     }
     default: return small(b, rule, hf, name, err);
     }
-}
-
-static int64_t text_int(const json_t *text, const char *key)
-{
-    const json_t *v = json_object_get(text, key);
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 }
 
 /* The GGUF architecture of the family that claims the config's model_type. */

@@ -158,6 +158,39 @@ static void pq2_0_blocks(uint64_t *r, uint8_t *q, int64_t n)
     signed_fp16_scales(r, q, n, 34, 1); /* 128 values: fp16 d, 32 code bytes */
 }
 
+/* MLX affine blocks of G values at 4 or 8 bits: random codes, then a bf16 scale of random
+ * sign and magnitude (in [1e-3, 1e-2) per 16 levels) and a bias putting the codes' zero at a
+ * random level (as MLX's quantizer does: bias = -s q0), off by up to half a step. */
+static void af_blocks(uint64_t *r, uint8_t *q, int64_t n, int bits, int group)
+{
+    const size_t cb = (size_t)(bits * group / 8);
+    const int levels = 1 << bits;
+    for (int64_t b = 0; b < n; b++, q += cb + 4) {
+        for (size_t k = 0; k < cb; k++)
+            q[k] = (uint8_t)test_splitmix64(r);
+        const float mag = (1e-3f + 9e-3f * test_splitmix_uniform(r)) * 16.0f / (float)levels;
+        const float s = test_splitmix64(r) & 1 ? -mag : mag;
+        const float q0 =
+            (float)(test_splitmix64(r) % (uint64_t)levels) + test_splitmix_uniform(r) - 0.5f;
+        const uint16_t sh = splash_fp32_to_bf16(s), zh = splash_fp32_to_bf16(-s * q0);
+        q[cb] = (uint8_t)sh;
+        q[cb + 1] = (uint8_t)(sh >> 8);
+        q[cb + 2] = (uint8_t)zh;
+        q[cb + 3] = (uint8_t)(zh >> 8);
+    }
+}
+#define AF_BLOCKS(bits, group)                                                                     \
+    static void af##bits##g##group##_blocks(uint64_t *r, uint8_t *q, int64_t n)                    \
+    {                                                                                              \
+        af_blocks(r, q, n, bits, group);                                                           \
+    }
+AF_BLOCKS(4, 32)
+AF_BLOCKS(4, 64)
+AF_BLOCKS(4, 128)
+AF_BLOCKS(8, 32)
+AF_BLOCKS(8, 64)
+AF_BLOCKS(8, 128)
+
 /* IQ1_M keeps d in the top nibbles of its four scale words (bytes 48..55). */
 static void iq1_m_blocks(uint64_t *rng, uint8_t *q, int64_t n_blocks)
 {
@@ -420,6 +453,23 @@ static const struct test_repack_case pq2_0_r16 = {
     .plain_tol = 6e-5, .simd_tail_tol = 6e-5, .simd_rows_exact = 1, .simd_batch_bits = 1,
     .mul_rows_batch_bits = 1};
 
+/* MLX affine has no ggml reference either: random blocks and the plain type's values stand
+ * in, and every row is also held to the plain scalar vec_dot. Every row rounds a few times
+ * per 32-value piece (its scaled sum, the bias's factor, the group's FMAs), with terms up to
+ * ~4x sum |w a| (the bias takes the codes' offset back: w = s (q - q0)); the worst seen is
+ * 1.3e-7, so 2e-6 between any two rows, far below a wrong code, nibble or scale (O(1e-2)). */
+#define AF_R16(bits, grp)                                                                      \
+    R16("af" #bits "g" #grp, NULL, grp, bits * grp / 8 + 4, "Q8_0", af##bits##g##grp##_blocks,  \
+        2e-6, 0),                                                                              \
+        .plain_tol = 2e-6, .simd_tail_tol = 2e-6, .simd_rows_exact = 1, .simd_batch_bits = 1,  \
+        .mul_rows_batch_bits = 1, .validate_rows = 32
+static const struct test_repack_case af4g32_r16 = {AF_R16(4, 32)};
+static const struct test_repack_case af4g64_r16 = {AF_R16(4, 64)};
+static const struct test_repack_case af4g128_r16 = {AF_R16(4, 128)};
+static const struct test_repack_case af8g32_r16 = {AF_R16(8, 32)};
+static const struct test_repack_case af8g64_r16 = {AF_R16(8, 64)};
+static const struct test_repack_case af8g128_r16 = {AF_R16(8, 128)};
+
 /* Plain types. Their SIMD rows form the same integer (sub-)block sums as the scalar row
  * and differ only in the order of float scaling and accumulation: for 1024 values at most
  * (blocks + 16) * 2 * 2^-24 of sum |w a| (5.7e-6 for 32-value blocks), so 1e-5 unless a
@@ -429,6 +479,20 @@ static const struct test_repack_case pq2_0_r16 = {
 #define SIMD_Q8_0_SHAPES {{2080, 53}, {8224, 21}}
 
 static const struct entry entries[] = {
+    /* MLX affine 4/8-bit repacks (ahead of "af*"): ~65 and ~257 Q8_0 blocks (K chunks) with
+     * tail rows, and one whole group */
+    {.name = "af4g32_R16", .repack = &af4g32_r16, .simd = {{2080, 53}, {8224, 21}},
+     .batch_bits = {4128, 37, 0xAF432ull}},
+    {.name = "af4g64_R16", .repack = &af4g64_r16, .simd = {{2112, 53}, {8256, 21}, {1024, 16}},
+     .batch_bits = {4160, 37, 0xAF464ull}},
+    {.name = "af4g128_R16", .repack = &af4g128_r16, .simd = {{2176, 53}, {8320, 21}},
+     .batch_bits = {4224, 37, 0xAF4128ull}},
+    {.name = "af8g32_R16", .repack = &af8g32_r16, .simd = {{2080, 53}, {8224, 21}},
+     .batch_bits = {4128, 37, 0xAF832ull}},
+    {.name = "af8g64_R16", .repack = &af8g64_r16, .simd = {{2112, 53}, {8256, 21}, {1024, 16}},
+     .batch_bits = {4160, 37, 0xAF864ull}},
+    {.name = "af8g128_R16", .repack = &af8g128_r16, .simd = {{2176, 53}, {8320, 21}},
+     .batch_bits = {4224, 37, 0xAF8128ull}},
     /* the affine plugin's af<bits>g<group> types: their bf16 scales and biases are valid
      * at any magnitude, so random blocks overflow the dot to Inf and NaN */
     {.name = "af*", .simd_tol = 1e-5, .no_random_blocks = 1},

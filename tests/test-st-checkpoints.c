@@ -712,6 +712,105 @@ static void test_experts_per_module(void **state)
     test_st_rmdir(dir);
 }
 
+/* transformers 5 fuses a layer's experts into two float parameters: mlp.experts.gate_up_proj
+ * [E, 2F, H] (each expert's gate rows, then its up rows) and mlp.experts.down_proj [E, H, F].
+ * The MoE base decoded to F32 and written that way loads into the same stacked matrices
+ * byte for byte; a gate_up_proj whose rows disagree with config.json is refused naming it. */
+static void write_fused(const char *dir, const struct splash_meta *dec, int64_t ff_config)
+{
+    char rel[256], path[1024];
+    const struct splash_meta_api *api = splash_meta_api_get();
+    struct test_st_file f;
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/model.safetensors");
+    assert_int_equal(test_st_read(test_testdata_path(path, sizeof path, rel), &f), 0);
+    const char *parts[3] = {"weight", "scales", "biases"};
+    for (int l = 0; l < 4; l++) {
+        for (int p = 0; p < 3; p++)
+            for (int i = 0; i < 3; i++) {
+                char name[256];
+                snprintf(name, sizeof name, PREFIX "%d.mlp.switch_mlp.%s.%s", l, projs[p], parts[i]);
+                assert_true(test_st_remove(&f, name));
+            }
+        char name[256];
+        const struct splash_tensor_info *t[3];
+        const char *exps[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "blk.%d.%s", l, exps[p]);
+            t[p] = api->tensor_find(dec, name);
+            assert_non_null(t[p]);
+            assert_string_equal(t[p]->type_name, "F32");
+        }
+        const int64_t E = t[0]->ne[2], F = t[0]->ne[1], H = t[0]->ne[0];
+        const size_t part = (size_t)(F * H) * sizeof(float);
+        uint8_t *gate_up = malloc(2 * part * (size_t)E);
+        assert_non_null(gate_up);
+        for (int64_t e = 0; e < E; e++)
+            for (int h = 0; h < 2; h++)
+                memcpy(gate_up + (size_t)(2 * e + h) * part,
+                       (const uint8_t *)t[h]->data + (size_t)e * part, part);
+        const int64_t gu_shape[3] = {E, 2 * F, H}, down_shape[3] = {E, H, F};
+        snprintf(name, sizeof name, PREFIX "%d.mlp.experts.gate_up_proj", l);
+        test_st_add(&f, name, "F32", 3, gu_shape, gate_up, 2 * part * (size_t)E);
+        snprintf(name, sizeof name, PREFIX "%d.mlp.experts.down_proj", l);
+        test_st_add(&f, name, "F32", 3, down_shape, t[2]->data, t[2]->n_bytes);
+        free(gate_up);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(test_st_write(&f, path), 0);
+    test_st_free(&f);
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit/config.json");
+    json_t *config = json_load_file(test_testdata_path(path, sizeof path, rel), 0, NULL);
+    if (ff_config)
+        json_object_set_new(json_object_get(config, "text_config"), "moe_intermediate_size",
+                            json_integer(ff_config));
+    assert_int_equal(test_st_write_config(dir, config), 0);
+    json_decref(config);
+}
+
+static void test_experts_fused(void **state)
+{
+    char rel[256], path[1024], dir[256];
+    snprintf(rel, sizeof rel, "safetensors/qwen35moe-tiny-mlx-4bit");
+    test_testdata_path(path, sizeof path, rel);
+    struct splash_meta *dec = NULL, *fused = NULL;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_st_target_open(splash_registry_global(), path, SPLASH_ST_DECODE_F32,
+                                           &dec, &err),
+                     SPLASH_OK);
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    write_fused(dir, dec, 0);
+    if (splash_st_target_open(splash_registry_global(), dir, 0, &fused, &err))
+        fail_msg("%s", err.msg);
+    const struct splash_meta_api *api = splash_meta_api_get();
+    assert_int_equal(api->n_tensors(fused), api->n_tensors(dec));
+    const char *exps[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    for (int l = 0; l < 4; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, exps[p]);
+            const struct splash_tensor_info *a = api->tensor_find(dec, name),
+                                            *b = api->tensor_find(fused, name);
+            if (!b)
+                fail_msg("%s is missing from the fused checkpoint's model", name);
+            assert_string_equal(b->type_name, "F32");
+            for (int k = 0; k < 4; k++)
+                assert_int_equal(a->ne[k], b->ne[k]);
+            assert_int_equal(a->n_bytes, b->n_bytes);
+            assert_memory_equal(a->data, b->data, a->n_bytes);
+        }
+    printf("  fused gate_up_proj and down_proj of 4 layers split into the stacked matrices\n");
+    splash_meta_close(fused);
+    test_st_rmdir(dir);
+
+    /* config.json's expert width disagrees with the fused rows */
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    write_fused(dir, dec, 64);
+    refused(dir, "model.safetensors", "mlp.experts.gate_up_proj", "moe_intermediate_size 64",
+            NULL);
+    test_st_rmdir(dir);
+    splash_meta_close(dec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -731,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_index_names_missing_shard),
         cmocka_unit_test(test_moe_norm_topk_false),
         cmocka_unit_test(test_experts_per_module),
+        cmocka_unit_test(test_experts_fused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "formats/affine/affine.h"
+#include "formats/affine/affine_r16.h"
 #include "formats/affine/affine_types.h"
 #include "splash/format.h"
 #include "splash/fp.h"
@@ -234,6 +235,15 @@ static inline void affine_dot_ref_impl(int bits, int group, int64_t n, float *s,
 #define AFFINE_SIMD_ROWS(bits, group)
 #endif
 
+/* The 4-bit and 8-bit types repack at load into af<bits>g<group>_R16 (affine_r16.h); the
+ * others have no repacked layout. */
+#define AFFINE_REPACK_4(group) .repack_to = "af4g" #group "_R16", .repack = affine_b4g##group##_repack,
+#define AFFINE_REPACK_8(group) .repack_to = "af8g" #group "_R16", .repack = affine_b8g##group##_repack,
+#define AFFINE_REPACK_2(group)
+#define AFFINE_REPACK_3(group)
+#define AFFINE_REPACK_5(group)
+#define AFFINE_REPACK_6(group)
+
 #define AFFINE_DEFINE_TYPE(bits, group)                                                            \
     static enum splash_status affine_b##bits##g##group##_validate(                                 \
         const void *data, size_t n_bytes, int64_t n_elems, struct splash_err *err)                 \
@@ -281,10 +291,7 @@ static inline void affine_dot_ref_impl(int bits, int group, int64_t n, float *s,
         .mlx_bits = bits,                                                                          \
         .mlx_group_size = group,                                                                   \
         .import_planes = affine_b##bits##g##group##_import,                                        \
+        AFFINE_REPACK_##bits(group)                                                                \
     };
 
 AFFINE_FOR_EACH(AFFINE_DEFINE_TYPE)
-
-#define AFFINE_TYPE_REF(bits, group) &affine_b##bits##g##group##_type,
-const struct splash_format_type *const affine_types[AFFINE_N_TYPES] = {
-    AFFINE_FOR_EACH(AFFINE_TYPE_REF)};

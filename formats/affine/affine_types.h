@@ -13,7 +13,9 @@
     (AFFINE_CPU_AVX2_ROW | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |       \
      SPLASH_CPU_AVX512DQ | SPLASH_CPU_AVX512VNNI | SPLASH_CPU_AVX512VBMI)
 
-/* af2g32 .. af8g128 in AFFINE_FOR_EACH order. */
-extern const struct splash_format_type *const affine_types[AFFINE_N_TYPES];
+/* af2g32 .. af8g128 (plugin.c lists them in AFFINE_FOR_EACH order). */
+#define AFFINE_DECL_TYPE(bits, group) extern const struct splash_format_type affine_b##bits##g##group##_type;
+AFFINE_FOR_EACH(AFFINE_DECL_TYPE)
+#undef AFFINE_DECL_TYPE
 
 #endif
