@@ -144,6 +144,11 @@ static double bound_for(int kv_format)
     return kv_format == SPLASH_KV_INT8 ? 0.3 : 0.25;
 }
 
+static const char *kv_name(int kv_format)
+{
+    return kv_format == SPLASH_KV_INT8 ? "int8" : kv_format == SPLASH_KV_F16 ? "f16" : "bf16";
+}
+
 static struct result run_case(const char *name, int decode, int kv_format, int ignore_window,
                               struct test_golden *g)
 {
@@ -166,9 +171,15 @@ static struct result run_case(const char *name, int decode, int kv_format, int i
 
 /* A routing near-tie picks the other expert on a rounding difference, and moves that
  * token's hidden state (and, through the KV cache, later ones') by O(1) on these nets: rows
- * before the first near-tie must keep within the bound and agree on argmax, and MIN_AGREE
- * of all rows agree on argmax (measured: 79-91%; the rows within the bound are printed). */
-#define MIN_AGREE 0.75
+ * before the first near-tie must keep within the bound and agree on argmax, and min_agree
+ * of all rows agree on argmax. With llama.cpp's own f16 cache the attention follows its
+ * arithmetic (kernels/attention.c) and every file agrees on 85-87 of 87 rows (an f32
+ * accumulator: 80-85). A bf16 or int8 cache rounds the keys and values otherwise, and
+ * these nets carry that into routing flips: 69-79 of 87 (an f32 cache does no better). */
+static double min_agree(int kv_format)
+{
+    return kv_format == SPLASH_KV_F16 ? 0.97 : 0.75;
+}
 
 /* 0 when the model's logits keep to the bounds (printing them either way), else 1. */
 static int golden_case(const char *name, int decode, int kv_format)
@@ -179,7 +190,7 @@ static int golden_case(const char *name, int decode, int kv_format)
     int32_t before = res.ties.first < res.rows ? res.ties.first : res.rows;
     printf("  %-24s %s %s KV: max|dlogit| %.4f (row %d), %d/%d rows within %.2f, argmax %d/%d; "
            "before the first near-tie (%d, layer %d, margin %.4f): max %.4f, argmax %d/%d\n",
-           name, decode ? "decode " : "prefill", kv_format == SPLASH_KV_INT8 ? "int8" : "bf16",
+           name, decode ? "decode " : "prefill", kv_name(kv_format),
            res.worst, res.worst_row, res.within, res.rows, bound, res.agree, res.rows, before,
            res.ties.layer, (double)res.ties.margin, res.worst_before, res.agree_before, before);
     int failed = 0;
@@ -188,7 +199,7 @@ static int golden_case(const char *name, int decode, int kv_format)
                         res.worst_before, bound) > 0;
     if (res.agree_before < before)
         failed = printf("    %s: argmax differs before the first near-tie\n", name) > 0;
-    if (res.agree < MIN_AGREE * res.rows)
+    if (res.agree < min_agree(kv_format) * res.rows)
         failed = printf("    %s: argmax agrees on %d of %d rows\n", name, res.agree, res.rows) > 0;
     test_golden_free(&g);
     return failed;
@@ -214,6 +225,26 @@ static void test_golden_prefill_bf16(void **state)
 static void test_golden_decode_bf16(void **state)
 {
     each_tiny(1, SPLASH_KV_BF16);
+}
+
+/* llama.cpp's own conditions: its f16 cache, and its weights as stored (the oracle ran
+ * with repacking off; our 16-row Q4_K layout sums in another order, and the Q4_K_M file
+ * then flips a route of margin 0.02-0.03 that the stored layout keeps). */
+static void each_tiny_as_llama_cpp(int decode)
+{
+    setenv("SPLASH_NO_REPACK", "1", 1);
+    each_tiny(decode, SPLASH_KV_F16);
+    unsetenv("SPLASH_NO_REPACK");
+}
+
+static void test_golden_prefill_f16(void **state)
+{
+    each_tiny_as_llama_cpp(0);
+}
+
+static void test_golden_decode_f16(void **state)
+{
+    each_tiny_as_llama_cpp(1);
 }
 
 static void test_golden_prefill_int8(void **state)
@@ -520,6 +551,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_prefill_bf16), cmocka_unit_test(test_golden_decode_bf16),
+        cmocka_unit_test(test_golden_prefill_f16), cmocka_unit_test(test_golden_decode_f16),
         cmocka_unit_test(test_golden_prefill_int8), cmocka_unit_test(test_golden_decode_int8),
         cmocka_unit_test(test_window_matters),
         cmocka_unit_test(test_router),

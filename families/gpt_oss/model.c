@@ -120,8 +120,9 @@ enum splash_status gptoss_model_create(const struct splash_host *host, const str
         goto out_destroy;
     const struct gptoss_config *c = &model->cfg;
     const char *path = host->meta->path(m);
-    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16) {
-        st = splash_err_set(err, SPLASH_ERR_INVALID, "kv format %d", opts->kv_format);
+    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16 &&
+        opts->kv_format != SPLASH_KV_F16 && opts->kv_format != SPLASH_KV_F32) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: kv format %d", path, opts->kv_format);
         goto out_destroy;
     }
     /* the header's YaRN already stretches RoPE to the native window: no more */
