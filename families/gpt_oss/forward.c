@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "families/common/step_rows.h"
 #include "families/gpt_oss/gpt_oss.h"
 
 #define GPTOSS_UBATCH 512 /* rows per step; longer inputs are split per lane */
@@ -22,22 +23,9 @@ struct step {
     struct splash_attn_lane *attn;  /* n_lanes */
 };
 
-struct add_task {
-    float *x;
-    const float *y;
-};
-
-static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct add_task *t = ctx;
-    for (int64_t i = begin; i < end; i++)
-        t->x[i] += t->y[i];
-}
-
 static void add_into(struct gptoss_model *model, float *x, const float *y, int64_t n)
 {
-    struct add_task t = {.x = x, .y = y};
-    gptoss_parallel(model, n, 8192, add_range, &t);
+    step_rows_add(model->host, model->opts.pool, x, y, n);
 }
 
 static struct splash_kv_pages lane_kv(const struct gptoss_model *model, const struct gptoss_seq *seq,
@@ -125,49 +113,23 @@ static void attn_layer(struct step *s, const struct gptoss_layer *L, int32_t il)
 static enum splash_status logits_out(struct step *s, struct splash_err *err)
 {
     struct gptoss_model *model = s->model;
-    const struct splash_kernels *k = model->k;
     const struct gptoss_config *c = &model->cfg;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    int64_t m = 0;
-    int32_t with_logits = 0;
-    /* a lane of no tokens has no row to give logits of */
-    for (int32_t l = 0; l < s->n_lanes; l++)
-        if (s->lanes[l].logits && s->lanes[l].n_tokens > 0) {
-            m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
-            with_logits++;
-        }
-    if (!m)
-        return SPLASH_OK;
-    float *xs = s->xn; /* (m, E), m <= n */
-    int64_t r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        for (int64_t i = ln->logits_all ? 0 : ln->n_tokens - 1; i < ln->n_tokens; i++, r++)
-            memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
-    }
-    k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
-    if (with_logits == 1) {
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            if (s->lanes[l].logits && s->lanes[l].n_tokens > 0)
-                k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
-        return SPLASH_OK;
-    }
-    float *tmp = gptoss_buffer_get(model, &model->logits, (size_t)m * (size_t)V * sizeof *tmp);
-    if (!tmp)
+    int32_t with;
+    int64_t m = step_rows_logit_rows(s->lanes, s->n_lanes, &with);
+    float *tmp = NULL;
+    if (m && with > 1 &&
+        !(tmp = gptoss_buffer_get(model, &model->logits,
+                                  (size_t)m * (size_t)c->n_vocab * sizeof *tmp)))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
                               (long long)m);
-    k->matmul(model->opts.pool, model->output, xs, m, tmp);
-    r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
-        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
-        r += rows;
-    }
+    const struct step_rows_head h = {.k = model->k,
+                                     .pool = model->opts.pool,
+                                     .norm = model->output_norm,
+                                     .eps = c->rms_eps,
+                                     .output = model->output,
+                                     .n_embd = c->n_embd,
+                                     .n_vocab = c->n_vocab};
+    step_rows_logits(&h, s->lanes, s->n_lanes, s->row0, s->x, s->xn, tmp);
     return SPLASH_OK;
 }
 
@@ -207,13 +169,11 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
     s.att = s.q + n * qd;
     s.k = s.att + n * qd;
     s.v = s.k + n * kvd;
-    int64_t r = 0;
-    for (int32_t l = 0; l < n_lanes; l++) {
-        s.row0[l] = r;
-        model->k->embed_rows(model->tok_embd, lanes[l].tokens, lanes[l].n_tokens, s.x + r * E);
-        model->k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens, s.cs + r * 2 * pairs);
-        r += lanes[l].n_tokens;
-    }
+    step_rows_offsets(lanes, n_lanes, s.row0);
+    step_rows_embed(model->k, &model->tok_embd, lanes, n_lanes, s.row0, E, s.x);
+    for (int32_t l = 0; l < n_lanes; l++)
+        model->k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens,
+                             s.cs + s.row0[l] * 2 * pairs);
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
         const struct gptoss_layer *L = &model->layers[il];
         model->k->rmsnorm(model->opts.pool, s.x, E, L->attn_norm, s.xn, E, n, E, c->rms_eps);
@@ -239,21 +199,10 @@ enum splash_status gptoss_forward(struct gptoss_model *model, const struct splas
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
         const struct gptoss_seq *seq = ln->seq;
-        if (!seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
-        if (ln->pos0 != seq->n_tokens)
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: position %d, the sequence holds %lld tokens", l,
-                                  ln->pos0, (long long)seq->n_tokens);
-        if ((int64_t)ln->pos0 + ln->n_tokens > model->max_context)
-            return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                  "lane %d: %lld tokens exceed the context of %lld", l,
-                                  (long long)ln->pos0 + ln->n_tokens,
-                                  (long long)model->max_context);
-        for (int32_t i = 0; i < ln->n_tokens; i++)
-            if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
-                return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
-                                      ln->tokens[i]);
+        enum splash_status st = step_rows_check_lane(ln, l, seq ? seq->n_tokens : 0,
+                                                     model->max_context, model->cfg.n_vocab, err);
+        if (st)
+            return st;
         for (int32_t j = 0; j < l; j++)
             if (lanes[j].seq == ln->seq && ln->n_tokens && lanes[j].n_tokens)
                 return splash_err_set(err, SPLASH_ERR_INVALID,

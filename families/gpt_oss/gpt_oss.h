@@ -42,9 +42,11 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
                                       struct gptoss_config *c, struct splash_err *err);
 /* "hidden 2880, 24 layers (12 sliding of 128), 32 experts (4 used) of ff 2880, vocab ..." */
 void gptoss_config_summary(const struct gptoss_config *c, char *buf, size_t size);
-/* Emits every tensor the forward pass reads. */
-void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
-                    const struct gptoss_config *c, splash_decl_emit_fn emit, void *ctx);
+/* The declaration list (splash_declare_fn): every tensor the forward pass reads; with a
+ * model (its cfg read, its layers allocated), each entry's dst in it. */
+enum splash_status gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
+                                  void *model, splash_decl_emit_fn emit, void *ctx,
+                                  struct splash_err *err);
 
 struct gptoss_layer {
     float *attn_norm, *post_norm; /* n_embd */
@@ -71,7 +73,7 @@ struct gptoss_model {
     const struct splash_meta *meta;
     struct gptoss_config cfg;
     struct splash_model_opts opts;
-    const struct splash_tensor_info *tok_embd;
+    struct splash_tensor_ref tok_embd; /* with token_embd.scale, 1 without one */
     struct splash_weight *output;
     float *output_norm;
     struct gptoss_layer *layers;
@@ -80,6 +82,7 @@ struct gptoss_model {
     int32_t ring_pages;      /* pages a sliding layer's ring holds */
     size_t kv_page_bytes;    /* one page of one layer */
     uint64_t weight_bytes;
+    int bound;               /* bind_tensors filled the layers (unbind on destroy) */
     uint64_t cache_bytes;    /* every sequence's pages and tables (cache.c) */
     struct gptoss_buffer step_arena, moe_arena, logits;
     /* diagnostics for tests: attend on every layer as if none slid (the window ignored);

@@ -63,11 +63,7 @@ static enum splash_status go_declare_tensors(const struct splash_host *host,
                                              const struct splash_meta *m, splash_decl_emit_fn emit,
                                              void *ctx, struct splash_err *err)
 {
-    struct gptoss_config c;
-    enum splash_status st = gptoss_config_read(host, m, &c, err);
-    if (!st)
-        gptoss_declare(host, m, &c, emit, ctx);
-    return st;
+    return gptoss_declare(host, m, NULL, emit, ctx, err);
 }
 
 static enum splash_status go_model_create(const struct splash_host *host,
