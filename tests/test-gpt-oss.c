@@ -490,6 +490,73 @@ static void test_fork_and_truncate(void **state)
     splash_meta_close(meta);
 }
 
+/* A growing byte buffer for seq_save. */
+struct blob {
+    char *p;
+    size_t n, cap;
+};
+
+static int blob_write(void *ctx, const void *bytes, size_t n)
+{
+    struct blob *b = ctx;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, bytes, n);
+    b->n += n;
+    return 0;
+}
+
+/* A sequence saved as bytes (the SSD tier) and loaded back goes on to the same bits as the
+ * one that was saved: its full layers' pages, and of each sliding layer only the pages its
+ * window reads (a long sequence saves far less than every layer's KV). A blob of another
+ * size or a damaged header is refused. */
+static void test_seq_save_load(void **state)
+{
+    enum { N = 300, SPLIT = 237 }; /* mid-page, the window spanning two pages */
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++)
+        tokens[i] = (int32_t)((i * 53 + 7) % 2000);
+    struct splash_meta *meta;
+    struct splash_model_info info;
+    for (int kv = 0; kv < 2; kv++) {
+        void *model = open_model(&meta, 0, kv ? SPLASH_KV_INT8 : SPLASH_KV_BF16, &info);
+        int64_t V = info.n_vocab;
+        struct splash_err err = {{0}};
+        void *seq, *loaded;
+        assert_int_equal(fam->seq_create(model, &seq, &err), SPLASH_OK);
+        struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = SPLIT};
+        assert_int_equal(fam->forward(model, &lane, 1, &err), SPLASH_OK);
+        struct blob b = {0};
+        assert_int_equal(fam->seq_save(model, seq, blob_write, &b, &err), SPLASH_OK);
+        assert_int_equal(b.n, fam->seq_saved_bytes(model, SPLIT));
+        /* 4 pages of each full layer, 1 of each sliding one (positions 221-236): 10 pages */
+        assert_true(b.n < 11 * info.kv_page_bytes / 2);
+        assert_int_equal(fam->seq_load(model, b.p, b.n, &loaded, &err), SPLASH_OK);
+        float *out = malloc((size_t)(N - SPLIT) * (size_t)V * sizeof *out);
+        lane = (struct splash_lane){.seq = loaded, .tokens = tokens + SPLIT, .n_tokens = N - SPLIT,
+                                    .pos0 = SPLIT, .logits = out, .logits_all = 1};
+        assert_int_equal(fam->forward(model, &lane, 1, &err), SPLASH_OK);
+        float *want = run_split(model, tokens, N, SPLIT, V);
+        assert_memory_equal(out, want, (size_t)(N - SPLIT) * (size_t)V * sizeof *out);
+        fam->seq_destroy(model, loaded);
+        /* refused: one byte short, and a header of another layout */
+        assert_int_equal(fam->seq_load(model, b.p, b.n - 1, &loaded, &err), SPLASH_ERR_INVALID);
+        b.p[0] ^= 1;
+        assert_int_equal(fam->seq_load(model, b.p, b.n, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "not this model's layout"));
+        free(b.p);
+        free(out);
+        free(want);
+        fam->seq_destroy(model, seq);
+        assert_true(fam->cache_bytes(model) == 0);
+        fam->model_destroy(model);
+        splash_meta_close(meta);
+    }
+}
+
 /* A batched step gives each lane the logits it gets alone: a decode lane, a prefill lane
  * past the window and a lane of no tokens (whose logits buffer is left as it was). */
 static void test_lanes_batched(void **state)
@@ -561,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_ring_wraps),
         cmocka_unit_test(test_fork_and_truncate),
         cmocka_unit_test(test_lanes_batched),
+        cmocka_unit_test(test_seq_save_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

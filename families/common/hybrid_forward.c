@@ -599,25 +599,6 @@ static enum splash_status check_taps(const struct hybrid_model *model,
     return SPLASH_OK;
 }
 
-static enum splash_status check_runs(const struct splash_lane *ln,
-                                     const struct splash_lane_runs *ru, int32_t l,
-                                     struct splash_err *err)
-{
-    if (!ru || ru->n == 0)
-        return SPLASH_OK;
-    if (ru->n < 0 || !ru->ends || (ru->fork && !ru->forks))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: %d runs without their ends or "
-                                                       "fork slots", l, ru->n);
-    for (int32_t k = 0; k < ru->n; k++)
-        if (ru->ends[k] <= (k ? ru->ends[k - 1] : 0) ||
-            (k == ru->n - 1 && ru->ends[k] != ln->n_tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: run %d ends at %d (runs must grow and end at the "
-                                  "lane's %d tokens)",
-                                  l, k, ru->ends[k], ln->n_tokens);
-    return SPLASH_OK;
-}
-
 /* The furthest place from off, at most limit, where a step may end and the next start
  * without moving the recurrence's chunks: a run's end, or a whole chunk into a run. */
 static int32_t piece_end(const struct splash_lane_runs *ru, int32_t n_tokens, int32_t off,
@@ -664,11 +645,8 @@ static enum splash_status forward_all(struct hybrid_model *model, const struct s
             return splash_err_set(err, SPLASH_ERR_INVALID,
                                   "lane %d: %d tokens, the verify save was armed for %d", l,
                                   ln->n_tokens, seq->rewind->armed);
-        if ((st = check_runs(ln, runs ? &runs[l] : NULL, l, err)))
+        if ((st = step_rows_check_runs(ln, runs ? &runs[l] : NULL, l, err)))
             return st;
-        if (runs && runs[l].fork)
-            for (int32_t k = 0; k < runs[l].n; k++)
-                runs[l].forks[k] = NULL;
         n += ln->n_tokens;
     }
     if (n <= HYBRID_UBATCH)

@@ -24,6 +24,28 @@ enum splash_status step_rows_check_lane(const struct splash_lane *ln, int32_t l,
     return SPLASH_OK;
 }
 
+enum splash_status step_rows_check_runs(const struct splash_lane *ln,
+                                        const struct splash_lane_runs *ru, int32_t l,
+                                        struct splash_err *err)
+{
+    if (!ru || ru->n == 0)
+        return SPLASH_OK;
+    if (ru->n < 0 || !ru->ends || (ru->fork && !ru->forks))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "lane %d: %d runs without their ends or fork slots", l, ru->n);
+    for (int32_t k = 0; k < ru->n; k++)
+        if (ru->ends[k] <= (k ? ru->ends[k - 1] : 0) ||
+            (k == ru->n - 1 && ru->ends[k] != ln->n_tokens))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: run %d ends at %d (runs must grow and end at the "
+                                  "lane's %d tokens)",
+                                  l, k, ru->ends[k], ln->n_tokens);
+    if (ru->fork)
+        for (int32_t k = 0; k < ru->n; k++)
+            ru->forks[k] = NULL;
+    return SPLASH_OK;
+}
+
 int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0)
 {
     int64_t r = 0;

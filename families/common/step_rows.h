@@ -19,6 +19,12 @@ enum splash_status step_rows_check_lane(const struct splash_lane *ln, int32_t l,
                                         int64_t seq_tokens, int64_t max_context, int64_t n_vocab,
                                         struct splash_err *err);
 
+/* Lane l's runs (forward_runs; NULL or n 0: one run): ends growing to the lane's end, the
+ * fork slots there when flags are; the slots are set NULL. */
+enum splash_status step_rows_check_runs(const struct splash_lane *ln,
+                                        const struct splash_lane_runs *ru, int32_t l,
+                                        struct splash_err *err);
+
 /* row0[l] = the first row of lane l; returns the rows of all lanes. */
 int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0);
 
