@@ -118,9 +118,8 @@ enum splash_status flint_model_create(const struct splash_host *host, const stru
         goto out_destroy;
     const struct flint_config *c = &model->cfg;
     const char *path = host->meta->path(m);
-    if (opts->kv_format != SPLASH_KV_INT8 && opts->kv_format != SPLASH_KV_BF16) {
-        st = splash_err_set(err, SPLASH_ERR_INVALID, "kv format %d (int8 or bf16 served)",
-                            opts->kv_format);
+    if (opts->kv_format < SPLASH_KV_INT8 || opts->kv_format > SPLASH_KV_F32) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "kv format %d", opts->kv_format);
         goto out_destroy;
     }
     /* server.md: Flint's full layers have no RoPE to stretch, so its native window is its
