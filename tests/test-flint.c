@@ -738,6 +738,11 @@ static void test_model_check(void **state)
     assert_string_equal(res.verdict.chat_format, "flint");
     printf("  %s · %s\n", res.verdict.architecture, res.verdict.summary);
     assert_non_null(strstr(res.verdict.summary, "4 layers (2 sliding of 6, 1 without RoPE), 1 dense"));
+    /* the flat configuration travels in the verdict (ABI 1.4), which model-check prints */
+    json_t *cfg = json_loads(res.verdict.text_config, 0, NULL);
+    assert_non_null(cfg);
+    assert_string_equal(json_string_value(json_object_get(cfg, "model_type")), "flint");
+    json_decref(cfg);
     splash_check_result_free(&res);
 
     /* the spec's refusal: an F32 token table */

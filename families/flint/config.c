@@ -146,13 +146,17 @@ static const char *const flint_stops[] = {"<|end_of_text|>", "<|user|>", "<|obse
 
 /* eos_token_id: tokenizer.ggml.eog_token_ids where the header has it (unsloth's), else the
  * IDs of Flint's stop tokens in the vocabulary, each a control token; the header's
- * eos_token_id must be one of them. */
+ * eos_token_id must be one of them. A header with no vocabulary at all (the model writer's
+ * plan, before it adds the tokenizer) states none; a model is not built without one. */
 static enum splash_status read_eos(const struct splash_meta_api *api, const struct splash_meta *m,
                                    struct flint_config *c, struct splash_err *err)
 {
     const char *path = api->path(m);
     enum splash_status st;
     size_t n_tok = 0, n_types = 0;
+    c->n_eos = 0;
+    if (!api->has(m, "tokenizer.ggml.tokens"))
+        return SPLASH_OK;
     if ((st = api->arr_len(m, "tokenizer.ggml.tokens", &n_tok, err)))
         return st;
     if (n_tok != (size_t)c->n_vocab)
@@ -162,7 +166,6 @@ static enum splash_status read_eos(const struct splash_meta_api *api, const stru
     int has_types = api->has(m, "tokenizer.ggml.token_type") &&
                     !api->arr_len(m, "tokenizer.ggml.token_type", &n_types, NULL) &&
                     n_types == n_tok;
-    c->n_eos = 0;
     if (api->has(m, "tokenizer.ggml.eog_token_ids")) {
         size_t n = 0;
         if ((st = api->arr_len(m, "tokenizer.ggml.eog_token_ids", &n, err)))

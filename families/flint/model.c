@@ -131,6 +131,12 @@ enum splash_status flint_model_create(const struct splash_host *host, const stru
                             path, (long long)opts->max_context, (long long)c->n_ctx_train);
         goto out_destroy;
     }
+    if (c->n_eos == 0) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID,
+                            "%s: no vocabulary (tokenizer.ggml.tokens) to find Flint's stop "
+                            "tokens in", path);
+        goto out_destroy;
+    }
     model->layers = calloc((size_t)c->n_layers, sizeof *model->layers);
     if (!model->layers) {
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");

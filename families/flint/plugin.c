@@ -24,7 +24,7 @@ static enum splash_status fl_check_config(const struct splash_host *host,
     snprintf(v->architecture, sizeof v->architecture, "Flint (%s)", FLINT_ARCH);
     flint_config_summary(&c, v->summary, sizeof v->summary);
     snprintf(v->chat_format, sizeof v->chat_format, "flint");
-    return SPLASH_OK;
+    return flint_text_config(&c, v->text_config, sizeof v->text_config, err);
 }
 
 static enum splash_status fl_declare_tensors(const struct splash_host *host,

@@ -93,6 +93,12 @@ struct splash_family_verdict {
     char chat_format[16];   /* the chat format the family's models speak: "qwen", "flint"
                                (models.md "Chat formats"); an older plugin leaves it "" and
                                the core reads qwen */
+    /* ---- ABI 1.4 ---- */
+    /* The configuration the header derives, as the keys of the model's config.json (JSON
+     * text, flat or nested as that file is: Flint's gguf.flint_text_config), which
+     * model-check prints; "" when the family derives none (the core zeroes the verdict
+     * before check_config, so an older plugin leaves it ""). */
+    char text_config[4096];
 };
 
 /* ABI 1.3 adds F16 and F32 (for exact comparisons with references that keep such a cache,
