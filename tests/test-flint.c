@@ -682,6 +682,29 @@ static void test_lanes_and_forks(void **state)
     memcpy(mixed + 20, b + 20, 20 * sizeof *mixed);
     float *lm = test_run_logits(&r, mixed, N_TOK, 0, NULL);
     assert_true(max_diff(of, lm + (size_t)20 * NV, (size_t)20 * NV) < 1e-5);
+    /* a verify step's rows kept in part: 8 rows fed, 3 kept, the rest fed again agree */
+    void *sv;
+    float *ov = malloc((size_t)N_TOK * NV * 4);
+    OK(fam->seq_create(r.model, &sv, &err));
+    struct splash_lane lv0 = {.seq = sv, .tokens = a, .n_tokens = 20, .pos0 = 0, .logits = NULL};
+    OK(fam->forward(r.model, &lv0, 1, &err));
+    OK(fam->seq_keep_rows(r.model, sv, 8, &err));
+    struct splash_lane lv1 = {.seq = sv, .tokens = b, .n_tokens = 8, .pos0 = 20, .logits = ov,
+                              .logits_all = 1};
+    OK(fam->forward(r.model, &lv1, 1, &err));
+    OK(fam->seq_truncate(r.model, sv, 23, &err));
+    struct splash_lane lv2 = {.seq = sv, .tokens = a + 23, .n_tokens = N_TOK - 23, .pos0 = 23,
+                              .logits = ov, .logits_all = 1};
+    OK(fam->forward(r.model, &lv2, 1, &err));
+    int32_t kept[N_TOK];
+    memcpy(kept, a, sizeof kept);
+    memcpy(kept + 20, b, 3 * sizeof *kept);
+    float *lk = test_run_logits(&r, kept, N_TOK, 0, NULL);
+    assert_true(max_diff(ov, lk + (size_t)23 * NV, (size_t)(N_TOK - 23) * NV) < 1e-5);
+    assert_int_equal(fam->seq_keep_rows(r.model, sv, 16, &err), SPLASH_ERR_INVALID);
+    fam->seq_destroy(r.model, sv);
+    free(ov);
+    free(lk);
     fam->seq_destroy(r.model, fork);
     fam->seq_destroy(r.model, sa);
     fam->seq_destroy(r.model, sb);

@@ -92,6 +92,17 @@ static enum splash_status fl_seq_fork(void *model, const void *src, int32_t n_to
     return st;
 }
 
+/* Speculative decoding's verify rows: Flint keeps no recurrent state, and a truncation
+ * drops KV past the kept rows exactly (later positions are rewritten when fed again), so
+ * arming needs nothing saved. */
+static enum splash_status fl_seq_keep_rows(void *model, void *seq, int32_t n_rows,
+                                           struct splash_err *err)
+{
+    if (n_rows < 0 || n_rows > 15)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "keep rows: %d (0 to 15)", n_rows);
+    return SPLASH_OK;
+}
+
 static uint64_t fl_cache_bytes(const void *model)
 {
     return ((const struct flint_model *)model)->cache_bytes;
@@ -116,6 +127,7 @@ static const struct splash_family_plugin fl_plugin = {
     .forward = fl_forward,
     .seq_fork = fl_seq_fork,
     .cache_bytes = fl_cache_bytes,
+    .seq_keep_rows = fl_seq_keep_rows,
 };
 
 static const struct splash_plugin_header *fl_entry(const struct splash_host *host)
