@@ -842,7 +842,7 @@ static void test_text_config(void **state)
     OK(splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &meta, &err));
     struct flint_config c;
     OK(flint_config_read(splash_registry_host(splash_registry_global()), meta, &c, &err));
-    char text[4096];
+    char text[8192];
     OK(flint_text_config(&c, text, sizeof text, &err));
     json_error_t je;
     json_t *j = json_loads(text, 0, &je);
@@ -864,6 +864,18 @@ static void test_text_config(void **state)
     json_t *eos = json_object_get(j, "eos_token_id");
     assert_int_equal(json_array_size(eos), 2);
     assert_int_equal(json_integer_value(json_array_get(eos, 1)), EOT + 2);
+    /* the most layers the family takes, each sliding, without RoPE and dense, with the
+     * most stop tokens, still fit the verdict */
+    struct flint_config big = c;
+    big.n_layers = FLINT_MAX_LAYERS;
+    big.n_dense = FLINT_MAX_LAYERS;
+    big.n_eos = FLINT_MAX_EOS;
+    for (int il = 0; il < FLINT_MAX_LAYERS; il++) {
+        big.is_swa[il] = 1;
+        big.has_rope[il] = 0;
+    }
+    struct splash_family_verdict v;
+    OK(flint_text_config(&big, v.text_config, sizeof v.text_config, &err));
     /* too small a buffer is an error, not a cut JSON */
     assert_int_equal(flint_text_config(&c, text, 64, &err), SPLASH_ERR_INVALID);
     json_decref(j);

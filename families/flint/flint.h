@@ -16,7 +16,7 @@
 #include "splash/kernels.h"
 
 #define FLINT_ARCH "flint"
-#define FLINT_MAX_LAYERS 256
+#define FLINT_MAX_LAYERS 128 /* its flat configuration fits the verdict's text_config */
 #define FLINT_MAX_EXPERTS 1024
 #define FLINT_MAX_USED 32
 #define FLINT_MAX_EOS 8

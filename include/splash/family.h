@@ -98,7 +98,7 @@ struct splash_family_verdict {
      * text, flat or nested as that file is: Flint's gguf.flint_text_config), which
      * model-check prints; "" when the family derives none (the core zeroes the verdict
      * before check_config, so an older plugin leaves it ""). */
-    char text_config[4096];
+    char text_config[8192];
 };
 
 /* ABI 1.3 adds F16 and F32 (for exact comparisons with references that keep such a cache,
