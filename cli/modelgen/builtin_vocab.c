@@ -83,11 +83,16 @@ static const char *const harmony_specials[] = {
 #define N_HARMONY (sizeof harmony_specials / sizeof harmony_specials[0])
 #define HARMONY_RETURN 5
 
-/* Flint's chat markup, all CONTROL, after Qwen's in a Flint vocabulary; <|end_of_text|> is
- * its end of sequence. */
-static const char *const flint_specials[] = {
-    "<|end_of_text|>", "<|system|>", "<|user|>",   "<|assistant|>", "<|observation|>",
-    "<|developer|>",   "<arg_key>",  "</arg_key>", "<arg_value>",   "</arg_value>",
+/* Flint's chat markup after Qwen's in a Flint vocabulary: the roles and stops CONTROL, the
+ * argument tags USER_DEFINED (rendered in the output the call parser reads, as the think
+ * and tool-call tags are); <|end_of_text|> is its end of sequence. */
+static const struct {
+    const char *text;
+    int32_t type;
+} flint_specials[] = {
+    {"<|end_of_text|>", 3}, {"<|system|>", 3}, {"<|user|>", 3},    {"<|assistant|>", 3},
+    {"<|observation|>", 3}, {"<|developer|>", 3}, {"<arg_key>", 4}, {"</arg_key>", 4},
+    {"<arg_value>", 4},     {"</arg_value>", 4},
 };
 
 #define N_FLINT (sizeof flint_specials / sizeof flint_specials[0])
@@ -362,8 +367,8 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
     for (size_t i = 0; i < n_flint; i++, id++) {
         if (i == FLINT_END_OF_TEXT)
             eos = (int32_t)id;
-        tokens[id] = flint_specials[i];
-        types[id] = 3; /* CONTROL */
+        tokens[id] = flint_specials[i].text;
+        types[id] = flint_specials[i].type;
     }
     for (size_t i = 0; i < n_fill; i++, id++) {
         char *s = fillers + i * 16;
