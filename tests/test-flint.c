@@ -28,6 +28,8 @@
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "families/flint/flint.h"
+#include "server/chat/chat_format.h"
+#include "server/chat_setup.h"
 #include "splash/family.h"
 #include "splash/format.h"
 #include "splash/fp.h"
@@ -720,7 +722,8 @@ static void test_lanes_and_forks(void **state)
     tiny_free(&m);
 }
 
-/* model-check on a file written with o: SPLASH_OK or the refusal's text in msg. */
+/* model-check on a file written with o: SPLASH_OK or the refusal's text in msg. A file that
+ * passes also has the server choose its chat format from the family's verdict: FLINT. */
 static enum splash_status check_file(const struct tiny_opts *o, char *msg, size_t size,
                                      struct splash_check_result *res)
 {
@@ -734,6 +737,11 @@ static enum splash_status check_file(const struct tiny_opts *o, char *msg, size_
     memset(res, 0, sizeof *res);
     enum splash_status st = splash_model_check(splash_registry_global(), path, res, &err);
     snprintf(msg, size, "%s", res->problems ? res->problems : err.msg);
+    if (st == SPLASH_OK) {
+        const struct splash_chat_format *f = NULL;
+        OK(splash_chat_format_of_model(splash_registry_global(), path, &f, &err));
+        assert_ptr_equal(f, &splash_chat_format_flint);
+    }
     unlink(path);
     return st;
 }
