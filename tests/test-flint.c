@@ -408,7 +408,7 @@ static float *ref_logits(const struct tiny *m, const int32_t *tokens, int n,
             for (int h = 0; h < H; h++) {
                 int g = h / (H / KVH);
                 int j0 = window && t - window + 1 > 0 ? t - window + 1 : 0;
-                double s[64], mx = sinks[h];
+                double s[256], mx = sinks[h];
                 for (int j = j0; j <= t; j++) {
                     double d = 0;
                     for (int i = 0; i < HD; i++)
@@ -722,6 +722,69 @@ static void test_lanes_and_forks(void **state)
     tiny_free(&m);
 }
 
+/* A sequence far longer than the window: the sliding layers let go of the pages the window
+ * has passed, the logits still follow the reference, and a truncation or fork back past
+ * what they hold is refused with its reason. */
+#define N_LONG 200
+static void test_long_sequence_sliding_pages(void **state)
+{
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1};
+    struct tiny m;
+    tiny_make(&m, &o, 61);
+    char path[256];
+    tmp_path(path, sizeof path, "long");
+    tiny_write(&m, path);
+    int32_t tokens[N_LONG];
+    prompt(tokens, N_LONG, 62);
+    struct variant right = {0};
+    float *want = ref_logits(&m, tokens, N_LONG, &right);
+    struct test_run r;
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_F32};
+    test_run_open(&r, &ro, path, "flint-tiny");
+    for (int decode = 0; decode <= 1; decode++) {
+        float *got = test_run_logits(&r, tokens, N_LONG, decode, NULL);
+        double d = max_diff(got, want, (size_t)N_LONG * NV);
+        printf("  %d tokens, %s: max |diff| %.2e\n", N_LONG, decode ? "decode" : "prefill", d);
+        assert_true(d < BOUND);
+        free(got);
+    }
+    struct splash_err err;
+    void *seq, *fork;
+    OK(fam->seq_create(r.model, &seq, &err));
+    struct splash_lane ln = {.seq = seq, .tokens = tokens, .n_tokens = N_LONG, .pos0 = 0};
+    OK(fam->forward(r.model, &ln, 1, &err));
+    /* pages before (200 - 6 - 16) / 64 = 2 are gone from the sliding layers (0, 2) only */
+    const struct flint_seq *fs = seq;
+    assert_int_equal(fs->swa_first, 2);
+    for (int il = 0; il < NL; il++)
+        for (int p = 0; p < 2; p++)
+            assert_true((fs->pages[il * fs->cap_pages + p] == NULL) == swa_pattern[il]);
+    /* the model's info counts the full layers per token and the sliding ones per sequence */
+    struct splash_model_info info;
+    fam->model_info(r.model, &info);
+    assert_int_equal(info.kv_page_bytes, 2 * ((struct flint_model *)r.model)->kv_page_bytes);
+    assert_true(info.state_bytes_per_seq > 0);
+    assert_int_equal(fam->seq_fork(r.model, seq, 100, &fork, &err), SPLASH_ERR_UNSUPPORTED);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "not the window before 100"));
+    assert_int_equal(fam->seq_truncate(r.model, seq, 100, &err), SPLASH_ERR_UNSUPPORTED);
+    /* back within the slack: kept, and fed again the same logits */
+    OK(fam->seq_fork(r.model, seq, N_LONG - 15, &fork, &err));
+    OK(fam->seq_truncate(r.model, seq, N_LONG - 15, &err));
+    float *again = malloc((size_t)15 * NV * sizeof *again);
+    struct splash_lane lf = {.seq = fork, .tokens = tokens + N_LONG - 15, .n_tokens = 15,
+                             .pos0 = N_LONG - 15, .logits = again, .logits_all = 1};
+    OK(fam->forward(r.model, &lf, 1, &err));
+    assert_true(max_diff(again, want + (size_t)(N_LONG - 15) * NV, (size_t)15 * NV) < BOUND);
+    fam->seq_destroy(r.model, fork);
+    fam->seq_destroy(r.model, seq);
+    free(again);
+    free(want);
+    test_run_close(&r);
+    unlink(path);
+    tiny_free(&m);
+}
+
 /* model-check on a file written with o: SPLASH_OK or the refusal's text in msg. A file that
  * passes also has the server choose its chat format from the family's verdict: FLINT. */
 static enum splash_status check_file(const struct tiny_opts *o, char *msg, size_t size,
@@ -898,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_softmax_model_matches_reference),
         cmocka_unit_test(test_sigmoid_model_matches_reference),
         cmocka_unit_test(test_lanes_and_forks),
+        cmocka_unit_test(test_long_sequence_sliding_pages),
         cmocka_unit_test(test_model_check),
         cmocka_unit_test(test_context_past_native_refused),
         cmocka_unit_test(test_text_config),

@@ -1,6 +1,8 @@
 /* Flint's per-sequence caches: per layer a table of KV pages counted by reference, so a
  * fork shares them copy-on-write (a sequence appending into a shared page copies it
- * first) and a truncation drops the pages past its end. */
+ * first) and a truncation drops the pages past its end. A sliding layer lets go of the
+ * pages before its window (less FLINT_SWA_SLACK rows), so a long sequence holds a window's
+ * worth of KV there; a fork or truncation to n tokens then needs the window before n. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +88,36 @@ static void free_pages(struct flint_model *model, struct flint_seq *seq, int64_t
         seq->n_pages = keep;
 }
 
+/* Whether a sequence whose sliding pages start at page `first` still holds the window
+ * before position n (the keys the row at n reads). */
+static int window_held(const struct flint_model *model, int64_t first, int64_t n)
+{
+    int64_t from = n - model->cfg.window + 1;
+    return model->cfg.n_swa == 0 || first == 0 || (from > 0 && from / FLINT_PAGE_TOKENS >= first);
+}
+
+void flint_seq_release_swa(struct flint_model *model, struct flint_seq *seq)
+{
+    const struct flint_config *c = &model->cfg;
+    int64_t from = seq->n_tokens - c->window - FLINT_SWA_SLACK;
+    int64_t keep = from > 0 ? from / FLINT_PAGE_TOKENS : 0;
+    if (c->n_swa == 0 || keep <= seq->swa_first)
+        return;
+    for (int64_t il = 0; il < n_layers(model); il++)
+        if (c->is_swa[il])
+            for (int64_t p = seq->swa_first; p < keep; p++) {
+                page_unref(model, seq->pages[il * seq->cap_pages + p]);
+                seq->pages[il * seq->cap_pages + p] = NULL;
+            }
+    seq->swa_first = keep;
+}
+
+int64_t flint_swa_pages(const struct flint_model *model)
+{
+    int64_t rows = (int64_t)model->cfg.window + FLINT_SWA_SLACK + FLINT_UBATCH;
+    return (rows + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS + 1;
+}
+
 void flint_seq_destroy(struct flint_model *model, struct flint_seq *seq)
 {
     if (!seq)
@@ -103,8 +135,16 @@ enum splash_status flint_seq_truncate(struct flint_model *model, struct flint_se
         return splash_err_set(err, SPLASH_ERR_INVALID, "truncate to %d tokens", n_keep);
     if (n_keep >= seq->n_tokens)
         return SPLASH_OK;
+    if (n_keep > 0 && !window_held(model, seq->swa_first, n_keep))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "the sliding layers hold %lld tokens' pages from position %lld, "
+                              "not the window before %d",
+                              (long long)seq->n_tokens,
+                              (long long)(seq->swa_first * FLINT_PAGE_TOKENS), n_keep);
     free_pages(model, seq, (n_keep + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS);
     seq->n_tokens = n_keep;
+    if (n_keep == 0)
+        seq->swa_first = 0;
     return SPLASH_OK;
 }
 
@@ -114,6 +154,12 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
     if (n_tokens < 0 || n_tokens > src->n_tokens)
         return splash_err_set(err, SPLASH_ERR_INVALID, "fork of %d tokens from a sequence of %lld",
                               n_tokens, (long long)src->n_tokens);
+    if (n_tokens > 0 && !window_held(model, src->swa_first, n_tokens))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "the sliding layers hold %lld tokens' pages from position %lld, "
+                              "not the window before %d",
+                              (long long)src->n_tokens,
+                              (long long)(src->swa_first * FLINT_PAGE_TOKENS), n_tokens);
     struct flint_seq *seq;
     enum splash_status st = flint_seq_create(model, &seq, err);
     if (st)
@@ -126,10 +172,12 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
     for (int64_t il = 0; il < n_layers(model); il++)
         for (int64_t p = 0; p < n_pages; p++) {
             void *page = src->pages[il * src->cap_pages + p];
-            ++*page_refs(page);
+            if (page) /* a sliding layer's page before its window is gone */
+                ++*page_refs(page);
             seq->pages[il * seq->cap_pages + p] = page;
         }
     seq->n_pages = n_pages;
+    seq->swa_first = n_tokens > 0 && src->swa_first < n_pages ? src->swa_first : 0;
     seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;

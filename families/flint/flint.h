@@ -21,6 +21,10 @@
 #define FLINT_MAX_USED 32
 #define FLINT_MAX_EOS 8
 #define FLINT_PAGE_TOKENS 64
+#define FLINT_UBATCH 512 /* rows per step; longer inputs are split per lane */
+/* rows behind a sliding layer's window its pages still hold: a truncation into a verify
+ * step (at most 15 rows) finds the window before any kept row */
+#define FLINT_SWA_SLACK 16
 
 /* llama.cpp's expert_gating_func values Flint's router takes */
 enum flint_gating { FLINT_GATING_SOFTMAX = 1, FLINT_GATING_SIGMOID = 2 };
@@ -94,12 +98,13 @@ struct flint_model {
 };
 
 /* A sequence's caches: per layer a table of KV pages counted by reference and shared
- * copy-on-write with forks. A sliding layer keeps every page too and attends within its
- * window. */
+ * copy-on-write with forks. A sliding layer lets go of the pages its window (and
+ * FLINT_SWA_SLACK rows) has passed: they are NULL below swa_first. */
 struct flint_seq {
     int64_t n_tokens;
     int64_t n_pages, cap_pages;
-    void **pages; /* n_layers x cap_pages: layer il's page p at [il * cap + p] */
+    int64_t swa_first; /* the sliding layers' first page still held */
+    void **pages;      /* n_layers x cap_pages: layer il's page p at [il * cap + p] */
 };
 
 /* The declaration list (a splash_declare_fn): model NULL to check a file. */
@@ -128,6 +133,11 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
 /* Pages for the sequence to hold n_tokens, the page it appends into its own. */
 enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq *seq,
                                      int64_t n_tokens, struct splash_err *err);
+/* After a step: the sliding layers let go of the pages their window has passed. */
+void flint_seq_release_swa(struct flint_model *model, struct flint_seq *seq);
+/* The most pages a sliding layer of one sequence holds (the window, the slack and a step's
+ * rows). */
+int64_t flint_swa_pages(const struct flint_model *model);
 
 /* ffn.c: out (n, n_embd) = layer il's FFN of x (n, n_embd), the ffn_norm'ed rows. */
 enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, const float *x,

@@ -7,8 +7,6 @@
 
 #include "families/flint/flint.h"
 
-#define FLINT_UBATCH 512 /* rows per step; longer inputs are split per lane */
-
 struct step {
     struct flint_model *model;
     const struct splash_lane *lanes;
@@ -204,8 +202,10 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
     }
     enum splash_status st = logits_out(&s, err);
     if (!st)
-        for (int32_t l = 0; l < n_lanes; l++)
+        for (int32_t l = 0; l < n_lanes; l++) {
             ((struct flint_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+            flint_seq_release_swa(model, lanes[l].seq);
+        }
     return st;
 }
 

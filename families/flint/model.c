@@ -178,10 +178,14 @@ void flint_model_info(const struct flint_model *model, struct splash_model_info 
     info->n_layers = c->n_layers;
     info->n_ctx_train = c->n_ctx_train;
     info->weight_bytes = model->weight_bytes;
-    /* every layer keeps every position's KV (a sliding one masks past its window) */
-    info->kv_bytes_per_token = (uint64_t)c->n_layers * model->kv_page_bytes / FLINT_PAGE_TOKENS;
+    /* only the full layers' KV grows with the context; a sliding layer's pages are a fixed
+     * cost per sequence, like a recurrent state */
+    uint64_t n_full = (uint64_t)(c->n_layers - c->n_swa);
+    info->kv_bytes_per_token = n_full * model->kv_page_bytes / FLINT_PAGE_TOKENS;
+    info->state_bytes_per_seq =
+        (uint64_t)c->n_swa * (uint64_t)flint_swa_pages(model) * model->kv_page_bytes;
     info->kv_page_tokens = FLINT_PAGE_TOKENS;
-    info->kv_page_bytes = (uint64_t)c->n_layers * model->kv_page_bytes;
+    info->kv_page_bytes = n_full * model->kv_page_bytes;
     info->n_ctx_max = c->n_ctx_train; /* no RoPE scaling: nothing past the native window */
 }
 
