@@ -338,7 +338,7 @@ int main(int argc, char **argv)
             struct splash_model_write_stats stats;
             struct splash_err err = {{0}};
             printf("building %s (once) ...\n", model);
-            if (splash_model_write(r, splash_model_shape_find(SHAPE), &opts, model, &stats, &err)) {
+            if (splash_model_write_preset(r, SHAPE, &opts, model, &stats, &err)) {
                 fprintf(stderr, "bench-cache: %s: %s\n", SHAPE, err.msg);
                 return 1;
             }

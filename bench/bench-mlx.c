@@ -331,7 +331,7 @@ int main(int argc, char **argv)
         struct splash_err err = {{0}};
         printf("building %s (once) ...\n", gguf);
         fflush(stdout);
-        if (splash_model_write(r, splash_model_shape_find(SHAPE), &opts, gguf, &stats, &err)) {
+        if (splash_model_write_preset(r, SHAPE, &opts, gguf, &stats, &err)) {
             fprintf(stderr, "bench-mlx: %s\n", err.msg);
             return 1;
         }

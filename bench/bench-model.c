@@ -79,7 +79,7 @@ static int ensure_model(const struct splash_registry *r, const char *dir, const 
     struct splash_err err = {{0}};
     printf("building %s (once) ...\n", path);
     fflush(stdout);
-    if (splash_model_write(r, splash_model_shape_find(shape_name), &opts, path, &stats, &err)) {
+    if (splash_model_write_preset(r, shape_name, &opts, path, &stats, &err)) {
         fprintf(stderr, "bench-model: %s: %s\n", shape_name, err.msg);
         return -1;
     }

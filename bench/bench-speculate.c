@@ -72,7 +72,7 @@ static int ensure_model(const struct splash_registry *r, const char *shape, char
     struct splash_err err = {{0}};
     printf("building %s (once) ...\n", path);
     fflush(stdout);
-    if (splash_model_write(r, splash_model_shape_find(shape), &opts, path, &stats, &err)) {
+    if (splash_model_write_preset(r, shape, &opts, path, &stats, &err)) {
         fprintf(stderr, "bench-speculate: %s: %s\n", shape, err.msg);
         return -1;
     }

@@ -11,15 +11,15 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: splash make-model --arch ARCH (--shape NAME | --dims K=V,...) [--type MIX]\n"
+            "usage: splash make-model [--arch ARCH] (--shape NAME | --dims K=V,...) [--type MIX]\n"
             "                         [--vocab N] [--seed N] [--threads N] [--sample-values N]\n"
             "                         [--chat-template FILE] --out FILE\n"
             "       splash make-model --list\n"
-            "  --shape   a named shape (--list shows them); --dims alone starts from the\n"
-            "            arch's smallest shape. --dims keys: hidden layers ff vocab ctx\n"
-            "            heads=N/KV head_dim gdn_heads=K/V gdn_dim conv interval rot\n"
-            "            sections=A/B/C/D rope_base eps tied experts=N/USED expert_ff shexp_ff\n"
-            "            window (gpt-oss)\n"
+            "  --arch    a family plugin or GGUF architecture (qwen_hybrid, qwen35)\n"
+            "  --shape   a family's size preset (--list shows them); --dims alone starts\n"
+            "            from the arch's smallest. --dims keys: the preset's own metadata\n"
+            "            keys after ARCH. (embedding_length=512, block_count=2,\n"
+            "            rope.dimension_sections=8/4/4/0), vocab, tied (0/1)\n"
             "  --type    a reference quantizer mix (Q4_K_M, Q5_K_M, Q4_K_S, Q3_K_M, Q2_K, Q6_K,\n"
             "            Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4_MOE, BF16, F16,\n"
             "            F32) or any format with a quantizer for every matrix (default Q4_K_M)\n"
@@ -66,20 +66,25 @@ static char *read_text(const char *path)
     return buf;
 }
 
-static void list_shapes(void)
+static int list_shapes(const struct splash_registry *r)
 {
-    for (size_t i = 0; i < splash_model_shape_count(); i++) {
-        const struct splash_model_shape *s = splash_model_shape_at(i);
-        printf("%-22s %-10s hidden %lld, %lld layers, ff %lld, heads %d/%d of %d, GDN %d/%d of "
-               "%d, vocab %lld%s",
-               s->name, s->arch, (long long)s->n_embd, (long long)s->n_layers,
-               (long long)s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_k_heads,
-               s->n_v_heads, s->d_k, (long long)s->n_vocab, s->tied ? ", tied" : "");
-        if (s->n_expert)
-            printf(", %d experts (%d used) of ff %lld, shared ff %lld", s->n_expert,
-                   s->n_expert_used, (long long)s->n_ff_exp, (long long)s->n_ff_shexp);
-        printf("\n");
+    struct splash_model_shape *s = malloc(sizeof *s);
+    struct splash_err err = {{0}};
+    if (!s)
+        return 1;
+    for (size_t i = 0; i < splash_model_shape_count(r); i++) {
+        if (splash_model_shape_at(r, i, s, &err)) {
+            fprintf(stderr, "splash make-model: %s\n", err.msg);
+            free(s);
+            return 1;
+        }
+        printf("%-22s %-10s %-12s hidden %.0f, %.0f layers, vocab %lld%s: %s\n", s->name,
+               s->arch, s->family, splash_model_shape_get(s, "embedding_length"),
+               splash_model_shape_get(s, "block_count"), (long long)s->n_vocab,
+               s->tied ? ", tied" : "", s->about);
     }
+    free(s);
+    return 0;
 }
 
 static int parse_long(const char *opt, const char *v, long long lo, long long hi, long long *out)
@@ -95,20 +100,6 @@ static int parse_long(const char *opt, const char *v, long long lo, long long hi
     return 0;
 }
 
-/* The smallest named shape of an architecture: the base --dims edits. */
-static const struct splash_model_shape *smallest_of(const char *arch)
-{
-    const struct splash_model_shape *best = NULL;
-    for (size_t i = 0; i < splash_model_shape_count(); i++) {
-        const struct splash_model_shape *s = splash_model_shape_at(i);
-        if (strcmp(s->arch, arch))
-            continue;
-        if (!best || s->n_embd * s->n_layers < best->n_embd * best->n_layers)
-            best = s;
-    }
-    return best;
-}
-
 int splash_cmd_make_model(int argc, char **argv)
 {
     const char *arch = NULL, *shape_name = NULL, *dims = NULL, *mix = "Q4_K_M", *out = NULL;
@@ -120,10 +111,8 @@ int splash_cmd_make_model(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--list")) {
-            list_shapes();
-            return 0;
-        }
+        if (!strcmp(a, "--list"))
+            return list_shapes(splash_registry_global());
         if (i + 1 >= argc) {
             fprintf(stderr, "splash make-model: %s needs a value\n", a);
             usage(stderr);
@@ -164,57 +153,55 @@ int splash_cmd_make_model(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    struct splash_model_shape shape;
-    const struct splash_model_shape *base =
-        shape_name ? splash_model_shape_find(shape_name) : smallest_of(arch);
-    if (!base) {
-        if (shape_name)
-            fprintf(stderr, "splash make-model: no shape named %s (--list shows them)\n",
-                    shape_name);
-        else
-            fprintf(stderr, "splash make-model: no shape of architecture %s\n", arch);
-        return 2;
-    }
-    if (arch && strcmp(arch, base->arch)) {
-        fprintf(stderr, "splash make-model: shape %s is of architecture %s, not %s\n", base->name,
-                base->arch, arch);
-        return 2;
-    }
-    shape = *base;
+    struct splash_model_shape *shape = malloc(sizeof *shape);
     struct splash_err err = {{0}};
+    const struct splash_registry *r = splash_registry_global();
+    if (!shape) {
+        fprintf(stderr, "splash make-model: out of memory\n");
+        return 1;
+    }
+    if (splash_model_shape_find(r, arch, shape_name, shape, &err)) {
+        fprintf(stderr, "splash make-model: %s\n", err.msg);
+        free(shape);
+        return 2;
+    }
     if (dims) {
-        snprintf(shape.name, sizeof shape.name, "custom");
-        if (splash_model_shape_parse_dims(&shape, dims, &err)) {
+        snprintf(shape->name, sizeof shape->name, "custom");
+        if (splash_model_shape_parse_dims(shape, dims, &err)) {
             fprintf(stderr, "splash make-model: %s\n", err.msg);
+            free(shape);
             return 2;
         }
     }
     if (vocab)
-        shape.n_vocab = vocab;
-    const struct splash_registry *r = splash_registry_global();
+        shape->n_vocab = vocab;
     if (!splash_model_mix_known(r, mix)) {
         fprintf(stderr, "splash make-model: --type %s: neither a quantizer mix nor a format "
                         "with a quantizer\n", mix);
+        free(shape);
         return 2;
     }
     char *template_text = NULL;
     if (template_path && !(template_text = read_text(template_path))) {
         fprintf(stderr, "splash make-model: --chat-template %s: %s\n", template_path,
                 errno ? strerror(errno) : "not a text file");
+        free(shape);
         return 2;
     }
     struct splash_model_write_opts opts = {.mix = mix, .seed = (uint64_t)seed,
                                            .n_threads = (int)threads, .max_sample = sample,
                                            .chat_template = template_text};
     struct splash_model_write_stats stats;
-    int failed = splash_model_write(r, &shape, &opts, out, &stats, &err) != SPLASH_OK;
+    int failed = splash_model_write(r, shape, &opts, out, &stats, &err) != SPLASH_OK;
     free(template_text);
     if (failed) {
         fprintf(stderr, "splash make-model: %s\n", err.msg);
+        free(shape);
         return 1;
     }
     printf("%s: %s %s, %zu tensors, %.1fM parameters, %.1f MiB, written in %.1f s\n", out,
-           shape.name, mix, stats.n_tensors, (double)stats.n_params / 1e6,
+           shape->name, mix, stats.n_tensors, (double)stats.n_params / 1e6,
            (double)stats.file_bytes / (1024.0 * 1024.0), stats.seconds);
+    free(shape);
     return 0;
 }

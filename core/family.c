@@ -153,6 +153,56 @@ enum splash_status splash_family_declare_tensors(const struct splash_registry *r
     return f->declare_tensors(splash_registry_host(r), m, emit, ctx, err);
 }
 
+const struct splash_family_preset *splash_family_presets(const struct splash_family_plugin *f)
+{
+    return f->header.abi_minor >= 4 ? f->presets : NULL;
+}
+
+static int claims_architecture(const struct splash_family_plugin *f, const char *arch)
+{
+    for (const char *const *a = f->gguf_architectures; a && *a; a++)
+        if (!strcmp(*a, arch))
+            return 1;
+    return 0;
+}
+
+static const char *preset_value_fault(const struct splash_preset_value *v)
+{
+    if (v->kind < SPLASH_PRESET_U32 || v->kind > SPLASH_PRESET_BOOLS)
+        return "an unknown kind";
+    if (v->kind == SPLASH_PRESET_STR && !v->str)
+        return "no string";
+    if (v->kind >= SPLASH_PRESET_U32S &&
+        (!v->nums || v->n < 1 || v->n > SPLASH_PRESET_MAX_ARRAY))
+        return "an array of no elements or more than SPLASH_PRESET_MAX_ARRAY";
+    return NULL;
+}
+
+enum splash_status splash_family_presets_check(const struct splash_family_plugin *f, char *why,
+                                               size_t why_size)
+{
+    const struct splash_family_preset *p = splash_family_presets(f);
+    for (; p && p->name; p++) {
+        if (!p->architecture || !claims_architecture(f, p->architecture)) {
+            snprintf(why, why_size, "preset %s: architecture %s is not one the family claims",
+                     p->name, p->architecture ? p->architecture : "(none)");
+            return SPLASH_ERR_INVALID;
+        }
+        if (!p->values || p->n_vocab < 1) {
+            snprintf(why, why_size, "preset %s: no values or no vocabulary", p->name);
+            return SPLASH_ERR_INVALID;
+        }
+        for (const struct splash_preset_value *v = p->values; v->key; v++) {
+            const char *fault = preset_value_fault(v);
+            if (fault) {
+                snprintf(why, why_size, "preset %s: %s has %s", p->name, v->key, fault);
+                return SPLASH_ERR_INVALID;
+            }
+        }
+    }
+    return SPLASH_OK;
+}
+
 enum splash_status splash_family_model_create(const struct splash_registry *r,
                                               const struct splash_family_plugin *f,
                                               const struct splash_meta *m,

@@ -34,6 +34,14 @@ enum splash_status splash_family_declare_tensors(const struct splash_registry *r
  * (0 for a number no role had: nothing is accepted). */
 uint32_t splash_decl_role_accept(uint32_t role);
 
+/* The family's size presets (ABI 1.4; NULL from an older plugin or one that has none). */
+const struct splash_family_preset *splash_family_presets(const struct splash_family_plugin *f);
+/* Holds a family's preset table to family.h's rules (names, claimed architectures, known
+ * kinds, arrays within SPLASH_PRESET_MAX_ARRAY); on a fault writes why (naming the preset
+ * and key) and returns SPLASH_ERR_INVALID. The loader refuses such a plugin. */
+enum splash_status splash_family_presets_check(const struct splash_family_plugin *f, char *why,
+                                               size_t why_size);
+
 /* model_create with r's host; refused when the family cannot run models (no
  * model_create or forward). model_info is filled (zeroes when the family has none). */
 enum splash_status splash_family_model_create(const struct splash_registry *r,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/family.h"
 #include "core/format_links.h"
 #include "core/gguf.h"
 #include "core/host.h"
@@ -435,6 +436,10 @@ enum splash_status splash_registry_add_entry(struct splash_registry *r, splash_p
             free(fp);
             return refuse(r, rec, origin, SPLASH_ERR_INVALID, err,
                           "family needs claims, check_config and declare_tensors");
+        }
+        if (splash_family_presets_check(fp, why, sizeof why) != SPLASH_OK) {
+            free(fp);
+            return refuse(r, rec, origin, SPLASH_ERR_INVALID, err, "%s", why);
         }
         void *grown = realloc(r->families, (r->n_families + 1) * sizeof *r->families);
         if (!grown) {

@@ -44,11 +44,8 @@ static const struct splash_family_plugin *fam;
 
 static int setup(void **state)
 {
-    struct splash_registry *r = splash_registry_global();
-    splash_registry_add_builtins(r, splash_builtin_plugins);
-    for (size_t i = 0; i < splash_registry_n_families(r); i++)
-        if (!strcmp(splash_registry_family(r, i)->header.name, "qwen_hybrid"))
-            fam = splash_registry_family(r, i);
+    splash_registry_add_builtins(splash_registry_global(), splash_builtin_plugins);
+    fam = test_family("qwen_hybrid");
     pool = splash_pool_create(2);
     return fam && pool ? 0 : -1;
 }
@@ -83,6 +80,36 @@ static struct splash_meta *open_draft(void)
     if (st)
         fail_msg("draft: %s", err.msg);
     return m;
+}
+
+/* The stories target with its DFlash2 draft selected and created. */
+struct draft_run {
+    struct test_run t;
+    struct splash_meta *meta;
+    const struct splash_draft_plugin *dp;
+    struct splash_draft_verdict v;
+    void *dm;
+    struct splash_draft_info di;
+};
+
+static void draft_run_open(struct draft_run *d, const struct splash_draft_opts *o)
+{
+    memset(d, 0, sizeof *d);
+    open_target(&d->t);
+    d->meta = open_draft();
+    struct splash_err err = {{0}};
+    if (splash_draft_select(splash_registry_global(), d->meta, d->t.meta, &d->dp, &d->v, &err))
+        fail_msg("select: %s", err.msg);
+    if (splash_draft_create(splash_registry_global(), d->dp, d->meta, d->t.meta, o, &d->dm,
+                            &d->di, &err))
+        fail_msg("create: %s", err.msg);
+}
+
+static void draft_run_close(struct draft_run *d)
+{
+    splash_draft_destroy(d->dp, d->dm);
+    splash_meta_close(d->meta);
+    test_run_close(&d->t);
 }
 
 /* The target's taps of tokens[0..n), one forward (n x n_taps * n_embd floats). */
@@ -232,25 +259,18 @@ static json_t *load_decode(void)
 /* keep_stored: 1 the exact F32 path, 0 the projections in af4g64. */
 static void agreement_run(int keep_stored, double min_rows)
 {
-    struct test_run t;
-    open_target(&t);
-    struct splash_meta *dmeta = open_draft();
-    const struct splash_draft_plugin *dp = NULL;
-    struct splash_draft_verdict v;
-    struct splash_err err = {{0}};
-    if (splash_draft_select(splash_registry_global(), dmeta, t.meta, &dp, &v, &err))
-        fail_msg("select: %s", err.msg);
-    assert_string_equal(v.architecture, "DFlash2");
-    void *dm = NULL;
-    struct splash_draft_info di;
+    struct draft_run r;
     const struct splash_draft_opts o = {.pool = pool, .keep_stored = keep_stored};
-    if (splash_draft_create(splash_registry_global(), dp, dmeta, t.meta, &o, &dm, &di, &err))
-        fail_msg("create: %s", err.msg);
+    draft_run_open(&r, &o);
+    const struct splash_draft_plugin *dp = r.dp;
+    void *dm = r.dm;
+    const struct splash_draft_info di = r.di;
+    assert_string_equal(r.v.architecture, "DFlash2");
     assert_int_equal(di.block_size, 8);
     assert_int_equal(di.n_taps, 4);
     json_t *d = load_decode();
     struct agreement a = {0};
-    run_cycles(dp, dm, &di, &t, json_object_get(d, "results"), &a);
+    run_cycles(dp, dm, &di, &r.t, json_object_get(d, "results"), &a);
     printf("draft %s: %d/%d proposal rows equal the reference's (%.1f%%), %d/%d rows after "
            "an agreeing prefix (%.1f%%), %d/%d cycles whole\n",
            keep_stored ? "as stored (F32)" : "af4g64", a.equal, a.rows, 100.0 * a.equal / a.rows,
@@ -269,9 +289,7 @@ static void agreement_run(int keep_stored, double min_rows)
     assert_true((double)a.sim_tokens / a.sim_cycles >= 0.9 * 3.975);
     assert_true((double)a.equal / a.rows >= min_rows);
     json_decref(d);
-    splash_draft_destroy(dp, dm);
-    splash_meta_close(dmeta);
-    test_run_close(&t);
+    draft_run_close(&r);
 }
 
 static void test_proposals_match_reference_f32(void **state)
@@ -573,20 +591,13 @@ static void test_model_check_with_draft(void **state)
  * is the greedy proposal; uniforms draw by the candidates' cumulative probabilities. */
 static void test_context_rollback_and_candidates(void **state)
 {
-    struct test_run t;
-    open_target(&t);
-    struct splash_meta *dmeta = open_draft();
-    const struct splash_draft_plugin *dp = NULL;
-    struct splash_draft_verdict v;
-    struct splash_err err = {{0}};
-    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t.meta, &dp, &v, &err),
-                     SPLASH_OK);
-    void *dm = NULL;
-    struct splash_draft_info di;
+    struct draft_run r;
     const struct splash_draft_opts o = {.pool = pool};
-    assert_int_equal(
-        splash_draft_create(splash_registry_global(), dp, dmeta, t.meta, &o, &dm, &di, &err),
-        SPLASH_OK);
+    draft_run_open(&r, &o);
+    const struct splash_draft_plugin *dp = r.dp;
+    void *dm = r.dm;
+    const struct splash_draft_info di = r.di;
+    struct splash_err err = {{0}};
     assert_int_equal(di.top_k, 16);
     json_t *d = load_decode();
     json_t *prompt = json_object_get(json_array_get(json_object_get(d, "results"), 0), "prompt");
@@ -594,7 +605,7 @@ static void test_context_rollback_and_candidates(void **state)
     assert_true(n <= 64);
     for (int32_t i = 0; i < n; i++)
         toks[i] = (int32_t)json_integer_value(json_array_get(prompt, (size_t)i));
-    float *taps = target_taps(&t, &di, toks, n);
+    float *taps = target_taps(&r.t, &di, toks, n);
     const int64_t width = (int64_t)di.n_taps * di.n_embd;
     void *ctx = NULL;
     assert_int_equal(splash_draft_ctx_create(dp, dm, &ctx, &err), SPLASH_OK);
@@ -642,9 +653,7 @@ static void test_context_rollback_and_candidates(void **state)
     splash_draft_ctx_destroy(dp, dm, ctx);
     free(taps);
     json_decref(d);
-    splash_draft_destroy(dp, dm);
-    splash_meta_close(dmeta);
-    test_run_close(&t);
+    draft_run_close(&r);
 }
 
 /* This thread's CPU time: the timing test runs the draft without a pool, so the numbers
@@ -661,20 +670,13 @@ static double now_ms(void)
  * what the ring holds refused; prints the cost of a block at a full window. */
 static void test_context_past_the_window(void **state)
 {
-    struct test_run t;
-    open_target(&t);
-    struct splash_meta *dmeta = open_draft();
-    const struct splash_draft_plugin *dp = NULL;
-    struct splash_draft_verdict v;
-    struct splash_err err = {{0}};
-    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t.meta, &dp, &v, &err),
-                     SPLASH_OK);
-    void *dm = NULL;
-    struct splash_draft_info di;
+    struct draft_run r;
     const struct splash_draft_opts o = {.pool = NULL};
-    assert_int_equal(
-        splash_draft_create(splash_registry_global(), dp, dmeta, t.meta, &o, &dm, &di, &err),
-        SPLASH_OK);
+    draft_run_open(&r, &o);
+    const struct splash_draft_plugin *dp = r.dp;
+    void *dm = r.dm;
+    const struct splash_draft_info di = r.di;
+    struct splash_err err = {{0}};
     const int32_t n = 2100;
     const int64_t width = (int64_t)di.n_taps * di.n_embd;
     float *taps = malloc((size_t)n * (size_t)width * sizeof(float));
@@ -715,9 +717,7 @@ static void test_context_past_the_window(void **state)
     splash_draft_ctx_destroy(dp, dm, a);
     splash_draft_ctx_destroy(dp, dm, b);
     free(taps);
-    splash_draft_destroy(dp, dm);
-    splash_meta_close(dmeta);
-    test_run_close(&t);
+    draft_run_close(&r);
 }
 
 /* The attention's AVX2 loops against the scalar ones on random rows. */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include <dirent.h>
 #include <math.h>
@@ -30,6 +31,7 @@
 #include "server/chat/jinja.h"
 #include "server/chat/template_probe.h"
 #include "tests/support/testdata.h"
+#include "tests/support/preset.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 static struct splash_registry *reg;
@@ -49,7 +51,7 @@ static int setup(void **state)
     snprintf(tiny_path, sizeof tiny_path, "%s/tiny-Q4_K_M.gguf", tmp_dir);
     struct splash_model_write_opts opts = {.mix = "Q4_K_M", .seed = 101, .n_threads = 2};
     struct splash_err err = {{0}};
-    if (splash_model_write(reg, splash_model_shape_find("qwen35-tiny"), &opts, tiny_path, NULL,
+    if (splash_model_write(reg, test_preset("qwen35-tiny"), &opts, tiny_path, NULL,
                            &err)) {
         fprintf(stderr, "setup: %s\n", err.msg);
         return -1;
@@ -134,7 +136,7 @@ static void test_make_model_mixes_match_reference(void **state)
         struct splash_model_plan *plan = NULL;
         struct splash_err err = {{0}};
         enum splash_status st = splash_model_plan_create(
-            reg, splash_model_shape_find("qwen35-tiny"), dense[i], &plan, &err);
+            reg, test_preset("qwen35-tiny"), dense[i], &plan, &err);
         if (st)
             fprintf(stderr, "%s: %s\n", dense[i], err.msg);
         assert_int_equal(st, SPLASH_OK);
@@ -148,7 +150,7 @@ static void test_make_model_mixes_match_reference(void **state)
     for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
         struct splash_model_plan *plan = NULL;
         struct splash_err err = {{0}};
-        if (splash_model_plan_create(reg, splash_model_shape_find("qwen35moe-tiny"), moe[i],
+        if (splash_model_plan_create(reg, test_preset("qwen35moe-tiny"), moe[i],
                                      &plan, &err)) {
             if (i == 0)
                 fprintf(stderr, "note: qwen35moe mixes not checked: %s\n", err.msg);
@@ -264,7 +266,7 @@ static void test_make_model_is_deterministic(void **state)
     struct splash_model_write_opts opts = {.mix = "Q4_K_M", .seed = 101, .n_threads = 1};
     struct splash_err err = {{0}};
     struct splash_model_write_stats stats;
-    assert_int_equal(splash_model_write(reg, splash_model_shape_find("qwen35-tiny"), &opts, path,
+    assert_int_equal(splash_model_write(reg, test_preset("qwen35-tiny"), &opts, path,
                                         &stats, &err),
                      SPLASH_OK);
     size_t na, nb;
@@ -482,37 +484,176 @@ static void test_builtin_template_renders_chatml(void **state)
 static void test_make_model_dims_parse(void **state)
 {
     (void)state;
-    struct splash_model_shape s = *splash_model_shape_find("qwen35-demo");
+    struct splash_model_shape *s = test_preset("qwen35-demo");
     struct splash_err err = {{0}};
     assert_int_equal(splash_model_shape_parse_dims(
-                         &s, "hidden=512,layers=2,heads=8/4,gdn_heads=4/8,gdn_dim=32,vocab=999,"
-                             "sections=8/4/4,eps=1e-5",
+                         s, "embedding_length=512,block_count=2,attention.head_count=8,"
+                            "rope.dimension_sections=8/4/4,vocab=999,tied=0,"
+                            "attention.layer_norm_rms_epsilon=1e-5",
                          &err),
                      SPLASH_OK);
-    assert_int_equal(s.n_embd, 512);
-    assert_int_equal(s.n_layers, 2);
-    assert_int_equal(s.n_head, 8);
-    assert_int_equal(s.n_head_kv, 4);
-    assert_int_equal(s.n_k_heads, 4);
-    assert_int_equal(s.n_v_heads, 8);
-    assert_int_equal(s.d_k, 32);
-    assert_int_equal(s.d_v, 32);
-    assert_int_equal(s.n_vocab, 999);
-    assert_int_equal(s.rope_sections[0], 8);
-    assert_int_equal(s.rope_sections[3], 0);
-    assert_true(fabsf(s.rms_eps - 1e-5f) < 1e-9f);
-    assert_int_equal(splash_model_shape_parse_dims(&s, "hidden=12x", &err), SPLASH_ERR_INVALID);
-    assert_string_equal(err.msg, "--dims: hidden: '12x' is not a number");
-    assert_int_equal(splash_model_shape_parse_dims(&s, "colour=3", &err), SPLASH_ERR_INVALID);
-    assert_string_equal(err.msg, "--dims: unknown key or value 'colour=3'");
+    assert_true(splash_model_shape_get(s, "embedding_length") == 512);
+    assert_true(splash_model_shape_get(s, "block_count") == 2);
+    assert_true(splash_model_shape_get(s, "attention.head_count") == 8);
+    assert_true(splash_model_shape_get(s, "attention.head_count_kv") == 2);
+    assert_true(splash_model_shape_get(s, "rope.dimension_sections") == 8);
+    assert_true(fabs(splash_model_shape_get(s, "attention.layer_norm_rms_epsilon") - 1e-5) <
+                1e-12);
+    assert_int_equal(s->n_vocab, 999);
+    assert_int_equal(s->tied, 0);
+    assert_int_equal(splash_model_shape_parse_dims(s, "embedding_length=12x", &err),
+                     SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg,
+                        "--dims: embedding_length: '12x' is not a whole number in range");
+    assert_int_equal(splash_model_shape_parse_dims(s, "block_count=-1", &err),
+                     SPLASH_ERR_INVALID);
+    assert_int_equal(splash_model_shape_parse_dims(s, "colour=3", &err), SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg, "--dims: colour is not a key of shape qwen35-demo (qwen35.* "
+                                 "keys as the preset writes them, vocab or tied)");
+    assert_int_equal(splash_model_shape_parse_dims(s, "tied=2", &err), SPLASH_ERR_INVALID);
     /* a vocabulary too small for the built-in tokenizer is refused by name */
-    s.n_vocab = 100;
+    s->n_vocab = 100;
     struct splash_model_plan *plan = NULL;
-    assert_int_equal(splash_model_plan_create(reg, &s, "Q8_0", &plan, &err), SPLASH_ERR_INVALID);
+    assert_int_equal(splash_model_plan_create(reg, s, "Q8_0", &plan, &err), SPLASH_ERR_INVALID);
     assert_non_null(strstr(err.msg, "vocab 100"));
-    assert_int_equal(splash_model_plan_create(reg, splash_model_shape_find("qwen35-demo"),
-                                              "Q9_9", &plan, &err),
+    /* a value the family refuses: its error says which */
+    s = test_preset("qwen35-demo");
+    assert_int_equal(splash_model_shape_parse_dims(s, "attention.head_count_kv=0", &err),
+                     SPLASH_OK);
+    assert_int_not_equal(splash_model_plan_create(reg, s, "Q8_0", &plan, &err), SPLASH_OK);
+    assert_non_null(strstr(err.msg, "over 0 KV heads"));
+    assert_int_equal(splash_model_plan_create(reg, test_preset("qwen35-demo"), "Q9_9", &plan,
+                                              &err),
                      SPLASH_ERR_UNSUPPORTED);
+    /* --arch: a family or an architecture, and a preset of another is refused */
+    struct splash_model_shape *other = malloc(sizeof *other);
+    assert_non_null(other);
+    assert_int_equal(splash_model_shape_find(reg, "qwen_moe", NULL, other, &err), SPLASH_OK);
+    assert_string_equal(other->name, "qwen35moe-tiny");
+    assert_int_equal(splash_model_shape_find(reg, "qwen35", NULL, other, &err), SPLASH_OK);
+    assert_string_equal(other->name, "qwen35-demo");
+    assert_int_equal(splash_model_shape_find(reg, "qwen35moe", "qwen35-tiny", other, &err),
+                     SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg, "shape qwen35-tiny is of architecture qwen35 (family "
+                                 "qwen_hybrid), not qwen35moe");
+    assert_int_equal(splash_model_shape_find(reg, NULL, "qwen99", other, &err),
+                     SPLASH_ERR_NOT_FOUND);
+    free(other);
+}
+
+/* ---- the presets write what the writer's own shape table wrote ---------------------- */
+
+static void sha256_hex(const void *data, size_t n, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    assert_int_equal(EVP_Digest(data, n, md, &len, EVP_sha256(), NULL), 1);
+    for (unsigned int i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Files of the tiny presets (seed 42, make-model's default) as the writer wrote them when
+ * it held the shapes itself (sha256 of the files the previous make-model wrote). */
+static void test_make_model_presets_bytes_unchanged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *preset, *mix, *sha256;
+    } files[] = {
+        {"qwen35-tiny", "Q4_K_M",
+         "3889107c04cf573d3e40f2419bed922f0edb78722c83c87fe74a2ddc94e60a4e"},
+        {"qwen35-tiny", "Q8_0", "916f54d35f8a2d27e80eb9465fee5fb3219302205506f63e4506db65bb0b686c"},
+        {"qwen35-demo", "Q4_K_M",
+         "5ad4b1ea556c169097dca71f7eeb0473f17a78d815498d890565cf7541a94648"},
+        {"qwen35moe-tiny", "Q4_K_M",
+         "a806d7e116a1b495d4a79bbaa232ac44b1a5cf399298e839709b19e6dbdcf117"},
+        {"qwen35moe-tiny", "Q8_0",
+         "2b85d7b98fd21138a0001854cbb25a0b42d2b307b9b4f33e53f108c117b7fa5b"},
+        {"gpt-oss-tiny", "Q8_0",
+         "4e0408c985e442f0413a47cbd3ba6d9f27f661b5904511a3b201db7bcdecb8b6"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[600], hex[65];
+        snprintf(path, sizeof path, "%s/%s-%s.gguf", tmp_dir, files[i].preset, files[i].mix);
+        struct splash_model_write_opts opts = {.mix = files[i].mix, .seed = 42, .n_threads = 2};
+        struct splash_err err = {{0}};
+        if (splash_model_write(reg, test_preset(files[i].preset), &opts, path, NULL, &err))
+            fail_msg("%s %s: %s", files[i].preset, files[i].mix, err.msg);
+        size_t n;
+        void *bytes = test_read_file(path, &n);
+        assert_non_null(bytes);
+        sha256_hex(bytes, n, hex);
+        free(bytes);
+        unlink(path);
+        if (strcmp(hex, files[i].sha256)) {
+            fprintf(stderr, "%s %s: sha256 %s, the old writer's %s\n", files[i].preset,
+                    files[i].mix, hex, files[i].sha256);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* What decides a preset's bytes but the random values: its metadata and its plan (tensor
+ * names, types, shapes), as text. */
+static char *preset_text(const struct splash_model_shape *s, const struct splash_model_plan *p)
+{
+    size_t cap = 1 << 20, n = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+#define PUT(...) (n += (size_t)snprintf(t + n, n < cap ? cap - n : 0, __VA_ARGS__))
+    PUT("%s %s %lld %d %s\n", s->name, s->arch, (long long)s->n_vocab, s->tied, s->chat_format);
+    for (size_t i = 0; i < s->n_values; i++) {
+        const struct splash_model_value *v = &s->values[i];
+        PUT("%s %d %.17g %s", v->key, v->kind, v->num, v->str);
+        for (uint32_t k = 0; k < v->n; k++)
+            PUT(" %.17g", v->nums[k]);
+        PUT("\n");
+    }
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        const struct splash_model_plan_tensor *x = &p->tensors[i];
+        PUT("%s %s %lld %lld %lld %lld\n", x->name, x->type_name, (long long)x->ne[0],
+            (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3]);
+    }
+#undef PUT
+    assert_true(n < cap);
+    return t;
+}
+
+/* The large presets, whose files (written with --sample-values 65536) were checked byte for
+ * byte against the old writer's once: their metadata and Q4_K_M plans stay as then. */
+static void test_make_model_large_presets_unchanged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *preset, *sha256;
+    } presets[] = {
+        {"qwen35-0.8b", "dbbe7d87857447eab6e09a94f9f82d7d5588f2759d7af7b26f76b73f0735830a"},
+        {"qwen35-27b-4l", "d293295f10f8f9ffd2c4484cc2ff055bbbd085c01f3c2042d0b8ded7164079a8"},
+        {"qwen35moe-35b-a3b-4l",
+         "fad3c9dfb8c7c52cf2ccc17c4d92effa6761586d6761f533a4be59dda9b9018f"},
+        {"qwen35moe-64e-4l", "bf8b7419be6935e041c364e3dda65961fd535a3e8992209e513b35e86d994989"},
+        {"gpt-oss-20b-4l", "82f01dc3dbe6f7f74db1bd43d2eab5532275762022f1784e6931e35a3637434a"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        struct splash_model_shape *s = test_preset(presets[i].preset);
+        struct splash_model_plan *plan = NULL;
+        struct splash_err err = {{0}};
+        if (splash_model_plan_create(reg, s, "Q4_K_M", &plan, &err))
+            fail_msg("%s: %s", presets[i].preset, err.msg);
+        char *text = preset_text(s, plan), hex[65];
+        sha256_hex(text, strlen(text), hex);
+        if (strcmp(hex, presets[i].sha256)) {
+            fprintf(stderr, "%s: sha256 %s, recorded %s\n", presets[i].preset, hex,
+                    presets[i].sha256);
+            bad++;
+        }
+        free(text);
+        splash_model_plan_free(plan);
+    }
+    assert_int_equal(bad, 0);
 }
 
 int main(void)
@@ -525,6 +666,8 @@ int main(void)
         cmocka_unit_test(test_builtin_tokenizer_round_trips),
         cmocka_unit_test(test_builtin_template_renders_chatml),
         cmocka_unit_test(test_make_model_dims_parse),
+        cmocka_unit_test(test_make_model_presets_bytes_unchanged),
+        cmocka_unit_test(test_make_model_large_presets_unchanged),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -68,6 +68,19 @@ static void test_loader_refuses_newer_minor(void **state)
     splash_registry_destroy(r);
 }
 
+/* ABI 1.4's size presets are held to family.h: one naming an architecture the family does
+ * not claim is refused, naming the preset. */
+static void test_loader_refuses_bad_preset(void **state)
+{
+    struct splash_registry *r = splash_registry_create();
+    struct splash_err err;
+    assert_int_equal(load_one(r, "broken_preset", &err), SPLASH_ERR_INVALID);
+    assert_string_equal(err.msg, "plugin broken_preset.so: preset preset-test-tiny: "
+                                 "architecture someone-else is not one the family claims");
+    assert_int_equal(splash_registry_n_families(r), 0);
+    splash_registry_destroy(r);
+}
+
 static void test_loader_refuses_short_descriptor(void **state)
 {
     struct splash_registry *r = splash_registry_create();
@@ -338,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_loader_refuses_wrong_major),
         cmocka_unit_test(test_loader_refuses_newer_minor),
         cmocka_unit_test(test_loader_refuses_short_descriptor),
+        cmocka_unit_test(test_loader_refuses_bad_preset),
         cmocka_unit_test(test_loader_refuses_missing_symbol),
         cmocka_unit_test(test_loader_names_future_abi),
         cmocka_unit_test(test_loader_refuses_duplicate_name),

@@ -27,6 +27,7 @@
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "server/text/tokenizer/tokenizer.h"
+#include "tests/support/engine_thread.h"
 #include "tests/support/model_run.h"
 #include "tests/support/rng.h"
 #include "tests/support/testdata.h"
@@ -185,16 +186,6 @@ static void test_radix_tree_spill_order(void **state)
 
 static struct splash_pool *pool;
 
-static const struct splash_family_plugin *family(const char *name)
-{
-    struct splash_registry *r = splash_registry_global();
-    for (size_t i = 0; i < splash_registry_n_families(r); i++)
-        if (!strcmp(splash_registry_family(r, i)->header.name, name))
-            return splash_registry_family(r, i);
-    fail_msg("no family %s", name);
-    return NULL;
-}
-
 static void forward(struct test_run *r, void *seq, const int32_t *t, int32_t n, int32_t pos0,
                     float *logits)
 {
@@ -208,7 +199,7 @@ static void forward(struct test_run *r, void *seq, const int32_t *t, int32_t n, 
 static void fork_case(const char *fam, const char *file, int kv)
 {
     struct test_run r;
-    struct test_run_opts o = {.fam = family(fam), .pool = pool, .kv_format = kv};
+    struct test_run_opts o = {.fam = test_family(fam), .pool = pool, .kv_format = kv};
     char path[512];
     if (test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file))
         return;
@@ -278,7 +269,7 @@ static void forward_each_run(struct test_run *r, void *seq, const int32_t *t, co
 static void runs_case(const char *fam, const char *file, int kv)
 {
     struct test_run r;
-    struct test_run_opts o = {.fam = family(fam), .pool = pool, .kv_format = kv};
+    struct test_run_opts o = {.fam = test_family(fam), .pool = pool, .kv_format = kv};
     char path[512];
     if (test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file))
         return;
@@ -347,79 +338,31 @@ static void test_forward_runs_bit_identical(void **state)
 
 /* ---- the engine end to end ----------------------------------------------------------- */
 
-struct engine_thread {
-    pthread_t thread;
-    int fd;        /* the front's end */
-    struct splash_engine_opts o;
-    json_t *ready;
-};
-
-static void *engine_run(void *p)
-{
-    struct engine_thread *t = p;
-    splash_engine_main(&t->o);
-    return NULL;
-}
-
 /* The SSD tier of the engines engine_start starts: a quota (0: off) in a directory, and
  * a persistent cache's root (NULL: none). */
 static int64_t disk_quota;
 static char disk_dir[64];
 static const char *persist_root;
 
-static void engine_start(struct engine_thread *t, const char *file, int kv, uint64_t max_memory,
+static void engine_start(struct test_engine *t, const char *file, int kv, uint64_t max_memory,
                          int64_t max_context, int lanes)
 {
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    static char path[512];
-    memset(t, 0, sizeof *t);
-    t->fd = sv[0];
-    t->o = (struct splash_engine_opts){.fd = sv[1],
-                                       .model_path = test_testdata_path(path, sizeof path, file),
-                                       .n_threads = 1,
-                                       .kv_format = kv,
-                                       .max_memory = max_memory,
-                                       .max_context = max_context,
-                                       .max_lanes = lanes,
-                                       .prefill_chunk = 64,
-                                       .decode_share = 0.5,
-                                       .cache_disk = disk_quota,
-                                       .cache_disk_dir = disk_dir,
-                                       .persistent_cache = persist_root != NULL,
-                                       .cache_dir = persist_root,
-                                       .cache_lock_wait = 0.3};
-    assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
-    struct splash_frame f;
-    struct splash_err err;
-    assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
-    if (f.type != SPLASH_FRAME_READY)
-        fail_msg("engine: %s", json_string_value(json_object_get(f.body, "message")));
-    t->ready = f.body;
+    const struct splash_engine_opts o = {.n_threads = 1,
+                                         .kv_format = kv,
+                                         .max_memory = max_memory,
+                                         .max_context = max_context,
+                                         .max_lanes = lanes,
+                                         .prefill_chunk = 64,
+                                         .decode_share = 0.5,
+                                         .cache_disk = disk_quota,
+                                         .cache_disk_dir = disk_dir,
+                                         .persistent_cache = persist_root != NULL,
+                                         .cache_dir = persist_root,
+                                         .cache_lock_wait = 0.3};
+    test_engine_start_opts(t, file, &o);
 }
 
-static void engine_stop(struct engine_thread *t)
-{
-    struct splash_err err;
-    json_t *b = json_object();
-    splash_frame_write(t->fd, SPLASH_FRAME_SHUTDOWN, 0, b, &err);
-    json_decref(b);
-    pthread_join(t->thread, NULL);
-    close(t->fd);
-    close(t->o.fd);
-    json_decref(t->ready);
-}
-
-struct result {
-    int32_t tokens[64];
-    double lp[64];
-    int n, total; /* tokens kept (the first 64), tokens generated */
-    int64_t cached;
-    int done;
-    char code[48];
-};
-
-static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
+static void submit(struct test_engine *t, uint64_t id, const int32_t *prompt, int n,
                    int max_tokens, int32_t reuse, double temperature)
 {
     struct splash_submit s = {.prompt = (int32_t *)prompt, .n_prompt = (size_t)n,
@@ -434,43 +377,17 @@ static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, 
     assert_int_equal(splash_frame_write_submit(t->fd, id, &s, &err), SPLASH_OK);
 }
 
-/* Reads frames until requests first..first+n-1 have all ended. */
-static void collect(struct engine_thread *t, uint64_t first, int n, struct result *res)
+/* Reads frames until requests first..first+n-1 have all ended, printing the errors. */
+static void collect(struct test_engine *t, uint64_t first, int n, struct test_result *res)
 {
-    memset(res, 0, (size_t)n * sizeof *res);
-    for (int left = n; left > 0;) {
-        struct splash_frame f;
-        struct splash_err err;
-        assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
-        if (f.id < first || f.id >= first + (uint64_t)n) {
-            splash_frame_free(&f);
-            continue;
-        }
-        struct result *r = &res[f.id - first];
-        if (f.type == SPLASH_FRAME_TOKENS) {
-            json_t *tk = json_object_get(f.body, "t"), *lp = json_object_get(f.body, "lp");
-            for (size_t i = 0; i < json_array_size(tk); i++, r->total++) {
-                if (r->n == 64)
-                    continue;
-                r->tokens[r->n] = (int32_t)json_integer_value(json_array_get(tk, i));
-                r->lp[r->n++] = json_number_value(json_array_get(lp, i));
-            }
-        } else if (f.type == SPLASH_FRAME_DONE) {
-            r->cached = json_integer_value(json_object_get(f.body, "cached_tokens"));
-            r->done = 1;
-            left--;
-        } else if (f.type == SPLASH_FRAME_ERROR) {
-            snprintf(r->code, sizeof r->code, "%s",
-                     json_string_value(json_object_get(f.body, "code")));
-            fprintf(stderr, "  request %llu: %s\n", (unsigned long long)f.id,
-                    json_string_value(json_object_get(f.body, "message")));
-            left--;
-        }
-        splash_frame_free(&f);
-    }
+    test_engine_collect_all(t, first, n, res);
+    for (int i = 0; i < n; i++)
+        if (!res[i].done)
+            fprintf(stderr, "  request %llu: %s\n", (unsigned long long)(first + (uint64_t)i),
+                    res[i].message);
 }
 
-static json_t *engine_status(struct engine_thread *t)
+static json_t *engine_status(struct test_engine *t)
 {
     struct splash_err err;
     json_t *b = json_object();
@@ -485,23 +402,13 @@ static json_t *engine_status(struct engine_thread *t)
     }
 }
 
-static void run_one(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
-                    int max_tokens, int32_t reuse, double temperature, struct result *res)
+static void run_one(struct test_engine *t, uint64_t id, const int32_t *prompt, int n,
+                    int max_tokens, int32_t reuse, double temperature, struct test_result *res)
 {
     submit(t, id, prompt, n, max_tokens, reuse, temperature);
     collect(t, id, 1, res);
     if (!res->done)
         fail_msg("request %llu failed: %s", (unsigned long long)id, res->code);
-}
-
-static void assert_same(const char *what, const struct result *got, const struct result *want)
-{
-    if (got->n != want->n)
-        fail_msg("%s: %d tokens, cold %d", what, got->n, want->n);
-    for (int i = 0; i < got->n; i++)
-        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
-            fail_msg("%s: token %d is %d (logprob %.9g), cold %d (%.9g)", what, i, got->tokens[i],
-                     got->lp[i], want->tokens[i], want->lp[i]);
 }
 
 static int32_t im_end_id(const char *file)
@@ -544,13 +451,13 @@ static void hit_case(const char *file, int kv, double temperature)
     int bounds[4];
     int32_t *p = malloc(4096 * sizeof *p), *q = malloc(4096 * sizeof *q);
     int n = conversation(p, segs, 5, reuse, 11, bounds);
-    struct result cold, hit;
-    struct engine_thread t;
+    struct test_result cold, hit;
+    struct test_engine t;
 
     engine_start(&t, file, kv, 0, 4096, 4);
     run_one(&t, 1, p, n, 8, reuse, temperature, &cold);
     assert_int_equal(cold.cached, 0);
-    engine_stop(&t);
+    test_engine_stop(&t);
 
     /* the previous turn: the conversation up to the user's turn end, then an opening of
      * its own; the next turn resumes at that turn boundary */
@@ -558,18 +465,18 @@ static void hit_case(const char *file, int kv, double temperature)
     memcpy(q, p, (size_t)bounds[2] * sizeof *q);
     q[bounds[2]] = 5;
     q[bounds[2] + 1] = 6;
-    struct result prev;
+    struct test_result prev;
     run_one(&t, 1, q, bounds[2] + 2, 4, reuse, temperature, &prev);
     run_one(&t, 2, p, n, 8, reuse, temperature, &hit);
     snprintf(label, sizeof label, "%s kv %d t %.1f, turn boundary", file, kv, temperature);
     assert_int_equal(hit.cached, bounds[2]);
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     /* the same prompt again: from its last cut, the final turn boundary */
     run_one(&t, 3, p, n, 8, reuse, temperature, &hit);
     snprintf(label, sizeof label, "%s kv %d t %.1f, same prompt", file, kv, temperature);
     assert_int_equal(hit.cached, bounds[3]);
-    assert_same(label, &hit, &cold);
-    engine_stop(&t);
+    test_result_assert_same(label, &hit, &cold, "cold");
+    test_engine_stop(&t);
 
     /* a prompt that leaves the long turn partway: the next resumes from a chunk's end */
     engine_start(&t, file, kv, 0, 4096, 4);
@@ -584,8 +491,8 @@ static void hit_case(const char *file, int kv, double temperature)
     if (hit.cached < bounds[2] + 1024 || hit.cached > part || (hit.cached - bounds[2]) % 64)
         fail_msg("%s: resumed at %lld, the turn boundary at %d", label, (long long)hit.cached,
                  bounds[2]);
-    assert_same(label, &hit, &cold);
-    engine_stop(&t);
+    test_result_assert_same(label, &hit, &cold, "cold");
+    test_engine_stop(&t);
     free(p);
     free(q);
 }
@@ -617,12 +524,12 @@ static void test_engine_shared_prefix_lanes(void **state)
         for (int k = bounds[0]; k < bounds[1] - 1; k++)
             conv[i][k] = (int32_t)(test_splitmix64(&rng) % 400) + 20;
     }
-    struct result cold[N], warm[N];
-    struct engine_thread t;
+    struct test_result cold[N], warm[N];
+    struct test_engine t;
     for (int i = 0; i < N; i++) {
         engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 8);
         run_one(&t, 1, conv[i], len[i], 6, reuse, 0, &cold[i]);
-        engine_stop(&t);
+        test_engine_stop(&t);
     }
     engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 8);
     for (int i = 0; i < N; i++)
@@ -632,14 +539,14 @@ static void test_engine_shared_prefix_lanes(void **state)
     for (int i = 0; i < N; i++) {
         assert_true(warm[i].done);
         hits += warm[i].cached == bounds[0];
-        assert_same("shared system prompt", &warm[i], &cold[i]);
+        test_result_assert_same("shared system prompt", &warm[i], &cold[i], "cold");
     }
     assert_true(hits >= N - 1);
     json_t *st = engine_status(&t);
     json_t *pc = json_object_get(st, "prefix_cache");
     assert_true(json_integer_value(json_object_get(pc, "cached_tokens")) >= (N - 1) * bounds[0]);
     json_decref(st);
-    engine_stop(&t);
+    test_engine_stop(&t);
 }
 
 /* The memory plan's room for caches holds one long request but not two: the second waits
@@ -650,14 +557,14 @@ static void test_engine_capacity_take_turns(void **state)
     (void)state;
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     int32_t reuse = im_end_id(file);
-    struct engine_thread t;
+    struct test_engine t;
     engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
     json_t *plan = json_object_get(t.ready, "plan");
     uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
     uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
     uint64_t kv = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes"));
     uint64_t cap = (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
-    engine_stop(&t);
+    test_engine_stop(&t);
     uint64_t per_token = kv / cap;
     /* room for 1,300 tokens of KV: one request of 900 fits, two do not */
     engine_start(&t, file, SPLASH_KV_INT8, weights + states + 1300 * per_token, 1024, 2);
@@ -666,7 +573,7 @@ static void test_engine_capacity_take_turns(void **state)
     int bounds[2];
     int na = conversation(a, segs, 2, reuse, 21, bounds);
     int nb = conversation(b, segs, 2, reuse, 22, bounds);
-    struct result res[2];
+    struct test_result res[2];
     submit(&t, 1, a, na, 300, reuse, 0);
     submit(&t, 2, b, nb, 300, reuse, 0);
     collect(&t, 1, 2, res);
@@ -681,7 +588,7 @@ static void test_engine_capacity_take_turns(void **state)
     /* the second request gave its lane back and prefilled again */
     assert_true(json_integer_value(json_object_get(pc, "prefilled_tokens")) > na + nb);
     json_decref(st);
-    engine_stop(&t);
+    test_engine_stop(&t);
 }
 
 static uint64_t rss_bytes(void)
@@ -704,7 +611,7 @@ static void test_engine_soak_within_plan(void **state)
     (void)state;
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     int32_t reuse = im_end_id(file);
-    struct engine_thread t;
+    struct test_engine t;
     engine_start(&t, file, SPLASH_KV_INT8, 0, 4096, 4);
     json_t *plan = json_object_get(t.ready, "plan");
     uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
@@ -712,7 +619,7 @@ static void test_engine_soak_within_plan(void **state)
     uint64_t one_state = states / 4;
     uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
                          (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
-    engine_stop(&t);
+    test_engine_stop(&t);
     /* room for 3,000 tokens of KV and twenty states beside the lanes' (a restore point
      * is mostly its state on this model) */
     engine_start(&t, file, SPLASH_KV_INT8, weights + states + 20 * one_state + 3000 * per_token, 4096,
@@ -741,7 +648,7 @@ static void test_engine_soak_within_plan(void **state)
             prompt[n++] = 5;
             submit(&t, 1000 + (uint64_t)(sent + b), prompt, n, 2, reuse, 0);
         }
-        struct result res[BATCH];
+        struct test_result res[BATCH];
         collect(&t, 1000 + (uint64_t)sent, BATCH, res);
         for (int b = 0; b < BATCH; b++) {
             if (!res[b].done)
@@ -762,7 +669,7 @@ static void test_engine_soak_within_plan(void **state)
                  (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
     assert_true(hits > REQUESTS / 4); /* most of the half that take a whole system turn */
     json_decref(st);
-    engine_stop(&t);
+    test_engine_stop(&t);
 }
 
 /* ---- the SSD tier ---------------------------------------------------------------------- */
@@ -922,7 +829,7 @@ static int disk_file_fd(void)
 static void disk_case(const char *file, int kv, int damage)
 {
     int32_t reuse = im_end_id(file);
-    struct engine_thread t;
+    struct test_engine t;
     disk_quota = 0;
     engine_start(&t, file, kv, 0, 1024, 1);
     json_t *plan = json_object_get(t.ready, "plan");
@@ -935,9 +842,9 @@ static void disk_case(const char *file, int kv, int damage)
     int bounds[2];
     int na = conversation(a, segs_a, 2, reuse, 31, bounds);
     int nb = conversation(b, segs_b, 2, reuse, 32, bounds);
-    struct result cold, hit, other;
+    struct test_result cold, hit, other;
     run_one(&t, 1, a, na, 8, reuse, 0.8, &cold);
-    engine_stop(&t);
+    test_engine_stop(&t);
 
     /* room for 1,400 tokens of KV and two states: b's prompt does not fit beside a's
      * restore point at 501 */
@@ -946,7 +853,7 @@ static void disk_case(const char *file, int kv, int damage)
     assert_non_null(mkdtemp(disk_dir));
     engine_start(&t, file, kv, weights + 2 * states + 1400 * per_token, 1024, 2);
     run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
-    assert_same("first run", &hit, &cold);
+    test_result_assert_same("first run", &hit, &cold, "cold");
     run_one(&t, 2, b, nb, 8, reuse, 0.8, &other);
     json_t *st = engine_status(&t);
     json_t *disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
@@ -964,7 +871,7 @@ static void disk_case(const char *file, int kv, int damage)
     char label[160];
     snprintf(label, sizeof label, "%s kv %d, %s", file, kv,
              damage ? "a damaged SSD copy" : "from the SSD tier");
-    assert_same(label, &hit, &cold);
+    test_result_assert_same(label, &hit, &cold, "cold");
     st = engine_status(&t);
     disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
     if (damage) {
@@ -975,7 +882,7 @@ static void disk_case(const char *file, int kv, int damage)
         assert_true(json_integer_value(json_object_get(disk, "hits")) >= 1);
     }
     json_decref(st);
-    engine_stop(&t);
+    test_engine_stop(&t);
     assert_int_equal(rmdir(disk_dir), 0);
     disk_quota = 0;
     disk_dir[0] = 0;
@@ -996,7 +903,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-static json_t *disk_status(struct engine_thread *t)
+static json_t *disk_status(struct test_engine *t)
 {
     json_t *st = engine_status(t);
     json_t *d = json_deep_copy(json_object_get(json_object_get(st, "prefix_cache"), "disk"));
@@ -1019,11 +926,11 @@ static void test_engine_persistent_restart(void **state)
     static const int segs[] = {300, 200, 3};
     int bounds[2];
     int na = conversation(a, segs, 3, reuse, 41, bounds);
-    struct result cold, hit;
-    struct engine_thread t, t2;
+    struct test_result cold, hit;
+    struct test_engine t, t2;
     engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
     run_one(&t, 1, a, na, 8, reuse, 0.7, &cold);
-    engine_stop(&t);
+    test_engine_stop(&t);
 
     disk_quota = 64 << 20;
     persist_root = root;
@@ -1036,8 +943,8 @@ static void test_engine_persistent_restart(void **state)
     assert_true(json_is_true(json_object_get(d, "enabled")));
     assert_false(json_is_true(json_object_get(d, "persistent")));
     json_decref(d);
-    engine_stop(&t2);
-    engine_stop(&t); /* the clean stop writes its points */
+    test_engine_stop(&t2);
+    test_engine_stop(&t); /* the clean stop writes its points */
 
     engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
     d = disk_status(&t);
@@ -1046,14 +953,14 @@ static void test_engine_persistent_restart(void **state)
     json_decref(d);
     run_one(&t, 2, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, na - 3);
-    assert_same("after a restart, from the persistent cache", &hit, &cold);
-    engine_stop(&t);
+    test_result_assert_same("after a restart, from the persistent cache", &hit, &cold, "cold");
+    test_engine_stop(&t);
 
     /* bf16 KV: another namespace, nothing of int8's is read */
     engine_start(&t, file, SPLASH_KV_BF16, 0, 1024, 2);
     run_one(&t, 3, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, 0);
-    engine_stop(&t);
+    test_engine_stop(&t);
 
     /* a damaged index: skipped with a line, the cache starts empty, the answer the same */
     char path[512];
@@ -1078,8 +985,8 @@ static void test_engine_persistent_restart(void **state)
     engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
     run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, 0);
-    assert_same("a damaged index", &hit, &cold);
-    engine_stop(&t);
+    test_result_assert_same("a damaged index", &hit, &cold, "cold");
+    test_engine_stop(&t);
     persist_root = NULL;
     disk_quota = 0;
     assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);

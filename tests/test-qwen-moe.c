@@ -39,6 +39,7 @@
 #include "tests/support/testdata.h"
 #include "tests/support/gguf_copy.h"
 #include "tests/support/kernel_rows.h"
+#include "tests/support/preset.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
@@ -536,7 +537,7 @@ static void test_qwen_moe_fewer_experts(void **state)
     struct splash_err err = {{0}};
     /* the plan of a 64-expert 35B-A3B (headers only: declare_tensors' view) */
     struct splash_model_plan *plan;
-    assert_int_equal(splash_model_plan_create(reg, splash_model_shape_find("qwen35moe-64e-4l"),
+    assert_int_equal(splash_model_plan_create(reg, test_preset("qwen35moe-64e-4l"),
                                               "Q4_K_M", &plan, &err),
                      SPLASH_OK);
     int routers = 0, experts = 0;
@@ -556,12 +557,14 @@ static void test_qwen_moe_fewer_experts(void **state)
     splash_model_plan_free(plan);
 
     /* a tiny model of 4 experts, 2 used: model-check, load, run */
-    struct splash_model_shape shape = *splash_model_shape_find("qwen35moe-tiny");
-    assert_int_equal(splash_model_shape_parse_dims(&shape, "experts=4/2", &err), SPLASH_OK);
+    struct splash_model_shape *shape = test_preset("qwen35moe-tiny");
+    assert_int_equal(
+        splash_model_shape_parse_dims(shape, "expert_count=4,expert_used_count=2", &err),
+        SPLASH_OK);
     char path[512];
     snprintf(path, sizeof path, "%s/four.gguf", tmp_dir);
     struct splash_model_write_opts opts = {.mix = "Q8_0", .seed = 7, .pool = pool};
-    assert_int_equal(splash_model_write(reg, &shape, &opts, path, NULL, &err), SPLASH_OK);
+    assert_int_equal(splash_model_write(reg, shape, &opts, path, NULL, &err), SPLASH_OK);
     struct splash_check_result res;
     if (splash_model_check(reg, path, &res, &err))
         fail_msg("model-check: %s", err.msg);

@@ -25,6 +25,7 @@
 #include "server/engine/sampling.h"
 #include "server/engine/speculate.h"
 #include "splash/family.h"
+#include "tests/support/engine_thread.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -198,84 +199,34 @@ static void test_sampler_drafted_exact(void **state)
 
 /* ---- the engine end to end ------------------------------------------------------------ */
 
-struct engine_thread {
-    pthread_t thread;
-    int fd;
-    struct splash_engine_opts o;
-    json_t *ready;
-};
-
-static void *engine_run(void *p)
+static void engine_start_draft(struct test_engine *t, const char *file, int kv, int spec,
+                               const char *draft)
 {
-    struct engine_thread *t = p;
-    splash_engine_main(&t->o);
-    return NULL;
+    const struct splash_engine_opts o = {.n_threads = 2,
+                                         .kv_format = kv,
+                                         .max_context = 2048,
+                                         .max_lanes = 4,
+                                         .prefill_chunk = 64,
+                                         .decode_share = 0.5,
+                                         .prefix_cache_off = 0,
+                                         .speculative = spec,
+                                         .draft_model = draft};
+    test_engine_start_opts(t, file, &o);
 }
 
-static void engine_start_draft(struct engine_thread *t, const char *file, int kv, int spec,
-                               const char *draft);
-
-static void engine_start(struct engine_thread *t, const char *file, int kv, int spec)
+static void engine_start(struct test_engine *t, const char *file, int kv, int spec)
 {
     engine_start_draft(t, file, kv, spec, NULL);
 }
 
-static void engine_start_draft(struct engine_thread *t, const char *file, int kv, int spec,
-                               const char *draft)
-{
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    static char path[512];
-    memset(t, 0, sizeof *t);
-    t->fd = sv[0];
-    t->o = (struct splash_engine_opts){.fd = sv[1],
-                                       .model_path = test_testdata_path(path, sizeof path, file),
-                                       .n_threads = 2,
-                                       .kv_format = kv,
-                                       .max_context = 2048,
-                                       .max_lanes = 4,
-                                       .prefill_chunk = 64,
-                                       .decode_share = 0.5,
-                                       .prefix_cache_off = 0,
-                                       .speculative = spec,
-                                       .draft_model = draft};
-    assert_int_equal(pthread_create(&t->thread, NULL, engine_run, t), 0);
-    struct splash_frame f;
-    struct splash_err err;
-    assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
-    if (f.type != SPLASH_FRAME_READY)
-        fail_msg("engine: %s", json_string_value(json_object_get(f.body, "message")));
-    t->ready = f.body;
-}
-
-static void engine_stop(struct engine_thread *t)
-{
-    struct splash_err err;
-    json_t *b = json_object();
-    splash_frame_write(t->fd, SPLASH_FRAME_SHUTDOWN, 0, b, &err);
-    json_decref(b);
-    pthread_join(t->thread, NULL);
-    close(t->fd);
-    close(t->o.fd);
-    json_decref(t->ready);
-}
-
-enum { MAX_OUT = 96 };
-
-struct result {
-    int32_t tokens[MAX_OUT];
-    double lp[MAX_OUT];
-    int n;
-    int64_t proposed, accepted, cycles, completion;
-    int done;
-};
+enum { MAX_OUT = TEST_ENGINE_KEEP };
 
 /* The alphabet a request's output keeps to: +100 on each of its tokens (logit_bias), so
  * a random model's output repeats itself within a few tokens' pairs and prompt lookup has
  * something to propose; the choice among them is still the model's. */
 enum { ALPHABET = 6 };
 
-static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, int n,
+static void submit(struct test_engine *t, uint64_t id, const int32_t *prompt, int n,
                    int max_tokens, double temperature, uint64_t seed)
 {
     struct splash_logit_bias bias[ALPHABET];
@@ -295,39 +246,14 @@ static void submit(struct engine_thread *t, uint64_t id, const int32_t *prompt, 
     assert_int_equal(splash_frame_write_submit(t->fd, id, &s, &err), SPLASH_OK);
 }
 
-/* Reads frames until requests first..first+n-1 have all ended. */
-static void collect(struct engine_thread *t, uint64_t first, int n, struct result *res)
+/* Reads frames until requests first..first+n-1 have all ended; an error fails the test. */
+static void collect(struct test_engine *t, uint64_t first, int n, struct test_result *res)
 {
-    memset(res, 0, (size_t)n * sizeof *res);
-    for (int left = n; left > 0;) {
-        struct splash_frame f;
-        struct splash_err err;
-        assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
-        if (f.id < first || f.id >= first + (uint64_t)n) {
-            splash_frame_free(&f);
-            continue;
-        }
-        struct result *r = &res[f.id - first];
-        if (f.type == SPLASH_FRAME_TOKENS) {
-            json_t *tk = json_object_get(f.body, "t"), *lp = json_object_get(f.body, "lp");
-            for (size_t i = 0; i < json_array_size(tk) && r->n < MAX_OUT; i++, r->n++) {
-                r->tokens[r->n] = (int32_t)json_integer_value(json_array_get(tk, i));
-                r->lp[r->n] = json_number_value(json_array_get(lp, i));
-            }
-        } else if (f.type == SPLASH_FRAME_DONE) {
-            json_t *s = json_object_get(f.body, "speculation");
-            r->proposed = json_integer_value(json_object_get(s, "proposed"));
-            r->accepted = json_integer_value(json_object_get(s, "accepted"));
-            r->cycles = json_integer_value(json_object_get(s, "cycles"));
-            r->completion = json_integer_value(json_object_get(f.body, "completion_tokens"));
-            r->done = 1;
-            left--;
-        } else if (f.type == SPLASH_FRAME_ERROR) {
-            fail_msg("request %llu: %s", (unsigned long long)f.id,
-                     json_string_value(json_object_get(f.body, "message")));
-        }
-        splash_frame_free(&f);
-    }
+    test_engine_collect_all(t, first, n, res);
+    for (int i = 0; i < n; i++)
+        if (!res[i].done)
+            fail_msg("request %llu: %s", (unsigned long long)(first + (uint64_t)i),
+                     res[i].message);
 }
 
 /* A prompt that quotes a passage twice and opens it a third time (the passage's first
@@ -371,16 +297,6 @@ static int pairs_prompt(int32_t *p, uint32_t seed, int vocab)
     return n;
 }
 
-static void assert_same(const char *what, const struct result *got, const struct result *want)
-{
-    if (got->n != want->n)
-        fail_msg("%s: %d tokens, plain decoding %d", what, got->n, want->n);
-    for (int i = 0; i < got->n; i++)
-        if (got->tokens[i] != want->tokens[i] || memcmp(&got->lp[i], &want->lp[i], sizeof(double)))
-            fail_msg("%s: token %d is %d (logprob %.9g), plain decoding %d (%.9g)", what, i,
-                     got->tokens[i], got->lp[i], want->tokens[i], want->lp[i]);
-}
-
 /* Greedy: three requests at once give plain decoding's tokens and logprobs; proposals are
  * verified, some accepted and some rejected (rewound). A lane proposes only where its last
  * tokens occurred before, so steps hold lanes with and without proposals. */
@@ -391,23 +307,23 @@ static void greedy_case(const char *file, int kv, int vocab, int64_t *accepted_o
     int n[R];
     for (int i = 0; i < R; i++)
         n[i] = repeating_prompt(p[i], (uint32_t)(i + 1), vocab);
-    struct result plain[R], spec[R];
-    struct engine_thread t;
+    struct test_result plain[R], spec[R];
+    struct test_engine t;
     engine_start(&t, file, kv, SPLASH_SPEC_OFF);
     for (int i = 0; i < R; i++)
         submit(&t, 1 + (uint64_t)i, p[i], n[i], OUT, 0, 1);
     collect(&t, 1, R, plain);
-    engine_stop(&t);
+    test_engine_stop(&t);
     engine_start(&t, file, kv, SPLASH_SPEC_NGRAM);
     for (int i = 0; i < R; i++)
         submit(&t, 1 + (uint64_t)i, p[i], n[i], OUT, 0, 1);
     collect(&t, 1, R, spec);
-    engine_stop(&t);
+    test_engine_stop(&t);
     int64_t accepted = 0, proposed = 0;
     for (int i = 0; i < R; i++) {
         char label[200];
         snprintf(label, sizeof label, "%s kv %d request %d", file, kv, i);
-        assert_same(label, &spec[i], &plain[i]);
+        test_result_assert_same(label, &spec[i], &plain[i], "plain decoding");
         assert_int_equal(plain[i].proposed, 0);
         assert_true(spec[i].completion <= OUT);
         assert_true(spec[i].accepted <= spec[i].proposed);
@@ -440,16 +356,16 @@ static void test_engine_limit(void **state)
     (void)state;
     int32_t p[128];
     int n = repeating_prompt(p, 9, 400);
-    struct engine_thread t;
+    struct test_engine t;
     engine_start(&t, "models/qwen35-stories-Q8_0.gguf", SPLASH_KV_INT8, SPLASH_SPEC_NGRAM);
     for (int max = 1; max <= 9; max += 4) {
-        struct result r;
+        struct test_result r;
         submit(&t, (uint64_t)max, p, n, max, 0, 1);
         collect(&t, (uint64_t)max, 1, &r);
         assert_true(r.n <= max);
         assert_int_equal(r.completion, r.n);
     }
-    engine_stop(&t);
+    test_engine_stop(&t);
 }
 
 /* Sampled requests: over many seeds the tokens drawn in verify cycles (every cycle
@@ -466,11 +382,11 @@ static void test_engine_sampled_distribution(void **state)
     memset(counts, 0, sizeof counts);
     int64_t accepted = 0;
     for (int mode = 0; mode < 2; mode++) {
-        struct engine_thread t;
+        struct test_engine t;
         engine_start(&t, "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8,
                      mode ? SPLASH_SPEC_NGRAM : SPLASH_SPEC_OFF);
         for (int s = 0; s < SEEDS; s += 4) {
-            struct result r[4];
+            struct test_result r[4];
             for (int i = 0; i < 4; i++)
                 submit(&t, 1 + (uint64_t)(s + i), p, n, OUT, 1.0, 1000 + (uint64_t)(s + i));
             collect(&t, 1 + (uint64_t)s, 4, r);
@@ -481,7 +397,7 @@ static void test_engine_sampled_distribution(void **state)
                 accepted += r[i].accepted;
             }
         }
-        engine_stop(&t);
+        test_engine_stop(&t);
     }
     printf("  sampled: %lld proposals accepted over %d requests\n", (long long)accepted, SEEDS);
     assert_true(accepted > SEEDS / 4);
@@ -538,11 +454,11 @@ static void test_engine_draft_stories(void **state)
         for (int k = 0; k < n[i]; k++)
             prompts[i][k] = (int32_t)json_integer_value(json_array_get(pr, (size_t)k));
     }
-    static struct result plain[P], spec[P];
+    static struct test_result plain[P], spec[P];
     const char *model = "models/qwen35-stories-Q8_0.gguf";
     test_testdata_path(draft, sizeof draft, "drafts/qwen35-stories-DFlash2");
     for (int mode = 0; mode < 2; mode++) {
-        struct engine_thread t;
+        struct test_engine t;
         engine_start_draft(&t, model, SPLASH_KV_INT8, mode ? SPLASH_SPEC_DFLASH : SPLASH_SPEC_OFF,
                            mode ? draft : NULL);
         for (int i = 0; i < P; i++) {
@@ -557,13 +473,13 @@ static void test_engine_draft_stories(void **state)
                              SPLASH_OK);
         }
         collect(&t, 1, P, mode ? spec : plain);
-        engine_stop(&t);
+        test_engine_stop(&t);
     }
     int64_t accepted = 0, cycles = 0, same_as_reference = 0;
     for (int i = 0; i < P; i++) {
         char label[64];
         snprintf(label, sizeof label, "stories prompt %d with the draft", i);
-        assert_same(label, &spec[i], &plain[i]);
+        test_result_assert_same(label, &spec[i], &plain[i], "plain decoding");
         accepted += spec[i].accepted;
         cycles += spec[i].cycles;
         json_t *g = json_object_get(json_array_get(results, (size_t)i), "greedy");

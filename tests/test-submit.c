@@ -254,7 +254,7 @@ static void test_engine_refuses_missing_temperature(void **state)
     struct splash_err err;
     assert_int_equal(splash_frame_write(t.fd, SPLASH_FRAME_SUBMIT, 1, b, &err), SPLASH_OK);
     json_decref(b);
-    struct test_outcome o;
+    struct test_result o;
     test_engine_collect(&t, 1, &o);
     if (o.done)
         fail_msg("the engine served a request that gave no temperature (%d tokens)", o.n);
@@ -264,7 +264,7 @@ static void test_engine_refuses_missing_temperature(void **state)
     /* the whole frame is served, and a seed gives the same tokens again */
     s.params.has_seed = 1;
     s.params.sampling.seed = 5;
-    struct test_outcome first, again;
+    struct test_result first, again;
     assert_int_equal(splash_frame_write_submit(t.fd, 2, &s, &err), SPLASH_OK);
     test_engine_collect(&t, 2, &first);
     assert_true(first.done);

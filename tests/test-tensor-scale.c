@@ -26,6 +26,7 @@
 #include "tests/support/gguf_copy.h"
 #include "tests/support/model_run.h"
 #include "tests/support/testdata.h"
+#include "tests/support/preset.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
@@ -44,16 +45,16 @@ static int setup(void **state)
         if (!strcmp(splash_registry_family(r, i)->header.name, "qwen_hybrid"))
             fam = splash_registry_family(r, i);
     pool = splash_pool_create(2);
-    struct splash_model_shape shape = *splash_model_shape_find("qwen35-tiny");
+    struct splash_model_shape *shape = test_preset("qwen35-tiny");
     struct splash_err err = {{0}};
-    if (splash_model_shape_parse_dims(&shape, "tied=0", &err))
+    if (splash_model_shape_parse_dims(shape, "tied=0", &err))
         return -1;
     int fd = mkstemps(nvfp4_path, 5);
     if (fd < 0)
         return -1;
     close(fd);
     struct splash_model_write_opts opts = {.mix = "NVFP4", .seed = 7, .pool = pool};
-    if (splash_model_write(r, &shape, &opts, nvfp4_path, NULL, &err)) {
+    if (splash_model_write(r, shape, &opts, nvfp4_path, NULL, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }

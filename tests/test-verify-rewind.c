@@ -39,16 +39,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static const struct splash_family_plugin *family(const char *name)
-{
-    struct splash_registry *r = splash_registry_global();
-    for (size_t i = 0; i < splash_registry_n_families(r); i++)
-        if (!strcmp(splash_registry_family(r, i)->header.name, name))
-            return splash_registry_family(r, i);
-    fail_msg("no family %s", name);
-    return NULL;
-}
-
 enum { PROMPT = 21, ROWS = 8, AFTER = 3 };
 
 /* Feeds n tokens as one lane (logits of every row into out, when given). */
@@ -74,7 +64,7 @@ static void rewind_case(const char *fam_name, const char *file, int kv, int stat
 {
     char path[512], label[256];
     struct test_run r;
-    struct test_run_opts o = {.fam = family(fam_name), .pool = pool, .kv_format = kv,
+    struct test_run_opts o = {.fam = test_family(fam_name), .pool = pool, .kv_format = kv,
                               .state_format = state_format};
     if (test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file))
         return;
@@ -151,7 +141,7 @@ static void test_rewind_refusals(void **state)
     (void)state;
     char path[512];
     struct test_run r;
-    struct test_run_opts o = {.fam = family("qwen_hybrid"), .pool = pool};
+    struct test_run_opts o = {.fam = test_family("qwen_hybrid"), .pool = pool};
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     assert_int_equal(test_run_open(&r, &o, test_testdata_path(path, sizeof path, file), file), 0);
     int32_t t[20];

@@ -22,216 +22,19 @@
 #include "splash/family.h"
 #include "splash/format.h"
 
-/* ---- shapes ---------------------------------------------------------------------- */
-
-#define QWEN_ROPE_BASE 10000000.0
-#define QWEN_EPS 1e-6f
-
-static const struct splash_model_shape shapes[] = {
-    /* Qwen3.5-0.8B: tied head, IMROPE over a quarter of each head */
-    {.name = "qwen35-0.8b", .arch = "qwen35", .n_embd = 1024, .n_layers = 24, .n_ff = 3584,
-     .n_vocab = 151936, .n_ctx = 262144, .n_head = 8, .n_head_kv = 2, .head_dim = 256,
-     .n_k_heads = 16, .n_v_heads = 16, .d_k = 128, .d_v = 128, .conv_kernel = 4,
-     .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
-    /* Qwen3.5-27B's layers, four of them (layer 3 full attention) */
-    {.name = "qwen35-27b-4l", .arch = "qwen35", .n_embd = 5120, .n_layers = 4, .n_ff = 17408,
-     .n_vocab = 151936, .n_ctx = 262144, .n_head = 24, .n_head_kv = 4, .head_dim = 256,
-     .n_k_heads = 16, .n_v_heads = 48, .d_k = 128, .d_v = 128, .conv_kernel = 4,
-     .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0},
-    /* the test data's tiny dense model (README §2) */
-    {.name = "qwen35-tiny", .arch = "qwen35", .n_embd = 256, .n_layers = 8, .n_ff = 512,
-     .n_vocab = 2048, .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
-     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
-     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
-    /* a small shape that builds in well under a second (tests; --demo serves the trained
-     * model in packaging/demo) */
-    {.name = "qwen35-demo", .arch = "qwen35", .n_embd = 256, .n_layers = 4, .n_ff = 768,
-     .n_vocab = 2304, .n_ctx = 32768, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
-     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
-     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1},
-    /* Qwen3.5-35B-A3B's layers, four of them (layer 3 full attention) */
-    {.name = "qwen35moe-35b-a3b-4l", .arch = "qwen35moe", .n_embd = 2048, .n_layers = 4,
-     .n_ff = 512, .n_vocab = 151936, .n_ctx = 262144, .n_head = 16, .n_head_kv = 2,
-     .head_dim = 256, .n_k_heads = 16, .n_v_heads = 32, .d_k = 128, .d_v = 128,
-     .conv_kernel = 4, .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0, .n_expert = 256,
-     .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512},
-    /* the same layers with fewer experts than the family has */
-    {.name = "qwen35moe-64e-4l", .arch = "qwen35moe", .n_embd = 2048, .n_layers = 4,
-     .n_ff = 512, .n_vocab = 151936, .n_ctx = 262144, .n_head = 16, .n_head_kv = 2,
-     .head_dim = 256, .n_k_heads = 16, .n_v_heads = 32, .d_k = 128, .d_v = 128,
-     .conv_kernel = 4, .full_attn_interval = 4, .n_rot = 64, .rope_sections = {11, 11, 10, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 0, .n_expert = 64,
-     .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512},
-    /* the test data's tiny MoE model (README §2) */
-    {.name = "qwen35moe-tiny", .arch = "qwen35moe", .n_embd = 256, .n_layers = 4, .n_ff = 512,
-     .n_vocab = 2048, .n_ctx = 4096, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
-     .n_k_heads = 2, .n_v_heads = 4, .d_k = 64, .d_v = 64, .conv_kernel = 4,
-     .full_attn_interval = 4, .n_rot = 16, .rope_sections = {4, 2, 2, 0},
-     .rope_base = QWEN_ROPE_BASE, .rms_eps = QWEN_EPS, .tied = 1, .n_expert = 8,
-     .n_expert_used = 2, .n_ff_exp = 256, .n_ff_shexp = 256},
-    /* gpt-oss-20b's layers, four of them (layers 0 and 2 slide over 128 tokens): MXFP4
-     * experts, biases, sinks, YaRN 32 over 4096 as OpenAI ships it */
-    {.name = "gpt-oss-20b-4l", .arch = "gpt-oss", .n_embd = 2880, .n_layers = 4, .n_ff = 2880,
-     .n_vocab = 201088, .n_ctx = 131072, .n_head = 64, .n_head_kv = 8, .head_dim = 64,
-     .n_rot = 64, .rope_base = 150000.0, .rms_eps = 1e-5f, .tied = 0, .n_expert = 32,
-     .n_expert_used = 4, .n_ff_exp = 2880, .sliding_window = 128, .yarn_factor = 32.0,
-     .yarn_orig_ctx = 4096},
-    /* the test data's tiny gpt-oss (gptoss/README.md) */
-    {.name = "gpt-oss-tiny", .arch = "gpt-oss", .n_embd = 192, .n_layers = 4, .n_ff = 256,
-     .n_vocab = 2048, .n_ctx = 131072, .n_head = 8, .n_head_kv = 2, .head_dim = 32, .n_rot = 32,
-     .rope_base = 150000.0, .rms_eps = 1e-5f, .tied = 0, .n_expert = 8, .n_expert_used = 2,
-     .n_ff_exp = 256, .sliding_window = 16, .yarn_factor = 32.0, .yarn_orig_ctx = 4096},
-};
-
-#define N_SHAPES (sizeof shapes / sizeof shapes[0])
-
-size_t splash_model_shape_count(void)
-{
-    return N_SHAPES;
-}
-
-const struct splash_model_shape *splash_model_shape_at(size_t i)
-{
-    return i < N_SHAPES ? &shapes[i] : NULL;
-}
-
-const struct splash_model_shape *splash_model_shape_find(const char *name)
-{
-    for (size_t i = 0; i < N_SHAPES; i++)
-        if (!strcmp(shapes[i].name, name))
-            return &shapes[i];
-    return NULL;
-}
-
-/* ---- --dims ---------------------------------------------------------------------- */
-
-/* Up to n integers separated by '/', each in [lo, hi]. */
-static int parse_ints(const char *s, size_t len, int64_t *out, int n, int64_t lo, int64_t hi)
-{
-    int k = 0;
-    const char *p = s, *end = s + len;
-    while (p < end && k < n) {
-        char *q;
-        errno = 0;
-        long long v = strtoll(p, &q, 10);
-        if (q == p || errno || v < lo || v > hi || (q < end && *q != '/'))
-            return -1;
-        out[k++] = v;
-        p = q < end ? q + 1 : q;
-    }
-    return p == end ? k : -1;
-}
-
-enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, const char *dims,
-                                                 struct splash_err *err)
-{
-    const char *p = dims;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t item_len = comma ? (size_t)(comma - p) : strlen(p);
-        const char *eq = memchr(p, '=', item_len);
-        if (!eq)
-            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: '%.*s' is not KEY=VALUE",
-                                  (int)item_len, p);
-        size_t key_len = (size_t)(eq - p);
-        const char *v = eq + 1;
-        size_t v_len = item_len - key_len - 1;
-        char key[32];
-        snprintf(key, sizeof key, "%.*s", (int)(key_len < 31 ? key_len : 31), p);
-        int64_t x[4] = {0, 0, 0, 0};
-        int n = -1;
-        if (!strcmp(key, "rope_base") || !strcmp(key, "eps")) {
-            char num[64];
-            snprintf(num, sizeof num, "%.*s", (int)(v_len < 63 ? v_len : 63), v);
-            char *q;
-            errno = 0;
-            double d = strtod(num, &q);
-            if (q == num || *q || errno || !(d > 0))
-                return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: %s: '%s'", key, num);
-            if (!strcmp(key, "eps"))
-                s->rms_eps = (float)d;
-            else
-                s->rope_base = d;
-        } else if ((n = parse_ints(v, v_len, x, 4, 0, (int64_t)1 << 31)) < 1) {
-            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: %s: '%.*s' is not a number",
-                                  key, (int)v_len, v);
-        } else if (!strcmp(key, "hidden")) {
-            s->n_embd = x[0];
-        } else if (!strcmp(key, "layers")) {
-            s->n_layers = x[0];
-        } else if (!strcmp(key, "ff")) {
-            s->n_ff = x[0];
-        } else if (!strcmp(key, "vocab")) {
-            s->n_vocab = x[0];
-        } else if (!strcmp(key, "ctx")) {
-            s->n_ctx = x[0];
-        } else if (!strcmp(key, "heads")) {
-            s->n_head = (int32_t)x[0];
-            if (n > 1)
-                s->n_head_kv = (int32_t)x[1];
-        } else if (!strcmp(key, "head_dim")) {
-            s->head_dim = (int32_t)x[0];
-        } else if (!strcmp(key, "gdn_heads") && n == 2) {
-            s->n_k_heads = (int32_t)x[0];
-            s->n_v_heads = (int32_t)x[1];
-        } else if (!strcmp(key, "gdn_dim")) {
-            s->d_k = (int32_t)x[0];
-            s->d_v = (int32_t)(n > 1 ? x[1] : x[0]);
-        } else if (!strcmp(key, "conv")) {
-            s->conv_kernel = (int32_t)x[0];
-        } else if (!strcmp(key, "interval")) {
-            s->full_attn_interval = (int32_t)x[0];
-        } else if (!strcmp(key, "rot")) {
-            s->n_rot = (int32_t)x[0];
-        } else if (!strcmp(key, "sections")) {
-            for (int i = 0; i < 4; i++)
-                s->rope_sections[i] = (int32_t)(i < n ? x[i] : 0);
-        } else if (!strcmp(key, "tied") && x[0] <= 1) {
-            s->tied = (int32_t)x[0];
-        } else if (!strcmp(key, "experts")) {
-            s->n_expert = (int32_t)x[0];
-            if (n > 1)
-                s->n_expert_used = (int32_t)x[1];
-        } else if (!strcmp(key, "expert_ff")) {
-            s->n_ff_exp = x[0];
-        } else if (!strcmp(key, "shexp_ff")) {
-            s->n_ff_shexp = x[0];
-        } else if (!strcmp(key, "window") && s->sliding_window > 0 && x[0] > 0) {
-            s->sliding_window = (int32_t)x[0];
-        } else {
-            return splash_err_set(err, SPLASH_ERR_INVALID, "--dims: unknown key or value '%.*s'",
-                                  (int)item_len, p);
-        }
-        p += item_len;
-        if (*p == ',')
-            p++;
-    }
-    return SPLASH_OK;
-}
-
+/* The vocabulary must hold the built-in tokenizer; the family checks every other value
+ * when it is selected (naming the key). */
 static enum splash_status shape_check(const struct splash_model_shape *s, struct splash_err *err)
 {
-    /* a shape with a sliding window (gpt-oss) has no GDN layers */
-    int gdn = s->sliding_window == 0;
-    if (s->n_embd < 1 || s->n_layers < 1 || s->n_ff < 1 || s->n_ctx < 1 || s->n_head < 1 ||
-        s->n_head_kv < 1 || s->head_dim < 2 ||
-        (gdn && (s->n_k_heads < 1 || s->n_v_heads < 1 || s->d_k < 1 || s->d_v < 1 ||
-                 s->conv_kernel < 1 || s->full_attn_interval < 1)))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "shape %s: a size is zero", s->name);
     if (s->n_vocab < splash_builtin_vocab_min_size())
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "shape %s: vocab %lld is below the built-in tokenizer's %lld",
                               s->name, (long long)s->n_vocab,
                               (long long)splash_builtin_vocab_min_size());
-    if (s->n_expert && (s->n_expert_used < 1 || s->n_expert_used > s->n_expert ||
-                        s->n_ff_exp < 1))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "shape %s: %d experts, %d used, ff %lld",
-                              s->name, s->n_expert, s->n_expert_used, (long long)s->n_ff_exp);
+    if (splash_model_shape_get(s, "embedding_length") < 1)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "shape %s: %s.embedding_length is missing or zero", s->name,
+                              s->arch);
     return SPLASH_OK;
 }
 
@@ -241,63 +44,68 @@ struct mix_rule;
 static const struct mix_rule *mix_find(const char *name);
 static int32_t mix_file_type(const struct mix_rule *m);
 
+/* An array value in its GGUF element type. */
+static enum splash_status set_array(struct splash_gguf_writer *w, const char *key,
+                                    const struct splash_model_value *v, struct splash_err *err)
+{
+    union {
+        uint32_t u[SPLASH_PRESET_MAX_ARRAY];
+        int32_t i[SPLASH_PRESET_MAX_ARRAY];
+        float f[SPLASH_PRESET_MAX_ARRAY];
+        uint8_t b[SPLASH_PRESET_MAX_ARRAY];
+    } a;
+    uint32_t type = GGUF_U32;
+    for (uint32_t k = 0; k < v->n; k++)
+        switch (v->kind) {
+        case SPLASH_PRESET_U32S:
+            a.u[k] = (uint32_t)v->nums[k];
+            break;
+        case SPLASH_PRESET_I32S:
+            type = GGUF_I32;
+            a.i[k] = (int32_t)v->nums[k];
+            break;
+        case SPLASH_PRESET_F32S:
+            type = GGUF_F32;
+            a.f[k] = (float)v->nums[k];
+            break;
+        default:
+            type = GGUF_BOOL;
+            a.b[k] = v->nums[k] != 0;
+            break;
+        }
+    return splash_gguf_writer_set_array(w, key, type, &a, v->n, err);
+}
+
+/* The shape's <arch>.* values, in the preset's order. */
 static enum splash_status set_arch_keys(struct splash_gguf_writer *w,
                                         const struct splash_model_shape *s, struct splash_err *err)
 {
-    char key[96];
     enum splash_status st = SPLASH_OK;
-#define ARCH_U32(suffix, value)                                                            \
-    do {                                                                                   \
-        snprintf(key, sizeof key, "%s." suffix, s->arch);                                  \
-        if ((st = splash_gguf_writer_set_u32(w, key, (uint32_t)(value), err)))             \
-            return st;                                                                     \
-    } while (0)
-    ARCH_U32("context_length", s->n_ctx);
-    ARCH_U32("embedding_length", s->n_embd);
-    ARCH_U32("block_count", s->n_layers);
-    ARCH_U32("feed_forward_length", s->n_ff);
-    ARCH_U32("attention.head_count", s->n_head);
-    ARCH_U32("attention.head_count_kv", s->n_head_kv);
-    ARCH_U32("attention.key_length", s->head_dim);
-    ARCH_U32("attention.value_length", s->head_dim);
-    ARCH_U32("rope.dimension_count", s->n_rot);
-    snprintf(key, sizeof key, "%s.rope.dimension_sections", s->arch);
-    if (s->sliding_window == 0 &&
-        (st = splash_gguf_writer_set_array(w, key, GGUF_I32, s->rope_sections, 4, err)))
-        return st;
-    snprintf(key, sizeof key, "%s.rope.freq_base", s->arch);
-    if ((st = splash_gguf_writer_set_f32(w, key, (float)s->rope_base, err)))
-        return st;
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", s->arch);
-    if ((st = splash_gguf_writer_set_f32(w, key, s->rms_eps, err)))
-        return st;
-    if (s->sliding_window == 0) {
-        ARCH_U32("ssm.conv_kernel", s->conv_kernel);
-        ARCH_U32("ssm.state_size", s->d_k);
-        ARCH_U32("ssm.group_count", s->n_k_heads);
-        ARCH_U32("ssm.time_step_rank", s->n_v_heads);
-        ARCH_U32("ssm.inner_size", (int64_t)s->n_v_heads * s->d_v);
-        ARCH_U32("full_attention_interval", s->full_attn_interval);
-    } else {
-        ARCH_U32("attention.sliding_window", s->sliding_window);
+    for (size_t i = 0; i < s->n_values && !st; i++) {
+        const struct splash_model_value *v = &s->values[i];
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", s->arch, v->key);
+        switch (v->kind) {
+        case SPLASH_PRESET_U32:
+            st = splash_gguf_writer_set_u32(w, key, (uint32_t)v->num, err);
+            break;
+        case SPLASH_PRESET_I32:
+            st = splash_gguf_writer_set_i32(w, key, (int32_t)v->num, err);
+            break;
+        case SPLASH_PRESET_F32:
+            st = splash_gguf_writer_set_f32(w, key, (float)v->num, err);
+            break;
+        case SPLASH_PRESET_BOOL:
+            st = splash_gguf_writer_set_bool(w, key, v->num != 0, err);
+            break;
+        case SPLASH_PRESET_STR:
+            st = splash_gguf_writer_set_str(w, key, v->str, err);
+            break;
+        default:
+            st = set_array(w, key, v, err);
+            break;
+        }
     }
-    if (s->n_expert) {
-        ARCH_U32("expert_count", s->n_expert);
-        ARCH_U32("expert_used_count", s->n_expert_used);
-        ARCH_U32("expert_feed_forward_length", s->n_ff_exp);
-        if (s->sliding_window == 0)
-            ARCH_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
-    }
-    if (s->yarn_factor > 1.0) {
-        snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
-        if ((st = splash_gguf_writer_set_str(w, key, "yarn", err)))
-            return st;
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", s->arch);
-        if ((st = splash_gguf_writer_set_f32(w, key, (float)s->yarn_factor, err)))
-            return st;
-        ARCH_U32("rope.scaling.original_context_length", s->yarn_orig_ctx);
-    }
-#undef ARCH_U32
     return st;
 }
 
@@ -614,9 +422,10 @@ static enum splash_status header_meta_open(const struct splash_model_shape *s, c
     m->parts[0] = g;
     m->n_parts = 1;
     hm->m = m;
+    const int64_t n_embd = (int64_t)splash_model_shape_get(s, "embedding_length");
     hm->embd = (struct splash_tensor_info){.name = "token_embd.weight", .dtype = 0,
                                            .type_name = "F32", .n_dims = 2,
-                                           .ne = {s->n_embd, s->n_vocab, 1, 1}};
+                                           .ne = {n_embd, s->n_vocab, 1, 1}};
     hm->output = hm->embd;
     hm->output.name = "output.weight";
     if ((st = splash_meta_add_tensor(m, &hm->embd, err)) ||
@@ -662,9 +471,14 @@ enum splash_status splash_model_plan_create(const struct splash_registry *r,
     }
     snprintf(plan->family, sizeof plan->family, "%s", family->header.name);
 
-    struct mix_state ms = {.mix = mix_find(mix), .n_layers = shape->n_layers,
-                           .n_expert = shape->n_expert,
-                           .n_gqa = shape->n_head / shape->n_head_kv, .tied = shape->tied};
+    /* the reference's rules read these keys, whatever the architecture */
+    int64_t n_head = (int64_t)splash_model_shape_get(shape, "attention.head_count");
+    int64_t n_head_kv = (int64_t)splash_model_shape_get(shape, "attention.head_count_kv");
+    struct mix_state ms = {.mix = mix_find(mix),
+                           .n_layers = (int64_t)splash_model_shape_get(shape, "block_count"),
+                           .n_expert = (int32_t)splash_model_shape_get(shape, "expert_count"),
+                           .n_gqa = (int32_t)(n_head_kv > 0 ? n_head / n_head_kv : 1),
+                           .tied = shape->tied};
     for (size_t i = 0; i < list.n; i++) {
         order[i] = &list.d[i];
         enum category c = category_of(list.d[i].name);
@@ -881,12 +695,12 @@ enum splash_status splash_model_write(const struct splash_registry *r,
     const char *mix = opts && opts->mix ? opts->mix : "Q4_K_M";
     uint64_t seed = opts ? opts->seed : 0;
     int64_t max_sample = opts ? opts->max_sample : 0;
-    struct splash_builtin_vocab_opts vocab = {.harmony = !strcmp(shape->arch, "gpt-oss"),
-                                              .chat_template = opts ? opts->chat_template : NULL};
     struct splash_model_plan *plan = NULL;
     enum splash_status st = splash_model_plan_create(r, shape, mix, &plan, err);
     if (st)
         return st;
+    struct splash_builtin_vocab_opts vocab = {.harmony = !strcmp(shape->chat_format, "harmony"),
+                                              .chat_template = opts ? opts->chat_template : NULL};
     struct splash_pool *pool = opts ? opts->pool : NULL;
     int own_pool = !pool;
     struct splash_gguf_writer *w = splash_gguf_writer_create();
@@ -1011,5 +825,21 @@ out_free:
     if (own_pool)
         splash_pool_destroy(pool);
     splash_model_plan_free(plan);
+    return st;
+}
+
+enum splash_status splash_model_write_preset(const struct splash_registry *r, const char *name,
+                                             const struct splash_model_write_opts *opts,
+                                             const char *path,
+                                             struct splash_model_write_stats *stats,
+                                             struct splash_err *err)
+{
+    struct splash_model_shape *shape = malloc(sizeof *shape);
+    if (!shape)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    enum splash_status st = splash_model_shape_find(r, NULL, name, shape, err);
+    if (!st)
+        st = splash_model_write(r, shape, opts, path, stats, err);
+    free(shape);
     return st;
 }

@@ -1,11 +1,11 @@
 /* make-model's library side: random-weight GGUF models of a family's shape, for
  * tests and benchmarks.
  *
- * The writer knows no family's tensor list: it writes the shape's metadata
- * (<arch>.* keys as the reference's files spell them), asks the family claiming
- * the architecture to declare its tensors, initialises each by role (README §2
- * of the test data: norms 1 + 0.1 N, linears N(0, 1/fan_in), token table
- * N(0, 0.05^2), ssm_a -U(1, 16), dt bias 0.5 N, conv 0.3 N), and quantizes them
+ * The writer knows no family: it writes a shape's metadata (a family's size preset,
+ * model_shape.h), asks the family claiming the architecture to declare its tensors,
+ * initialises each by role (README §2 of the test data: norms 1 + 0.1 N, linears
+ * N(0, 1/fan_in), token table N(0, 0.05^2), ssm_a -U(1, 16), dt bias 0.5 N, conv 0.3 N),
+ * and quantizes them
  * with the registered formats' from_float, choosing types by the reference
  * quantizer's mix rules (Q4_K_M promotes the token table and some layers to
  * Q6_K ...). A built-in byte-level tokenizer and ChatML template come along. */
@@ -15,46 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/modelgen/model_shape.h"
 #include "splash/status.h"
 
 struct splash_registry;
 struct splash_pool;
-
-/* A model's sizes. Zero members of a MoE block mean a dense FFN. */
-struct splash_model_shape {
-    char name[48];              /* the table's name, or "custom" */
-    char arch[32];              /* GGUF architecture: "qwen35", "qwen35moe" */
-    int64_t n_embd, n_layers, n_ff, n_vocab, n_ctx;
-    int32_t n_head, n_head_kv, head_dim;   /* full attention */
-    int32_t n_k_heads, n_v_heads, d_k, d_v;/* Gated DeltaNet */
-    int32_t conv_kernel;
-    int32_t full_attn_interval;            /* layer il is attention when (il + 1) % it == 0 */
-    int32_t n_rot;                         /* rotary dims per head */
-    int32_t rope_sections[4];
-    double rope_base;
-    float rms_eps;
-    int32_t tied;                          /* no output.weight */
-    int32_t n_expert, n_expert_used;
-    int64_t n_ff_exp, n_ff_shexp;
-    /* gpt-oss: no GDN (its sizes 0); every other layer from layer 0 attends within the
-     * last sliding_window tokens; YaRN by yarn_factor over yarn_orig_ctx (0: none) */
-    int32_t sliding_window;
-    double yarn_factor;
-    int64_t yarn_orig_ctx;
-};
-
-/* The named shapes (qwen35-0.8b, qwen35-27b-4l, qwen35moe-35b-a3b-4l, ...). */
-size_t splash_model_shape_count(void);
-const struct splash_model_shape *splash_model_shape_at(size_t i);
-/* NULL when no shape has that name. */
-const struct splash_model_shape *splash_model_shape_find(const char *name);
-
-/* Applies "key=value,key=value" to s: hidden, layers, ff, vocab, ctx, heads (N or
- * N/KV), head_dim, gdn_heads (K/V), gdn_dim (D or DK/DV), conv, interval, rot,
- * sections (A/B/C/D), rope_base, eps, tied (0/1), experts (N or N/USED),
- * expert_ff, shexp_ff, window (gpt-oss's sliding window). Errors name the key. */
-enum splash_status splash_model_shape_parse_dims(struct splash_model_shape *s, const char *dims,
-                                                 struct splash_err *err);
 
 /* One tensor of a plan: what the file will hold. */
 struct splash_model_plan_tensor {
@@ -80,8 +45,9 @@ struct splash_model_plan {
  * quantizer, applied to every weight matrix ("MXFP4", "Q5_K", "NVFP4"). */
 int splash_model_mix_known(const struct splash_registry *r, const char *mix);
 
-/* Declares the shape's tensors through the family claiming shape->arch and picks
- * each one's type. Free with splash_model_plan_free. */
+/* Declares the shape's tensors through the family claiming shape->arch (which checks
+ * the shape's values first, naming the key at fault) and picks each one's type. Free
+ * with splash_model_plan_free. */
 enum splash_status splash_model_plan_create(const struct splash_registry *r,
                                             const struct splash_model_shape *shape,
                                             const char *mix, struct splash_model_plan **out,
@@ -99,8 +65,8 @@ struct splash_model_write_opts {
      * drawn at random from it (same distribution, same bytes per token, a fraction
      * of the time: for benchmark models with hundreds of experts). */
     int64_t max_sample;
-    /* NULL: the built-in ChatML template; else tokenizer.chat_template (Jinja text). A
-     * gpt-oss shape's vocabulary holds the harmony tokens either way. */
+    /* NULL: the built-in ChatML template; else tokenizer.chat_template (Jinja text). The
+     * vocabulary holds the special tokens of the shape's chat format either way. */
     const char *chat_template;
 };
 
@@ -118,5 +84,12 @@ enum splash_status splash_model_write(const struct splash_registry *r,
                                       const struct splash_model_write_opts *opts,
                                       const char *path, struct splash_model_write_stats *stats,
                                       struct splash_err *err);
+
+/* splash_model_write of the preset called name (splash_model_shape_find). */
+enum splash_status splash_model_write_preset(const struct splash_registry *r, const char *name,
+                                             const struct splash_model_write_opts *opts,
+                                             const char *path,
+                                             struct splash_model_write_stats *stats,
+                                             struct splash_err *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/hybrid_presets.h"
 #include "splash/family.h"
 #include "splash/plugin.h"
 
@@ -82,6 +83,31 @@ static enum splash_status qh_check_config(const struct splash_host *host,
     return SPLASH_OK;
 }
 
+/* make-model's sizes (HYBRID_PRESET_TRUNK's order: ctx, hidden, layers, ff, heads, KV heads,
+ * head dim, rotary dims, 4 sections, GDN key heads, value heads, key dim, value dim,
+ * full-attention interval) */
+static const struct splash_preset_value qh_08b[] = {
+    HYBRID_PRESET_TRUNK(262144, 1024, 24, 3584, 8, 2, 256, 64, 11, 11, 10, 0, 16, 16, 128, 128, 4),
+    {0}};
+static const struct splash_preset_value qh_27b_4l[] = {
+    HYBRID_PRESET_TRUNK(262144, 5120, 4, 17408, 24, 4, 256, 64, 11, 11, 10, 0, 16, 48, 128, 128, 4),
+    {0}};
+static const struct splash_preset_value qh_tiny[] = {
+    HYBRID_PRESET_TRUNK(4096, 256, 8, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4), {0}};
+static const struct splash_preset_value qh_demo[] = {
+    HYBRID_PRESET_TRUNK(32768, 256, 4, 768, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4), {0}};
+
+static const struct splash_family_preset qh_presets[] = {
+    {"qwen35-0.8b", QH_ARCH, "Qwen3.5-0.8B: tied head, IMROPE over a quarter of each head",
+     151936, 1, qh_08b, "qwen"},
+    {"qwen35-27b-4l", QH_ARCH, "Qwen3.5-27B's layers, four of them (layer 3 full attention)",
+     151936, 0, qh_27b_4l, "qwen"},
+    {"qwen35-tiny", QH_ARCH, "the test data's tiny dense model (README section 2)", 2048, 1,
+     qh_tiny, "qwen"},
+    {"qwen35-demo", QH_ARCH, "a small shape that builds in well under a second (tests)", 2304, 1,
+     qh_demo, "qwen"},
+    {0}};
+
 static const char *const qh_gguf_architectures[] = {QH_ARCH, NULL};
 static const char *const qh_model_types[] = {"qwen3_5", "qwen3_5_text", NULL};
 
@@ -107,6 +133,7 @@ static const struct splash_family_plugin qh_plugin = {
     .seq_saved_bytes = hybrid_family_seq_saved_bytes,
     .seq_save = hybrid_family_seq_save,
     .seq_load = hybrid_family_seq_load,
+    .presets = qh_presets,
 };
 
 static const struct splash_plugin_header *qh_entry(const struct splash_host *host)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/hybrid_presets.h"
 #include "families/qwen_moe/moe.h"
 #include "splash/family.h"
 #include "splash/plugin.h"
@@ -197,6 +198,33 @@ static enum splash_status qm_model_create(const struct splash_host *host,
 static const char *const qm_gguf_architectures[] = {QM_ARCH, NULL};
 static const char *const qm_model_types[] = {"qwen3_5_moe", "qwen3_5_moe_text", NULL};
 
+/* make-model's sizes: the hybrid trunk (HYBRID_PRESET_TRUNK's order), then experts, experts
+ * used, an expert's FFN width, the shared expert's */
+#define QM_PRESET_EXPERTS(n, used, ff_exp, ff_shexp)                                        \
+    HYBRID_PRESET_U32("expert_count", n), HYBRID_PRESET_U32("expert_used_count", used),      \
+        HYBRID_PRESET_U32("expert_feed_forward_length", ff_exp),                           \
+        HYBRID_PRESET_U32("expert_shared_feed_forward_length", ff_shexp)
+
+static const struct splash_preset_value qm_35b_4l[] = {
+    HYBRID_PRESET_TRUNK(262144, 2048, 4, 512, 16, 2, 256, 64, 11, 11, 10, 0, 16, 32, 128, 128, 4),
+    QM_PRESET_EXPERTS(256, 8, 512, 512), {0}};
+static const struct splash_preset_value qm_64e_4l[] = {
+    HYBRID_PRESET_TRUNK(262144, 2048, 4, 512, 16, 2, 256, 64, 11, 11, 10, 0, 16, 32, 128, 128, 4),
+    QM_PRESET_EXPERTS(64, 8, 512, 512), {0}};
+static const struct splash_preset_value qm_tiny[] = {
+    HYBRID_PRESET_TRUNK(4096, 256, 4, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4),
+    QM_PRESET_EXPERTS(8, 2, 256, 256), {0}};
+
+static const struct splash_family_preset qm_presets[] = {
+    {"qwen35moe-35b-a3b-4l", QM_ARCH,
+     "Qwen3.5-35B-A3B's layers, four of them (layer 3 full attention)", 151936, 0, qm_35b_4l,
+     "qwen"},
+    {"qwen35moe-64e-4l", QM_ARCH, "the same layers with fewer experts than the family has",
+     151936, 0, qm_64e_4l, "qwen"},
+    {"qwen35moe-tiny", QM_ARCH, "the test data's tiny MoE model (README section 2)", 2048, 1,
+     qm_tiny, "qwen"},
+    {0}};
+
 static const struct splash_family_plugin qm_plugin = {
     .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "qwen_moe", "0.1.0",
                                         struct splash_family_plugin),
@@ -219,6 +247,7 @@ static const struct splash_family_plugin qm_plugin = {
     .seq_saved_bytes = hybrid_family_seq_saved_bytes,
     .seq_save = hybrid_family_seq_save,
     .seq_load = hybrid_family_seq_load,
+    .presets = qm_presets,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

@@ -167,6 +167,48 @@ struct splash_lane_runs {
                             then), or NULL where none was asked or memory refused it */
 };
 
+/* ---- ABI 1.4: size presets, the shapes `splash make-model` writes random models of ---- */
+
+/* A preset value's type: GGUF's scalar types, or an array of one of them. */
+enum splash_preset_kind {
+    SPLASH_PRESET_U32 = 1,
+    SPLASH_PRESET_I32 = 2,
+    SPLASH_PRESET_F32 = 3,
+    SPLASH_PRESET_BOOL = 4,
+    SPLASH_PRESET_STR = 5,
+    SPLASH_PRESET_U32S = 6,  /* arrays: n elements of nums */
+    SPLASH_PRESET_I32S = 7,
+    SPLASH_PRESET_F32S = 8,
+    SPLASH_PRESET_BOOLS = 9,
+};
+
+#define SPLASH_PRESET_MAX_ARRAY 256 /* the longest array value a preset may hold */
+
+/* One metadata value of a preset, written as "<architecture>.<key>". */
+struct splash_preset_value {
+    const char *key;      /* "embedding_length", "rope.dimension_sections"; NULL ends a list */
+    int32_t kind;         /* enum splash_preset_kind */
+    uint32_t n;           /* arrays: the element count */
+    double num;           /* scalars (bool: 0 or 1) */
+    const double *nums;   /* arrays: n elements */
+    const char *str;      /* SPLASH_PRESET_STR */
+};
+
+/* A named size of the family: the metadata a file of that shape carries (the writer adds
+ * general.* and the tokenizer), in the order it is written. The family then declares the
+ * tensors from that metadata, as it does for any file. */
+struct splash_family_preset {
+    const char *name;          /* "qwen35-tiny": unique among all families; NULL ends a table */
+    const char *architecture;  /* general.architecture, one of the family's claims */
+    const char *about;         /* one line for `make-model --list` */
+    int64_t n_vocab;           /* the vocabulary the writer's tokenizer fills */
+    int32_t tied;              /* 1: no output.weight (the head is the token table) */
+    const struct splash_preset_value *values;
+    /* the chat format such a model speaks (as the verdict's chat_format): the writer's
+     * vocabulary holds its special tokens ("harmony"; NULL or "qwen": ChatML's) */
+    const char *chat_format;
+};
+
 struct splash_family_plugin {
     struct splash_plugin_header header; /* kind = SPLASH_PLUGIN_FAMILY */
 
@@ -268,6 +310,10 @@ struct splash_family_plugin {
      * or size are refused (SPLASH_ERR_INVALID), never read past. */
     enum splash_status (*seq_load)(void *model, const void *buf, uint64_t size, void **seq,
                                    struct splash_err *err);
+
+    /* ---- ABI 1.4: the family's sizes (NULL in an older plugin: make-model writes none). ---- */
+
+    const struct splash_family_preset *presets; /* a table ended by a NULL name */
 };
 
 #endif

@@ -16,21 +16,40 @@ struct test_engine {
     json_t *ready; /* the READY frame's body */
 };
 
-/* Starts the engine on a testdata model (path relative to the testdata directory);
- * fails the test when it does not answer READY. */
+/* Starts the engine with opts o on a testdata model (path relative to the testdata
+ * directory; o's fd and model_path are filled here); fails the test when it does not
+ * answer READY. */
+void test_engine_start_opts(struct test_engine *t, const char *file,
+                            const struct splash_engine_opts *o);
+/* The same with one thread, two lanes and the default caches. */
 void test_engine_start(struct test_engine *t, const char *file, int64_t max_context);
 void test_engine_stop(struct test_engine *t);
 
+enum { TEST_ENGINE_KEEP = 96 };
+
 /* What one request streamed until it ended. */
-struct test_outcome {
-    int32_t tokens[64];
-    int n;             /* tokens kept (the first 64) */
-    int done;          /* DONE arrived; else ERROR did */
-    char code[48];     /* the ERROR frame's code */
-    char message[256]; /* the ERROR frame's message */
+struct test_result {
+    int32_t tokens[TEST_ENGINE_KEEP];
+    double lp[TEST_ENGINE_KEEP]; /* the tokens' logprobs (0 unless asked for) */
+    int n, total;                /* tokens kept (the first TEST_ENGINE_KEEP), tokens streamed */
+    int done;                    /* DONE arrived; else ERROR did */
+    /* from DONE */
+    int64_t cached, completion;
+    int64_t proposed, accepted, cycles; /* speculation */
+    char code[48];               /* the ERROR frame's code */
+    char message[256];           /* the ERROR frame's message */
 };
 
-/* Reads frames until request id ends (DONE or ERROR). */
-void test_engine_collect(struct test_engine *t, uint64_t id, struct test_outcome *out);
+/* Reads frames until requests first..first+n-1 have all ended (DONE or ERROR), skipping
+ * other requests' frames. */
+void test_engine_collect_all(struct test_engine *t, uint64_t first, int n,
+                             struct test_result *res);
+/* Fails the test unless got streamed want's tokens and logprobs bit for bit; what names
+ * got in the message, other names want ("cold", "plain decoding"). */
+void test_result_assert_same(const char *what, const struct test_result *got,
+                             const struct test_result *want, const char *other);
+
+/* One request. */
+void test_engine_collect(struct test_engine *t, uint64_t id, struct test_result *out);
 
 #endif

@@ -15,6 +15,16 @@
 #include "core/meta.h"
 #include "core/registry.h"
 
+const struct splash_family_plugin *test_family(const char *name)
+{
+    struct splash_registry *r = splash_registry_global();
+    for (size_t i = 0; i < splash_registry_n_families(r); i++)
+        if (!strcmp(splash_registry_family(r, i)->header.name, name))
+            return splash_registry_family(r, i);
+    fail_msg("no family %s", name);
+    return NULL;
+}
+
 int test_run_open(struct test_run *r, const struct test_run_opts *o, const char *path,
                   const char *label)
 {

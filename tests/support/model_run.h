@@ -26,6 +26,10 @@ struct test_run_opts {
     int skip_unformatted;
 };
 
+/* The registered family plugin of that name (in the global registry); fails the test when
+ * none is. */
+const struct splash_family_plugin *test_family(const char *name);
+
 /* Opens the GGUF at path and creates o->fam's model on it; label names the model in
  * messages. Fails the test on an error; returns 0, or 1 for a skipped model. */
 int test_run_open(struct test_run *r, const struct test_run_opts *o, const char *path,
