@@ -147,6 +147,9 @@ enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, cons
 void flint_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t gating,
                      int32_t norm_topk, float scale, float *scores, int32_t *ids, float *w);
 
+/* presets.c: make-model's Flint shapes (ABI 1.4) */
+extern const struct splash_family_preset flint_presets[];
+
 /* forward.c */
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
                                  int32_t n_lanes, struct splash_err *err);

@@ -128,6 +128,7 @@ static const struct splash_family_plugin fl_plugin = {
     .seq_fork = fl_seq_fork,
     .cache_bytes = fl_cache_bytes,
     .seq_keep_rows = fl_seq_keep_rows,
+    .presets = flint_presets,
 };
 
 static const struct splash_plugin_header *fl_entry(const struct splash_host *host)

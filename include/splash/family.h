@@ -205,7 +205,7 @@ struct splash_family_preset {
     int32_t tied;              /* 1: no output.weight (the head is the token table) */
     const struct splash_preset_value *values;
     /* the chat format such a model speaks (as the verdict's chat_format): the writer's
-     * vocabulary holds its special tokens ("harmony"; NULL or "qwen": ChatML's) */
+     * vocabulary holds its special tokens ("harmony", "flint"; NULL or "qwen": ChatML's) */
     const char *chat_format;
 };
 
