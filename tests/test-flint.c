@@ -539,9 +539,7 @@ static int setup(void **state)
     struct splash_registry *r = splash_registry_global();
     if (splash_registry_n_records(r) == 0)
         splash_registry_add_builtins(r, splash_builtin_plugins);
-    for (size_t i = 0; i < splash_registry_n_families(r); i++)
-        if (!strcmp(splash_registry_family(r, i)->header.name, "flint"))
-            fam = splash_registry_family(r, i);
+    fam = test_family("flint");
     pool = splash_pool_create(2);
     return fam && pool ? 0 : -1;
 }

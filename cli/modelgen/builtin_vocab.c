@@ -408,18 +408,22 @@ out_free:
 
 /* ---- chat template ------------------------------------------------------------------ */
 
+/* Both templates' text(content): a string, or the text parts of a list of parts. */
+#define TEMPLATE_TEXT_MACRO                                                                     \
+    "{%- macro text(content) -%}\n"                                                             \
+    "{%- if content is string -%}{{ content }}\n"                                               \
+    "{%- elif content is iterable and content is not mapping -%}\n"                             \
+    "{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}"    \
+    "{%- endfor -%}\n"                                                                          \
+    "{%- endif -%}\n"                                                                           \
+    "{%- endmacro -%}\n"
+
 /* ChatML with Qwen3-Coder's XML tool calls. Content may be a string or a list of
  * text parts; tools are listed in the system turn; tool results are grouped into
  * one user turn; enable_thinking=true opens a <think> block after the prompt. */
 const char splash_builtin_chat_template[] =
     "{#- Splash built-in ChatML template (generated models) -#}\n"
-    "{%- macro text(content) -%}\n"
-    "{%- if content is string -%}{{ content }}\n"
-    "{%- elif content is iterable and content is not mapping -%}\n"
-    "{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}"
-    "{%- endfor -%}\n"
-    "{%- endif -%}\n"
-    "{%- endmacro -%}\n"
+    TEMPLATE_TEXT_MACRO
     "{%- set first_system = messages and messages[0].role == 'system' -%}\n"
     "{%- if tools -%}\n"
     "{{- '<|im_start|>system\\n' -}}\n"
@@ -479,13 +483,7 @@ const char splash_builtin_chat_template[] =
  * model opens its own think block. */
 const char splash_builtin_flint_template[] =
     "{#- Splash built-in Flint template (generated models) -#}\n"
-    "{%- macro text(content) -%}\n"
-    "{%- if content is string -%}{{ content }}\n"
-    "{%- elif content is iterable and content is not mapping -%}\n"
-    "{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}"
-    "{%- endfor -%}\n"
-    "{%- endif -%}\n"
-    "{%- endmacro -%}\n"
+    TEMPLATE_TEXT_MACRO
     "{%- set ns = namespace(tools_done=false) -%}\n"
     "{%- for message in messages -%}\n"
     "{%- if tools and not ns.tools_done and message.role != 'system' -%}\n"
