@@ -26,6 +26,7 @@
 
 #include "core/family.h"
 #include "core/gguf_write.h"
+#include "core/memory_plan.h"
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "core/registry.h"
@@ -805,11 +806,26 @@ static void test_long_sequence_sliding_pages(void **state)
     for (int il = 0; il < NL; il++)
         for (int p = 0; p < 2; p++)
             assert_true((fs->pages[il * fs->cap_pages + p] == NULL) == swa_pattern[il]);
-    /* the model's info counts the full layers per token and the sliding ones per sequence */
+    /* 12 of the 16 pages of 4 layers are held: the cache counts the sliding ones dropped */
+    size_t page = ((struct flint_model *)r.model)->kv_page_bytes;
+    printf("  cache after %d tokens: %llu bytes (every page held: %zu)\n", N_LONG,
+           (unsigned long long)fam->cache_bytes(r.model), (size_t)16 * (64 + page));
+    assert_true(fam->cache_bytes(r.model) < 13 * (64 + page));
+    /* the model's info counts the full layers per token and the sliding ones per sequence,
+     * and the memory plan holds them so */
     struct splash_model_info info;
     fam->model_info(r.model, &info);
-    assert_int_equal(info.kv_page_bytes, 2 * ((struct flint_model *)r.model)->kv_page_bytes);
-    assert_true(info.state_bytes_per_seq > 0);
+    int64_t swa_pages = flint_swa_pages(r.model);
+    assert_int_equal(swa_pages, (WINDOW + FLINT_SWA_SLACK + FLINT_UBATCH + 63) / 64 + 1);
+    assert_int_equal(info.kv_bytes_per_token, 2 * page / 64);
+    assert_int_equal(info.kv_page_bytes, 2 * page);
+    assert_int_equal(info.state_bytes_per_seq, 2 * swa_pages * page);
+    struct splash_memory_budget b = {.usable = 1ull << 30, .bound = "MemAvailable"};
+    struct splash_memory_plan plan;
+    OK(splash_memory_plan_make(&b, &info, 0, 0, 4, &plan, &err));
+    assert_int_equal(plan.context, 4096);
+    assert_true(plan.kv_bytes == (uint64_t)plan.kv_capacity * info.kv_bytes_per_token);
+    assert_true(plan.state_bytes == 4 * info.state_bytes_per_seq);
     assert_int_equal(fam->seq_fork(r.model, seq, 100, &fork, &err), SPLASH_ERR_UNSUPPORTED);
     printf("  refused: %s\n", err.msg);
     assert_non_null(strstr(err.msg, "not the window before 100"));
