@@ -7,7 +7,9 @@
  * allows (the bound) and the fraction of it reached. The Qwen3.5-0.8B shape is
  * also set against llama.cpp on this machine (146 tokens/s prefill, 47 decode,
  * Q4_K_M, 2 threads). gpt-oss-20b's layers (four of them) run in OpenAI's own mix
- * (MXFP4 experts, Q8_0 elsewhere), timed by llama-bench's method (pp512, tg128).
+ * (MXFP4 experts, Q8_0 elsewhere), timed by llama-bench's method (pp512, tg128). A
+ * Flint-shaped four layers (flint-bench-4l: sinks, sliding and no-RoPE layers, a dense
+ * layer, 64 experts with an ungated shared one) run in Q4_K_M.
  *
  * usage: bench-model [-p N] [-n N] [-s SHAPE]   (default 512 and 128, every shape) */
 #include <limits.h>
@@ -183,13 +185,14 @@ int main(int argc, char **argv)
         else
             n_prompt = 0;
     }
-    static const char *const shapes[] = {"qwen35-0.8b", "qwen35moe-35b-a3b-4l", "gpt-oss-20b-4l"};
+    static const char *const shapes[] = {"qwen35-0.8b", "qwen35moe-35b-a3b-4l", "gpt-oss-20b-4l",
+                                         "flint-bench-4l"};
     int known = !only;
     for (size_t i = 0; only && i < sizeof shapes / sizeof shapes[0]; i++)
         known |= !strcmp(only, shapes[i]);
     if (n_prompt < 1 || n_gen < 1 || !known) {
         fprintf(stderr, "usage: bench-model [-p N] [-n N] [-s qwen35-0.8b|qwen35moe-35b-a3b-4l|"
-                        "gpt-oss-20b-4l]\n");
+                        "gpt-oss-20b-4l|flint-bench-4l]\n");
         return 2;
     }
     /* the host answers plugins' format look-ups from the global registry */
@@ -224,5 +227,7 @@ int main(int argc, char **argv)
                           bw);
     if (RUNS("gpt-oss-20b-4l"))
         rc |= bench_shape(r, dir, "gpt-oss", "gpt-oss-20b-4l", "MXFP4_MOE", n_prompt, n_gen, bw);
+    if (RUNS("flint-bench-4l"))
+        rc |= bench_shape(r, dir, "flint", "flint-bench-4l", "Q4_K_M", n_prompt, n_gen, bw);
     return rc;
 }

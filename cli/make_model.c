@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "  --sample-values N  tensors of more than N values quantize about N of them and\n"
             "            repeat randomly drawn blocks of those (fast benchmark models)\n"
             "  --chat-template FILE  the Jinja template the model carries (default: the\n"
-            "            built-in ChatML one); gpt-oss shapes hold the harmony tokens\n");
+            "            built-in ChatML one, Flint's for flint shapes); gpt-oss shapes hold\n"
+            "            the harmony tokens, flint shapes Flint's\n");
 }
 
 /* A whole file as a NUL-terminated string (NULL on an error, errno set, or when it holds

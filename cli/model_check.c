@@ -21,6 +21,12 @@ static void print_json(const struct splash_check_result *res, const char *error)
                                             ? json_string(res->verdict.draft_repo)
                                             : json_null());
         json_object_set_new(o, "summary", json_string(res->verdict.summary));
+        /* the configuration the header derives (a family's text_config, ABI 1.4) */
+        json_t *config = res->verdict.text_config[0]
+                             ? json_loads(res->verdict.text_config, 0, NULL)
+                             : NULL;
+        if (config)
+            json_object_set_new(o, "text_config", config);
     }
     if (res->n_tensors)
         json_object_set_new(o, "tensors", json_integer((json_int_t)res->n_tensors));
@@ -94,6 +100,8 @@ int splash_cmd_model_check(int argc, char **argv)
             printf("%s: %s, another size of it (%s) · ok\n", res.file, v->architecture, v->summary);
         if (res.loads[0])
             printf("  loads %s\n", res.loads);
+        if (v->text_config[0])
+            printf("  text_config %s\n", v->text_config);
         if (res.draft_checked)
             printf("%s: %s draft (%s) · ok\n", res.draft_file, res.draft_verdict.architecture,
                    res.draft_verdict.summary);

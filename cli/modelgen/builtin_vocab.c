@@ -83,6 +83,21 @@ static const char *const harmony_specials[] = {
 #define N_HARMONY (sizeof harmony_specials / sizeof harmony_specials[0])
 #define HARMONY_RETURN 5
 
+/* Flint's chat markup after Qwen's in a Flint vocabulary: the roles and stops CONTROL, the
+ * argument tags USER_DEFINED (rendered in the output the call parser reads, as the think
+ * and tool-call tags are); <|end_of_text|> is its end of sequence. */
+static const struct {
+    const char *text;
+    int32_t type;
+} flint_specials[] = {
+    {"<|end_of_text|>", 3}, {"<|system|>", 3}, {"<|user|>", 3},    {"<|assistant|>", 3},
+    {"<|observation|>", 3}, {"<|developer|>", 3}, {"<arg_key>", 4}, {"</arg_key>", 4},
+    {"<arg_value>", 4},     {"</arg_value>", 4},
+};
+
+#define N_FLINT (sizeof flint_specials / sizeof flint_specials[0])
+#define FLINT_END_OF_TEXT 0
+
 int64_t splash_builtin_vocab_min_size(void)
 {
     return 256 + (int64_t)N_SPECIALS;
@@ -306,8 +321,8 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
                                                    const struct splash_builtin_vocab_opts *o,
                                                    struct splash_err *err)
 {
-    size_t n_harmony = o->harmony ? N_HARMONY : 0;
-    int64_t min_size = splash_builtin_vocab_min_size() + (int64_t)n_harmony;
+    size_t n_harmony = o->harmony ? N_HARMONY : 0, n_flint = o->flint ? N_FLINT : 0;
+    int64_t min_size = splash_builtin_vocab_min_size() + (int64_t)(n_harmony + n_flint);
     if (n_vocab < min_size || n_vocab > INT32_MAX)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "built-in vocabulary: %lld tokens (at least %lld)",
@@ -323,7 +338,7 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
     const char **tokens = malloc(n * sizeof *tokens);
     int32_t *types = malloc(n * sizeof *types);
     char *fillers = NULL;
-    size_t n_fill = n - t.n_tokens - N_SPECIALS - n_harmony;
+    size_t n_fill = n - t.n_tokens - N_SPECIALS - n_harmony - n_flint;
     /* "[PAD<id>]" with id below 2^31: at most 14 bytes with the NUL */
     if (n_fill)
         fillers = malloc(n_fill * 16);
@@ -349,6 +364,12 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
         tokens[id] = harmony_specials[i];
         types[id] = 3; /* CONTROL */
     }
+    for (size_t i = 0; i < n_flint; i++, id++) {
+        if (i == FLINT_END_OF_TEXT)
+            eos = (int32_t)id;
+        tokens[id] = flint_specials[i].text;
+        types[id] = flint_specials[i].type;
+    }
     for (size_t i = 0; i < n_fill; i++, id++) {
         char *s = fillers + i * 16;
         snprintf(s, 16, "[PAD%zu]", id);
@@ -356,7 +377,8 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
         types[id] = 5; /* UNUSED */
     }
     if ((st = splash_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", err)) ||
-        (st = splash_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2", err)) ||
+        (st = splash_gguf_writer_set_str(w, "tokenizer.ggml.pre", o->flint ? "flint" : "qwen2",
+                                         err)) ||
         (st = splash_gguf_writer_set_array(w, "tokenizer.ggml.tokens", GGUF_STRING, tokens, n,
                                            err)) ||
         (st = splash_gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_I32, types, n,
@@ -372,6 +394,7 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
         (st = splash_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 0, err)) ||
         (st = splash_gguf_writer_set_str(w, "tokenizer.chat_template",
                                          o->chat_template ? o->chat_template
+                                         : o->flint       ? splash_builtin_flint_template
                                                           : splash_builtin_chat_template,
                                          err)))
         goto out_free;
@@ -385,18 +408,22 @@ out_free:
 
 /* ---- chat template ------------------------------------------------------------------ */
 
+/* Both templates' text(content): a string, or the text parts of a list of parts. */
+#define TEMPLATE_TEXT_MACRO                                                                     \
+    "{%- macro text(content) -%}\n"                                                             \
+    "{%- if content is string -%}{{ content }}\n"                                               \
+    "{%- elif content is iterable and content is not mapping -%}\n"                             \
+    "{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}"    \
+    "{%- endfor -%}\n"                                                                          \
+    "{%- endif -%}\n"                                                                           \
+    "{%- endmacro -%}\n"
+
 /* ChatML with Qwen3-Coder's XML tool calls. Content may be a string or a list of
  * text parts; tools are listed in the system turn; tool results are grouped into
  * one user turn; enable_thinking=true opens a <think> block after the prompt. */
 const char splash_builtin_chat_template[] =
     "{#- Splash built-in ChatML template (generated models) -#}\n"
-    "{%- macro text(content) -%}\n"
-    "{%- if content is string -%}{{ content }}\n"
-    "{%- elif content is iterable and content is not mapping -%}\n"
-    "{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}"
-    "{%- endfor -%}\n"
-    "{%- endif -%}\n"
-    "{%- endmacro -%}\n"
+    TEMPLATE_TEXT_MACRO
     "{%- set first_system = messages and messages[0].role == 'system' -%}\n"
     "{%- if tools -%}\n"
     "{{- '<|im_start|>system\\n' -}}\n"
@@ -448,3 +475,53 @@ const char splash_builtin_chat_template[] =
     "{{- '<|im_start|>assistant\\n' -}}\n"
     "{%- if enable_thinking is defined and enable_thinking -%}{{- '<think>\\n' -}}{%- endif -%}\n"
     "{%- endif -%}\n";
+
+/* Flint's chat, written for generated models: system (and developer, merged by request
+ * preparation), user, assistant and tool turns; tools listed in a system turn before the
+ * first message that is not one; an assistant turn's reasoning in a think block and its
+ * calls as GLM-4.7's argument tags; the generation prompt <|assistant|> alone, since the
+ * model opens its own think block. */
+const char splash_builtin_flint_template[] =
+    "{#- Splash built-in Flint template (generated models) -#}\n"
+    TEMPLATE_TEXT_MACRO
+    "{%- set ns = namespace(tools_done=false) -%}\n"
+    "{%- for message in messages -%}\n"
+    "{%- if tools and not ns.tools_done and message.role != 'system' -%}\n"
+    "{{- '<|system|>\\n# Tools\\n\\nYou may call these functions:\\n<tools>' -}}\n"
+    "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}\n"
+    "{{- '\\n</tools>\\n\\nTo call a function, reply with:\\n<tool_call>NAME<arg_key>KEY"
+    "</arg_key><arg_value>VALUE</arg_value></tool_call>' -}}\n"
+    "{%- set ns.tools_done = true -%}\n"
+    "{%- endif -%}\n"
+    "{%- if message.role == 'system' -%}\n"
+    "{{- '<|system|>\\n' + text(message.content) -}}\n"
+    "{%- elif message.role == 'user' -%}\n"
+    "{{- '<|user|>\\n' + text(message.content) -}}\n"
+    "{%- elif message.role == 'assistant' -%}\n"
+    "{{- '<|assistant|>' -}}\n"
+    "{%- if message.reasoning_content is string and message.reasoning_content -%}\n"
+    "{{- '<think>' + message.reasoning_content + '</think>' -}}\n"
+    "{%- endif -%}\n"
+    "{{- text(message.content) -}}\n"
+    "{%- if message.tool_calls -%}\n"
+    "{%- for call in message.tool_calls -%}\n"
+    "{%- set fn = call.function if call.function is defined else call -%}\n"
+    "{{- '<tool_call>' + fn.name -}}\n"
+    "{%- if fn.arguments is mapping -%}\n"
+    "{%- for key, value in fn.arguments | items -%}\n"
+    "{{- '<arg_key>' + key + '</arg_key><arg_value>' -}}\n"
+    "{%- if value is string -%}{{- value -}}{%- else -%}{{- value | tojson -}}{%- endif -%}\n"
+    "{{- '</arg_value>' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- endif -%}\n"
+    "{{- '</tool_call>' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- endif -%}\n"
+    "{%- elif message.role == 'tool' -%}\n"
+    "{%- if loop.first or loop.previtem.role != 'tool' -%}{{- '<|observation|>' -}}{%- endif -%}\n"
+    "{{- '<tool_response>' + text(message.content) + '</tool_response>' -}}\n"
+    "{%- else -%}\n"
+    "{{- raise_exception('Unexpected message role: ' + message.role) -}}\n"
+    "{%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|assistant|>' -}}{%- endif -%}\n";

@@ -23,7 +23,11 @@ enum splash_status splash_builtin_vocab_write(struct splash_gguf_writer *w, int6
 
 struct splash_builtin_vocab_opts {
     int harmony;               /* add OpenAI's harmony tokens (gpt-oss); EOS <|return|> */
-    const char *chat_template; /* NULL: the built-in ChatML template */
+    /* add Flint's chat tokens (roles, stops, GLM-4.7's argument tags, all control), the
+     * flint pre-tokenizer, EOS <|end_of_text|> and, unless chat_template says otherwise,
+     * splash_builtin_flint_template */
+    int flint;
+    const char *chat_template; /* NULL: the built-in ChatML template (Flint's for flint) */
 };
 
 /* splash_builtin_vocab_write with harmony tokens and another template. */
@@ -33,5 +37,9 @@ enum splash_status splash_builtin_vocab_write_opts(struct splash_gguf_writer *w,
 
 /* The ChatML template written as tokenizer.chat_template (Jinja, NUL-terminated). */
 extern const char splash_builtin_chat_template[];
+/* A Flint vocabulary's template (models.md "Chat formats", FLINT): <|system|>, <|user|>,
+ * <|assistant|> and <|observation|> turns, the tools block, each assistant turn's
+ * reasoning and GLM-4.7 argument-tag calls; the generation prompt is <|assistant|> alone. */
+extern const char splash_builtin_flint_template[];
 
 #endif

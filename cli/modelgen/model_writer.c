@@ -700,6 +700,7 @@ enum splash_status splash_model_write(const struct splash_registry *r,
     if (st)
         return st;
     struct splash_builtin_vocab_opts vocab = {.harmony = !strcmp(shape->chat_format, "harmony"),
+                                              .flint = !strcmp(shape->chat_format, "flint"),
                                               .chat_template = opts ? opts->chat_template : NULL};
     struct splash_pool *pool = opts ? opts->pool : NULL;
     int own_pool = !pool;

@@ -93,6 +93,12 @@ struct splash_family_verdict {
     char chat_format[16];   /* the chat format the family's models speak: "qwen", "flint"
                                (models.md "Chat formats"); an older plugin leaves it "" and
                                the core reads qwen */
+    /* ---- ABI 1.4 ---- */
+    /* The configuration the header derives, as the keys of the model's config.json (JSON
+     * text, flat or nested as that file is: Flint's gguf.flint_text_config), which
+     * model-check prints; "" when the family derives none (the core zeroes the verdict
+     * before check_config, so an older plugin leaves it ""). */
+    char text_config[8192];
 };
 
 /* ABI 1.3 adds F16 and F32 (for exact comparisons with references that keep such a cache,
@@ -199,7 +205,7 @@ struct splash_family_preset {
     int32_t tied;              /* 1: no output.weight (the head is the token table) */
     const struct splash_preset_value *values;
     /* the chat format such a model speaks (as the verdict's chat_format): the writer's
-     * vocabulary holds its special tokens ("harmony"; NULL or "qwen": ChatML's) */
+     * vocabulary holds its special tokens ("harmony", "flint"; NULL or "qwen": ChatML's) */
     const char *chat_format;
 };
 
