@@ -22,11 +22,13 @@ static int is_tchar(unsigned char ch)
  * bare CR ends a line for libmicrohttpd 0.9.75 and not for most proxies). */
 static const char *line_bytes_problem(const char *p, size_t n)
 {
-    if (memchr(p, 0, n))
-        return "a NUL byte in the request head";
-    const char *cr = memchr(p, '\r', n);
-    if (cr && cr != p + n - 1)
-        return "a CR not followed by LF in the request head";
+    /* the first problem by position, so bytes arriving in pieces name the same one */
+    for (size_t i = 0; i < n; i++) {
+        if (!p[i])
+            return "a NUL byte in the request head";
+        if (p[i] == '\r' && i + 1 < n)
+            return "a CR not followed by LF in the request head";
+    }
     return NULL;
 }
 

@@ -66,6 +66,13 @@ static void test_refused_heads(void **state)
     expect_refused("GET / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", 400,
                    "obs-fold", n);
     expect_refused("GET / HTTP/1.1\r\nX: 1\rContent-Length: 5\r\n\r\nhello", 400, "CR not followed", 0);
+    /* the first problem by position, however the bytes arrive (the fuzzer's whole-vs-split) */
+    char both[] = "GET / HTTP/1.1\r\nX: 1\rtrue\0\0\r\n\r\n";
+    for (size_t step = 1; step < sizeof both; step++) {
+        struct splash_http_scan s;
+        feed(&s, both, sizeof both - 1, step);
+        assert_string_equal(s.why, "a CR not followed by LF in the request head");
+    }
     expect_refused("GET /\r\nHost: h\r\n\r\n", 400, "request line", 0);
     expect_refused("G@T / HTTP/1.1\r\n\r\n", 400, "not a token", 0);
     expect_refused("GET / HTTP/1.1\r\nContent-Length : 5\r\n\r\nhello", 400, "before the colon", 0);
