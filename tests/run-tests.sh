@@ -9,6 +9,14 @@ for t in "$@"; do
     case "$t" in *.sh) name=$(basename "$(dirname "$t")") ;; esac
     echo "=== $name"
     if [ -d "$t" ]; then
+        # a node new enough for the packages' engines first on PATH (fetched when the
+        # system's is older: Debian 12's is 18), for npm and the tests alike
+        if ! nodebin=$(tests/node-for-tests.sh "$t/package-lock.json"); then
+            failed=$((failed + 1))
+            failed_names+=("$name")
+            continue
+        fi
+        export PATH="$nodebin:$PATH"
         if ! tests/npm-deps.sh "$t"; then
             failed=$((failed + 1))
             failed_names+=("$name")
