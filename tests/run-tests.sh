@@ -22,7 +22,8 @@ for t in "$@"; do
             failed_names+=("$name")
             continue
         fi
-        cmd=(node --test --test-concurrency=1 "$t"/)
+        # the files, not the directory: node 22 takes --test arguments as patterns only
+        cmd=(node --test --test-concurrency=1 "$t"/*.test.mjs)
     else
         cmd=("$t")
     fi
