@@ -12,15 +12,29 @@
 #include "core/model_load.h"
 #include "core/registry.h"
 #include "server/text/tokenizer/tokenizer.h"
+#include "server/engine/gen_params.h"
 #include "server/engine/sampling.h"
+
+/* The sampling a request to serve gets when it names none (splash_gen_params_init). */
+static struct splash_sampling_params serve_sampling(void)
+{
+    struct splash_gen_params p;
+    splash_gen_params_init(&p);
+    return p.sampling;
+}
 
 static void usage(FILE *f)
 {
+    const struct splash_sampling_params d = serve_sampling();
     fprintf(f, "usage: splash run --model-dir PATH [--prompt TEXT] [-n N] [--temp T] [--top-k K]\n"
                "                  [--top-p P] [--min-p P] [--seed N] [--repeat-penalty R]\n"
                "                  [--threads N]\n"
                "  PATH: a GGUF file or a directory holding one. The prompt is tokenized with\n"
-               "  chat markup (<|im_start|> ...) parsed into its tokens. --temp 0 is greedy.\n");
+               "  chat markup (<|im_start|> ...) parsed into its tokens. --temp 0 is greedy.\n"
+               "  The sampling defaults are serve's: --temp %g --top-k %d%s --top-p %g --min-p %g\n"
+               "  --repeat-penalty %g.\n",
+            (double)d.temperature, (int)d.top_k, d.top_k ? "" : " (off)", (double)d.top_p,
+            (double)d.min_p, (double)d.repetition_penalty);
 }
 
 static double now_seconds(void)
@@ -53,8 +67,7 @@ int splash_cmd_run(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = "Once upon a time";
     double n_predict = 64, threads = 0, seed = 0;
-    struct splash_sampling_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                                        .min_p = 0.05f, .repetition_penalty = 1.0f};
+    struct splash_sampling_params sp = serve_sampling();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

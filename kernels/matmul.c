@@ -274,8 +274,48 @@ enum splash_status kernel_weight_set_scale(struct splash_weight *w, const float 
 static _Thread_local void *scratch;
 static _Thread_local size_t scratch_size;
 
+/* The calling thread's expert buffers, grown on demand. */
+static _Thread_local struct {
+    void *order, *xs, *ys, *groups;
+    size_t order_size, xs_size, ys_size, groups_size;
+} expert_bufs;
+
+/* A thread's buffers go with it: the key's destructor runs as the thread ends (its
+ * thread-local variables still readable), since an ended thread's buffers are lost. */
+static pthread_key_t thread_bufs_key;
+static pthread_once_t thread_bufs_once = PTHREAD_ONCE_INIT;
+
+static void thread_bufs_free(void *unused)
+{
+    (void)unused;
+    splash_free_aligned(scratch);
+    splash_free_aligned(expert_bufs.order);
+    splash_free_aligned(expert_bufs.xs);
+    splash_free_aligned(expert_bufs.ys);
+    splash_free_aligned(expert_bufs.groups);
+    scratch = NULL;
+    scratch_size = 0;
+    memset(&expert_bufs, 0, sizeof expert_bufs);
+}
+
+static void thread_bufs_key_make(void)
+{
+    pthread_key_create(&thread_bufs_key, thread_bufs_free);
+}
+
+/* Registers the calling thread's buffers for freeing when it ends (once per thread). */
+static void thread_bufs_held(void)
+{
+    static _Thread_local int held;
+    if (held)
+        return;
+    pthread_once(&thread_bufs_once, thread_bufs_key_make);
+    held = pthread_setspecific(thread_bufs_key, &held) == 0;
+}
+
 static void *scratch_get(size_t size)
 {
+    thread_bufs_held();
     if (size > scratch_size) {
         splash_free_aligned(scratch);
         scratch = splash_alloc_aligned(64, size);
@@ -519,14 +559,9 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* The calling thread's expert buffers, grown on demand. */
-static _Thread_local struct {
-    void *order, *xs, *ys, *groups;
-    size_t order_size, xs_size, ys_size, groups_size;
-} expert_bufs;
-
 static void *grow(void **buf, size_t *size, size_t need)
 {
+    thread_bufs_held();
     if (need > *size) {
         splash_free_aligned(*buf);
         *buf = splash_alloc_aligned(64, need);

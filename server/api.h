@@ -2,6 +2,10 @@
 #ifndef SPLASH_SERVER_API_H
 #define SPLASH_SERVER_API_H
 
+/* An API handler's error message: room for a chat template's whole refusal (its
+ * raise_exception reason is up to 4000 bytes) and the words around it. */
+#define SPLASH_API_MSG_MAX 4400
+
 #include <jansson.h>
 
 #include "server/app.h"

@@ -12,7 +12,7 @@
 static int chat_prompt(struct splash_app *app, const json_t *body, struct splash_api_prompt *p,
                        struct splash_http_reply *reply)
 {
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     if (!splash_api_check_model(app, body, reply))
         return -1;
     json_t *tools = json_object_get(body, "tools");

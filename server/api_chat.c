@@ -205,7 +205,7 @@ static json_t *stops_of(const json_t *stop, char *msg, size_t size)
 void splash_api_chat(void *appv, const struct splash_http_request *req, struct splash_http_reply *reply)
 {
     struct splash_app *app = appv;
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;

@@ -518,7 +518,7 @@ static int read_thinking(struct splash_app *app, const json_t *body, struct prep
 static int prepare(struct splash_app *app, const json_t *body, int64_t max_tokens, struct prep *r,
                    struct splash_http_reply *reply)
 {
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     memset(r, 0, sizeof *r);
     r->effort = SPLASH_EFFORT_NONE; /* Anthropic thinking is off unless asked for */
     if (!splash_api_check_model(app, body, reply))
@@ -836,7 +836,7 @@ void splash_api_messages(void *appv, const struct splash_http_request *req,
                          struct splash_http_reply *reply)
 {
     struct splash_app *app = appv;
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     json_t *body = splash_api_parse_body(req, reply);
     if (!body) {
         anthropic_shape(reply);

@@ -101,10 +101,9 @@ int splash_api_prompt_make(struct splash_app *app, const json_t *messages, const
 {
     memset(out, 0, sizeof *out);
     struct splash_err err;
-    if (splash_chat_render(app, messages, tools, effort, kwargs, &out->prompt, &err)) {
-        snprintf(msg, msg_size, "%s", err.msg);
+    if (splash_chat_render(app, messages, tools, effort, kwargs, &out->prompt, &err, msg,
+                           msg_size))
         return 400;
-    }
     char why[400];
     int64_t n_ctx;
     int64_t over = splash_api_bytes_over_context(app, out->prompt.len, &n_ctx);

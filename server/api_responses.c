@@ -693,7 +693,7 @@ static void prep_free(struct prep *r)
 static int prepare(struct splash_app *app, const json_t *body, struct prep *r,
                    struct splash_http_reply *reply)
 {
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     memset(r, 0, sizeof *r);
     r->effort = -1;
     if (!splash_api_check_model(app, body, reply))
@@ -779,7 +779,7 @@ void splash_api_responses(void *appv, const struct splash_http_request *req,
                           struct splash_http_reply *reply)
 {
     struct splash_app *app = appv;
-    char msg[1024];
+    char msg[SPLASH_API_MSG_MAX];
     json_t *body = splash_api_parse_body(req, reply);
     if (!body)
         return;

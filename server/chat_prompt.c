@@ -202,7 +202,8 @@ static json_t *harmony_messages(const json_t *messages)
 
 enum splash_status splash_chat_render(struct splash_app *app, const json_t *messages,
                                       const json_t *tools, int effort, const json_t *kwargs,
-                                      struct splash_prompt *out, struct splash_err *err)
+                                      struct splash_prompt *out, struct splash_err *err,
+                                      char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
     if (effort < 0)
@@ -224,14 +225,22 @@ enum splash_status splash_chat_render(struct splash_app *app, const json_t *mess
     enum splash_status st = splash_chat_template_vars(&vo, &vars, err);
     if (st != SPLASH_OK) {
         json_decref(harmony);
+        if (why && why_size)
+            snprintf(why, why_size, "%s", err->msg);
         return st;
     }
     struct splash_err jerr;
-    st = splash_jinja_render(app->chat_template, vars, NULL, &out->text, &out->len, &jerr);
+    /* raise_exception's reason is up to 4000 bytes; the rest of the message fits beside */
+    char whole[4200];
+    struct splash_jinja_render_opts ro = {.message = whole, .message_size = sizeof whole};
+    st = splash_jinja_render(app->chat_template, vars, &ro, &out->text, &out->len, &jerr);
     json_decref(vars);
     json_decref(harmony);
-    if (st != SPLASH_OK)
+    if (st != SPLASH_OK) {
+        if (why && why_size)
+            snprintf(why, why_size, "the chat template refused the request: %s", whole);
         return splash_err_set(err, st, "the chat template refused the request: %s", jerr.msg);
+    }
     out->thinks = splash_chat_prompt_opens_think(app->format, out->text, out->len);
     out->effort = effort;
     return SPLASH_OK;

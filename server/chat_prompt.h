@@ -25,10 +25,13 @@ struct splash_prompt {
 
 /* Renders normalised messages with the served template. effort: -1 = the default.
  * A template error or refusal is SPLASH_ERR_INVALID (a 400) with err saying so; a sandbox
- * bound SPLASH_ERR_UNSUPPORTED, memory SPLASH_ERR_NOMEM. */
+ * bound SPLASH_ERR_UNSUPPORTED, memory SPLASH_ERR_NOMEM. With why (why_size > 0) the
+ * same message goes there whole: a template's raise_exception reason may be longer than
+ * err holds, and an API client gets all of it. */
 enum splash_status splash_chat_render(struct splash_app *app, const json_t *messages,
                                       const json_t *tools, int effort, const json_t *kwargs,
-                                      struct splash_prompt *out, struct splash_err *err);
+                                      struct splash_prompt *out, struct splash_err *err,
+                                      char *why, size_t why_size);
 void splash_prompt_free(struct splash_prompt *p);
 
 #endif

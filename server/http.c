@@ -17,6 +17,7 @@
 
 #include "server/console.h"
 #include "server/http_framing.h"
+#include "server/http_relay.h"
 #include "server/ip_limit.h"
 #include "server/refused_lines.h"
 
@@ -34,7 +35,8 @@ struct splash_http {
     int listen_fd;
     pthread_t acceptor;
     int stopping;  /* the acceptor and the gates end */
-    int gates;     /* connections whose request head is being read (head_gate) */
+    int gates;     /* connections open: each one's bytes pass through its gate */
+    struct splash_relay_env relay_env;
     unsigned max_connections;
     pthread_cond_t gates_done;
     const struct splash_serve_opts *opts;
@@ -520,6 +522,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct splash_http *h = cls;
     struct conn_ctx *ctx = *con_cls;
+    splash_relay_request_done(c);
     if (ctx) {
         if (ctx->route) {
             pthread_mutex_lock(&h->lock);
@@ -532,17 +535,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
 }
 
-/* ---- the head gate --------------------------------------------------------------
- * libmicrohttpd 0.9.75 parses a request head before any callback sees it, and lets
- * three shapes through that a proxy in front may read differently (RFC 9112 §2.2, §3,
- * §5.2): a NUL byte (it cuts the value there: "Bearer KEY\0junk" passed as the key), a
- * request line without its two spaces (closed without an answer) and obs-fold (joined).
- * So the server accepts connections itself and reads each one's first request head
- * with MSG_PEEK, leaving the bytes for libmicrohttpd: a head of those shapes is
- * answered 400 and closed, any other is handed over. Requests after the first on a
- * kept-alive connection go to libmicrohttpd alone. */
-
-#define GATE_PEEK_BYTES 16384 /* a longer head goes to libmicrohttpd, which answers 431 */
+/* ---- the head gate (http_relay.h): every connection's bytes pass through it ---- */
 
 struct gate {
     struct splash_http *h;
@@ -550,23 +543,6 @@ struct gate {
     struct sockaddr_storage addr;
     socklen_t addr_len;
 };
-
-static void gate_refuse(struct splash_http *h, int fd, const char *why, const char *client)
-{
-    char body[256], out[512];
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
-                     "\"code\":\"bad_request\",\"param\":null}}",
-                     why);
-    int m = snprintf(out, sizeof out,
-                     "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: "
-                     "application/json\r\nContent-Length: %d\r\n\r\n%s",
-                     n, body);
-    ssize_t w = send(fd, out, (size_t)m, MSG_NOSIGNAL);
-    (void)w;
-    shutdown(fd, SHUT_WR);
-    splash_refused_line(&h->refused, "-", "-", 400, "bad_request", why, client);
-}
 
 static void gate_end(struct splash_http *h)
 {
@@ -580,63 +556,7 @@ static void *head_gate(void *arg)
 {
     struct gate *g = arg;
     struct splash_http *h = g->h;
-    char *buf = malloc(GATE_PEEK_BYTES);
-    ssize_t seen = 0;
-    int quiet_ms = 0, wait_ms = 5, handed = 0;
-    const char *why = NULL;
-    while (buf && !__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE)) {
-        struct pollfd p = {.fd = g->fd, .events = POLLIN | POLLRDHUP};
-        int r = poll(&p, 1, 200);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0) {
-            quiet_ms += 200;
-        } else {
-            ssize_t n = recv(g->fd, buf, GATE_PEEK_BYTES, MSG_PEEK | MSG_DONTWAIT);
-            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
-                break; /* the client left */
-            if (n > seen) {
-                seen = n;
-                quiet_ms = 0;
-                wait_ms = 5;
-            } else { /* the peeked bytes stay readable: wait for more without spinning */
-                struct timespec ts = {0, (long)wait_ms * 1000000L};
-                nanosleep(&ts, NULL);
-                quiet_ms += wait_ms;
-                wait_ms = wait_ms < 200 ? wait_ms * 2 : 200;
-            }
-            size_t have = seen > 0 ? (size_t)seen : 0;
-            const char *end = have >= 4 ? memmem(buf, have, "\r\n\r\n", 4) : NULL;
-            const char *first_eol = have ? memchr(buf, '\n', have) : NULL;
-            /* the whole head, or all the client will send (it shut its side) */
-            if (end || have == GATE_PEEK_BYTES || (p.revents & (POLLRDHUP | POLLHUP))) {
-                why = splash_http_head_problem(buf, end ? (size_t)(end - buf + 4) : have);
-                handed = !why;
-                break;
-            }
-            /* a request line already wrong needs no more bytes */
-            if (first_eol && (why = splash_http_head_problem(buf, (size_t)(first_eol - buf + 1))))
-                break;
-        }
-        if (quiet_ms >= HEADER_TIMEOUT_S * 1000)
-            break; /* the head stopped coming: closed, as libmicrohttpd would */
-    }
-    free(buf);
-    if (why) {
-        char client[INET6_ADDRSTRLEN] = "?";
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&g->addr;
-        if (g->addr.ss_family == AF_INET)
-            inet_ntop(AF_INET, &in->sin_addr, client, sizeof client);
-        gate_refuse(h, g->fd, why, client);
-    }
-    if (handed && MHD_add_connection(h->daemon, g->fd, (struct sockaddr *)&g->addr,
-                                     g->addr_len) == MHD_YES) {
-        /* libmicrohttpd owns the socket now, and gives the address back when it closes */
-    } else {
-        if (!handed)
-            close(g->fd); /* MHD_add_connection closes it when it fails */
-        splash_ip_limit_give(&h->ip_limit, (struct sockaddr *)&g->addr);
-    }
+    splash_relay_run(&h->relay_env, g->fd, &g->addr, g->addr_len);
     gate_end(h);
     free(g);
     return NULL;
@@ -697,11 +617,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode toe)
 {
     struct splash_http *h = cls;
-    if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
-        return;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr)
-        splash_ip_limit_give(&h->ip_limit, ci->client_addr);
+    (void)h; /* the gate gives the client's address back: it holds the client's socket */
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        splash_relay_started(c, socket_context);
+    else
+        splash_relay_closed(socket_context);
 }
 
 /* Each connection is a descriptor and a thread: the limit is what the process
@@ -783,6 +703,9 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
     }
     h->listen_fd = fd;
     h->max_connections = connection_limit();
+    h->relay_env = (struct splash_relay_env){.stopping = &h->stopping, .refused = &h->refused,
+                                             .ip_limit = &h->ip_limit,
+                                             .head_timeout_s = HEADER_TIMEOUT_S};
     /* connections come through the head gate (acceptor above), not libmicrohttpd's accept */
     h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                      MHD_USE_POLL | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET,
@@ -792,6 +715,7 @@ struct splash_http *splash_http_start(const struct splash_serve_opts *opts,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_TIMEOUT_S,
                                  MHD_OPTION_CONNECTION_LIMIT, h->max_connections,
                                  MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+    h->relay_env.daemon = h->daemon;
     if (!h->daemon || pthread_create(&h->acceptor, NULL, acceptor, h)) {
         snprintf(msg, msg_size, "cannot serve HTTP on %s:%d", opts->host, opts->port);
         if (h->daemon)
@@ -834,7 +758,7 @@ void splash_http_stop(struct splash_http *h)
     __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
     pthread_join(h->acceptor, NULL);
     pthread_mutex_lock(&h->lock);
-    while (h->gates > 0) /* each sees stopping within 200 ms */
+    while (h->gates > 0) /* each sees stopping within 200 ms, then sends what is left */
         pthread_cond_wait(&h->gates_done, &h->lock);
     pthread_mutex_unlock(&h->lock);
     close(h->listen_fd);

@@ -100,21 +100,3 @@ int splash_http_host_name(const char *host, char *name, size_t size)
     name[len] = 0;
     return 1;
 }
-
-/* Why a complete request head (through its blank line) is refused, or NULL. */
-const char *splash_http_head_problem(const char *head, size_t len)
-{
-    if (memchr(head, 0, len))
-        return "a NUL byte in the request head";
-    const char *eol = memchr(head, '\n', len);
-    size_t line = eol ? (size_t)(eol - head) : len;
-    const char *sp1 = memchr(head, ' ', line);
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', line - (size_t)(sp1 + 1 - head)) : NULL;
-    if (!sp2)
-        return "the request line is not METHOD SP TARGET SP VERSION";
-    for (const char *p = eol; p && p + 1 < head + len;
-         p = memchr(p + 1, '\n', len - (size_t)(p + 1 - head)))
-        if (p[1] == ' ' || p[1] == '\t')
-            return "a header line folded onto the next (obs-fold)";
-    return NULL;
-}

@@ -13,11 +13,6 @@
 const char *splash_http_framing_problem(struct MHD_Connection *c, const char *method,
                                         const char *version);
 
-/* Why a request head (its bytes through the blank line, or the first line alone) is
- * refused before libmicrohttpd parses it, or NULL: a NUL byte, a request line without
- * two spaces, a header folded onto the next line (obs-fold). */
-const char *splash_http_head_problem(const char *head, size_t len);
-
 /* Splits a Host header into its name (an IP literal keeps its brackets) and
  * checks its syntax: a reg-name, IPv4 or [IPv6] literal, then an optional
  * :port of digits. 0 when malformed. */

@@ -16,10 +16,9 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 why="missing"
 [ -d "$dir/node_modules" ] && why="installed from another package-lock.json"
-echo "$dir: node_modules $why: npm install (from package-lock.json)"
-# Not `npm ci`: opencode-ai names an optional binary package per platform and the
-# registry this runs against serves only some of them, so the lock cannot list them all
-# and `npm ci` refuses it; `npm install` takes the locked versions and skips the absent
-# optional ones (it leaves the lock as it is).
-(cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
+echo "$dir: node_modules $why: npm ci (from package-lock.json)"
+# The lock lists every optional platform package opencode-ai names; those the registry
+# this runs against does not serve (other systems' binaries) carry their os, cpu and libc
+# but no integrity, and npm skips them here by platform.
+(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 echo "$want" >"$stamp"

@@ -9,12 +9,21 @@ for t in "$@"; do
     case "$t" in *.sh) name=$(basename "$(dirname "$t")") ;; esac
     echo "=== $name"
     if [ -d "$t" ]; then
+        # a node new enough for the packages' engines first on PATH (fetched when the
+        # system's is older: Debian 12's is 18), for npm and the tests alike
+        if ! nodebin=$(tests/node-for-tests.sh "$t/package-lock.json"); then
+            failed=$((failed + 1))
+            failed_names+=("$name")
+            continue
+        fi
+        export PATH="$nodebin:$PATH"
         if ! tests/npm-deps.sh "$t"; then
             failed=$((failed + 1))
             failed_names+=("$name")
             continue
         fi
-        cmd=(node --test --test-concurrency=1 "$t"/)
+        # the files, not the directory: node 22 takes --test arguments as patterns only
+        cmd=(node --test --test-concurrency=1 "$t"/*.test.mjs)
     else
         cmd=("$t")
     fi

@@ -527,12 +527,15 @@ static const struct entry entries[] = {
     {.name = "Q5_0_R16", .repack = &q5_0_r16, .simd = SIMD_Q8_0_SHAPES,
      .batch_bits = {8224, 37, 0x51D0}},
     {.name = "IQ4_NL_R16", .repack = &iq4_nl_r16, .simd = SIMD_Q8_0_SHAPES},
-    /* Q4_1 and Q5_1 repacks take ggml's float steps and the plain AVX2 row's, at 65 and at
-     * 257 blocks (scales of 9 or more rows on the heap) */
+    /* Q4_1 and Q5_1 repacks take the plain AVX2 row's float steps, at 65 and at 257 blocks
+     * (scales of 9 or more rows on the heap). Q4_1's are those of ggml's vec_dot in quant/;
+     * Q5_1's are ggml's generic block order, which the golden model logits were made with
+     * (position 0 of the tiny Q5_1 model: 5e-7 off in that order, 0.030 in quant/'s 8-lane
+     * order), so they do not give quant/'s vec_dot bits. */
     {.name = "Q4_1_R16", .repack = &q4_1_r16, .simd = SIMD_Q8_0_SHAPES, .ggml_dot_bits = 1,
      .plain_bits = {"avx2", {2080, 8224}, 0x41B175ull}, .batch_bits = {4128, 35, 0x41A1B16ull},
      .own = validate_refuses_nan_m_and_inf_d, .own_name = "validate refuses NaN m, Inf d"},
-    {.name = "Q5_1_R16", .repack = &q5_1_r16, .simd = SIMD_Q8_0_SHAPES, .ggml_dot_bits = 1,
+    {.name = "Q5_1_R16", .repack = &q5_1_r16, .simd = SIMD_Q8_0_SHAPES,
      .plain_bits = {"avx2", {2080, 8224}, 0x51B175ull}, .batch_bits = {4128, 35, 0x51A1B16ull},
      .own = validate_refuses_nan_m_and_inf_d, .own_name = "validate refuses NaN m, Inf d"},
     {.name = "MXFP4_R16", .repack = &mxfp4_r16, .simd = SIMD_Q8_0_SHAPES},

@@ -11,7 +11,9 @@
 
 #include <cmocka.h>
 
+#include <malloc.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,12 +377,71 @@ static void test_weight_scale_multiplies_products(void **state)
     free(y1);
 }
 
+/* The buffers a thread grows in the kernels (quantized activations, expert gathers) go
+ * with the thread: threads that matmul and end leave the heap as it was (valgrind
+ * reported each exited thread's activation scratch as lost). */
+struct thread_job {
+    const struct splash_kernels *k;
+    const struct splash_weight *w;
+    const float *x;
+    int64_t n, rows;
+};
+
+static void *matmul_thread(void *arg)
+{
+    const struct thread_job *j = arg;
+    float *y = malloc((size_t)(j->n * j->rows) * sizeof *y);
+    int32_t *expert = calloc((size_t)j->n, sizeof *expert);
+    if (y && expert) {
+        j->k->matmul(pool, j->w, j->x, j->n, y);
+        j->k->matmul_experts(pool, j->w, j->x, expert, j->n, y);
+    }
+    free(expert);
+    free(y);
+    return NULL;
+}
+
+static void test_thread_buffers_go_with_the_thread(void **state)
+{
+    (void)state;
+    const struct splash_kernels *k = splash_kernels_get();
+    const struct splash_format_type *f =
+        splash_registry_format_by_name(splash_registry_global(), "Q8_0");
+    assert_non_null(f);
+    const int64_t n_in = 256, rows = 32, n = 64;
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand();
+    struct mapped_weight mw;
+    mapped_weight_make(&mw, f, n_in, rows, 1);
+    struct splash_weight *w = weight_make(&mw.t, 0);
+    struct thread_job job = {k, w, x, n, rows};
+    pthread_t t;
+    /* one thread first: whatever the kernels keep process-wide is made now */
+    assert_int_equal(pthread_create(&t, NULL, matmul_thread, &job), 0);
+    pthread_join(t, NULL);
+    size_t before = mallinfo2().uordblks;
+    for (int i = 0; i < 32; i++) {
+        assert_int_equal(pthread_create(&t, NULL, matmul_thread, &job), 0);
+        pthread_join(t, NULL);
+    }
+    size_t after = mallinfo2().uordblks;
+    /* each thread grows ~17 KB of activations and ~80 KB of expert buffers */
+    print_message("  heap in use after 32 threads: %+lld bytes\n", (long long)after - (long long)before);
+    assert_true(after < before + 16384);
+    k->weight_destroy(w);
+    mapped_weight_free(&mw);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repack_matches_rows_as_stored),
         cmocka_unit_test(test_repack_drops_only_file_pages),
         cmocka_unit_test(test_weight_scale_multiplies_products),
+        cmocka_unit_test(test_thread_buffers_go_with_the_thread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

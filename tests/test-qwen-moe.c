@@ -199,11 +199,12 @@ static void each_tiny(int decode)
 }
 
 /* With an f16 KV cache, as the golden files' llama.cpp keeps, position 0 agrees with the
- * reference to 1e-3 (measured 5e-7 to 1.2e-6), but for Q2_K: 0.023 with an f16 cache and
- * 0.026 with an f32 one, so not the cache; held to what it measures until that is found. */
+ * reference to 1e-3 (measured 4e-7 to 1.2e-6) on every file. Q2_K was 0.023 off until
+ * the repacked Q2_K kernel took ggml's generic float steps (q2k_r16_avx512.c). */
 static double f16_pos0_bound(const char *name)
 {
-    return !strcmp(name, "qwen35moe-tiny-Q2_K") ? 0.03 : 1e-3;
+    (void)name;
+    return 1e-3;
 }
 static void test_qwen_moe_f16_cache_position0(void **state)
 {

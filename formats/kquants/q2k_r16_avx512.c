@@ -12,9 +12,11 @@
  * 16-bit shift by 8) against two adjacent Q8_K block sums broadcast from memory.
  *
  * Everything but the last steps is integer, so the float steps per (weight row,
- * activation row) pair and block are always the same few: d / 4 times the total minus
- * dmin / 16 times the mins' total, times the activation's d, added to the row's sum;
- * a pair gets the same bits whatever else shares the call. The rows' scales are decoded
+ * activation row) pair and block are always the same few, the scalar row's (ggml's
+ * generic order): d_a d times the total / 4 minus d_a dmin times the mins' total / 16,
+ * added to the row's sum; a pair gets the scalar row's bits whatever else shares the
+ * call. (Scaling the difference by d_a once, as before, put the tiny MoE Q2_K model's
+ * position 0 0.023 off its golden logits; this order puts it 4e-7 off.) The rows' scales are decoded
  * once per block for all activation rows of a tile (up to KQ_MAX_NR), and so are the
  * masked levels; more activation rows take the group's blocks a few at a time, every
  * tile over them while they are in L1. A mat-vec is the tile of one activation row,
@@ -121,15 +123,20 @@ KQ_INLINE void q2k_r16_tile(int64_t nb, const struct q2k_r16_block *b, const cha
                 tm[r] = _mm512_dpwssd_epi32(tm[r], hi, kq_bcast4(y[r]->bsums + 4 * q + 2));
             }
         }
-        const __m512 dq = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d)),
-                                        _mm512_set1_ps(0.25f));
-        const __m512 dm = _mm512_mul_ps(
-            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin)), _mm512_set1_ps(0.0625f));
+        /* the scalar row's float steps (ggml's generic Q2_K dot, which the golden MoE
+         * logits were made with): dall = d_a d, dmin = d_a dmin, then
+         * sum + (dall isum - dmin summs), each rounded on its own; isum and summs are the
+         * integer totals without their factors 4 and 16 (exact shifts) */
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
+        const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
         KQ_UNROLL for (int r = 0; r < nr; r++)
         {
-            const __m512 s = _mm512_fmsub_ps(_mm512_cvtepi32_ps(tq[r]), dq,
-                                             _mm512_mul_ps(_mm512_cvtepi32_ps(tm[r]), dm));
-            tot[r] = _mm512_fmadd_ps(s, _mm512_set1_ps(y[r]->d), tot[r]);
+            const __m512 da = _mm512_set1_ps(y[r]->d);
+            const __m512 isum = _mm512_cvtepi32_ps(_mm512_srai_epi32(tq[r], 2));
+            const __m512 summs = _mm512_cvtepi32_ps(_mm512_srai_epi32(tm[r], 4));
+            const __m512 s = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, dw), isum),
+                                           _mm512_mul_ps(_mm512_mul_ps(da, mw), summs));
+            tot[r] = _mm512_add_ps(tot[r], s);
         }
     }
     KQ_UNROLL for (int r = 0; r < nr; r++) _mm512_storeu_ps(out + r * out_stride, tot[r]);

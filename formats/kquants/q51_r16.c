@@ -103,38 +103,21 @@ static void q51_r16_to_float(const void *blocks, float *out, int64_t n)
     }
 }
 
-/* A dot's running sums in the plain AVX2 kernel's order (q51_r16.h): its 8 lanes and the
- * minimum's terms. */
-struct q51_r16_sums {
-    float lane[8], m;
-};
-
-/* One plain block against one Q8_1 block: lane l adds the exact sum of q a over values
- * 4l .. 4l + 3 times t = d_w d_a by FMA; m adds m s_a. */
-static void q51_r16_block_step(const struct q5_1_block *x, const struct splash_q8_1_block *y,
-                               struct q51_r16_sums *acc)
+/* One plain block against one Q8_1 block in ggml's block order (q5_1.c's scalar row):
+ * the exact integer sum, then sum + ((d_w d_a) sumi + m s_a) in separate float steps. */
+static float q51_r16_block_step(const struct q5_1_block *x, const struct splash_q8_1_block *y,
+                                float sum)
 {
-    const float t = kq_h2f(x->d) * kq_h2f(y->d);
-    for (int l = 0; l < 8; l++) {
-        int p = 0;
-        for (int j = 4 * l; j < 4 * l + 4; j++)
-            p += q51_r16_code(x, j) * y->qs[j];
-        acc->lane[l] = fmaf((float)p, t, acc->lane[l]);
-    }
-    acc->m = fmaf(kq_h2f(x->m), kq_h2f(y->s), acc->m);
+    int sumi = 0;
+    for (int j = 0; j < KQ_QK5_1; j++)
+        sumi += q51_r16_code(x, j) * y->qs[j];
+    const float part = (kq_h2f(x->d) * kq_h2f(y->d)) * (float)sumi;
+    const float min = kq_h2f(x->m) * kq_h2f(y->s);
+    return sum + (part + min);
 }
 
-/* The plain AVX2 kernel's horizontal sum of the lanes, then the minimum's total. */
-static float q51_r16_sums_total(const struct q51_r16_sums *a)
-{
-    const float s0 = a->lane[0] + a->lane[4], s1 = a->lane[1] + a->lane[5];
-    const float s2 = a->lane[2] + a->lane[6], s3 = a->lane[3] + a->lane[7];
-    return ((s0 + s2) + (s1 + s3)) + a->m;
-}
-
-/* The reference: every (weight row, activation row) pair summed block by block in the
- * plain AVX2 kernel's float steps, the group rows unpacked from the image and the rows
- * after the last whole group as they are. */
+/* The reference: every (weight row, activation row) pair summed block by block, the group
+ * rows unpacked from the image and the rows after the last whole group as they are. */
 void q51_r16_mul_q8_1_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w, const void *act,
                           size_t act_stride, int64_t n_act, float *out, size_t out_stride)
 {
@@ -148,22 +131,22 @@ void q51_r16_mul_q8_1_ref(int64_t n, const void *w, size_t w_stride, int64_t n_w
             const struct q51_r16_block *b =
                 (const struct q51_r16_block *)((const char *)w + (size_t)g * w_stride);
             for (int r = 0; r < Q51_R16_ROWS; r++) {
-                struct q51_r16_sums acc = {{0}, 0};
+                float sum = 0;
                 for (int64_t i = 0; i < nb; i++) {
                     struct q5_1_block x;
                     q51_r16_unpack_row(&b[i], r, &x);
-                    q51_r16_block_step(&x, &y[i], &acc);
+                    sum = q51_r16_block_step(&x, &y[i], sum);
                 }
-                o[g + r] = q51_r16_sums_total(&acc);
+                o[g + r] = sum;
             }
         }
         for (int64_t i = n_full; i < n_w; i++) {
             const struct q5_1_block *x =
                 (const struct q5_1_block *)((const char *)w + (size_t)i * w_stride);
-            struct q51_r16_sums acc = {{0}, 0};
+            float sum = 0;
             for (int64_t k = 0; k < nb; k++)
-                q51_r16_block_step(&x[k], &y[k], &acc);
-            o[i] = q51_r16_sums_total(&acc);
+                sum = q51_r16_block_step(&x[k], &y[k], sum);
+            o[i] = sum;
         }
     }
 }

@@ -6,15 +6,15 @@
  * under the block's fifth-bit mask for that vector (loaded straight into a mask register)
  * completes the codes q in 0..31, unsigned for vpdpbusd. The lookups run on port 5,
  * beside vpdpbusd on port 0. One vpdpbusd of such a vector against 4 activation bytes
- * broadcast from memory gives the 16 rows' exact sums of q a over 4 consecutive inputs:
- * values 4l .. 4l + 3 of the block for the plain kernel's lane l (q51_r16.h), so 8 of them
- * give the 8 lane sums of 16 rows. Each is converted and added by FMA, with the block's
- * t = d_w d_a (two vcvtph2ps decode the 16 rows' d and m from one 64-byte line), to its
- * own lane total, and m s_a to a ninth; the end adds them in the plain kernel's order.
- * Lane r of every vector is row r: no horizontal sums.
+ * broadcast from memory adds the 16 rows' exact sums of q a over 4 consecutive inputs to
+ * an int32 vector, so 8 of them give each row's block sum. That is converted, scaled by
+ * the block's t = d_w d_a (two vcvtph2ps decode the 16 rows' d and m from one 64-byte
+ * line), added to m s_a and then to the row's total, in separate float steps. Lane r of
+ * every vector is row r: no horizontal sums.
  *
- * These are Q5_1's AVX2 kernel's float steps, so every (weight row, activation row) pair
- * gets its bits (and the scalar row's) in every tile of 1 or 2 activation rows. A tile
+ * These are Q5_1's plain and scalar rows' float steps (ggml's block order, q5_1.c), so
+ * every (weight row, activation row) pair gets their bits in every tile of 1 or 2
+ * activation rows. A tile
  * walks whole rows; a call takes each group's blocks from memory once, for its first
  * tile, and from L2 for the others (the per-call activation scales are converted once, on
  * the stack or the heap). A mat-vec streaming its rows from memory prefetches ahead. */
@@ -48,7 +48,7 @@ INLINE void q51_r16_codes(const struct q51_r16_block *b, int k, __m512i *lo, __m
     *hi = _mm512_mask_add_epi8(*hi, q51_r16_kmask(b->qh[2 * k + 1]), *hi, k16);
 }
 
-R16_Q8_1_DEFINE_TILE(q51_r16_tile, struct q51_r16_block, q51_r16_codes)
+R16_Q8_1_DEFINE_TILE_BLOCKWISE(q51_r16_tile, struct q51_r16_block, q51_r16_codes)
 
 /* the rows after the last whole group are the plain format's */
 R16_Q8_1_DEFINE_MUL(q51_r16_mul_q8_1_avx512, struct q51_r16_block, KQ_QK5_1, q51_r16_tile,

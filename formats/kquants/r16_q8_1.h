@@ -102,6 +102,56 @@ static inline void r16_q8_1_prepare(const struct splash_q8_1_block *y, int64_t n
         }                                                                                          \
     }
 
+/* Like R16_Q8_1_DEFINE_TILE, in the block order of ggml's generic dot instead (Q5_1's
+ * reference runs): each block's exact integer sum per row, then
+ * tot = tot + ((d_w d_a) sumi + m_w s_a) in separate float steps, the scalar row's bits. */
+#define R16_Q8_1_DEFINE_TILE_BLOCKWISE(NAME, BLOCK_T, CODES)                                       \
+    SPLASH_R16_Q8_0_INLINE void NAME(                                                              \
+        const BLOCK_T *b, int64_t nb, const struct splash_q8_1_block *const *y,                    \
+        const struct r16_q8_1_act *const *p, const int nr, float *out, size_t out_stride,          \
+        const int prefetch, const int conv)                                                        \
+    {                                                                                              \
+        const __m512i lut = _mm512_loadu_si512(splash_r16_nibble_lut);                             \
+        const __m512i shr4 = _mm512_set1_epi64(0x3c342c241c140c04);                                \
+        __m512 tot[R16_Q8_1_MAX_NR];                                                               \
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++) tot[r] = _mm512_setzero_ps();         \
+        for (int64_t i = 0; i < nb; i++, b++) {                                                    \
+            if (prefetch) {                                                                        \
+                for (int l = 0; l < (int)(sizeof *b / 64); l++)                                    \
+                    _mm_prefetch((const char *)b + R16_PREFETCH + 64 * l, _MM_HINT_T1);            \
+            }                                                                                      \
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));          \
+            const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->m));          \
+            __m512i isum[R16_Q8_1_MAX_NR];                                                         \
+            _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++) isum[r] = _mm512_setzero_si512(); \
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                    \
+            {                                                                                      \
+                const __m512i v = _mm512_loadu_si512(b->qs[k]);                                    \
+                __m512i lo = _mm512_permutexvar_epi8(v, lut);                                      \
+                __m512i hi = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(shr4, v), lut);  \
+                CODES(b, k, &lo, &hi);                                                             \
+                _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                               \
+                {                                                                                  \
+                    const int8_t *a = y[r][i].qs;                                                  \
+                    isum[r] = _mm512_dpbusd_epi32(isum[r], lo, splash_r16_q8_0_bcast4(a + 4 * k)); \
+                    isum[r] =                                                                      \
+                        _mm512_dpbusd_epi32(isum[r], hi, splash_r16_q8_0_bcast4(a + 16 + 4 * k));  \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                                   \
+            {                                                                                      \
+                const float da = conv ? kq_h2f(y[r][i].d) : p[r][i].d;                             \
+                const float sa = conv ? kq_h2f(y[r][i].s) : p[r][i].s;                             \
+                const __m512 part = _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da)),           \
+                                                  _mm512_cvtepi32_ps(isum[r]));                    \
+                const __m512 min = _mm512_mul_ps(mw, _mm512_set1_ps(sa));                          \
+                tot[r] = _mm512_add_ps(tot[r], _mm512_add_ps(part, min));                          \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 2") for (int r = 0; r < nr; r++)                                       \
+            _mm512_storeu_ps(out + (size_t)r * out_stride, tot[r]);                                \
+    }
+
 /* Defines the mul_rows NAME of a format with BLOCK_T blocks of QK values, its tiles TILE
  * and its plain rows PLAIN for the rows after the last whole group. Every activation
  * row's scales are converted once (so each group is read from memory once per call), on

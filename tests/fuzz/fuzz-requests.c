@@ -4,7 +4,9 @@
  * An input whose first byte is 0x01 is raw HTTP instead: the rest goes over a
  * loopback socket to the real HTTP front (libmicrohttpd, framing and security
  * checks, body limits), whose routes run the same decoders on the body; the
- * server must answer or close within 10 s of the input's end. */
+ * server must answer or close within 10 s of the input's end. The same bytes go
+ * through the head gate's scan (server/http_scan.c) whole and in pieces, which must
+ * clear the same bytes and refuse for the same reason. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -30,6 +32,7 @@
 #include "server/gen_read.h"
 #include "server/generation.h"
 #include "server/http.h"
+#include "server/http_scan.h"
 #include "server/options.h"
 
 static struct splash_app app;
@@ -139,6 +142,40 @@ static void raw_http(const uint8_t *data, size_t size)
     close(fd);
 }
 
+/* Scans the stream as it would arrive `step` bytes at a time (a gate never holds more
+ * than a head's worth of uncleared bytes); the bytes cleared and the scan's end. */
+static size_t scan_in_steps(const uint8_t *data, size_t size, size_t step,
+                            struct splash_http_scan *s)
+{
+    memset(s, 0, sizeof *s);
+    size_t cleared = 0, have = 0;
+    while (have < size && !s->why) {
+        have = have + step < size ? have + step : size;
+        if (have - cleared > SPLASH_HTTP_HEAD_MAX)
+            have = cleared + SPLASH_HTTP_HEAD_MAX;
+        size_t before = cleared;
+        for (size_t n; (n = splash_http_scan(s, (const char *)data + cleared, have - cleared));)
+            cleared += n;
+        if (cleared == before && have - cleared == SPLASH_HTTP_HEAD_MAX && !s->why)
+            abort(); /* a full head's worth of bytes neither cleared nor refused */
+    }
+    return cleared;
+}
+
+static void scan_agrees(const uint8_t *data, size_t size)
+{
+    struct splash_http_scan whole, split;
+    size_t a = scan_in_steps(data, size, SPLASH_HTTP_HEAD_MAX, &whole);
+    size_t step = size ? 1 + data[size - 1] % 7 : 1;
+    size_t b = scan_in_steps(data, size, step, &split);
+    if (a != b || (whole.why != split.why) || whole.heads != split.heads) {
+        fprintf(stderr, "fuzz-requests: the head scan differs whole (%zu, %s) and in %zu-byte "
+                        "pieces (%zu, %s)\n",
+                a, whole.why ? whole.why : "-", step, b, split.why ? split.why : "-");
+        abort();
+    }
+}
+
 static void drop_reply(struct splash_http_reply *reply)
 {
     if (reply->json)
@@ -150,6 +187,7 @@ static void drop_reply(struct splash_http_reply *reply)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size && data[0] == 0x01) {
+        scan_agrees(data + 1, size - 1);
         raw_http(data + 1, size - 1);
         return 0;
     }

@@ -379,6 +379,61 @@ test("shapes libmicrohttpd would let through are 400 and closed: a NUL in a head
   }
 });
 
+test("every request on a kept-alive or pipelined connection passes the head gate, not only the first", async () => {
+  const server = await startServer(["--api-key", "sekrit"]);
+  try {
+    const { port } = server;
+    const host = `Host: 127.0.0.1:${port}\r\n`;
+    const good = `GET /health HTTP/1.1\r\n${host}\r\n`;
+    const bad = {
+      "a NUL inside the key header": `GET /status HTTP/1.1\r\n${host}Authorization: Bearer sekrit\x00junk\r\n\r\n`,
+      "a folded header line (obs-fold)": `GET /health HTTP/1.1\r\n${host}X-Long: a\r\n b\r\n\r\n`,
+      "a bare CR inside a header line": `GET /health HTTP/1.1\r\n${host}X-A: 1\rContent-Length: 5\r\n\r\nhello`,
+      "a request line with one space": `GET /health\r\n${host}\r\n`,
+    };
+    const statuses = (data) => [...data.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+    for (const [name, raw] of Object.entries(bad)) {
+      // pipelined: both in one write; the first is answered, then the second refused
+      const piped = await probe(port, good + raw, { timeoutMs: 3000 });
+      assert.deepEqual(statuses(piped.data), [200, 400], `pipelined, ${name}: ${JSON.stringify(piped.data)}`);
+      assert.equal(piped.why, "closed", `pipelined, ${name}: the connection stays open`);
+      // kept alive: the second request comes after the first answer
+      const sock = net.connect(port, "127.0.0.1");
+      let data = "", closed = false;
+      sock.on("data", (d) => { data += d; });
+      sock.on("close", () => { closed = true; });
+      sock.on("error", () => {});
+      await new Promise((resolve) => sock.on("connect", resolve));
+      sock.write(good);
+      for (let i = 0; i < 50 && !/\}/.test(data); i++) await sleep(50);
+      assert.deepEqual(statuses(data), [200], `kept alive, ${name}: first answer`);
+      sock.write(raw);
+      for (let i = 0; i < 60 && !closed; i++) await sleep(50);
+      assert.deepEqual(statuses(data), [200, 400], `kept alive, ${name}: ${JSON.stringify(data)}`);
+      assert.ok(closed, `kept alive, ${name}: the connection stays open`);
+      sock.destroy();
+    }
+    // bodies are passed by their framing, never read as heads: a Content-Length body and a
+    // chunked one holding head-like bytes, each followed by a sound pipelined request
+    const key = "Authorization: Bearer sekrit\r\nContent-Type: application/json\r\n";
+    const body = '{"x":"a\r\n b\u0000"}';
+    const post = `POST /v1/chat/completions HTTP/1.1\r\n${host}${key}`;
+    const sized = `${post}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const chunked = `${post}Transfer-Encoding: chunked\r\n\r\n${Buffer.byteLength(body).toString(16)};ext=1\r\n${body}\r\n0\r\nX-Trailer: 1\r\n\r\n`;
+    const close = `GET /health HTTP/1.1\r\n${host}Connection: close\r\n\r\n`;
+    const r = await probe(port, sized + chunked + good + close, { timeoutMs: 3000 });
+    assert.deepEqual(statuses(r.data), [400, 400, 200, 200], JSON.stringify(r.data));
+    assert.equal(r.why, "closed");
+    // a chunk whose data does not end with CRLF is refused: no later request is read
+    const smuggle = `${post}Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX\r\n0\r\n\r\n${good}`;
+    const s2 = await probe(port, smuggle, { timeoutMs: 3000 });
+    assert.ok(!statuses(s2.data).includes(200), JSON.stringify(s2.data));
+    assert.equal(s2.why, "closed");
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test("smuggling shapes are answered 400 and closed; HEAD answers like GET without a body", async () => {
   const server = await startServer(["--api-key", "sekrit"]);
   try {
