@@ -14,11 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "server/engine/cache_namespace.h"
 #include "server/engine/disk_cache.h"
 #include "server/engine/engine.h"
 #include "server/engine/prefill_plan.h"
@@ -900,6 +902,87 @@ static void test_disk_cache_persistent_leftovers(void **state)
     assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* A file of n bytes at root/name/file, last modified days ago. */
+static void aged_file(const char *root, const char *name, const char *file, int days)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s", root, name, file);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "cached bytes", 12), 12);
+    close(fd);
+    struct timespec t[2] = {{time(NULL) - (time_t)days * 86400, 0},
+                            {time(NULL) - (time_t)days * 86400, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static int exists(const char *root, const char *name)
+{
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    return stat(path, &sb) == 0;
+}
+
+/* The 14-day sweep: a namespace nobody used for 14 days goes; a recent one, one an
+ * engine holds, and anything not named as a namespace stay. */
+static void test_namespace_sweep(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/splash-sweep-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    const char *old = "0123456789abcdef0123456789abcdef", *recent = "fedcba9876543210fedcba9876543210",
+               *held = "00000000000000000000000000000000", *other = "not-a-namespace";
+    aged_file(root, old, "data", 15);
+    aged_file(root, old, "index", 20);
+    aged_file(root, old, "lock", 15);
+    aged_file(root, recent, "data", 15);
+    aged_file(root, recent, "lock", 2); /* opened two days ago */
+    aged_file(root, held, "lock", 30);
+    aged_file(root, other, "data", 100);
+    char lock[512];
+    snprintf(lock, sizeof lock, "%s/%s/lock", root, held);
+    int fd = open(lock, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    uint64_t bytes = 0;
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 1);
+    assert_true(bytes >= 36);
+    assert_false(exists(root, old));
+    assert_true(exists(root, recent));
+    assert_true(exists(root, held));
+    assert_true(exists(root, other));
+    close(fd); /* let go: the held one goes at the next sweep */
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 1);
+    assert_false(exists(root, held));
+    /* opening a namespace marks it used now */
+    char model[600], dir[1024], why[256];
+    snprintf(model, sizeof model, "%s/%s/data", root, other);
+    int lock_fd = -1;
+    assert_int_equal(splash_cache_namespace_open(root, model, "layout", 0, dir, sizeof dir,
+                                                 &lock_fd, why, sizeof why), 0);
+    close(lock_fd);
+    const char *name = strrchr(dir, '/') + 1;
+    aged_file(root, name, "lock", 20); /* as an engine left it 20 days ago */
+    assert_int_equal(splash_cache_namespace_open(root, model, "layout", 0, dir, sizeof dir,
+                                                 &lock_fd, why, sizeof why), 0);
+    close(lock_fd);
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 0);
+    /* a root that does not exist is left so */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing", root);
+    assert_int_equal(splash_cache_namespace_sweep(missing, 0, time(NULL), &bytes), 0);
+    assert_false(exists(root, "missing"));
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
 static int disk_file_fd(void)
 {
@@ -1114,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_engine_soak_within_plan),
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_disk_cache_persistent_leftovers),
+        cmocka_unit_test(test_namespace_sweep),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
     };

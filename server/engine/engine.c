@@ -1343,6 +1343,17 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 "regains them\n",
                 (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
+    uint64_t swept_bytes = 0;
+    /* a server's start (in-process tests and benches ask for no SSD tier: not theirs) */
+    int swept = o.prefix_cache_off || !(o.cache_disk || o.persistent_cache)
+                    ? 0
+                    : splash_cache_namespace_sweep(
+                                         o.cache_dir, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                         time(NULL), &swept_bytes);
+    if (swept)
+        fprintf(stderr, "SSD cache · removed %d cache%s nobody used for %d days under %s "
+                "(%.2f GiB)\n", swept, swept == 1 ? "" : "s", SPLASH_CACHE_UNUSED_DAYS,
+                o.cache_dir ? o.cache_dir : "the default root", (double)swept_bytes / 1073741824.0);
     struct splash_disk_opts disk = {.dir = o.cache_disk_dir, .quota = o.cache_disk,
                                     .writes_per_day = o.cache_disk_writes};
     char ns[4096], why[512];

@@ -2,7 +2,7 @@
 // clean stop is read back by the next server of the same model, and /status says so.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
@@ -40,6 +40,31 @@ test("persistent cache: a restarted server reads the conversation's prefix back"
     assert.ok(status.disk.hits >= 1, JSON.stringify(status.disk));
     assert.match(server.output(), /cached [\d,]+ \(read back from the SSD cache\)/);
     assert.equal(await server.stop(), 0);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("a start removes other models' caches nobody used for 14 days, with one line", async () => {
+  const root = mkdtempSync(join(tmpdir(), "splash-sweep-"));
+  const aged = (name, days) => {
+    const dir = join(root, name);
+    mkdirSync(dir, { mode: 0o700 });
+    writeFileSync(join(dir, "data"), "cached bytes");
+    const t = Date.now() / 1000 - days * 86400;
+    utimesSync(join(dir, "data"), t, t);
+    utimesSync(dir, t, t);
+  };
+  aged("0123456789abcdef0123456789abcdef", 15);
+  aged("fedcba9876543210fedcba9876543210", 3);
+  aged("keep-me", 40);
+  try {
+    const server = await startServer(["--persistent-cache", "--cache-dir", root, "--max-cache-disk", "64M"]);
+    assert.match(server.output(), /SSD cache · removed 1 cache nobody used for 14 days under /);
+    assert.equal(await server.stop(), 0);
+    assert.ok(!existsSync(join(root, "0123456789abcdef0123456789abcdef")));
+    assert.ok(existsSync(join(root, "fedcba9876543210fedcba9876543210")));
+    assert.ok(existsSync(join(root, "keep-me")));
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
