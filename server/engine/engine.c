@@ -414,12 +414,13 @@ static void release_weights(struct engine *e)
                (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
 }
 
-/* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */
-static int read_frames(struct engine *e, int block)
+/* Reads every frame that is ready; waits up to wait_ms for the first (-1: as long as it
+ * takes). -1: the front is gone. */
+static int read_frames(struct engine *e, int wait_ms)
 {
-    for (;;) {
+    for (int block = wait_ms;;) {
         struct pollfd p = {.fd = e->opts->fd, .events = POLLIN};
-        int rc = poll(&p, 1, block ? -1 : 0);
+        int rc = poll(&p, 1, block);
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc <= 0)
@@ -1420,12 +1421,14 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     json_decref(ready);
     int status = 0;
     while (!e.stopping) {
-        if (read_frames(&e, e.reqs == NULL) < 0)
+        /* idle: wait for a frame, or while the SSD tier writes, for its next turn */
+        if (read_frames(&e, e.reqs ? 0 : splash_ecache_idle_wait_ms(&e.cache)) < 0)
             break;
         if (step(&e) < 0) {
             status = 3;
             break;
         }
+        splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }
     while (e.reqs)
         request_remove(&e, e.reqs);

@@ -9,15 +9,26 @@
 #include "core/family.h"
 #include "core/host_impl.h"
 
+static double mono_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void drop_seq(void *ctx, void *seq)
 {
     struct splash_engine_cache *c = ctx;
     splash_family_seq_destroy(c->fam, c->model, seq);
 }
 
+/* A write to the SSD tier in the background: it owns seq (a point eviction handed over,
+ * or a fork of a point written ahead) until its write ends. */
 struct saving {
     struct splash_engine_cache *c;
     void *seq;
+    int32_t *tokens; /* write-ahead: the point to mark copied (NULL: an eviction's) */
+    int32_t n;
 };
 
 static int save_into(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
@@ -29,18 +40,64 @@ static int save_into(void *ctx, int (*write)(void *wctx, const void *bytes, size
            SPLASH_OK;
 }
 
+/* On the engine's thread once the write ended: the sequence goes, and a point written
+ * ahead is marked copied (it leaves memory without a write). */
+static void saved(void *ctx, int ok)
+{
+    struct saving *sv = ctx;
+    struct splash_engine_cache *c = sv->c;
+    struct splash_prefix_point *p =
+        ok && sv->tokens && c->points ? splash_prefix_cache_find(c->points, sv->tokens, sv->n)
+                                      : NULL;
+    if (p)
+        splash_prefix_point_set_copied(p);
+    if (sv->tokens) {
+        c->ahead_in_flight--;
+        c->written_ahead += ok;
+    }
+    splash_family_seq_destroy(c->fam, c->model, sv->seq);
+    free(sv->tokens);
+    free(sv);
+}
+
+/* Queues seq's bytes as the point at tokens[0..n); 1 when the write took seq. */
+static int queue_save(struct splash_engine_cache *c, const int32_t *tokens, int32_t n, void *seq,
+                      enum splash_point_class cls, int ahead)
+{
+    uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
+    struct saving *sv = calloc(1, sizeof *sv);
+    if (!size || !sv) {
+        free(sv);
+        return 0;
+    }
+    *sv = (struct saving){.c = c, .seq = seq, .n = n};
+    if (ahead && !(sv->tokens = malloc((size_t)n * sizeof *tokens))) {
+        free(sv);
+        return 0;
+    }
+    if (ahead)
+        memcpy(sv->tokens, tokens, (size_t)n * sizeof *tokens);
+    if (!splash_disk_cache_put_async(c->disk, tokens, n, (int)cls, size, save_into, sv, saved,
+                                     sv)) {
+        free(sv->tokens);
+        free(sv);
+        return 0;
+    }
+    if (ahead)
+        c->ahead_in_flight++;
+    return 1;
+}
+
 /* Eviction's copy of a restore point on the SSD tier, as the family saves it, straight
- * into the file a page at a time. */
-static void spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
-                  enum splash_point_class cls)
+ * into the file a page at a time by the tier's I/O thread: eviction hands the point's
+ * sequence over and goes on (its memory returns when the write ends). */
+static int spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                 enum splash_point_class cls)
 {
     struct splash_engine_cache *c = ctx;
     if (splash_disk_cache_has(c->disk, tokens, n))
-        return; /* read back from it, or written before: no second write */
-    uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
-    struct saving sv = {.c = c, .seq = seq};
-    if (size)
-        splash_disk_cache_put_with(c->disk, tokens, n, (int)cls, size, save_into, &sv);
+        return 0; /* read back from it, or written before: no second write */
+    return queue_save(c, tokens, n, seq, cls, 0);
 }
 
 void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,
@@ -69,10 +126,11 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
 
 void splash_ecache_free(struct splash_engine_cache *c)
 {
-    splash_prefix_cache_destroy(c->points);
-    c->points = NULL;
+    /* the tier first: its writes give up and hand their sequences back */
     splash_disk_cache_close(c->disk);
     c->disk = NULL;
+    splash_prefix_cache_destroy(c->points);
+    c->points = NULL;
 }
 
 uint64_t splash_ecache_used(const struct splash_engine_cache *c, uint64_t counted)
@@ -93,12 +151,23 @@ uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t po
 int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uint64_t need,
                             int all)
 {
+    splash_disk_cache_reap(c->disk); /* writes that ended give their sequences back */
+    double until = 0;
     for (;;) {
         uint64_t used = splash_ecache_used(c, counted);
         if (used + need <= c->pool)
             return 1;
-        if (!c->points || !splash_prefix_cache_evict_one(c->points, all))
+        if (c->points && splash_prefix_cache_evict_one(c->points, all))
+            continue;
+        /* nothing left to evict but sequences the tier is still writing (write-ahead
+         * keeps this rare): their memory returns as each write ends; past the time
+         * they give up (the one under way at its next piece) rather than a request
+         * failing */
+        if (!splash_disk_cache_pending(c->disk))
             return 0;
+        if (!until)
+            until = mono_seconds() + SPLASH_SPILL_WAIT_S;
+        splash_disk_cache_wait(c->disk, 0.05, mono_seconds() > until);
     }
 }
 
@@ -282,24 +351,70 @@ json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t count
     struct splash_prefix_stats s = {0};
     if (c->points)
         splash_prefix_cache_stats(c->points, &s);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "enabled", c->points != NULL, "points", (json_int_t)s.points, "turn_points",
                      (json_int_t)s.turn_points, "inserted", (json_int_t)s.inserted, "evicted",
                      (json_int_t)s.evicted, "lookups", (json_int_t)s.lookups, "hits",
                      (json_int_t)s.hits, "cached_tokens", (json_int_t)c->reused,
-                     "prefilled_tokens", (json_int_t)c->prefilled, "bytes_used",
+                     "prefilled_tokens", (json_int_t)c->prefilled, "written_ahead",
+                     (json_int_t)c->written_ahead, "bytes_used",
                      (json_int_t)splash_ecache_used(c, counted), "bytes_peak",
                      (json_int_t)c->peak, "bytes_limit", (json_int_t)c->pool, "disk",
                      splash_disk_cache_status(c->disk, c->disk_why));
 }
 
+static int on_disk(void *ctx, const int32_t *tokens, int32_t n)
+{
+    struct splash_engine_cache *c = ctx;
+    return splash_disk_cache_has(c->disk, tokens, n);
+}
+
 void splash_ecache_flush(struct splash_engine_cache *c, double seconds)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (c->points && splash_prefix_cache_evict_one(c->points, 1)) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds)
-            break;
-    }
+    double until = mono_seconds() + seconds;
+    /* every point is queued, the turn points newest first (what the next turn resumes
+     * from), then the others; the I/O thread has what is left of the time, and what it
+     * has not written by then gives up */
+    struct splash_prefix_point *p;
+    while (c->points && (p = splash_prefix_cache_uncopied(c->points, 1, on_disk, c)) &&
+           mono_seconds() < until)
+        splash_prefix_cache_evict_point(c->points, p);
+    while (c->points && mono_seconds() < until && splash_prefix_cache_evict_one(c->points, 1))
+        ;
+    double left = until - mono_seconds();
+    splash_disk_cache_wait(c->disk, left > 0 ? left : 0, 0);
+}
+
+void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted)
+{
+    if (!c->disk || !c->points)
+        return;
+    splash_disk_cache_reap(c->disk);
+    int persistent = splash_disk_cache_persistent(c->disk);
+    uint64_t used = splash_ecache_used(c, counted);
+    /* memory runs short: a quarter of the pool or less is left (the persistent cache
+     * writes every turn point, short or not) */
+    if (c->ahead_in_flight >= SPLASH_WRITE_AHEAD_IN_FLIGHT ||
+        (!persistent && used < c->pool - c->pool / 4) || used + c->state_bytes > c->pool)
+        return;
+    struct splash_prefix_point *p = splash_prefix_cache_uncopied(
+        c->points, persistent ? 1 : SPLASH_WRITE_AHEAD_MIN_TOKENS, on_disk, c);
+    if (!p)
+        return;
+    int32_t n = splash_prefix_point_tokens(p);
+    int32_t *tokens = splash_prefix_point_path(p);
+    void *fork = NULL;
+    struct splash_err err;
+    /* a fork of the point is written (its pages shared, its state copied): the point
+     * itself stays free to leave memory whenever eviction takes it */
+    if (tokens && splash_family_seq_fork(c->fam, c->model, splash_prefix_point_seq(p), n, &fork,
+                                         &err) == SPLASH_OK &&
+        !queue_save(c, tokens, n, fork, SPLASH_POINT_TURN, 1))
+        splash_family_seq_destroy(c->fam, c->model, fork);
+    free(tokens);
+}
+
+int splash_ecache_idle_wait_ms(struct splash_engine_cache *c)
+{
+    return c->disk && splash_disk_cache_pending(c->disk) ? 50 : -1;
 }

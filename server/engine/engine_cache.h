@@ -17,6 +17,13 @@
 /* Turn points kept for the last this many boundaries of a prompt (the next turn
  * resumes from the last; an edit or a retry from one shortly before). */
 #define SPLASH_TURN_POINTS 8
+/* Write-ahead (server.md "SSD cache"): turn points at least this deep are copied to the
+ * SSD tier while memory runs short, this many writes at a time. */
+#define SPLASH_WRITE_AHEAD_MIN_TOKENS 2048
+#define SPLASH_WRITE_AHEAD_IN_FLIGHT 1
+/* Memory that only the SSD tier's writes under way hold returns as they end; after this
+ * long they give up instead. */
+#define SPLASH_SPILL_WAIT_S 20.0
 
 struct splash_engine_cache {
     const struct splash_family_plugin *fam;
@@ -30,6 +37,8 @@ struct splash_engine_cache {
     uint64_t prefilled, reused;         /* prompt tokens computed, and taken from the cache */
     uint64_t peak;                      /* the most the caches held after a step */
     struct splash_disk_cache *disk;     /* the SSD tier, NULL: off (disk_why says why) */
+    int ahead_in_flight;                /* write-ahead copies queued or under way */
+    uint64_t written_ahead;             /* and written */
     char disk_why[256];
 };
 
@@ -84,9 +93,19 @@ int32_t splash_ecache_run_points(struct splash_engine_cache *c,
 void splash_ecache_keep_runs(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
                              const int32_t *ends, int32_t n, const uint8_t *flags, void **forks);
 
-/* A clean stop of a persistent cache: every restore point memory holds goes to the SSD
- * tier (the newest turn point last), for at most `seconds`. */
+/* A clean stop of a persistent cache: every restore point memory holds is queued for the
+ * SSD tier (the newest turn point last), and written for at most `seconds`. */
 void splash_ecache_flush(struct splash_engine_cache *c, double seconds);
+
+/* Between steps: the SSD tier's ended writes give their sequences back, and the newest
+ * turn point without a copy is queued for one (write-ahead) while memory runs short
+ * (always for a persistent cache), so eviction later finds it copied and waits on no
+ * write. */
+void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted);
+
+/* How long an idle engine may wait for a frame before the next tick: -1 (as long as it
+ * takes) unless the SSD tier has writes under way. */
+int splash_ecache_idle_wait_ms(struct splash_engine_cache *c);
 
 /* Notes the bytes held after a step (status: bytes_peak). */
 void splash_ecache_note(struct splash_engine_cache *c, uint64_t counted);
