@@ -717,7 +717,7 @@ int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *token
                                int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx)
 {
     struct sync_put s = {0};
-    if (!d || d->st.closed || n <= 0)
+    if (!d || n <= 0)
         return 0;
     if (splash_disk_cache_has(d, tokens, n))
         return 1;
