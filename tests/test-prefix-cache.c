@@ -1258,9 +1258,31 @@ static void test_engine_write_ahead_no_wait(void **state)
     assert_true(other.done);
     assert_true(cache_stat(&t, "evicted", 0) > evicted);
     assert_true(b_time < b_cold + write / 2);
-    /* and a resumes from the copy, to the cold bits */
-    run_one(&t, 4, a, na, 8, reuse, 0.8, &hit);
-    assert_int_equal(hit.cached, na - 3);
+    /* and a resumes from the copy, to the cold bits, read back (3 s) while a request
+     * already decoding goes on undelayed */
+    submit(&t, 5, s_, ns, 40, reuse, 0.0);
+    double l_start = 0, l_done = 0, a_done = 0;
+    for (int left = 2; left > 0;) {
+        struct splash_frame f;
+        struct splash_err err;
+        assert_int_equal(splash_frame_read(t.fd, &f, &err), SPLASH_OK);
+        if (f.id == 5 && f.type == SPLASH_FRAME_TOKENS && !l_start) {
+            l_start = wall_now();
+            submit(&t, 4, a, na, 8, reuse, 0.8);
+        } else if (f.type == SPLASH_FRAME_DONE || f.type == SPLASH_FRAME_ERROR) {
+            assert_int_equal(f.type, SPLASH_FRAME_DONE);
+            *(f.id == 5 ? &l_done : &a_done) = wall_now();
+            left--;
+        }
+        splash_frame_free(&f);
+    }
+    fprintf(stderr, "  a request decoding while a prefix is read back: done %.3f s after, the "
+            "read back %.3f s\n", l_done - l_start, a_done - l_start);
+    assert_true(l_done < a_done);
+    assert_true(l_done - l_start < 1.5);
+    assert_true(a_done - l_start >= 3.0);
+    run_one(&t, 6, a, na, 8, reuse, 0.8, &hit);
+    assert_true(hit.cached >= na - 3);
     assert_same("from the copy written ahead", &hit, &cold);
     engine_stop(&t);
     persist_root = NULL;

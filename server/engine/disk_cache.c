@@ -38,12 +38,20 @@ struct entry {
     uint64_t used;      /* the tier's clock at its write or last read */
     uint64_t id;
     int pending;        /* its write is queued or under way: not read, not moved */
+    int reading;        /* reads queued or under way: not given up for room */
 };
 
-/* A write for the I/O thread: the entry's bytes at its place, then its record. */
+/* A write for the I/O thread (the entry's bytes at its place, then its record), or a
+ * read of an entry's bytes, checked. */
 struct job {
     struct job *next;
-    uint64_t id, off, size;
+    int read;
+    uint64_t id, off, size, span;
+    uint32_t crc_tokens, crc_blob;
+    int cls;
+    char *buf;                /* a read's bytes (the entry's own at its front once checked) */
+    const char *fault;        /* a read's, NULL: as written */
+    splash_disk_read_fn got;  /* a read's, on the engine's thread at a reap */
     int32_t *tokens;
     int32_t n;
     splash_disk_produce_fn produce;
@@ -51,6 +59,8 @@ struct job {
     splash_disk_done_fn done; /* on the engine's thread, at a reap */
     void *done_ctx;
     int ok;
+    int expendable;           /* a copy ahead of need: given up when memory is short */
+    _Atomic int cancel;
 };
 
 /* The persistent index: a header, then one of these per entry. */
@@ -88,6 +98,8 @@ struct splash_disk_cache {
     struct job *queue, *queue_tail, *done;
     int busy, stop, index_dirty;
     _Atomic int cancel;                /* queued and running writes give up */
+    _Atomic int stop_expendable;       /* the write under way gives up if expendable */
+    int busy_expendable;
     uint64_t next_id;
     double slow_piece;                 /* test hook: seconds each piece's write takes */
 };
@@ -139,6 +151,8 @@ static int open_file(const char *dir)
 static int write_all(int fd, const void *buf, size_t len, uint64_t off);
 static int read_all(int fd, void *buf, size_t len, uint64_t off);
 static void *io_main(void *arg);
+static const char *check_span(const char *buf, int32_t n, const int32_t *tokens, uint64_t size,
+                              uint32_t crc_tokens, uint32_t crc_blob);
 
 /* The persistent index, written whole and renamed into place once the data it lists is
  * on the disk (a crash leaves the previous index or this one, never half of one). It
@@ -303,7 +317,8 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->work, NULL);
     pthread_cond_init(&d->idle, NULL);
-    const char *slow = getenv("SPLASH_TEST_SLOW_DISK_WRITES"); /* ms a piece, tests only */
+    /* tests only: ms each piece written takes, and a read ten times that */
+    const char *slow = getenv("SPLASH_TEST_SLOW_DISK_WRITES");
     if (slow && *slow)
         d->slow_piece = strtod(slow, NULL) / 1000.0;
     if (d->persist[0])
@@ -399,7 +414,7 @@ static struct entry *victim(struct splash_disk_cache *d)
     struct entry *v = NULL;
     for (size_t i = 0; i < d->n; i++) {
         struct entry *x = &d->e[i];
-        if (x->pending)
+        if (x->pending || x->reading)
             continue;
         if (!v || x->cls < v->cls || (x->cls == v->cls && x->used < v->used))
             v = x;
@@ -441,6 +456,7 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 /* Where produce's bytes go: on, a piece at a time, into their CRC. */
 struct writer {
     struct splash_disk_cache *d;
+    struct job *j;
     uint64_t at, end;
     uint32_t crc;
     int failed; /* 1: the file refused a write; 2: more bytes than announced */
@@ -449,7 +465,8 @@ struct writer {
 static int write_piece(void *ctx, const void *bytes, size_t n)
 {
     struct writer *w = ctx;
-    if (atomic_load(&w->d->cancel)) {
+    if (atomic_load(&w->d->cancel) || atomic_load(&w->j->cancel) ||
+        (w->j->expendable && atomic_load(&w->d->stop_expendable))) {
         w->failed = 3;
         return 1;
     }
@@ -478,10 +495,10 @@ static int run_job(struct splash_disk_cache *d, struct job *j, uint32_t *crc_blo
 {
     size_t tok_bytes = (size_t)j->n * sizeof *j->tokens;
     uint64_t body = j->off + sizeof(struct record) + tok_bytes;
-    struct writer w = {.d = d, .at = body, .end = body + j->size,
+    struct writer w = {.d = d, .j = j, .at = body, .end = body + j->size,
                        .crc = (uint32_t)crc32(0, NULL, 0)};
     errno = 0;
-    if (atomic_load(&d->cancel))
+    if (atomic_load(&d->cancel) || atomic_load(&j->cancel))
         return 3;
     if (write_all(d->fd, j->tokens, tok_bytes, j->off + sizeof(struct record)))
         return 1;
@@ -528,6 +545,60 @@ static void finish(struct splash_disk_cache *d, struct job *j, int fault, uint32
     d->done = j;
 }
 
+/* On the I/O thread: a read's span, checked. */
+static void run_read(struct splash_disk_cache *d, struct job *j)
+{
+    if (atomic_load(&d->cancel)) {
+        j->fault = "cancelled";
+        return;
+    }
+    if (d->slow_piece > 0) { /* a read as slow as ten pieces' writes */
+        double slow = 10 * d->slow_piece;
+        struct timespec ts = {(time_t)slow, (long)((slow - (double)(time_t)slow) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    if (!(j->buf = malloc(j->span)))
+        j->fault = "no memory to read it into";
+    else if (read_all(d->fd, j->buf, j->span, j->off))
+        j->fault = "cut short";
+    else
+        j->fault = check_span(j->buf, j->n, j->tokens, j->size, j->crc_tokens, j->crc_blob);
+    if (!j->fault) {
+        size_t head = sizeof(struct record) + (size_t)j->n * sizeof *j->tokens;
+        memmove(j->buf, j->buf + head, j->size);
+    } else {
+        free(j->buf);
+        j->buf = NULL;
+    }
+}
+
+/* With the lock held: a read's entry counted as read, or dropped as damaged. */
+static void finish_read(struct splash_disk_cache *d, struct job *j)
+{
+    struct entry *x = NULL;
+    for (size_t i = 0; i < d->n && !x; i++)
+        if (d->e[i].id == j->id)
+            x = &d->e[i];
+    if (x)
+        x->reading--;
+    if (!j->fault && x) {
+        x->used = ++d->clock;
+        d->st.hits++;
+        d->st.read_bytes += x->span;
+    } else if (j->fault && strcmp(j->fault, "cancelled")) {
+        splash_log(SPLASH_LOG_WARN, NULL,
+                   "SSD cache · the entry of %d tokens at byte %llu is skipped: %s", j->n,
+                   (unsigned long long)j->off, j->fault);
+        d->st.corrupt++;
+        if (x) {
+            drop(d, x);
+            save_index(d);
+        }
+    }
+    j->next = d->done;
+    d->done = j;
+}
+
 static void *io_main(void *arg)
 {
     struct splash_disk_cache *d = arg;
@@ -551,7 +622,16 @@ static void *io_main(void *arg)
         if (!d->queue)
             d->queue_tail = NULL;
         d->busy = 1;
+        d->busy_expendable = j->expendable && !j->read;
         pthread_mutex_unlock(&d->mu);
+        if (j->read) {
+            run_read(d, j);
+            pthread_mutex_lock(&d->mu);
+            d->busy = 0;
+            finish_read(d, j);
+            pthread_cond_broadcast(&d->idle);
+            continue;
+        }
         uint32_t crc = 0;
         int fault = run_job(d, j, &crc), err = errno;
         if (!fault && d->persist[0])
@@ -567,7 +647,7 @@ static void *io_main(void *arg)
 
 int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                                 int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx,
-                                splash_disk_done_fn done, void *done_ctx)
+                                splash_disk_done_fn done, void *done_ctx, int expendable)
 {
     if (!d || n <= 0)
         return 0;
@@ -630,7 +710,8 @@ int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *toke
     d->e[d->n++] = x;
     d->st.used += span;
     *j = (struct job){.id = x.id, .off = x.off, .size = size, .tokens = j->tokens, .n = n,
-                      .produce = produce, .ctx = ctx, .done = done, .done_ctx = done_ctx};
+                      .produce = produce, .ctx = ctx, .done = done, .done_ctx = done_ctx,
+                      .expendable = expendable};
     if (d->queue_tail)
         d->queue_tail->next = j;
     else
@@ -641,6 +722,43 @@ int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *toke
 out:
     pthread_mutex_unlock(&d->mu);
     return queued;
+}
+
+int splash_disk_cache_get_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                splash_disk_read_fn got, void *ctx)
+{
+    if (!d || n <= 0)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    struct entry *x = find(d, tokens, n);
+    struct job *j = x ? calloc(1, sizeof *j) : NULL;
+    if (j && !(j->tokens = malloc((size_t)n * sizeof *tokens))) {
+        free(j);
+        j = NULL;
+    }
+    if (j) {
+        memcpy(j->tokens, tokens, (size_t)n * sizeof *tokens);
+        j->read = 1;
+        j->id = x->id;
+        j->off = x->off;
+        j->span = x->span;
+        j->size = x->size;
+        j->crc_tokens = x->crc_tokens;
+        j->crc_blob = x->crc_blob;
+        j->cls = x->cls;
+        j->n = n;
+        j->got = got;
+        j->done_ctx = ctx;
+        x->reading++;
+        /* reads first: a request waits on them */
+        j->next = d->queue;
+        d->queue = j;
+        if (!d->queue_tail)
+            d->queue_tail = j;
+        pthread_cond_signal(&d->work);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return j != NULL;
 }
 
 int splash_disk_cache_reap(struct splash_disk_cache *d)
@@ -654,8 +772,13 @@ int splash_disk_cache_reap(struct splash_disk_cache *d)
     int n = 0;
     while (j) {
         struct job *next = j->next;
-        if (j->done)
+        if (j->read && j->got) {
+            j->got(j->done_ctx, j->tokens, j->n, j->buf, j->size, j->cls);
+            j->buf = NULL; /* the callback's */
+        } else if (j->done) {
             j->done(j->done_ctx, j->ok);
+        }
+        free(j->buf);
         free(j->tokens);
         free(j);
         j = next;
@@ -676,6 +799,42 @@ int splash_disk_cache_pending(struct splash_disk_cache *d)
         n++;
     pthread_mutex_unlock(&d->mu);
     return n;
+}
+
+int splash_disk_cache_give_up_expendable(struct splash_disk_cache *d)
+{
+    if (!d)
+        return 0;
+    int n = 0;
+    pthread_mutex_lock(&d->mu);
+    for (struct job **at = &d->queue; *at;) {
+        struct job *j = *at;
+        if (!j->expendable || j->read) {
+            at = &j->next;
+            continue;
+        }
+        *at = j->next;
+        finish(d, j, 3, 0, 0);
+        n++;
+    }
+    d->queue_tail = NULL;
+    for (struct job *j = d->queue; j; j = j->next)
+        d->queue_tail = j;
+    pthread_mutex_unlock(&d->mu);
+    /* the one under way stops at its next piece: it is the only wait */
+    atomic_store(&d->stop_expendable, 1);
+    pthread_mutex_lock(&d->mu);
+    while (d->busy && d->busy_expendable) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 5 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&d->idle, &d->mu, &ts);
+    }
+    pthread_mutex_unlock(&d->mu);
+    atomic_store(&d->stop_expendable, 0);
+    return n + splash_disk_cache_reap(d);
 }
 
 int splash_disk_cache_wait(struct splash_disk_cache *d, double seconds, int cancel)
@@ -721,7 +880,7 @@ int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *token
         return 0;
     if (splash_disk_cache_has(d, tokens, n))
         return 1;
-    if (!splash_disk_cache_put_async(d, tokens, n, cls, size, produce, ctx, note_done, &s))
+    if (!splash_disk_cache_put_async(d, tokens, n, cls, size, produce, ctx, note_done, &s, 0))
         return 0;
     while (!s.done)
         splash_disk_cache_wait(d, 3600.0, 0);
@@ -792,6 +951,25 @@ static int read_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* What is wrong with an entry's span as read into buf, or NULL. */
+static const char *check_span(const char *buf, int32_t n, const int32_t *tokens, uint64_t size,
+                              uint32_t crc_tokens, uint32_t crc_blob)
+{
+    struct record r;
+    size_t tok_bytes = (size_t)n * sizeof *tokens;
+    memcpy(&r, buf, sizeof r);
+    if (memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) || r.n_tokens != n || r.size != size ||
+        r.crc_tokens != crc_tokens || r.crc_blob != crc_blob)
+        return "its record header is not the one written";
+    if ((uint32_t)crc32(0, (const Bytef *)(buf + sizeof r), (uInt)tok_bytes) != crc_tokens ||
+        memcmp(buf + sizeof r, tokens, tok_bytes))
+        return "its tokens fail their checksum";
+    if ((uint32_t)crc32_z(0, (const Bytef *)(buf + sizeof r + tok_bytes), (z_size_t)size) !=
+        crc_blob)
+        return "its bytes fail their checksum";
+    return NULL;
+}
+
 void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                             uint64_t *size, int *cls)
 {
@@ -809,19 +987,8 @@ void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, 
     const char *fault = NULL;
     if (read_all(d->fd, buf, sizeof r + tok_bytes + x->size, x->off))
         fault = "cut short";
-    if (!fault) {
-        memcpy(&r, buf, sizeof r);
-        if (memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) || r.n_tokens != n || r.size != x->size ||
-            r.crc_tokens != x->crc_tokens || r.crc_blob != x->crc_blob)
-            fault = "its record header is not the one written";
-        else if ((uint32_t)crc32(0, (const Bytef *)(buf + sizeof r), (uInt)tok_bytes) !=
-                     x->crc_tokens ||
-                 memcmp(buf + sizeof r, tokens, tok_bytes))
-            fault = "its tokens fail their checksum";
-        else if ((uint32_t)crc32_z(0, (const Bytef *)(buf + sizeof r + tok_bytes),
-                                   (z_size_t)x->size) != x->crc_blob)
-            fault = "its bytes fail their checksum";
-    }
+    if (!fault)
+        fault = check_span(buf, n, tokens, x->size, x->crc_tokens, x->crc_blob);
     if (fault) {
         splash_log(SPLASH_LOG_WARN, NULL,
                    "SSD cache · the entry of %d tokens at byte %llu is skipped: %s", n,

@@ -68,12 +68,26 @@ int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *token
  * there (what produce reads must stay as it is until done); the entry is read only once
  * its write is done. done(done_ctx, ok) is called on the caller's thread by a later
  * splash_disk_cache_reap. 1 queued (done will be called), 0 not (an entry already there
- * or being written, no room, the budget spent, the file closed: done is not called). */
+ * or being written, no room, the budget spent, the file closed: done is not called).
+ * expendable: a copy ahead of need, which splash_disk_cache_give_up_expendable stops. */
 typedef void (*splash_disk_done_fn)(void *ctx, int ok);
 int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                                 int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx,
-                                splash_disk_done_fn done, void *done_ctx);
-/* Calls done for the writes that ended since the last reap; returns how many. */
+                                splash_disk_done_fn done, void *done_ctx, int expendable);
+/* The expendable writes (copies ahead of need) give up: those queued at once, the one
+ * under way at its next piece; then reaps. Returns how many were reaped. */
+int splash_disk_cache_give_up_expendable(struct splash_disk_cache *d);
+/* The bytes of the entry at exactly tokens[0..n), read and checked by the I/O thread
+ * (ahead of queued writes): got(ctx, tokens, n, bytes, size, cls) is called by a later
+ * reap with the bytes (malloc'ed, the callback's), or NULL when the entry is gone, or
+ * damaged (then logged and dropped). 1 queued, 0 no such entry. */
+typedef void (*splash_disk_read_fn)(void *ctx, const int32_t *tokens, int32_t n, void *bytes,
+                                    uint64_t size, int cls);
+int splash_disk_cache_get_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                splash_disk_read_fn got, void *ctx);
+
+/* Calls done (got) for the writes (reads) that ended since the last reap; returns how
+ * many. */
 int splash_disk_cache_reap(struct splash_disk_cache *d);
 /* Writes queued, under way, or ended and not reaped yet. */
 int splash_disk_cache_pending(struct splash_disk_cache *d);

@@ -715,6 +715,8 @@ static int admit(struct engine *e, struct request *r, int lane)
     struct splash_err err;
     int32_t cached = 0;
     int alone = e->n_active == 0;
+    if (splash_ecache_prefetch(&e->cache, &plan, counted_bytes(e)))
+        return 0; /* its prefix is being read back from the SSD tier: the step goes on */
     /* a start may take every cached prefix nothing in use holds (server.md); beside other
      * requests it starts only where its state and its prompt's KV fit now, so a request
      * that yielded does not start again only to yield once more */
@@ -1422,7 +1424,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     int status = 0;
     while (!e.stopping) {
         /* idle: wait for a frame, or while the SSD tier writes, for its next turn */
-        if (read_frames(&e, e.reqs ? 0 : splash_ecache_idle_wait_ms(&e.cache)) < 0)
+        if (read_frames(&e, e.reqs ? (e.n_active || !splash_ecache_reading(&e.cache) ? 0 : 5)
+                                   : splash_ecache_idle_wait_ms(&e.cache)) < 0)
             break;
         if (step(&e) < 0) {
             status = 3;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "core/family.h"
 #include "core/host_impl.h"
@@ -78,7 +79,7 @@ static int queue_save(struct splash_engine_cache *c, const int32_t *tokens, int3
     if (ahead)
         memcpy(sv->tokens, tokens, (size_t)n * sizeof *tokens);
     if (!splash_disk_cache_put_async(c->disk, tokens, n, (int)cls, size, save_into, sv, saved,
-                                     sv)) {
+                                     sv, ahead)) {
         free(sv->tokens);
         free(sv);
         return 0;
@@ -159,10 +160,12 @@ int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uin
             return 1;
         if (c->points && splash_prefix_cache_evict_one(c->points, all))
             continue;
-        /* nothing left to evict but sequences the tier is still writing (write-ahead
-         * keeps this rare): their memory returns as each write ends; past the time
-         * they give up (the one under way at its next piece) rather than a request
-         * failing */
+        /* nothing left to evict but sequences the tier is still writing: copies ahead
+         * of need give up at once (their points leave memory without waiting for
+         * them); an eviction's own copies return their memory as each write ends, and
+         * past the time give up too rather than a request failing */
+        if (c->ahead_in_flight && splash_disk_cache_give_up_expendable(c->disk))
+            continue;
         if (!splash_disk_cache_pending(c->disk))
             return 0;
         if (!until)
@@ -177,20 +180,21 @@ static int plan_accepts(void *ctx, int32_t len)
     return splash_plan_is_cut(plan, len);
 }
 
-/* A point the SSD tier holds at tokens[0..n) back in memory, as a restore point. */
-static int take_back(struct splash_engine_cache *c, const int32_t *tokens, int32_t n,
-                     uint64_t counted)
+/* A point the SSD tier read back (bytes, NULL: it could not), on the engine's thread:
+ * loaded as a restore point in memory, within the plan as for any point (a start may
+ * take every cached prefix); one that cannot be is not read again for the request
+ * waiting on it. */
+static void read_back(void *ctx, const int32_t *tokens, int32_t n, void *buf, uint64_t size,
+                      int cls)
 {
-    uint64_t size = 0;
-    int cls = SPLASH_POINT_TURN;
-    void *buf = splash_disk_cache_get(c->disk, tokens, n, &size, &cls);
-    if (!buf)
-        return 0;
+    struct splash_engine_cache *c = ctx;
+    c->reading = 0;
     void *seq = NULL;
     struct splash_err err;
     int ok = 0;
-    /* its pages and state within the plan, as for any point (a start may take them all) */
-    if (!splash_ecache_make_room(c, counted, size, 1))
+    if (!buf)
+        ok = 0; /* damaged (logged by the tier) or gone */
+    else if (!splash_ecache_make_room(c, c->read_counted, size, 1))
         ok = 0;
     else if (splash_family_seq_load(c->fam, c->model, buf, size, &seq, &err) != SPLASH_OK)
         splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · the entry of %d tokens is skipped: %s", n,
@@ -202,10 +206,51 @@ static int take_back(struct splash_engine_cache *c, const int32_t *tokens, int32
     else
         ok = 1;
     struct splash_prefix_point *p = ok ? splash_prefix_cache_find(c->points, tokens, n) : NULL;
-    if (p)
+    if (p) {
         splash_prefix_point_set_copied(p);
+        c->read_seq = splash_prefix_point_seq(p);
+    } else {
+        c->unread_n = n;
+        c->unread_crc = (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)((size_t)n * sizeof *tokens));
+    }
     free(buf);
-    return ok;
+}
+
+/* The deepest point on the SSD tier the plan accepts, unless it is the one that could
+ * not be read back last. */
+static int32_t disk_depth(struct splash_engine_cache *c, const struct splash_prefill_plan *plan)
+{
+    int32_t disk = splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1, plan_accepts,
+                                          (void *)plan);
+    if (disk && disk == c->unread_n &&
+        (uint32_t)crc32(0, (const Bytef *)plan->tokens, (uInt)((size_t)disk * sizeof(int32_t))) ==
+            c->unread_crc)
+        return 0;
+    return disk;
+}
+
+int splash_ecache_prefetch(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
+                           uint64_t counted)
+{
+    if (!c->disk || !c->points)
+        return 0;
+    if (c->reading)
+        return 1; /* one read at a time: the next request waits its turn */
+    int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
+                                           (void *)plan);
+    int32_t disk = disk_depth(c, plan);
+    if (disk <= mem)
+        return 0;
+    c->read_counted = counted;
+    if (!splash_disk_cache_get_async(c->disk, plan->tokens, disk, read_back, c))
+        return 0;
+    c->reading = 1;
+    return 1;
+}
+
+int splash_ecache_reading(const struct splash_engine_cache *c)
+{
+    return c->reading;
 }
 
 enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
@@ -215,14 +260,6 @@ enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
 {
     *cached = 0;
     *from_disk = 0;
-    if (c->disk) {
-        int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
-                                               (void *)plan);
-        int32_t disk = splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1, plan_accepts,
-                                              (void *)plan);
-        if (disk > mem)
-            *from_disk = take_back(c, plan->tokens, disk, counted);
-    }
     struct splash_prefix_point *p =
         c->points ? splash_prefix_cache_lookup(c->points, plan->tokens, plan->n - 1, plan_accepts,
                                                (void *)plan)
@@ -232,6 +269,9 @@ enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
         int32_t n = splash_prefix_point_tokens(p);
         if (splash_family_seq_fork(c->fam, c->model, src, n, seq, err) == SPLASH_OK) {
             *cached = n;
+            *from_disk = src == c->read_seq; /* the point prefetch read back */
+            if (*from_disk)
+                c->read_seq = NULL;
             return SPLASH_OK;
         }
     }
@@ -244,9 +284,7 @@ int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_pr
         return 0;
     int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
                                            (void *)plan);
-    int32_t disk = c->disk ? splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1,
-                                                    plan_accepts, (void *)plan)
-                           : 0;
+    int32_t disk = c->disk ? disk_depth(c, plan) : 0;
     return disk > mem ? disk : mem;
 }
 
