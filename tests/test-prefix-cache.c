@@ -14,11 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "server/engine/cache_namespace.h"
 #include "server/engine/disk_cache.h"
 #include "server/engine/engine.h"
 #include "server/engine/prefill_plan.h"
@@ -150,12 +153,13 @@ static void test_radix_tree(void **state)
 
 static int32_t spilled[8];
 static int n_spilled;
-static void note_spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
-                       enum splash_point_class cls)
+static int note_spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                      enum splash_point_class cls)
 {
     (void)ctx, (void)seq, (void)cls;
     spilled[n_spilled++] = n;
     assert_int_equal(tokens[n - 1], n); /* the point's own tokens, root to end */
+    return 0;
 }
 
 /* With an SSD tier, eviction hands each point over with its tokens, and takes the points
@@ -810,6 +814,87 @@ static void test_disk_cache_persistent_leftovers(void **state)
     assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* A file of n bytes at root/name/file, last modified days ago. */
+static void aged_file(const char *root, const char *name, const char *file, int days)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s", root, name, file);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "cached bytes", 12), 12);
+    close(fd);
+    struct timespec t[2] = {{time(NULL) - (time_t)days * 86400, 0},
+                            {time(NULL) - (time_t)days * 86400, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static int exists(const char *root, const char *name)
+{
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    return stat(path, &sb) == 0;
+}
+
+/* The 14-day sweep: a namespace nobody used for 14 days goes; a recent one, one an
+ * engine holds, and anything not named as a namespace stay. */
+static void test_namespace_sweep(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/splash-sweep-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    const char *old = "0123456789abcdef0123456789abcdef", *recent = "fedcba9876543210fedcba9876543210",
+               *held = "00000000000000000000000000000000", *other = "not-a-namespace";
+    aged_file(root, old, "data", 15);
+    aged_file(root, old, "index", 20);
+    aged_file(root, old, "lock", 15);
+    aged_file(root, recent, "data", 15);
+    aged_file(root, recent, "lock", 2); /* opened two days ago */
+    aged_file(root, held, "lock", 30);
+    aged_file(root, other, "data", 100);
+    char lock[512];
+    snprintf(lock, sizeof lock, "%s/%s/lock", root, held);
+    int fd = open(lock, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    uint64_t bytes = 0;
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 1);
+    assert_true(bytes >= 36);
+    assert_false(exists(root, old));
+    assert_true(exists(root, recent));
+    assert_true(exists(root, held));
+    assert_true(exists(root, other));
+    close(fd); /* let go: the held one goes at the next sweep */
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 1);
+    assert_false(exists(root, held));
+    /* opening a namespace marks it used now */
+    char model[600], dir[1024], why[256];
+    snprintf(model, sizeof model, "%s/%s/data", root, other);
+    int lock_fd = -1;
+    assert_int_equal(splash_cache_namespace_open(root, model, "layout", 0, dir, sizeof dir,
+                                                 &lock_fd, why, sizeof why), 0);
+    close(lock_fd);
+    const char *name = strrchr(dir, '/') + 1;
+    aged_file(root, name, "lock", 20); /* as an engine left it 20 days ago */
+    assert_int_equal(splash_cache_namespace_open(root, model, "layout", 0, dir, sizeof dir,
+                                                 &lock_fd, why, sizeof why), 0);
+    close(lock_fd);
+    assert_int_equal(splash_cache_namespace_sweep(root, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                                  time(NULL), &bytes), 0);
+    /* a root that does not exist is left so */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing", root);
+    assert_int_equal(splash_cache_namespace_sweep(missing, 0, time(NULL), &bytes), 0);
+    assert_false(exists(root, "missing"));
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
 static int disk_file_fd(void)
 {
@@ -995,6 +1080,126 @@ static void test_engine_persistent_restart(void **state)
     assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t cache_stat(struct engine_thread *t, const char *key, int disk)
+{
+    json_t *st = engine_status(t);
+    json_t *pc = json_object_get(st, "prefix_cache");
+    int64_t v = json_integer_value(json_object_get(disk ? json_object_get(pc, "disk") : pc, key));
+    json_decref(st);
+    return v;
+}
+
+/* Write-ahead and the I/O thread, with writes made slow (a test hook: each piece of a
+ * saved sequence takes 300 ms, some seconds a point): a turn point is copied to the SSD
+ * tier in the background while a request runs beside the write, undelayed; once copied,
+ * a request that needs its memory evicts it at once instead of waiting for a write; and
+ * the copy reads back to the cold bits. */
+static void test_engine_write_ahead_no_wait(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    struct engine_thread t;
+    disk_quota = 0;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 1);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
+                         (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    int s_tokens = (int)(states / per_token);
+    fprintf(stderr, "  a state: %d tokens of KV\n", s_tokens);
+    assert_true(s_tokens < 1000);
+    /* the pool holds two lanes' states and 1,300 tokens of KV beside a third state: a
+     * short request fits beside a's point and its copy's fork; b only once a's point has
+     * gone (its last 128 tokens past the room beside it, KV pages rounded up) */
+    int32_t a[1024], b[2048], s_[64];
+    int segs_a[] = {500, 3}, segs_b[] = {1300 + s_tokens - 504 + 128, 3}, segs_s[] = {40};
+    int bounds[2];
+    int na = conversation(a, segs_a, 2, reuse, 51, bounds);
+    int nb = conversation(b, segs_b, 2, reuse, 52, bounds);
+    int ns = conversation(s_, segs_s, 1, reuse, 53, bounds);
+    assert_true(nb < 2048);
+    struct result cold, hit, other;
+    run_one(&t, 1, a, na, 8, reuse, 0.8, &cold);
+    double t0 = wall_now();
+    run_one(&t, 2, b, nb, 4, reuse, 0.0, &other);
+    double b_cold = wall_now() - t0;
+    engine_stop(&t);
+
+    char root[] = "/tmp/splash-ahead-test-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    persist_root = root; /* the persistent cache writes every turn point ahead */
+    disk_quota = 64 << 20;
+    setenv("SPLASH_TEST_SLOW_DISK_WRITES", "300", 1);
+    engine_start(&t, file, SPLASH_KV_INT8, weights + 3 * states + 1300 * per_token, 2048, 2);
+    unsetenv("SPLASH_TEST_SLOW_DISK_WRITES");
+    run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
+    assert_same("first run", &hit, &cold);
+    /* a's turn point is being written: a request beside it is not held up */
+    t0 = wall_now();
+    run_one(&t, 2, s_, ns, 4, reuse, 0.0, &other);
+    double beside = wall_now() - t0;
+    assert_true(other.done);
+    assert_true(cache_stat(&t, "writes_in_flight", 1) >= 1);
+    t0 = wall_now();
+    while (cache_stat(&t, "written_ahead", 0) < 1 && wall_now() - t0 < 60) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    double write = wall_now() - t0 + beside;
+    fprintf(stderr, "  a request beside the write: %.3f s; the write: %.3f s\n", beside, write);
+    assert_true(cache_stat(&t, "written_ahead", 0) >= 1);
+    assert_true(beside < write / 2);
+    /* b needs the point's memory: it goes at once (its copy is there) */
+    int64_t evicted = cache_stat(&t, "evicted", 0);
+    t0 = wall_now();
+    run_one(&t, 3, b, nb, 4, reuse, 0.0, &other);
+    double b_time = wall_now() - t0;
+    fprintf(stderr, "  a request that evicts the copied point: %.3f s (%.3f s cold)\n", b_time,
+            b_cold);
+    assert_true(other.done);
+    assert_true(cache_stat(&t, "evicted", 0) > evicted);
+    assert_true(b_time < b_cold + write / 2);
+    /* and a resumes from the copy, to the cold bits, read back (3 s) while a request
+     * already decoding goes on undelayed */
+    submit(&t, 5, s_, ns, 40, reuse, 0.0);
+    double l_start = 0, l_done = 0, a_done = 0;
+    for (int left = 2; left > 0;) {
+        struct splash_frame f;
+        struct splash_err err;
+        assert_int_equal(splash_frame_read(t.fd, &f, &err), SPLASH_OK);
+        if (f.id == 5 && f.type == SPLASH_FRAME_TOKENS && !l_start) {
+            l_start = wall_now();
+            submit(&t, 4, a, na, 8, reuse, 0.8);
+        } else if (f.type == SPLASH_FRAME_DONE || f.type == SPLASH_FRAME_ERROR) {
+            assert_int_equal(f.type, SPLASH_FRAME_DONE);
+            *(f.id == 5 ? &l_done : &a_done) = wall_now();
+            left--;
+        }
+        splash_frame_free(&f);
+    }
+    fprintf(stderr, "  a request decoding while a prefix is read back: done %.3f s after, the "
+            "read back %.3f s\n", l_done - l_start, a_done - l_start);
+    assert_true(l_done < a_done);
+    assert_true(l_done - l_start < 1.5);
+    assert_true(a_done - l_start >= 3.0);
+    run_one(&t, 6, a, na, 8, reuse, 0.8, &hit);
+    assert_true(hit.cached >= na - 3);
+    assert_same("from the copy written ahead", &hit, &cold);
+    engine_stop(&t);
+    persist_root = NULL;
+    disk_quota = 0;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1024,8 +1229,10 @@ int main(void)
         cmocka_unit_test(test_engine_soak_within_plan),
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_disk_cache_persistent_leftovers),
+        cmocka_unit_test(test_namespace_sweep),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
+        cmocka_unit_test(test_engine_write_ahead_no_wait),
     };
     if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
         cmocka_set_test_filter(getenv("TEST_FILTER"));

@@ -112,6 +112,101 @@ int splash_cache_namespace_open(const char *root, const char *model_path, const 
         }
         nanosleep(&step, NULL);
     }
+    futimens(fd, NULL); /* used now: the 14-day sweep goes by the newest file */
     *lock_fd = fd;
     return 0;
+}
+
+/* 1 for a namespace's name: 32 lowercase hex digits. */
+static int namespace_name(const char *name)
+{
+    size_t i = 0;
+    for (; name[i]; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return 0;
+    return i == 32;
+}
+
+/* The newest modification time among dir and its files, and their bytes. */
+static time_t last_use(const char *dir, uint64_t *bytes)
+{
+    struct stat sb;
+    time_t newest = stat(dir, &sb) == 0 ? sb.st_mtime : 0;
+    *bytes = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return newest;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (de->d_name[0] == '.' || lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (sb.st_mtime > newest)
+            newest = sb.st_mtime;
+        *bytes += (uint64_t)sb.st_blocks * 512u;
+    }
+    closedir(d);
+    return newest;
+}
+
+/* Removes a namespace's files and then the directory (a subdirectory, which no engine
+ * makes, keeps it). */
+static void remove_namespace(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[2 * PATH_MAX];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && lstat(path, &sb) == 0 &&
+            !S_ISDIR(sb.st_mode))
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+int splash_cache_namespace_sweep(const char *root, double max_age_s, time_t now,
+                                 uint64_t *bytes)
+{
+    char base[PATH_MAX];
+    struct splash_err err;
+    *bytes = 0;
+    if (root)
+        snprintf(base, sizeof base, "%s", root);
+    else if (splash_dir_path(SPLASH_DIR_CACHE, "prefix-cache", 0, base, sizeof base, &err) !=
+             SPLASH_OK)
+        return 0;
+    DIR *d = opendir(base);
+    if (!d)
+        return 0; /* no root yet: nothing was ever cached there */
+    int removed = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        char dir[PATH_MAX + 300], lock[PATH_MAX + 400];
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", base, de->d_name);
+        if (!namespace_name(de->d_name) || lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            continue;
+        uint64_t size;
+        if (difftime(now, last_use(dir, &size)) < max_age_s)
+            continue;
+        /* held while it goes: an engine holding it keeps it, one opening it waits */
+        snprintf(lock, sizeof lock, "%s/lock", dir);
+        int fd = open(lock, O_RDWR | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            close(fd);
+            continue;
+        }
+        remove_namespace(dir);
+        if (fd >= 0)
+            close(fd);
+        if (lstat(dir, &sb) != 0) {
+            removed++;
+            *bytes += size;
+        }
+    }
+    closedir(d);
+    return removed;
 }

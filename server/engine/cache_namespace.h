@@ -8,6 +8,8 @@
 #define SPLASH_ENGINE_CACHE_NAMESPACE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 /* The cache format: a change of the record, index or saved-sequence layout bumps it. */
 #define SPLASH_CACHE_FORMAT 1
@@ -19,5 +21,15 @@
 int splash_cache_namespace_open(const char *root, const char *model_path, const char *layout,
                                 double wait_s, char *dir, size_t dir_size, int *lock_fd,
                                 char *why, size_t why_size);
+
+/* Namespaces nobody has used for this long are removed at every start (server.md). */
+#define SPLASH_CACHE_UNUSED_DAYS 14
+
+/* Removes the namespaces under root (NULL: the default root; one that does not exist is
+ * left so) that no engine holds and whose newest file is older than max_age_s seconds
+ * before now. Only a directory named as a namespace, 32 hex digits, counts: nothing else
+ * under root is touched. Returns how many went; *bytes gets their size. */
+int splash_cache_namespace_sweep(const char *root, double max_age_s, time_t now,
+                                 uint64_t *bytes);
 
 #endif

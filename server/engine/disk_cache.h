@@ -39,6 +39,7 @@ struct splash_disk_stats {
     uint64_t budget_left;     /* bytes the budget allows now (0 without one) */
     int closed;               /* a write failed: no more writes */
     uint64_t taken_back;      /* entries a persistent open found intact */
+    uint64_t pending;         /* writes queued or under way on the I/O thread */
 };
 
 /* Opens the tier; *out NULL (with the reason in why) where it stays off: quota 0, a
@@ -48,9 +49,9 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
                                           size_t why_size);
 void splash_disk_cache_close(struct splash_disk_cache *d);
 
-/* Keeps blob as the restore point at tokens[0..n) (cls: enum splash_point_class). 1
- * written (or already there), 0 not: larger than the quota, the budget spent, the
- * file closed. */
+/* Keeps blob as the restore point at tokens[0..n) (cls: enum splash_point_class), waiting
+ * for its write. 1 written (or already there), 0 not: larger than the quota, the budget
+ * spent, the file closed. */
 int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
                           const void *blob, uint64_t size);
 /* The same for size bytes produce hands, in order, to the write function it is given
@@ -62,7 +63,39 @@ typedef int (*splash_disk_produce_fn)(void *ctx,
 int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                                int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx);
 
-/* 1 when an entry holds exactly tokens[0..n) (marked used now). */
+/* The same in the background: the entry's place is taken now (within the quota, older
+ * entries making room) and its bytes written by the tier's I/O thread, which calls produce
+ * there (what produce reads must stay as it is until done); the entry is read only once
+ * its write is done. done(done_ctx, ok) is called on the caller's thread by a later
+ * splash_disk_cache_reap. 1 queued (done will be called), 0 not (an entry already there
+ * or being written, no room, the budget spent, the file closed: done is not called).
+ * expendable: a copy ahead of need, which splash_disk_cache_give_up_expendable stops. */
+typedef void (*splash_disk_done_fn)(void *ctx, int ok);
+int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx,
+                                splash_disk_done_fn done, void *done_ctx, int expendable);
+/* The expendable writes (copies ahead of need) give up: those queued at once, the one
+ * under way at its next piece; then reaps. Returns how many were reaped. */
+int splash_disk_cache_give_up_expendable(struct splash_disk_cache *d);
+/* The bytes of the entry at exactly tokens[0..n), read and checked by the I/O thread
+ * (ahead of queued writes): got(ctx, tokens, n, bytes, size, cls) is called by a later
+ * reap with the bytes (malloc'ed, the callback's), or NULL when the entry is gone, or
+ * damaged (then logged and dropped). 1 queued, 0 no such entry. */
+typedef void (*splash_disk_read_fn)(void *ctx, const int32_t *tokens, int32_t n, void *bytes,
+                                    uint64_t size, int cls);
+int splash_disk_cache_get_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                splash_disk_read_fn got, void *ctx);
+
+/* Calls done (got) for the writes (reads) that ended since the last reap; returns how
+ * many. */
+int splash_disk_cache_reap(struct splash_disk_cache *d);
+/* Writes queued, under way, or ended and not reaped yet. */
+int splash_disk_cache_pending(struct splash_disk_cache *d);
+/* Waits up to seconds for the queue to empty (cancel: queued writes give up and the one
+ * under way stops at its next piece), then reaps. 1 when it emptied. */
+int splash_disk_cache_wait(struct splash_disk_cache *d, double seconds, int cancel);
+
+/* 1 when an entry holds exactly tokens[0..n), written or being written (marked used now). */
 int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n);
 
 /* The deepest entry along tokens[0..n) whose length accept takes (NULL: any); 0 none. */

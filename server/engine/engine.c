@@ -414,12 +414,13 @@ static void release_weights(struct engine *e)
                (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
 }
 
-/* Reads every frame that is ready; blocks for the first when idle. -1: the front is gone. */
-static int read_frames(struct engine *e, int block)
+/* Reads every frame that is ready; waits up to wait_ms for the first (-1: as long as it
+ * takes). -1: the front is gone. */
+static int read_frames(struct engine *e, int wait_ms)
 {
-    for (;;) {
+    for (int block = wait_ms;;) {
         struct pollfd p = {.fd = e->opts->fd, .events = POLLIN};
-        int rc = poll(&p, 1, block ? -1 : 0);
+        int rc = poll(&p, 1, block);
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc <= 0)
@@ -714,6 +715,8 @@ static int admit(struct engine *e, struct request *r, int lane)
     struct splash_err err;
     int32_t cached = 0;
     int alone = e->n_active == 0;
+    if (splash_ecache_prefetch(&e->cache, &plan, counted_bytes(e)))
+        return 0; /* its prefix is being read back from the SSD tier: the step goes on */
     /* a start may take every cached prefix nothing in use holds (server.md); beside other
      * requests it starts only where its state and its prompt's KV fit now, so a request
      * that yielded does not start again only to yield once more */
@@ -1343,6 +1346,17 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                 "regains them\n",
                 (double)budget.usable / (1024.0 * 1024.0 * 1024.0), budget.bound,
                 (long long)plan.context, (long long)opts->max_context, (long long)plan.context);
+    uint64_t swept_bytes = 0;
+    /* a server's start (in-process tests and benches ask for no SSD tier: not theirs) */
+    int swept = o.prefix_cache_off || !(o.cache_disk || o.persistent_cache)
+                    ? 0
+                    : splash_cache_namespace_sweep(
+                                         o.cache_dir, SPLASH_CACHE_UNUSED_DAYS * 86400.0,
+                                         time(NULL), &swept_bytes);
+    if (swept)
+        fprintf(stderr, "SSD cache · removed %d cache%s nobody used for %d days under %s "
+                "(%.2f GiB)\n", swept, swept == 1 ? "" : "s", SPLASH_CACHE_UNUSED_DAYS,
+                o.cache_dir ? o.cache_dir : "the default root", (double)swept_bytes / 1073741824.0);
     struct splash_disk_opts disk = {.dir = o.cache_disk_dir, .quota = o.cache_disk,
                                     .writes_per_day = o.cache_disk_writes};
     char ns[4096], why[512];
@@ -1409,12 +1423,15 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     json_decref(ready);
     int status = 0;
     while (!e.stopping) {
-        if (read_frames(&e, e.reqs == NULL) < 0)
+        /* idle: wait for a frame, or while the SSD tier writes, for its next turn */
+        if (read_frames(&e, e.reqs ? (e.n_active || !splash_ecache_reading(&e.cache) ? 0 : 5)
+                                   : splash_ecache_idle_wait_ms(&e.cache)) < 0)
             break;
         if (step(&e) < 0) {
             status = 3;
             break;
         }
+        splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }
     while (e.reqs)
         request_remove(&e, e.reqs);

@@ -5,9 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "core/family.h"
 #include "core/host_impl.h"
+
+static double mono_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void drop_seq(void *ctx, void *seq)
 {
@@ -15,9 +23,13 @@ static void drop_seq(void *ctx, void *seq)
     splash_family_seq_destroy(c->fam, c->model, seq);
 }
 
+/* A write to the SSD tier in the background: it owns seq (a point eviction handed over,
+ * or a fork of a point written ahead) until its write ends. */
 struct saving {
     struct splash_engine_cache *c;
     void *seq;
+    int32_t *tokens; /* write-ahead: the point to mark copied (NULL: an eviction's) */
+    int32_t n;
 };
 
 static int save_into(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
@@ -29,18 +41,64 @@ static int save_into(void *ctx, int (*write)(void *wctx, const void *bytes, size
            SPLASH_OK;
 }
 
+/* On the engine's thread once the write ended: the sequence goes, and a point written
+ * ahead is marked copied (it leaves memory without a write). */
+static void saved(void *ctx, int ok)
+{
+    struct saving *sv = ctx;
+    struct splash_engine_cache *c = sv->c;
+    struct splash_prefix_point *p =
+        ok && sv->tokens && c->points ? splash_prefix_cache_find(c->points, sv->tokens, sv->n)
+                                      : NULL;
+    if (p)
+        splash_prefix_point_set_copied(p);
+    if (sv->tokens) {
+        c->ahead_in_flight--;
+        c->written_ahead += ok;
+    }
+    splash_family_seq_destroy(c->fam, c->model, sv->seq);
+    free(sv->tokens);
+    free(sv);
+}
+
+/* Queues seq's bytes as the point at tokens[0..n); 1 when the write took seq. */
+static int queue_save(struct splash_engine_cache *c, const int32_t *tokens, int32_t n, void *seq,
+                      enum splash_point_class cls, int ahead)
+{
+    uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
+    struct saving *sv = calloc(1, sizeof *sv);
+    if (!size || !sv) {
+        free(sv);
+        return 0;
+    }
+    *sv = (struct saving){.c = c, .seq = seq, .n = n};
+    if (ahead && !(sv->tokens = malloc((size_t)n * sizeof *tokens))) {
+        free(sv);
+        return 0;
+    }
+    if (ahead)
+        memcpy(sv->tokens, tokens, (size_t)n * sizeof *tokens);
+    if (!splash_disk_cache_put_async(c->disk, tokens, n, (int)cls, size, save_into, sv, saved,
+                                     sv, ahead)) {
+        free(sv->tokens);
+        free(sv);
+        return 0;
+    }
+    if (ahead)
+        c->ahead_in_flight++;
+    return 1;
+}
+
 /* Eviction's copy of a restore point on the SSD tier, as the family saves it, straight
- * into the file a page at a time. */
-static void spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
-                  enum splash_point_class cls)
+ * into the file a page at a time by the tier's I/O thread: eviction hands the point's
+ * sequence over and goes on (its memory returns when the write ends). */
+static int spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                 enum splash_point_class cls)
 {
     struct splash_engine_cache *c = ctx;
     if (splash_disk_cache_has(c->disk, tokens, n))
-        return; /* read back from it, or written before: no second write */
-    uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
-    struct saving sv = {.c = c, .seq = seq};
-    if (size)
-        splash_disk_cache_put_with(c->disk, tokens, n, (int)cls, size, save_into, &sv);
+        return 0; /* read back from it, or written before: no second write */
+    return queue_save(c, tokens, n, seq, cls, 0);
 }
 
 void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,
@@ -69,10 +127,11 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
 
 void splash_ecache_free(struct splash_engine_cache *c)
 {
-    splash_prefix_cache_destroy(c->points);
-    c->points = NULL;
+    /* the tier first: its writes give up and hand their sequences back */
     splash_disk_cache_close(c->disk);
     c->disk = NULL;
+    splash_prefix_cache_destroy(c->points);
+    c->points = NULL;
 }
 
 uint64_t splash_ecache_used(const struct splash_engine_cache *c, uint64_t counted)
@@ -93,12 +152,25 @@ uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t po
 int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uint64_t need,
                             int all)
 {
+    splash_disk_cache_reap(c->disk); /* writes that ended give their sequences back */
+    double until = 0;
     for (;;) {
         uint64_t used = splash_ecache_used(c, counted);
         if (used + need <= c->pool)
             return 1;
-        if (!c->points || !splash_prefix_cache_evict_one(c->points, all))
+        if (c->points && splash_prefix_cache_evict_one(c->points, all))
+            continue;
+        /* nothing left to evict but sequences the tier is still writing: copies ahead
+         * of need give up at once (their points leave memory without waiting for
+         * them); an eviction's own copies return their memory as each write ends, and
+         * past the time give up too rather than a request failing */
+        if (c->ahead_in_flight && splash_disk_cache_give_up_expendable(c->disk))
+            continue;
+        if (!splash_disk_cache_pending(c->disk))
             return 0;
+        if (!until)
+            until = mono_seconds() + SPLASH_SPILL_WAIT_S;
+        splash_disk_cache_wait(c->disk, 0.05, mono_seconds() > until);
     }
 }
 
@@ -108,20 +180,21 @@ static int plan_accepts(void *ctx, int32_t len)
     return splash_plan_is_cut(plan, len);
 }
 
-/* A point the SSD tier holds at tokens[0..n) back in memory, as a restore point. */
-static int take_back(struct splash_engine_cache *c, const int32_t *tokens, int32_t n,
-                     uint64_t counted)
+/* A point the SSD tier read back (bytes, NULL: it could not), on the engine's thread:
+ * loaded as a restore point in memory, within the plan as for any point (a start may
+ * take every cached prefix); one that cannot be is not read again for the request
+ * waiting on it. */
+static void read_back(void *ctx, const int32_t *tokens, int32_t n, void *buf, uint64_t size,
+                      int cls)
 {
-    uint64_t size = 0;
-    int cls = SPLASH_POINT_TURN;
-    void *buf = splash_disk_cache_get(c->disk, tokens, n, &size, &cls);
-    if (!buf)
-        return 0;
+    struct splash_engine_cache *c = ctx;
+    c->reading = 0;
     void *seq = NULL;
     struct splash_err err;
     int ok = 0;
-    /* its pages and state within the plan, as for any point (a start may take them all) */
-    if (!splash_ecache_make_room(c, counted, size, 1))
+    if (!buf)
+        ok = 0; /* damaged (logged by the tier) or gone */
+    else if (!splash_ecache_make_room(c, c->read_counted, size, 1))
         ok = 0;
     else if (splash_family_seq_load(c->fam, c->model, buf, size, &seq, &err) != SPLASH_OK)
         splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · the entry of %d tokens is skipped: %s", n,
@@ -133,10 +206,51 @@ static int take_back(struct splash_engine_cache *c, const int32_t *tokens, int32
     else
         ok = 1;
     struct splash_prefix_point *p = ok ? splash_prefix_cache_find(c->points, tokens, n) : NULL;
-    if (p)
+    if (p) {
         splash_prefix_point_set_copied(p);
+        c->read_seq = splash_prefix_point_seq(p);
+    } else {
+        c->unread_n = n;
+        c->unread_crc = (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)((size_t)n * sizeof *tokens));
+    }
     free(buf);
-    return ok;
+}
+
+/* The deepest point on the SSD tier the plan accepts, unless it is the one that could
+ * not be read back last. */
+static int32_t disk_depth(struct splash_engine_cache *c, const struct splash_prefill_plan *plan)
+{
+    int32_t disk = splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1, plan_accepts,
+                                          (void *)plan);
+    if (disk && disk == c->unread_n &&
+        (uint32_t)crc32(0, (const Bytef *)plan->tokens, (uInt)((size_t)disk * sizeof(int32_t))) ==
+            c->unread_crc)
+        return 0;
+    return disk;
+}
+
+int splash_ecache_prefetch(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
+                           uint64_t counted)
+{
+    if (!c->disk || !c->points)
+        return 0;
+    if (c->reading)
+        return 1; /* one read at a time: the next request waits its turn */
+    int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
+                                           (void *)plan);
+    int32_t disk = disk_depth(c, plan);
+    if (disk <= mem)
+        return 0;
+    c->read_counted = counted;
+    if (!splash_disk_cache_get_async(c->disk, plan->tokens, disk, read_back, c))
+        return 0;
+    c->reading = 1;
+    return 1;
+}
+
+int splash_ecache_reading(const struct splash_engine_cache *c)
+{
+    return c->reading;
 }
 
 enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
@@ -146,14 +260,6 @@ enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
 {
     *cached = 0;
     *from_disk = 0;
-    if (c->disk) {
-        int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
-                                               (void *)plan);
-        int32_t disk = splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1, plan_accepts,
-                                              (void *)plan);
-        if (disk > mem)
-            *from_disk = take_back(c, plan->tokens, disk, counted);
-    }
     struct splash_prefix_point *p =
         c->points ? splash_prefix_cache_lookup(c->points, plan->tokens, plan->n - 1, plan_accepts,
                                                (void *)plan)
@@ -163,6 +269,9 @@ enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
         int32_t n = splash_prefix_point_tokens(p);
         if (splash_family_seq_fork(c->fam, c->model, src, n, seq, err) == SPLASH_OK) {
             *cached = n;
+            *from_disk = src == c->read_seq; /* the point prefetch read back */
+            if (*from_disk)
+                c->read_seq = NULL;
             return SPLASH_OK;
         }
     }
@@ -175,9 +284,7 @@ int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_pr
         return 0;
     int32_t mem = splash_prefix_cache_peek(c->points, plan->tokens, plan->n - 1, plan_accepts,
                                            (void *)plan);
-    int32_t disk = c->disk ? splash_disk_cache_peek(c->disk, plan->tokens, plan->n - 1,
-                                                    plan_accepts, (void *)plan)
-                           : 0;
+    int32_t disk = c->disk ? disk_depth(c, plan) : 0;
     return disk > mem ? disk : mem;
 }
 
@@ -282,24 +389,70 @@ json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t count
     struct splash_prefix_stats s = {0};
     if (c->points)
         splash_prefix_cache_stats(c->points, &s);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "enabled", c->points != NULL, "points", (json_int_t)s.points, "turn_points",
                      (json_int_t)s.turn_points, "inserted", (json_int_t)s.inserted, "evicted",
                      (json_int_t)s.evicted, "lookups", (json_int_t)s.lookups, "hits",
                      (json_int_t)s.hits, "cached_tokens", (json_int_t)c->reused,
-                     "prefilled_tokens", (json_int_t)c->prefilled, "bytes_used",
+                     "prefilled_tokens", (json_int_t)c->prefilled, "written_ahead",
+                     (json_int_t)c->written_ahead, "bytes_used",
                      (json_int_t)splash_ecache_used(c, counted), "bytes_peak",
                      (json_int_t)c->peak, "bytes_limit", (json_int_t)c->pool, "disk",
                      splash_disk_cache_status(c->disk, c->disk_why));
 }
 
+static int on_disk(void *ctx, const int32_t *tokens, int32_t n)
+{
+    struct splash_engine_cache *c = ctx;
+    return splash_disk_cache_has(c->disk, tokens, n);
+}
+
 void splash_ecache_flush(struct splash_engine_cache *c, double seconds)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (c->points && splash_prefix_cache_evict_one(c->points, 1)) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds)
-            break;
-    }
+    double until = mono_seconds() + seconds;
+    /* every point is queued, the turn points newest first (what the next turn resumes
+     * from), then the others; the I/O thread has what is left of the time, and what it
+     * has not written by then gives up */
+    struct splash_prefix_point *p;
+    while (c->points && (p = splash_prefix_cache_uncopied(c->points, 1, on_disk, c)) &&
+           mono_seconds() < until)
+        splash_prefix_cache_evict_point(c->points, p);
+    while (c->points && mono_seconds() < until && splash_prefix_cache_evict_one(c->points, 1))
+        ;
+    double left = until - mono_seconds();
+    splash_disk_cache_wait(c->disk, left > 0 ? left : 0, 0);
+}
+
+void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted)
+{
+    if (!c->disk || !c->points)
+        return;
+    splash_disk_cache_reap(c->disk);
+    int persistent = splash_disk_cache_persistent(c->disk);
+    uint64_t used = splash_ecache_used(c, counted);
+    /* memory runs short: a quarter of the pool or less is left (the persistent cache
+     * writes every turn point, short or not) */
+    if (c->ahead_in_flight >= SPLASH_WRITE_AHEAD_IN_FLIGHT ||
+        (!persistent && used < c->pool - c->pool / 4) || used + c->state_bytes > c->pool)
+        return;
+    struct splash_prefix_point *p = splash_prefix_cache_uncopied(
+        c->points, persistent ? 1 : SPLASH_WRITE_AHEAD_MIN_TOKENS, on_disk, c);
+    if (!p)
+        return;
+    int32_t n = splash_prefix_point_tokens(p);
+    int32_t *tokens = splash_prefix_point_path(p);
+    void *fork = NULL;
+    struct splash_err err;
+    /* a fork of the point is written (its pages shared, its state copied): the point
+     * itself stays free to leave memory whenever eviction takes it */
+    if (tokens && splash_family_seq_fork(c->fam, c->model, splash_prefix_point_seq(p), n, &fork,
+                                         &err) == SPLASH_OK &&
+        !queue_save(c, tokens, n, fork, SPLASH_POINT_TURN, 1))
+        splash_family_seq_destroy(c->fam, c->model, fork);
+    free(tokens);
+}
+
+int splash_ecache_idle_wait_ms(struct splash_engine_cache *c)
+{
+    return c->disk && splash_disk_cache_pending(c->disk) ? 50 : -1;
 }

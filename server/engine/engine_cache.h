@@ -17,6 +17,14 @@
 /* Turn points kept for the last this many boundaries of a prompt (the next turn
  * resumes from the last; an edit or a retry from one shortly before). */
 #define SPLASH_TURN_POINTS 8
+/* Write-ahead (server.md "SSD cache"): turn points at least this deep are copied to the
+ * SSD tier while memory runs short, this many writes at a time. */
+#define SPLASH_WRITE_AHEAD_MIN_TOKENS 2048
+#define SPLASH_WRITE_AHEAD_IN_FLIGHT 1
+/* Memory that only eviction's writes under way hold returns as they end; after this long
+ * they give up instead (the points leave memory uncopied: a request is not held up by a
+ * slow volume). */
+#define SPLASH_SPILL_WAIT_S 2.0
 
 struct splash_engine_cache {
     const struct splash_family_plugin *fam;
@@ -30,6 +38,13 @@ struct splash_engine_cache {
     uint64_t prefilled, reused;         /* prompt tokens computed, and taken from the cache */
     uint64_t peak;                      /* the most the caches held after a step */
     struct splash_disk_cache *disk;     /* the SSD tier, NULL: off (disk_why says why) */
+    int ahead_in_flight;                /* write-ahead copies queued or under way */
+    int reading;                        /* a point is being read back */
+    uint64_t read_counted;              /* the engine's estimate when it was asked for */
+    void *read_seq;                     /* the point read back last, until resumed from */
+    int32_t unread_n;                   /* the point that could not be read back last */
+    uint32_t unread_crc;
+    uint64_t written_ahead;             /* and written */
     char disk_why[256];
 };
 
@@ -53,10 +68,17 @@ uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t po
 int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uint64_t need,
                             int all);
 
-/* A sequence for the plan's prompt: forked from the deepest restore point the plan
- * accepts, leaving at least one token to compute, or fresh; a deeper point on the SSD
- * tier is read back first (a corrupt one is skipped; *from_disk 1 when one was). *cached
- * gets its tokens. */
+/* 1 when the plan's prompt must wait: a deeper point than memory holds is on the SSD
+ * tier and is being read back by the tier's I/O thread (loaded as a memory point between
+ * steps, a damaged one skipped), or another read is under way. 0: resume now. */
+int splash_ecache_prefetch(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
+                           uint64_t counted);
+/* 1 while a read back is under way. */
+int splash_ecache_reading(const struct splash_engine_cache *c);
+
+/* A sequence for the plan's prompt: forked from the deepest restore point in memory the
+ * plan accepts, leaving at least one token to compute, or fresh (*from_disk 1 when the
+ * point was read back for it). *cached gets its tokens. */
 enum splash_status splash_ecache_resume(struct splash_engine_cache *c,
                                         const struct splash_prefill_plan *plan, void **seq,
                                         int32_t *cached, int *from_disk, uint64_t counted,
@@ -84,9 +106,19 @@ int32_t splash_ecache_run_points(struct splash_engine_cache *c,
 void splash_ecache_keep_runs(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,
                              const int32_t *ends, int32_t n, const uint8_t *flags, void **forks);
 
-/* A clean stop of a persistent cache: every restore point memory holds goes to the SSD
- * tier (the newest turn point last), for at most `seconds`. */
+/* A clean stop of a persistent cache: every restore point memory holds is queued for the
+ * SSD tier (the newest turn point last), and written for at most `seconds`. */
 void splash_ecache_flush(struct splash_engine_cache *c, double seconds);
+
+/* Between steps: the SSD tier's ended writes give their sequences back, and the newest
+ * turn point without a copy is queued for one (write-ahead) while memory runs short
+ * (always for a persistent cache), so eviction later finds it copied and waits on no
+ * write. */
+void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted);
+
+/* How long an idle engine may wait for a frame before the next tick: -1 (as long as it
+ * takes) unless the SSD tier has writes under way. */
+int splash_ecache_idle_wait_ms(struct splash_engine_cache *c);
 
 /* Notes the bytes held after a step (status: bytes_peak). */
 void splash_ecache_note(struct splash_engine_cache *c, uint64_t counted);

@@ -325,7 +325,8 @@ static void prune(struct node *nd)
     }
 }
 
-static void point_remove(struct splash_prefix_cache *c, struct splash_prefix_point *p)
+static void point_remove(struct splash_prefix_cache *c, struct splash_prefix_point *p,
+                         int seq_taken)
 {
     if (p->prev)
         p->prev->next = p->next;
@@ -337,7 +338,8 @@ static void point_remove(struct splash_prefix_cache *c, struct splash_prefix_poi
         c->newest_turn = NULL;
     p->node->point = NULL;
     prune(p->node);
-    c->drop(c->drop_ctx, p->seq);
+    if (!seq_taken)
+        c->drop(c->drop_ctx, p->seq);
     free(p);
     c->stats.evicted++;
 }
@@ -358,14 +360,20 @@ int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all)
     }
     if (!victim)
         return 0;
+    splash_prefix_cache_evict_point(c, victim);
+    return 1;
+}
+
+void splash_prefix_cache_evict_point(struct splash_prefix_cache *c, struct splash_prefix_point *p)
+{
+    int taken = 0;
     if (c->spill) { /* the tier keeps it (a copy already there costs no write) */
-        int32_t *t = path_tokens(victim->node);
+        int32_t *t = path_tokens(p->node);
         if (t)
-            c->spill(c->spill_ctx, t, victim->node->depth, victim->seq, victim->cls);
+            taken = c->spill(c->spill_ctx, t, p->node->depth, p->seq, p->cls);
         free(t);
     }
-    point_remove(c, victim);
-    return 1;
+    point_remove(c, p, taken);
 }
 
 void *splash_prefix_point_seq(const struct splash_prefix_point *p)
@@ -391,4 +399,30 @@ void splash_prefix_cache_stats(const struct splash_prefix_cache *c, struct splas
 void splash_prefix_point_set_copied(struct splash_prefix_point *p)
 {
     p->copied = 1;
+}
+
+struct splash_prefix_point *splash_prefix_cache_uncopied(struct splash_prefix_cache *c,
+                                                         int32_t min_tokens,
+                                                         int (*skip)(void *ctx,
+                                                                     const int32_t *tokens,
+                                                                     int32_t n),
+                                                         void *ctx)
+{
+    struct splash_prefix_point *best = NULL;
+    for (struct splash_prefix_point *p = c->points; p; p = p->next) {
+        if (p->cls != SPLASH_POINT_TURN || p->copied || p->node->depth < min_tokens ||
+            (best && p->used <= best->used))
+            continue;
+        int32_t *t = skip ? path_tokens(p->node) : NULL;
+        int refused = skip && (!t || skip(ctx, t, p->node->depth));
+        free(t);
+        if (!refused)
+            best = p;
+    }
+    return best;
+}
+
+int32_t *splash_prefix_point_path(const struct splash_prefix_point *p)
+{
+    return path_tokens(p->node);
 }

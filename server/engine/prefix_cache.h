@@ -59,12 +59,27 @@ void splash_prefix_point_set_copied(struct splash_prefix_point *p);
  * `all`. 0 when nothing could go. */
 int splash_prefix_cache_evict_one(struct splash_prefix_cache *c, int all);
 
+/* Evicts p as evict_one would (through the spill). */
+void splash_prefix_cache_evict_point(struct splash_prefix_cache *c, struct splash_prefix_point *p);
+
 /* Called with a point's tokens and sequence as eviction takes it, before it is dropped
- * (the SSD tier keeps a copy). */
-typedef void (*splash_prefix_spill_fn)(void *ctx, const int32_t *tokens, int32_t n, void *seq,
-                                       enum splash_point_class cls);
+ * (the SSD tier keeps a copy). Returns 1 when it took the sequence (a write in the
+ * background destroys it once done), 0 when the cache drops it. */
+typedef int (*splash_prefix_spill_fn)(void *ctx, const int32_t *tokens, int32_t n, void *seq,
+                                      enum splash_point_class cls);
 void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
                                    void *ctx);
+
+/* The newest turn point of at least min_tokens tokens with no copy on the SSD tier whose
+ * tokens skip does not refuse (write-ahead's next candidate), or NULL. */
+struct splash_prefix_point *splash_prefix_cache_uncopied(struct splash_prefix_cache *c,
+                                                         int32_t min_tokens,
+                                                         int (*skip)(void *ctx,
+                                                                     const int32_t *tokens,
+                                                                     int32_t n),
+                                                         void *ctx);
+/* A point's tokens (malloc'ed, splash_prefix_point_tokens of them), or NULL. */
+int32_t *splash_prefix_point_path(const struct splash_prefix_point *p);
 
 void splash_prefix_cache_stats(const struct splash_prefix_cache *c,
                                struct splash_prefix_stats *s);
