@@ -12,6 +12,8 @@
 static void drop_seq(void *ctx, void *seq)
 {
     struct splash_engine_cache *c = ctx;
+    if (c->hooks.dropped)
+        c->hooks.dropped(c->hooks.ctx, seq);
     splash_family_seq_destroy(c->fam, c->model, seq);
 }
 
@@ -204,8 +206,14 @@ static void keep(struct splash_engine_cache *c, const struct splash_prefill_plan
 {
     if (splash_prefix_cache_insert(c->points, plan->tokens, pos, point,
                                    cls == SPLASH_POINT_TURN ? SPLASH_POINT_TURN
-                                                            : SPLASH_POINT_CHUNK))
+                                                            : SPLASH_POINT_CHUNK)) {
         splash_family_seq_destroy(c->fam, c->model, point);
+        return;
+    }
+    /* a point already there kept its own sequence and dropped this one */
+    struct splash_prefix_point *p = splash_prefix_cache_find(c->points, plan->tokens, pos);
+    if (c->hooks.kept && p && splash_prefix_point_seq(p) == point)
+        c->hooks.kept(c->hooks.ctx, point, plan->tokens, pos);
 }
 
 void splash_ecache_capture(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,

@@ -18,6 +18,14 @@
  * resumes from the last; an edit or a retry from one shortly before). */
 #define SPLASH_TURN_POINTS 8
 
+/* What the engine keeps beside each restore point (the draft's context there): kept as a
+ * point of tokens[0..n) holding `point` joins the cache, dropped as it goes. */
+struct splash_point_hooks {
+    void (*kept)(void *ctx, void *point, const int32_t *tokens, int32_t n);
+    void (*dropped)(void *ctx, void *point);
+    void *ctx;
+};
+
 struct splash_engine_cache {
     const struct splash_family_plugin *fam;
     void *model;
@@ -31,6 +39,7 @@ struct splash_engine_cache {
     uint64_t peak;                      /* the most the caches held after a step */
     struct splash_disk_cache *disk;     /* the SSD tier, NULL: off (disk_why says why) */
     char disk_why[256];
+    struct splash_point_hooks hooks; /* zero: none */
 };
 
 /* pool: the plan's KV and state bytes. Caching is off where the family cannot fork
