@@ -856,6 +856,12 @@ static void point_dropped(void *ctx, void *point)
     splash_spec_draft_forget(&e->draft, point);
 }
 
+static uint64_t point_bytes(void *ctx)
+{
+    struct engine *e = ctx;
+    return e->draft.points_bytes;
+}
+
 /* The taps of the step's rows for the lanes whose draft context goes on (each lane's rows
  * at its place in the draft's buffer), or NULL when none does. */
 static const struct splash_taps *step_taps(struct engine *e, int n)
@@ -1294,7 +1300,8 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
         /* restore points keep the draft's context, so a resumed request drafts */
         if (splash_spec_draft_can_keep(&e->draft))
             e->cache.hooks = (struct splash_point_hooks){.kept = point_kept,
-                                                         .dropped = point_dropped, .ctx = e};
+                                                         .dropped = point_dropped,
+                                                         .bytes = point_bytes, .ctx = e};
     }
     /* prompt lookup: the proposer, and without a draft context the draft's stand-in */
     if (!(e->proposer = splash_ngram_proposer_create()))

@@ -79,7 +79,8 @@ void splash_ecache_free(struct splash_engine_cache *c)
 
 uint64_t splash_ecache_used(const struct splash_engine_cache *c, uint64_t counted)
 {
-    return splash_family_cache_bytes(c->fam, c->model, counted);
+    return splash_family_cache_bytes(c->fam, c->model, counted) +
+           (c->hooks.bytes ? c->hooks.bytes(c->hooks.ctx) : 0);
 }
 
 uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t pos0, int32_t n,

@@ -19,10 +19,12 @@
 #define SPLASH_TURN_POINTS 8
 
 /* What the engine keeps beside each restore point (the draft's context there): kept as a
- * point of tokens[0..n) holding `point` joins the cache, dropped as it goes. */
+ * point of tokens[0..n) holding `point` joins the cache, dropped as it goes; bytes, what
+ * all of it holds, counts in the pool beside the sequences' caches. */
 struct splash_point_hooks {
     void (*kept)(void *ctx, void *point, const int32_t *tokens, int32_t n);
     void (*dropped)(void *ctx, void *point);
+    uint64_t (*bytes)(void *ctx);
     void *ctx;
 };
 

@@ -78,6 +78,7 @@ void splash_spec_draft_keep(struct splash_spec_draft *d, void *point, const int3
         p->n = n;
         p->next = d->points;
         d->points = p;
+        d->points_bytes += d->info.ctx_bytes;
         return;
     }
     if (p)
@@ -91,6 +92,7 @@ void splash_spec_draft_forget(struct splash_spec_draft *d, void *point)
         if ((*pp)->point == point) {
             struct splash_spec_draft_point *p = *pp;
             *pp = p->next;
+            d->points_bytes -= d->info.ctx_bytes;
             splash_draft_ctx_destroy(d->plugin, d->model, p->dctx);
             free(p->tokens);
             free(p);

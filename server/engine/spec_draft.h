@@ -34,6 +34,7 @@ struct splash_spec_draft {
     float *taps;        /* a step's rows' taps: rows x n_taps x n_embd */
     size_t taps_rows;
     struct splash_spec_draft_point *points; /* newest first */
+    uint64_t points_bytes;                  /* their contexts' (info.ctx_bytes each) */
 };
 
 /* Opens the draft directory, selects the plugin that takes it with this target (its
