@@ -38,6 +38,7 @@ static double mono_now(void)
 }
 
 static char model_file[PATH_MAX];
+static char draft_dir[PATH_MAX]; /* the draft the engine loads, "" for none */
 
 static const char *resolve_model_path(const struct splash_serve_opts *o, char *msg, size_t size)
 {
@@ -47,13 +48,19 @@ static const char *resolve_model_path(const struct splash_serve_opts *o, char *m
             snprintf(msg, size, "--demo: %s", err.msg);
             return NULL;
         }
+        if (o->draft_model && strcmp(o->draft_model, "none"))
+            snprintf(draft_dir, sizeof draft_dir, "%s", o->draft_model);
         return model_file;
     }
     if (o->model_dir) /* a GGUF file, any part of a split GGUF, or a directory of targets */
-        return splash_hub_serve_prepare(o, model_file, sizeof model_file, msg, size) ? NULL
-                                                                                    : model_file;
-    return splash_hub_serve_install(o, model_file, sizeof model_file, msg, size) ? NULL
-                                                                              : model_file;
+        return splash_hub_serve_prepare(o, model_file, sizeof model_file, draft_dir,
+                                        sizeof draft_dir, msg, size)
+                   ? NULL
+                   : model_file;
+    return splash_hub_serve_install(o, model_file, sizeof model_file, draft_dir, sizeof draft_dir,
+                                    msg, size)
+               ? NULL
+               : model_file;
 }
 
 static sigset_t stop_signals;
@@ -152,7 +159,7 @@ int splash_cmd_serve(int argc, char **argv)
                                         .decode_share = o.decode_share,
                                         .speculative = o.speculative,
                                         .verify_rows_all = !strcmp(o.verify_rows, "all"),
-                                        .draft_model = o.draft_model,
+                                        .draft_model = draft_dir[0] ? draft_dir : NULL,
                                         .cache_disk = o.max_cache_disk,
                                         .cache_disk_writes = o.max_cache_disk_writes,
                                         .persistent_cache = o.persistent_cache,

@@ -159,6 +159,16 @@ void splash_draft_ctx_destroy(const struct splash_draft_plugin *p, void *model, 
         p->ctx_destroy(model, ctx);
 }
 
+enum splash_status splash_draft_ctx_fork(const struct splash_draft_plugin *p, void *model,
+                                         const void *ctx, void **out, struct splash_err *err)
+{
+    if (p->header.abi_minor < 4 || !p->ctx_fork)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "draft plugin %s predates ABI 1.4: its contexts cannot be forked",
+                              p->header.name);
+    return p->ctx_fork(model, ctx, out, err);
+}
+
 enum splash_status splash_draft_append_context(const struct splash_draft_plugin *p, void *model,
                                                void *ctx, const float *taps, int64_t stride,
                                                int32_t pos0, int32_t n, struct splash_err *err)

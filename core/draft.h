@@ -38,6 +38,9 @@ void splash_draft_destroy(const struct splash_draft_plugin *p, void *model);
 enum splash_status splash_draft_ctx_create(const struct splash_draft_plugin *p, void *model,
                                            void **ctx, struct splash_err *err);
 void splash_draft_ctx_destroy(const struct splash_draft_plugin *p, void *model, void *ctx);
+/* A copy of ctx that goes on apart (ABI 1.4); SPLASH_ERR_UNSUPPORTED from an older plugin. */
+enum splash_status splash_draft_ctx_fork(const struct splash_draft_plugin *p, void *model,
+                                         const void *ctx, void **out, struct splash_err *err);
 enum splash_status splash_draft_append_context(const struct splash_draft_plugin *p, void *model,
                                                void *ctx, const float *taps, int64_t stride,
                                                int32_t pos0, int32_t n, struct splash_err *err);

@@ -34,6 +34,8 @@ struct splash_weight {
     _Atomic(void *) packed; /* the image; NULL while released (made again on use) */
     int64_t unit;           /* pieces of the rows start at multiples of this */
     struct splash_weight *next_packed, *prev_packed;
+    int refs; /* users of a repacked weight (a draft's head shares its target's), under
+                 packed_lock */
     float *scales; /* per expert: the products' per-tensor scale (weight_set_scale); NULL: 1 */
 };
 
@@ -211,6 +213,21 @@ enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
     w->packed_fmt = repack_target(fmt, &w->packed_row);
     splash_load_progress_add(t->n_bytes);
     if (w->packed_fmt) {
+        /* a second weight over the same mapped rows (the draft's head over its target's)
+         * shares the first one's image instead of repacking a copy; one with a per-tensor
+         * scale is its owner's alone */
+        pthread_mutex_lock(&packed_lock);
+        for (struct splash_weight *s = packed_list; s; s = s->next_packed)
+            if (s->t.data == t->data && s->fmt == fmt && s->packed_fmt == w->packed_fmt &&
+                s->n_in == w->n_in && s->n_out == w->n_out && s->n_experts == w->n_experts &&
+                !s->scales) {
+                s->refs++;
+                pthread_mutex_unlock(&packed_lock);
+                free(w);
+                *out = s;
+                return SPLASH_OK;
+            }
+        pthread_mutex_unlock(&packed_lock);
         w->unit = w->packed_fmt->row_group;
         if (!packed_image(w)) {
             free(w);
@@ -218,6 +235,7 @@ enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
                                   t->name, fmt->name);
         }
         pthread_mutex_lock(&packed_lock);
+        w->refs = 1;
         w->next_packed = packed_list;
         if (packed_list)
             packed_list->prev_packed = w;
@@ -234,6 +252,10 @@ void kernel_weight_destroy(struct splash_weight *w)
         return;
     if (w->packed_fmt) {
         pthread_mutex_lock(&packed_lock);
+        if (--w->refs > 0) { /* another user holds it */
+            pthread_mutex_unlock(&packed_lock);
+            return;
+        }
         if (w->prev_packed)
             w->prev_packed->next_packed = w->next_packed;
         else
@@ -250,6 +272,11 @@ void kernel_weight_destroy(struct splash_weight *w)
 enum splash_status kernel_weight_set_scale(struct splash_weight *w, const float *scales, int64_t n,
                                            struct splash_err *err)
 {
+    if (w->packed_fmt && w->refs > 1)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: its repacked rows are shared by another weight over the same "
+                              "tensor; a scale would apply to both",
+                              w->t.name);
     if (n != 1 && n != w->n_experts)
         return splash_err_set(err, SPLASH_ERR_INVALID,
                               "%s: %lld scale values for %lld experts (1 or one per expert)",

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/units.h"
@@ -22,7 +23,7 @@ static const struct opt opts_table[] = {
     {"--model-dir", "PATH", "serve a local GGUF file, split part or model directory"},
     {"--mmproj", "PATH", "a local GGUF vision projector (not in this build: refused)"},
     {"--revision", "REV", "an upstream branch, tag or commit"},
-    {"--draft-model", "PATH", "a local DFlash2 draft directory, or none"},
+    {"--draft-model", "OWNER/REPO|PATH|none", "the DFlash2 draft in place of the family's (a repository, a local directory), or none"},
     {"--language-only", NULL, "skip vision loading"},
     {"--offline", NULL, "start the installed model without asking the Hub"},
     {"--port", "N", "HTTP port (SPLASH_PORT or 8000)"},
@@ -55,7 +56,7 @@ static const struct opt opts_table[] = {
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
     {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
-    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: prompt lookup in this build)"},
+    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: the draft, else prompt lookup)"},
     {"--verify-rows", "auto|all", "rows each decode cycle verifies (auto: the budget's rule; all: every row the output limit leaves)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
@@ -80,6 +81,14 @@ static int fail(char *msg, size_t size, const char *fmt, const char *a, const ch
 {
     snprintf(msg, size, fmt, a, b ? b : "");
     return -1;
+}
+
+/* OWNER/REPO as the installer takes a draft repository: one slash between two names */
+static int repo_id_form(const char *v)
+{
+    const char *slash = strchr(v, '/');
+    return slash && slash != v && slash[1] && !strchr(slash + 1, '/') && !strchr(v, ':') &&
+           v[0] != '.';
 }
 
 static int known(const char *name)
@@ -388,22 +397,31 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
     if (o->mmproj)
         return fail(msg, msg_size, "--mmproj: vision is not available in this build; leave it out "
                                    "to serve the model's text%s", "", NULL);
+    /* --draft-model: none, a local directory, or (installing from the Hub) OWNER/REPO, which
+     * the installer checks against the target before any weight moves (models.md "Drafts") */
+    int hub = o->model && !o->model_dir && !o->demo;
     if (o->draft_model && strcmp(o->draft_model, "none")) {
-        /* a local directory only: no draft repository is installed from the Hub yet */
         char config[4096];
         snprintf(config, sizeof config, "%s/config.json", o->draft_model);
-        if (access(config, R_OK) != 0)
+        struct stat sb;
+        int is_dir = !stat(o->draft_model, &sb) && S_ISDIR(sb.st_mode);
+        if (!(hub && !is_dir && repo_id_form(o->draft_model)) && access(config, R_OK) != 0)
             return fail(msg, msg_size, "--draft-model: %s holds no readable config.json (a local "
-                                       "DFlash2 draft directory, or none)",
+                                       "DFlash2 draft directory, OWNER/REPO with --model, or none)",
                         o->draft_model, NULL);
         if (!strcmp(o->speculative, "ngram") || !strcmp(o->speculative, "off"))
             return fail(msg, msg_size, "--draft-model with --speculative %s: the draft would not "
                                        "be used (auto or dflash use it)",
                         o->speculative, NULL);
     }
-    if (!strcmp(o->speculative, "dflash") && (!o->draft_model || !strcmp(o->draft_model, "none")))
+    /* from the Hub the family's draft installs beside the target; whether it has one is
+     * known once the installer ran (serve_install.c) */
+    if (!strcmp(o->speculative, "dflash") && o->draft_model && !strcmp(o->draft_model, "none"))
+        return fail(msg, msg_size, "--speculative dflash: --draft-model none leaves no draft%s",
+                    "", NULL);
+    if (!strcmp(o->speculative, "dflash") && !o->draft_model && !hub)
         return fail(msg, msg_size, "--speculative dflash: needs --draft-model PATH (a local DFlash2 "
-                                   "draft; no family's draft is installed from the Hub yet)%s",
+                                   "draft) with --model-dir or --demo%s",
                     "", NULL);
     if (!strcmp(o->speculative, "mtp"))
         return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "

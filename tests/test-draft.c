@@ -710,6 +710,25 @@ static void test_context_past_the_window(void **state)
     printf("draft: %d context rows appended in %.1f ms; a block at a full window %.2f ms (one "
            "thread's CPU time, af4g64)\n",
            n, t1 - t0, (t3 - t2) / reps);
+    /* a fork (ABI 1.4: the context kept beside a restore point) of a wrapped ring drafts as
+     * the original, and goes on apart from it */
+    void *f = NULL;
+    assert_int_equal(splash_draft_ctx_fork(dp, dm, a, &f, &err), SPLASH_OK);
+    int32_t pf[7];
+    blk.tokens = pf;
+    assert_int_equal(splash_draft_propose(dp, dm, f, &blk, &err), SPLASH_OK);
+    assert_memory_equal(pa, pf, sizeof pa);
+    assert_int_equal(splash_draft_rollback(dp, dm, f, 0, &err), SPLASH_OK);
+    blk.tokens = pb;
+    assert_int_equal(splash_draft_propose(dp, dm, a, &blk, &err), SPLASH_OK);
+    assert_memory_equal(pa, pb, sizeof pa);
+    splash_draft_ctx_destroy(dp, dm, f);
+    /* a plugin built against ABI 1.3 has no fork: refused, not called */
+    struct splash_draft_plugin old = *dp;
+    old.header.abi_minor = 3;
+    old.ctx_fork = NULL;
+    assert_int_equal(splash_draft_ctx_fork(&old, dm, a, &f, &err), SPLASH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "predates ABI 1.4"));
     assert_int_equal(splash_draft_rollback(dp, dm, a, n - 20, &err), SPLASH_OK);
     assert_int_equal(splash_draft_rollback(dp, dm, b, n - 200, &err), SPLASH_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "append them again from 0"));

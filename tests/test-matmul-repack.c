@@ -435,6 +435,57 @@ static void test_thread_buffers_go_with_the_thread(void **state)
     free(x);
 }
 
+/* A second weight over the same mapped rows (a draft's head over its target's) shares the
+ * first one's repacked image: released once, alive until its last user goes, and neither
+ * takes a scale the other would see. */
+static void test_same_tensor_shares_its_image(void **state)
+{
+    (void)state;
+    const struct splash_kernels *k = splash_kernels_get();
+    const struct splash_format_type *f =
+        splash_registry_format_by_name(splash_registry_global(), "Q6_K"); /* a K-quant model's head */
+    assert_non_null(f);
+    if (!repacked_on_this_cpu(f))
+        skip(); /* its rows are read as stored: nothing to share */
+    const int64_t n_in = 256, rows = 64, n = 3;
+    struct mapped_weight mw;
+    mapped_weight_make(&mw, f, n_in, rows, 1);
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    float *y0 = calloc((size_t)(n * rows), sizeof *y0), *y1 = calloc((size_t)(n * rows), sizeof *y1);
+    assert_true(x && y0 && y1);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand();
+    splash_matmul_release_images();
+    struct splash_weight *a = weight_make(&mw.t, 1);
+    k->matmul(pool, a, x, n, y0);
+    size_t one = splash_matmul_release_images();
+    assert_int_equal(one, splash_format_row_bytes(f, n_in) * (size_t)rows);
+    struct splash_weight *b = weight_make(&mw.t, 1);
+    k->matmul(pool, a, x, n, y0);
+    k->matmul(pool, b, x, n, y1);
+    assert_memory_equal(y0, y1, (size_t)(n * rows) * sizeof *y0);
+    assert_int_equal(splash_matmul_release_images(), one); /* one image, not two */
+    struct splash_err err = {0};
+    const float half = 0.5f;
+    assert_int_equal(k->weight_set_scale(b, &half, 1, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "shared"));
+    k->weight_destroy(a);
+    memset(y1, 0, (size_t)(n * rows) * sizeof *y1);
+    k->matmul(pool, b, x, n, y1);
+    assert_memory_equal(y0, y1, (size_t)(n * rows) * sizeof *y0);
+    /* alone again, it takes a scale; a scaled weight is its owner's alone */
+    assert_int_equal(k->weight_set_scale(b, &half, 1, &err), SPLASH_OK);
+    struct splash_weight *c = weight_make(&mw.t, 1);
+    assert_ptr_not_equal(c, b);
+    k->weight_destroy(c);
+    k->weight_destroy(b);
+    mapped_weight_free(&mw);
+    free(x);
+    free(y0);
+    free(y1);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_repack_drops_only_file_pages),
         cmocka_unit_test(test_weight_scale_multiplies_products),
         cmocka_unit_test(test_thread_buffers_go_with_the_thread),
+        cmocka_unit_test(test_same_tensor_shares_its_image),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

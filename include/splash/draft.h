@@ -104,6 +104,12 @@ struct splash_draft_plugin {
     /* Drafts one block over the context (see struct splash_draft_block). */
     enum splash_status (*propose)(void *model, void *ctx, const struct splash_draft_block *b,
                                   struct splash_err *err);
+
+    /* ABI 1.4 (NULL in older plugins): a new context holding what ctx holds, which goes on
+     * apart from it (the engine keeps one beside each prefix-cache restore point, so that a
+     * request resumed there drafts as one that prefilled the whole prompt). */
+    enum splash_status (*ctx_fork)(void *model, const void *ctx, void **out,
+                                   struct splash_err *err);
 };
 
 #endif

@@ -70,8 +70,9 @@ struct request {
     int32_t n_verify;
     int64_t spec_proposed, spec_accepted, spec_cycles;
     /* the draft: its context (the taps of positions 0 .. dctx_rows - 1), usable only when
-     * it holds every committed row (a start from the prefix cache has no taps for what the
-     * cache gave); this cycle's selector candidates when it proposed for a sampled lane */
+     * it holds every committed row (a start from the prefix cache takes the context kept
+     * beside its restore point, or has none); this cycle's selector candidates when it
+     * proposed for a sampled lane */
     void *dctx;
     int32_t dctx_rows;
     int draft_ok, drafted;
@@ -116,6 +117,8 @@ struct engine {
     struct splash_proposer *proposer;
     struct splash_spec_draft draft; /* draft.model NULL: no draft */
     float **tap_rows;               /* a step's lanes' taps (NULL: none for that lane) */
+    struct request *capture_req;    /* whose restore points are being taken, and its lane */
+    int capture_lane;
     struct splash_taps taps;
     int budget_on; /* --verify-rows auto on a MoE target: the verify budget picks the rows */
     struct splash_verify_budget budget;
@@ -689,15 +692,26 @@ static struct request *newest_holder(struct engine *e)
     return v;
 }
 
-/* A request's draft context, empty, for a sequence started at `cached` tokens: the draft
- * proposes only for one it saw from the start (the prefix cache keeps no taps). */
+/* A request's draft context for a sequence started at `cached` tokens: empty from the
+ * start, or the one kept beside the restore point it resumed from; without one the draft
+ * does not propose for it (prompt lookup stands in). */
 static void draft_start(struct engine *e, struct request *r, int32_t cached)
 {
     struct splash_err err;
     r->draft_ok = 0;
     r->dctx_rows = 0;
-    if (!e->draft.model || cached > 0)
+    if (!e->draft.model)
         return;
+    if (cached > 0) {
+        void *kept = splash_spec_draft_resume(&e->draft, r->prompt, cached);
+        if (!kept)
+            return;
+        splash_draft_ctx_destroy(e->draft.plugin, e->draft.model, r->dctx);
+        r->dctx = kept;
+        r->dctx_rows = cached;
+        r->draft_ok = 1;
+        return;
+    }
     if (r->dctx && splash_draft_rollback(e->draft.plugin, e->draft.model, r->dctx, 0, &err))
         return;
     if (!r->dctx && splash_draft_ctx_create(e->draft.plugin, e->draft.model, &r->dctx, &err)) {
@@ -800,13 +814,20 @@ static int32_t boundaries_after(const struct splash_prefill_plan *plan, int32_t 
     return k;
 }
 
-/* The draft's context takes rows pos0 .. pos0 + n - 1 of the request's committed tokens;
- * a context that fails (out of memory) leaves the request to prompt lookup. */
+/* The draft's context takes rows pos0 .. pos0 + n - 1 of the request's committed tokens
+ * (those it does not hold yet: a restore point within the step took the first ones); a
+ * context that fails (out of memory) leaves the request to prompt lookup. */
 static void draft_append(struct engine *e, struct request *r, const float *taps, int32_t pos0,
                          int32_t n)
 {
     struct splash_err err;
-    if (!r->draft_ok || r->dctx_rows != pos0)
+    if (!r->draft_ok || r->dctx_rows < pos0 || r->dctx_rows > pos0 + n)
+        return;
+    int32_t held = r->dctx_rows - pos0;
+    taps += (size_t)held * (size_t)splash_spec_draft_tap_width(&e->draft);
+    pos0 += held;
+    n -= held;
+    if (!n)
         return;
     if (splash_draft_append_context(e->draft.plugin, e->draft.model, r->dctx, taps,
                                     splash_spec_draft_tap_width(&e->draft), pos0, n, &err)) {
@@ -816,6 +837,32 @@ static void draft_append(struct engine *e, struct request *r, const float *taps,
         return;
     }
     r->dctx_rows = pos0 + n;
+}
+
+/* A restore point joined the prefix cache (engine_cache.h hooks): the draft's context of the
+ * request that took it, brought up to the point from the step's taps, is kept beside it. */
+static void point_kept(void *ctx, void *point, const int32_t *tokens, int32_t n)
+{
+    struct engine *e = ctx;
+    struct request *r = e->capture_req;
+    int lane = e->capture_lane;
+    if (!r || !e->tap_rows[lane] || n > e->lanes[lane].pos0 + e->lanes[lane].n_tokens)
+        return;
+    draft_append(e, r, e->tap_rows[lane], e->lanes[lane].pos0, n - e->lanes[lane].pos0);
+    if (r->draft_ok && r->dctx_rows == n)
+        splash_spec_draft_keep(&e->draft, point, tokens, n, r->dctx);
+}
+
+static void point_dropped(void *ctx, void *point)
+{
+    struct engine *e = ctx;
+    splash_spec_draft_forget(&e->draft, point);
+}
+
+static uint64_t point_bytes(void *ctx)
+{
+    struct engine *e = ctx;
+    return e->draft.points_bytes;
 }
 
 /* The taps of the step's rows for the lanes whose draft context goes on (each lane's rows
@@ -1135,12 +1182,16 @@ static int step(struct engine *e)
     enum splash_status st =
         runs ? splash_family_forward_runs(fam, e->lm->model, e->lanes, e->lane_runs, n, taps, &err)
              : splash_family_forward_taps(fam, e->lm->model, e->lanes, n, taps, &err);
-    if (st == SPLASH_OK && runs && e->lane_runs[fill].fork)
+    if (st == SPLASH_OK && runs && e->lane_runs[fill].fork) {
+        e->capture_req = e->lane_req[fill];
+        e->capture_lane = fill;
         splash_ecache_keep_runs(&e->cache, &(struct splash_prefill_plan){
                                     .tokens = e->lane_req[fill]->prompt,
                                     .n = e->lane_req[fill]->n_fill,
                                     .reuse = e->lane_req[fill]->reuse}, e->run_pos,
                                 e->n_runs, e->run_fork, e->run_forks);
+        e->capture_req = NULL;
+    }
     if (st == SPLASH_ERR_NOMEM) {
         /* the host refused memory: cached prefixes go, then the newest request yields;
          * alone, the request fails with what could not be allocated */
@@ -1188,12 +1239,15 @@ static int step(struct engine *e)
             if (r->n_fed < r->pos)
                 r->n_fed = r->pos;
             struct splash_prefill_plan plan = plan_of(r);
+            e->capture_req = r;
+            e->capture_lane = i;
             if (r->pos < r->n_fill)
                 splash_ecache_capture(&e->cache, &plan, r->pos, r->seq,
                                       boundaries_after(&plan, r->pos), &r->last_point,
                                       counted_bytes(e));
             else if (r->n_gen > 0)
                 r->state = REQ_DECODE;
+            e->capture_req = NULL;
         }
         int verify = r->state == REQ_DECODE && e->lanes[i].logits_all;
         if (!verify && e->tap_rows && e->tap_rows[i])
@@ -1246,6 +1300,11 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
             return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the draft's taps");
         splash_log(SPLASH_LOG_INFO, NULL, "Draft · %s: %s %s", dm, e->draft.verdict.architecture,
                    e->draft.verdict.summary);
+        /* restore points keep the draft's context, so a resumed request drafts */
+        if (splash_spec_draft_can_keep(&e->draft))
+            e->cache.hooks = (struct splash_point_hooks){.kept = point_kept,
+                                                         .dropped = point_dropped,
+                                                         .bytes = point_bytes, .ctx = e};
     }
     /* prompt lookup: the proposer, and without a draft context the draft's stand-in */
     if (!(e->proposer = splash_ngram_proposer_create()))

@@ -20,6 +20,8 @@ static double mono_seconds(void)
 static void drop_seq(void *ctx, void *seq)
 {
     struct splash_engine_cache *c = ctx;
+    if (c->hooks.dropped)
+        c->hooks.dropped(c->hooks.ctx, seq);
     splash_family_seq_destroy(c->fam, c->model, seq);
 }
 
@@ -136,7 +138,8 @@ void splash_ecache_free(struct splash_engine_cache *c)
 
 uint64_t splash_ecache_used(const struct splash_engine_cache *c, uint64_t counted)
 {
-    return splash_family_cache_bytes(c->fam, c->model, counted);
+    return splash_family_cache_bytes(c->fam, c->model, counted) +
+           (c->hooks.bytes ? c->hooks.bytes(c->hooks.ctx) : 0);
 }
 
 uint64_t splash_ecache_lane_need(const struct splash_engine_cache *c, int32_t pos0, int32_t n,
@@ -311,8 +314,14 @@ static void keep(struct splash_engine_cache *c, const struct splash_prefill_plan
 {
     if (splash_prefix_cache_insert(c->points, plan->tokens, pos, point,
                                    cls == SPLASH_POINT_TURN ? SPLASH_POINT_TURN
-                                                            : SPLASH_POINT_CHUNK))
+                                                            : SPLASH_POINT_CHUNK)) {
         splash_family_seq_destroy(c->fam, c->model, point);
+        return;
+    }
+    /* a point already there kept its own sequence and dropped this one */
+    struct splash_prefix_point *p = splash_prefix_cache_find(c->points, plan->tokens, pos);
+    if (c->hooks.kept && p && splash_prefix_point_seq(p) == point)
+        c->hooks.kept(c->hooks.ctx, point, plan->tokens, pos);
 }
 
 void splash_ecache_capture(struct splash_engine_cache *c, const struct splash_prefill_plan *plan,

@@ -26,6 +26,16 @@
  * slow volume). */
 #define SPLASH_SPILL_WAIT_S 2.0
 
+/* What the engine keeps beside each restore point (the draft's context there): kept as a
+ * point of tokens[0..n) holding `point` joins the cache, dropped as it goes; bytes, what
+ * all of it holds, counts in the pool beside the sequences' caches. */
+struct splash_point_hooks {
+    void (*kept)(void *ctx, void *point, const int32_t *tokens, int32_t n);
+    void (*dropped)(void *ctx, void *point);
+    uint64_t (*bytes)(void *ctx);
+    void *ctx;
+};
+
 struct splash_engine_cache {
     const struct splash_family_plugin *fam;
     void *model;
@@ -46,6 +56,7 @@ struct splash_engine_cache {
     uint32_t unread_crc;
     uint64_t written_ahead;             /* and written */
     char disk_why[256];
+    struct splash_point_hooks hooks; /* zero: none */
 };
 
 /* pool: the plan's KV and state bytes. Caching is off where the family cannot fork

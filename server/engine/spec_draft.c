@@ -1,4 +1,5 @@
-/* Loading the DFlash2 draft for the engine and the step's taps buffer. */
+/* Loading the DFlash2 draft for the engine, the step's taps buffer and the contexts kept
+ * beside restore points. */
 #include "server/engine/spec_draft.h"
 
 #include <stdlib.h>
@@ -32,6 +33,8 @@ enum splash_status splash_spec_draft_load(struct splash_spec_draft *d,
 
 void splash_spec_draft_free(struct splash_spec_draft *d)
 {
+    while (d->points)
+        splash_spec_draft_forget(d, d->points->point);
     if (d->model)
         splash_draft_destroy(d->plugin, d->model);
     if (d->meta)
@@ -56,4 +59,56 @@ float *splash_spec_draft_taps(struct splash_spec_draft *d, size_t rows)
         d->taps_rows = rows;
     }
     return d->taps;
+}
+
+int splash_spec_draft_can_keep(const struct splash_spec_draft *d)
+{
+    return d->model && d->plugin->header.abi_minor >= 4 && d->plugin->ctx_fork;
+}
+
+void splash_spec_draft_keep(struct splash_spec_draft *d, void *point, const int32_t *tokens,
+                            int32_t n, const void *dctx)
+{
+    struct splash_err err;
+    struct splash_spec_draft_point *p = calloc(1, sizeof *p);
+    if (p && n > 0 && (p->tokens = malloc((size_t)n * sizeof *p->tokens)) &&
+        splash_draft_ctx_fork(d->plugin, d->model, dctx, &p->dctx, &err) == SPLASH_OK) {
+        memcpy(p->tokens, tokens, (size_t)n * sizeof *p->tokens);
+        p->point = point;
+        p->n = n;
+        p->next = d->points;
+        d->points = p;
+        d->points_bytes += d->info.ctx_bytes;
+        return;
+    }
+    if (p)
+        free(p->tokens);
+    free(p);
+}
+
+void splash_spec_draft_forget(struct splash_spec_draft *d, void *point)
+{
+    for (struct splash_spec_draft_point **pp = &d->points; *pp; pp = &(*pp)->next)
+        if ((*pp)->point == point) {
+            struct splash_spec_draft_point *p = *pp;
+            *pp = p->next;
+            d->points_bytes -= d->info.ctx_bytes;
+            splash_draft_ctx_destroy(d->plugin, d->model, p->dctx);
+            free(p->tokens);
+            free(p);
+            return;
+        }
+}
+
+void *splash_spec_draft_resume(struct splash_spec_draft *d, const int32_t *tokens, int32_t n)
+{
+    struct splash_err err;
+    for (struct splash_spec_draft_point *p = d->points; p; p = p->next)
+        if (p->n == n && !memcmp(p->tokens, tokens, (size_t)n * sizeof *tokens)) {
+            void *fork = NULL;
+            return splash_draft_ctx_fork(d->plugin, d->model, p->dctx, &fork, &err) == SPLASH_OK
+                       ? fork
+                       : NULL;
+        }
+    return NULL;
 }

@@ -18,8 +18,39 @@ static void console_line(const char *line)
     splash_console_line(SPLASH_CONSOLE_OUT, "%s", line);
 }
 
+/* The draft the engine loads: the one installed beside the target (the family's, or
+ * --draft-model's repository or directory), unless --speculative leaves drafts out. */
+static int choose_draft(const struct splash_serve_opts *o, const struct splash_installed *inst,
+                        char *draft, size_t draft_size, char *msg, size_t msg_size)
+{
+    draft[0] = 0;
+    int unused = !strcmp(o->speculative, "ngram") || !strcmp(o->speculative, "off");
+    if (!inst->draft_repo[0] && !inst->draft_dir[0]) {
+        if (!strcmp(o->speculative, "dflash")) {
+            snprintf(msg, msg_size, "--speculative dflash: %s has no draft installed beside it "
+                                    "(its family names none for this model); pass --draft-model "
+                                    "OWNER/REPO or a directory",
+                     o->model);
+            return -1;
+        }
+        return 0;
+    }
+    if (!unused && snprintf(draft, draft_size, "%s/draft", inst->dir) >= (int)draft_size) {
+        snprintf(msg, msg_size, "--model: the draft's path under %s is too long", inst->dir);
+        return -1;
+    }
+    splash_console_line(SPLASH_CONSOLE_OUT, "Draft · %s%s%.12s installed beside it; %s",
+                        inst->draft_repo[0] ? inst->draft_repo : inst->draft_dir,
+                        inst->draft_repo[0] ? " at " : "", inst->draft_commit,
+                        unused ? (!strcmp(o->speculative, "off")
+                                      ? "--speculative off leaves it unused"
+                                      : "--speculative ngram leaves it unused")
+                               : "decode cycles draft with it (--draft-model none turns it off)");
+    return 0;
+}
+
 int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size_t path_size,
-                             char *msg, size_t msg_size)
+                             char *draft, size_t draft_size, char *msg, size_t msg_size)
 {
     struct splash_install_request req = {.model = o->model, .revision = o->revision,
                                          .offline = o->offline,
@@ -33,12 +64,8 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
         snprintf(msg, msg_size, "--model: %s", err.msg);
         return -1;
     }
-    if (inst.draft_repo[0] || inst.draft_dir[0])
-        splash_console_line(SPLASH_CONSOLE_OUT,
-                            "Draft · %s%s%.12s installed beside it; --draft-model %s/draft "
-                            "decodes with it",
-                            inst.draft_repo[0] ? inst.draft_repo : inst.draft_dir,
-                            inst.draft_repo[0] ? " at " : "", inst.draft_commit, inst.dir);
+    if (choose_draft(o, &inst, draft, draft_size, msg, msg_size))
+        return -1;
     /* held until the server exits: a later installation keeps this assembly and its files */
     if (splash_hub_hold(inst.dir) < 0)
         splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
@@ -48,7 +75,7 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
 }
 
 int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size_t path_size,
-                             char *msg, size_t msg_size)
+                             char *draft_path, size_t draft_size, char *msg, size_t msg_size)
 {
     const char *colon = o->model ? strchr(o->model, ':') : NULL;
     /* --draft-model none: decode without a draft (server.md) */
@@ -65,5 +92,11 @@ int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size
         splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
                                                 "preparation may remove it", prep.dir);
     snprintf(path, path_size, "%s", prep.target);
+    /* the draft's files as the assembly links them, checked with the target's */
+    draft_path[0] = 0;
+    if (draft && snprintf(draft_path, draft_size, "%s/draft", prep.dir) >= (int)draft_size) {
+        snprintf(msg, msg_size, "--draft-model: the draft's path under %s is too long", prep.dir);
+        return -1;
+    }
     return 0;
 }

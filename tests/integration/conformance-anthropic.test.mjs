@@ -29,6 +29,13 @@ before(async () => {
 });
 
 after(async () => {
+  // run with the draft (sdk-draft.test.mjs): its cycles took part
+  if (process.env.SPLASH_TEST_DRAFT_MODEL) {
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const accepted = Number(metrics.match(/^splash_draft_accepted_tokens_total (\d+)$/m)?.[1]);
+    assert.match(server.output(), /Speculation · the DFlash2 draft/);
+    assert.ok(accepted > 0, `the draft's accepted tokens: ${accepted}`);
+  }
   assert.equal(await server.stop(), 0);
 });
 

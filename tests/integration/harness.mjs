@@ -25,7 +25,13 @@ export function freePort() {
 export async function startServer(extraArgs = [], { model = storiesModel, env = {}, demo = false } = {}) {
   const port = await freePort();
   const modelArgs = demo ? ["--demo"] : ["--model", "test/stories", "--model-dir", model];
-  const args = ["serve", ...modelArgs, "--port", String(port), "--threads", "1", ...extraArgs];
+  // SPLASH_TEST_DRAFT_MODEL: the stories model's suites served with its DFlash2 draft
+  // (sdk-draft.test.mjs), unless the test chooses its own speculation
+  const draft = process.env.SPLASH_TEST_DRAFT_MODEL;
+  const drafted = draft && !demo && model === storiesModel &&
+    !extraArgs.some((a) => a === "--draft-model" || a === "--speculative");
+  const args = ["serve", ...modelArgs, "--port", String(port), "--threads", "1", ...extraArgs,
+                ...(drafted ? ["--draft-model", draft] : [])];
   const proc = spawn(splash, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";

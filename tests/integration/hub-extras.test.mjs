@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { FakeHub } from "./fakehub.mjs";
-import { splash, storiesModel, testdata } from "./harness.mjs";
+import { freePort, splash, storiesModel, testdata } from "./harness.mjs";
 
 const stories = fs.readFileSync(storiesModel);
 const draftDir = path.join(testdata, "drafts/qwen35-stories-DFlash2");
@@ -223,4 +223,54 @@ test("models/ is swept of what no server holds and no preparation returns", asyn
   assert.ok(fs.existsSync(second.out.trim()), "the current assembly stays");
   assert.ok(fs.existsSync(again.out.trim()));
   assert.ok(!fs.existsSync(path.join(h.cache, "models--test--Sweep-GGUF/blobs", sha256(stories))), "its blob is freed");
+});
+
+// `splash serve --model`: the process, its console and a greedy completion (40 tokens).
+async function serveOnce(args, env, prompt) {
+  const port = await freePort();
+  const proc = spawn(splash, ["serve", ...args, "--port", String(port), "--threads", "1"],
+                     { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  proc.stdout.on("data", (d) => { log += d; });
+  proc.stderr.on("data", (d) => { log += d; });
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no Serving line:\n${log}`)), 60000);
+      proc.stdout.on("data", () => { if (log.includes("Serving ·")) { clearTimeout(timer); resolve(); } });
+      proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`exited ${code}:\n${log}`)); });
+    });
+    const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: args[1], prompt, max_tokens: 40, temperature: 0 }),
+    });
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    const status = await (await fetch(`http://127.0.0.1:${port}/status`)).json();
+    return { body, status, log };
+  } finally {
+    proc.kill("SIGTERM");
+    await new Promise((resolve) => (proc.exitCode !== null ? resolve() : proc.on("exit", resolve)));
+  }
+}
+
+test("serve decodes with the draft installed beside the target; --draft-model none leaves it out", async () => {
+  const h = home();
+  hub.commit("test/Serve-Draft-GGUF", { "Stories-Q8_0.gguf": stories });
+  hub.commit("test/Serve-DFlash2", draftFiles());
+  const story = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her";
+  const on = await serveOnce(["--model", "test/Serve-Draft-GGUF:Q8_0", "--draft-model", "test/Serve-DFlash2"],
+                             h.env, story);
+  assert.match(on.log, /Draft · test\/Serve-DFlash2 at [0-9a-f]{12} installed beside it; decode cycles draft with it/);
+  assert.match(on.log, /Speculation · the DFlash2 draft/);
+  assert.equal(on.status.speculation.mode, "dflash");
+  assert.ok(on.body.usage.completion_tokens_details.accepted_prediction_tokens > 10, JSON.stringify(on.body.usage));
+  const off = await serveOnce(["--model", "test/Serve-Draft-GGUF:Q8_0", "--draft-model", "none"], h.env, story);
+  assert.doesNotMatch(off.log, /Draft ·/);
+  assert.notEqual(off.status.speculation.mode, "dflash");
+  assert.equal(off.body.choices[0].text, on.body.choices[0].text, "the draft changes no greedy token");
+  // --speculative dflash on an installation its family gives no draft: refused, saying so
+  const none = await run(["serve", "--model", "test/Serve-Draft-GGUF:Q8_0", "--speculative", "dflash",
+                          "--offline", "--port", String(await freePort())], h.env);
+  assert.equal(none.code, 1, none.err);
+  assert.match(none.err, /--speculative dflash: test\/Serve-Draft-GGUF:Q8_0 has no draft installed beside it/);
 });

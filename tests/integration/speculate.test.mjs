@@ -99,3 +99,31 @@ test("a MoE target's cycles verify the budget's rows under auto, every row under
     }
   }
 });
+
+test("a request resumed from the prefix cache drafts as the cold one did (the draft's context kept beside the point)", async () => {
+  const draft = path.join(testdata, "drafts/qwen35-stories-DFlash2");
+  const messages = [
+    { role: "system", content: "You tell short stories for children. " + "Keep them kind. ".repeat(20) },
+    { role: "user", content: "Tell me a story about a little girl named Lily who loved to play in the park." },
+  ];
+  const server = await startServer(["--draft-model", draft]);
+  try {
+    const ask = async () => {
+      const r = await rawRequest(server.port, { method: "POST", path: "/v1/chat/completions",
+        body: JSON.stringify({ model: "test/stories", messages, max_tokens: 48, temperature: 0,
+                               reasoning_effort: "none" }) });
+      assert.equal(r.status, 200, r.body);
+      return JSON.parse(r.body);
+    };
+    const cold = await ask();
+    const hit = await ask();
+    assert.equal(cold.usage.prompt_tokens_details?.cached_tokens ?? 0, 0);
+    assert.ok(hit.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(hit.usage));
+    assert.equal(hit.choices[0].message.content, cold.choices[0].message.content);
+    // the same proposals: greedy cycles accept and reject the same counts
+    assert.ok(cold.usage.completion_tokens_details.accepted_prediction_tokens > 10, JSON.stringify(cold.usage));
+    assert.deepEqual(hit.usage.completion_tokens_details, cold.usage.completion_tokens_details);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});

@@ -126,6 +126,9 @@ void dflash2_model_destroy(struct dflash2_model *m);
 enum splash_status dflash2_ctx_create(struct dflash2_model *m, struct dflash2_ctx **out,
                                       struct splash_err *err);
 void dflash2_ctx_destroy(struct dflash2_model *m, struct dflash2_ctx *c);
+/* A copy of c: the rows it holds (oldest .. n - 1) in every layer's ring. */
+enum splash_status dflash2_ctx_fork(struct dflash2_model *m, const struct dflash2_ctx *c,
+                                    struct dflash2_ctx **out, struct splash_err *err);
 enum splash_status dflash2_append(struct dflash2_model *m, struct dflash2_ctx *c,
                                   const float *taps, int64_t stride, int32_t pos0, int32_t n,
                                   struct splash_err *err);

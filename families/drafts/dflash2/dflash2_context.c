@@ -39,6 +39,30 @@ void dflash2_ctx_destroy(struct dflash2_model *m, struct dflash2_ctx *c)
     free(c);
 }
 
+enum splash_status dflash2_ctx_fork(struct dflash2_model *m, const struct dflash2_ctx *c,
+                                    struct dflash2_ctx **out, struct splash_err *err)
+{
+    struct dflash2_ctx *f;
+    enum splash_status st = dflash2_ctx_create(m, &f, err);
+    if (st)
+        return st;
+    const size_t KVW = kv_width(), layer = (size_t)m->ring * KVW;
+    /* only the slots of held rows: a short context leaves the rest of the ring untouched */
+    for (int32_t p = c->oldest; p < c->n; p++) {
+        size_t slot = (size_t)(p % m->ring) * KVW;
+        for (int32_t il = 0; il < m->cfg.n_layers; il++) {
+            memcpy(f->k + (size_t)il * layer + slot, c->k + (size_t)il * layer + slot,
+                   KVW * sizeof(float));
+            memcpy(f->v + (size_t)il * layer + slot, c->v + (size_t)il * layer + slot,
+                   KVW * sizeof(float));
+        }
+    }
+    f->n = c->n;
+    f->oldest = c->oldest;
+    *out = f;
+    return SPLASH_OK;
+}
+
 /* Rows [pos0, pos0 + n) of taps (dense, n x n_taps * n_embd) into every layer's ring. */
 static void project_rows(struct dflash2_model *m, struct dflash2_ctx *c, const float *taps,
                          int32_t pos0, int32_t n, float *buf)

@@ -67,6 +67,16 @@ static void d_ctx_destroy(void *model, void *ctx)
     dflash2_ctx_destroy(model, ctx);
 }
 
+static enum splash_status d_ctx_fork(void *model, const void *ctx, void **out,
+                                     struct splash_err *err)
+{
+    struct dflash2_ctx *c;
+    enum splash_status st = dflash2_ctx_fork(model, ctx, &c, err);
+    if (!st)
+        *out = c;
+    return st;
+}
+
 static enum splash_status d_append(void *model, void *ctx, const float *taps, int64_t stride,
                                    int32_t pos0, int32_t n, struct splash_err *err)
 {
@@ -100,6 +110,7 @@ static const struct splash_draft_plugin dflash2_plugin = {
     .append_context = d_append,
     .rollback = d_rollback,
     .propose = d_propose,
+    .ctx_fork = d_ctx_fork,
 };
 
 static const struct splash_plugin_header *dflash2_entry(const struct splash_host *host)
