@@ -57,6 +57,9 @@ enum splash_bind {
                                allocated by the core */
     SPLASH_BIND_TENSOR = 3, /* dst: struct splash_tensor_ref *, the mapped tensor itself (a
                                token table the kernels gather rows from) */
+    /* (ABI 1.4) dst: struct splash_weight **, an expert stack whose rows stay in the file
+     * (kernels' expert_weight_create, NAME.scale applied); not counted in the bytes bound */
+    SPLASH_BIND_EXPERTS = 4,
 };
 
 /* A tensor read as it is stored, with its per-tensor scale (NAME.scale; 1 when none). */
@@ -106,7 +109,14 @@ struct splash_model_opts {
     int32_t state_format;      /* enum splash_state_format */
     int64_t max_context;       /* tokens a sequence may hold; 0 = the model's native window */
     double rope_yarn_factor;   /* 0 or 1: none; > 1: YaRN past the native window */
+    /* ---- ABI 1.4 ---- */
+    /* A MoE model's routed experts: 0 loads them all; else they stay in their files and
+     * stream through a store of at most this many bytes (SPLASH_EXPERTS_SMALLEST: the
+     * smallest store the model allows). A family without routed experts ignores it. */
+    uint64_t expert_memory;
 };
+
+#define SPLASH_EXPERTS_SMALLEST UINT64_MAX
 
 struct splash_model_info {
     int64_t n_vocab;
@@ -124,6 +134,10 @@ struct splash_model_info {
      * scaling is validated; n_ctx_train where it cannot stretch). The core's memory plan
      * refuses a longer --max-context. 0 from an older plugin: four times n_ctx_train. */
     int64_t n_ctx_max;
+    /* ---- ABI 1.4 (0 from an older plugin or a model without routed experts) ---- */
+    uint64_t routed_expert_bytes;   /* every routed expert's bytes, loaded or not */
+    uint64_t expert_store_bytes;    /* the streamed experts' store (in weight_bytes); 0: none */
+    uint64_t expert_store_min_bytes; /* the smallest store the model allows (a layer's experts) */
 };
 
 /* One lane of a batched forward step: n_tokens new tokens of one sequence,

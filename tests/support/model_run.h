@@ -24,6 +24,7 @@ struct test_run_opts {
     /* return 1 (printing a note, nothing left open) when a tensor's type has no format
      * plugin yet, rather than leave it to model_create */
     int skip_unformatted;
+    uint64_t expert_memory; /* splash_model_opts' (0: experts load whole) */
 };
 
 /* Opens the GGUF at path and creates o->fam's model on it; label names the model in
