@@ -113,7 +113,7 @@ static void open_model(const char *path, uint64_t expert_memory, struct test_run
 
 static int streams(const struct test_run *r)
 {
-    struct es_stats s;
+    struct splash_expert_stats s;
     return moe_expert_stats(r->model, &s);
 }
 
@@ -223,7 +223,7 @@ static void test_streamed_bitwise_all_resident(void **state)
         assert_int_equal(small.info.expert_store_bytes, small.info.expert_store_min_bytes);
         assert_true(small.info.weight_bytes < whole.info.weight_bytes);
         run_all(&small, &g, &o_small);
-        struct es_stats s;
+        struct splash_expert_stats s;
         moe_expert_stats(small.model, &s);
         assert_true(s.decode.read > 0 && s.prefill.read > 0);
         same_bits(names[i], "smallest store", &o_small, &ref, &g);
@@ -236,7 +236,7 @@ static void test_streamed_bitwise_all_resident(void **state)
         moe_expert_stats(mid.model, &s);
         assert_true(s.decode.read < s.decode.routed);
         same_bits(names[i], "half store", &o_mid, &ref, &g);
-        struct es_stats s_small;
+        struct splash_expert_stats s_small;
         moe_expert_stats(small.model, &s_small);
         printf("  %-26s bitwise equal: smallest %.2f MiB (%d slots), half %.2f MiB (%d slots, "
                "decode hit rate %.2f) of %.2f MiB of experts\n",
@@ -335,7 +335,7 @@ static void test_read_error_hook(void **state)
     assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
     printf("  read error: %s\n", err.msg);
     assert_non_null(strstr(err.msg, "qwen35moe-tiny-Q4_K_M.gguf"));
-    assert_non_null(strstr(err.msg, "tried twice"));
+    assert_non_null(strstr(err.msg, "failed twice"));
     unsetenv(READS_ENV);
     free(got);
     got = test_run_logits(&r, tokens, 8, 0, NULL);

@@ -58,7 +58,7 @@ struct es_store {
     double wait_started;
     uint64_t bytes;             /* slots, staging and tables */
     uint64_t staging_bytes, arena_bytes;
-    struct es_stats st;
+    struct splash_expert_stats st;
     int failed;
 };
 
@@ -352,6 +352,7 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
         goto fail;
     s->readers_on = 1;
     s->st.cap_bytes = s->st.floor_bytes = s->bytes;
+    s->st.cap_chunks = s->st.chunks;
     s->st.arena_bytes = s->arena_bytes;
     s->st.staging_bytes = s->staging_bytes;
     s->st.readers = readers;
@@ -392,7 +393,7 @@ enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, i
         now[p] = s->now[p];
         late[p] = s->late[p];
     }
-    struct es_use_stats *use = decode ? &s->st.decode : &s->st.prefill;
+    struct splash_expert_use *use = decode ? &s->st.decode : &s->st.prefill;
     use->loads++;
     /* the layer's distinct experts, pinned for this round */
     int32_t routed = 0;
@@ -452,7 +453,7 @@ enum splash_status es_wait(struct es_store *s, struct splash_err *err)
         return SPLASH_OK;
     double t0 = now_s();
     er_pool_wait(&s->readers);
-    struct es_use_stats *use = s->decode ? &s->st.decode : &s->st.prefill;
+    struct splash_expert_use *use = s->decode ? &s->st.decode : &s->st.prefill;
     use->read_seconds += now_s() - t0;
     enum splash_status st = SPLASH_OK;
     for (int32_t i = 0; i < s->n_jobs; i++) {
@@ -461,11 +462,10 @@ enum splash_status es_wait(struct es_store *s, struct splash_err *err)
             continue;
         const struct es_layer *L = &s->layers[j->layer];
         st = splash_err_set(err, SPLASH_ERR_IO,
-                            "%s: reading expert %d of layer %d (%s, %zu bytes at %llu): %s; "
-                            "tried twice",
+                            "%s: reading expert %d of layer %d failed twice: %s (%s at %llu)",
                             s->files[j->file[j->failed_part]].path, j->expert, j->layer,
-                            L->src.t[j->failed_part]->name, j->bytes[j->failed_part],
-                            (unsigned long long)j->off[j->failed_part], strerror(j->error));
+                            strerror(j->error), L->src.t[j->failed_part]->name,
+                            (unsigned long long)j->off[j->failed_part]);
     }
     /* every file the round read from, as it was at the start */
     for (int32_t f = 0; f < s->n_files && !st; f++) {
@@ -494,7 +494,7 @@ enum splash_status es_wait(struct es_store *s, struct splash_err *err)
     return st;
 }
 
-void es_stats_get(const struct es_store *s, struct es_stats *out)
+void es_stats_get(const struct es_store *s, struct splash_expert_stats *out)
 {
     *out = s->st;
     out->resident = 0;

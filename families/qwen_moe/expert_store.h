@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "splash/family.h"
 #include "splash/host.h"
 #include "splash/kernels.h"
 
@@ -29,24 +30,6 @@ struct es_layer_src {
     int32_t n_expert;
     const struct splash_weight *w[ES_MAX_PARTS];
     const struct splash_tensor_info *t[ES_MAX_PARTS];
-};
-
-/* Counters of one use (prefill or decode), for /status and the bench. */
-struct es_use_stats {
-    uint64_t loads;        /* layer rounds */
-    uint64_t routed;       /* distinct experts the rounds routed */
-    uint64_t read;         /* of them, those read from the files */
-    uint64_t bytes_read;
-    double read_seconds;   /* time the forward waited for reads */
-};
-
-struct es_stats {
-    uint64_t cap_bytes, floor_bytes; /* slots, staging and tables */
-    uint64_t arena_bytes, staging_bytes;
-    int32_t chunks, slots, experts, resident;
-    int32_t readers, direct; /* reader threads; 1 when reads go around the page cache */
-    struct es_use_stats prefill, decode;
-    char failure[256];       /* the failure that stopped the store, or "" */
 };
 
 struct es_store;
@@ -74,7 +57,8 @@ enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, i
 /* Waits for the round's reads and checks their files; an error names the file. */
 enum splash_status es_wait(struct es_store *s, struct splash_err *err);
 
-void es_stats_get(const struct es_store *s, struct es_stats *out);
+/* The store's counters, as the family ABI reports them. */
+void es_stats_get(const struct es_store *s, struct splash_expert_stats *out);
 uint64_t es_bytes(const struct es_store *s);
 
 #endif

@@ -49,10 +49,9 @@ extern const struct hybrid_ffn_ops moe_ffn_ops;
 typedef void (*moe_route_observer_fn)(void *ctx, int32_t il, int64_t row, float margin);
 void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx);
 
-/* The streamed experts' counters of a qwen_moe model (struct es_stats,
- * expert_store.h): 1, or 0 when its experts load whole. */
-struct es_stats;
-int moe_expert_stats(const void *hybrid_model, struct es_stats *out);
+/* The streamed experts' counters of a qwen_moe model (family.h expert_stats): 1, or 0
+ * when its experts load whole. */
+int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out);
 
 /* ---- element-wise kernels (moe_math.c, moe_avx2.c) ------------------------------- */
 

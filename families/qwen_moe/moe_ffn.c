@@ -203,7 +203,7 @@ static enum splash_status moe_model_ready(struct hybrid_model *model, struct spl
     enum splash_status st = es_create(model->host, mm->src, n_layers, mm->budget, &mm->store, err);
     if (st)
         return st;
-    struct es_stats s;
+    struct splash_expert_stats s;
     es_stats_get(mm->store, &s);
     model->host->log(SPLASH_LOG_INFO, "qwen_moe",
                      "Streamed experts · a store of %.1f MiB (%d slots of %d experts, %.1f MiB "
@@ -239,7 +239,7 @@ static void moe_model_info(const struct hybrid_model *model, struct splash_model
     }
 }
 
-int moe_expert_stats(const void *hybrid_model, struct es_stats *out)
+int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out)
 {
     const struct hybrid_model *model = hybrid_model;
     const struct moe_model *mm = model->ffn_model;

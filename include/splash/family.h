@@ -85,6 +85,27 @@ struct splash_tensor_decl {
     void *dst;       /* where in the model the tensor goes; NULL when there is no model */
 };
 
+/* (ABI 1.4) One use of a streamed experts' store (prefill or decode steps). */
+struct splash_expert_use {
+    uint64_t loads;      /* layer rounds */
+    uint64_t routed;     /* distinct experts the rounds routed */
+    uint64_t read;       /* of them, those read from the files */
+    uint64_t bytes_read;
+    double read_seconds; /* the forward's waits for reads */
+};
+
+/* (ABI 1.4) A streamed experts' store, for /status (server.md "Streamed experts"). */
+struct splash_expert_stats {
+    uint64_t cap_bytes, floor_bytes;   /* slots, staging and tables, at its cap and floor */
+    uint64_t arena_bytes, staging_bytes;
+    int32_t chunks, cap_chunks, slots, experts, resident;
+    int32_t readers;                   /* reader threads */
+    int32_t direct;                    /* 1: reads go around the page cache (O_DIRECT) */
+    uint64_t shrinks, regrows;         /* chunks given back and taken back */
+    struct splash_expert_use prefill, decode;
+    char failure[256];                 /* what stopped the store, or "" */
+};
+
 /* check_config's answer. score 0: not this family. */
 struct splash_family_verdict {
     int32_t score;          /* higher wins ties between plugins claiming one architecture */
@@ -276,6 +297,12 @@ struct splash_family_plugin {
      * or size are refused (SPLASH_ERR_INVALID), never read past. */
     enum splash_status (*seq_load)(void *model, const void *buf, uint64_t size, void **seq,
                                    struct splash_err *err);
+
+    /* ---- ABI 1.4: streamed experts. NULL in an older plugin (no store to report). ---- */
+
+    /* The streamed experts' store of model (struct splash_expert_stats): 1, or 0 when its
+     * experts load whole (out untouched). */
+    int (*expert_stats)(const void *model, struct splash_expert_stats *out);
 };
 
 #endif
