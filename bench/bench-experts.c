@@ -6,8 +6,9 @@
  * file's pages are dropped from the page cache before each run (posix_fadvise, which any
  * user may do); reads go around the cache with O_DIRECT where the file system takes it.
  * Each store is that share of the experts' bytes plus its readers' staging and tables.
- * A store below one layer's experts (a quarter of a 4-layer model's) is refused, as
- * --expert-memory refuses it, and reported so.
+ * A store below one layer's experts of each format mix is refused, as --expert-memory
+ * refuses it, and reported so: Q4_K_M's layers come in two mixes (Q4_K and Q6_K down
+ * projections), so this 4-layer shape's smallest store is half its experts.
  *
  * usage: bench-experts [-n N]   (decoded tokens, default 512) */
 #include <fcntl.h>
@@ -125,11 +126,16 @@ static int run(const struct splash_registry *r, const char *path, double share, 
         uint64_t routed = s1.decode.routed - s0.decode.routed, read = s1.decode.read - s0.decode.read;
         double gb = (double)(s1.decode.bytes_read - s0.decode.bytes_read) / 1e9;
         double wait = s1.decode.read_seconds - s0.decode.read_seconds;
-        printf("  %3.0f%%  store %7.1f MiB (%5d slots)  decode %6.2f tok/s  hit rate %.3f  "
-               "read %.2f GB (%.2f GB/s while waiting, %.1f s)  %s\n",
-               share * 100, (double)s1.cap_bytes / 1048576.0, s1.slots, n / dt,
-               routed ? 1.0 - (double)read / (double)routed : 0.0, gb, wait > 0 ? gb / wait : 0.0,
-               wait, s1.direct ? "O_DIRECT" : "page cache");
+        uint64_t ahead = s1.decode.read_ahead - s0.decode.read_ahead,
+                 used = s1.decode.read_ahead_used - s0.decode.read_ahead_used;
+        printf("  %3.0f%%  store %7.1f MiB (%4d of %d slots)  decode %6.2f tok/s  hit rate %.3f "
+               "(%.3f resident before any read)  read ahead %llu, used %llu  read %.2f GB "
+               "(%.2f GB/s while waiting, %.1f s waited)  %s\n",
+               share * 100, (double)s1.cap_bytes / 1048576.0, s1.slots, s1.experts, n / dt,
+               routed ? 1.0 - (double)read / (double)routed : 0.0,
+               routed ? 1.0 - (double)(read + used) / (double)routed : 0.0,
+               (unsigned long long)ahead, (unsigned long long)used, gb,
+               wait > 0 ? gb / wait : 0.0, wait, s1.direct ? "O_DIRECT" : "page cache");
     } else {
         printf("  %3.0f%%  all %.1f MiB of experts loaded  decode %6.2f tok/s\n", share * 100,
                (double)lm->info.routed_expert_bytes / 1048576.0, n / dt);
@@ -174,12 +180,14 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t routed = lm->info.routed_expert_bytes;
-    /* the store's staging and tables: the smallest store beyond one layer's experts */
-    uint64_t overhead = lm->info.expert_store_min_bytes - routed / 4;
+    /* the store's staging and tables, beside its slots */
+    struct splash_expert_stats s;
+    splash_family_expert_stats(lm->family, lm->model, &s);
+    uint64_t overhead = s.cap_bytes - s.arena_bytes;
     splash_model_unload(lm);
     printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, MIX,
            (double)routed / 1048576.0, n, N_THREADS);
-    static const double shares[] = {0.10, 0.25, 0.50, 1.00};
+    static const double shares[] = {0.10, 0.25, 0.50, 0.75, 1.00};
     int rc = 0;
     for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
         rc |= run(r, path, shares[i],

@@ -1,7 +1,7 @@
 /* Streamed experts (families/qwen_moe/expert_store.c): adaptive replacement on its own;
  * every tiny MoE model's teacher-forced logits (one prefill, token by token, and two
  * lanes batched) and greedy output bitwise those of all experts loaded, with the
- * smallest store and a middling one; sizes refused below a layer's experts and loaded
+ * smallest store and a middling one (decode reading ahead); sizes refused below a layer's experts and loaded
  * whole above all of them; a read error retried, or failing one step while the next
  * runs; a model file rewritten while serving failing every later load, naming it. */
 #include <setjmp.h>
@@ -235,14 +235,18 @@ static void test_streamed_bitwise_all_resident(void **state)
         run_all(&mid, &g, &o_mid);
         moe_expert_stats(mid.model, &s);
         assert_true(s.decode.read < s.decode.routed);
+        /* decode read ahead (bits unchanged, above): some of its picks were routed */
+        assert_true(s.decode.read_ahead > 0 && s.decode.read_ahead_used > 0);
+        assert_true(s.prefill.read_ahead == 0);
         same_bits(names[i], "half store", &o_mid, &ref, &g);
         struct splash_expert_stats s_small;
         moe_expert_stats(small.model, &s_small);
         printf("  %-26s bitwise equal: smallest %.2f MiB (%d slots), half %.2f MiB (%d slots, "
-               "decode hit rate %.2f) of %.2f MiB of experts\n",
+               "decode hit rate %.2f, read ahead %llu, used %llu) of %.2f MiB of experts\n",
                names[i], (double)small.info.expert_store_bytes / 1048576.0, s_small.slots,
                (double)mid.info.expert_store_bytes / 1048576.0, s.slots,
                1.0 - (double)s.decode.read / (double)s.decode.routed,
+               (unsigned long long)s.decode.read_ahead, (unsigned long long)s.decode.read_ahead_used,
                (double)whole.info.routed_expert_bytes / 1048576.0);
         run_free(&ref);
         run_free(&o_small);

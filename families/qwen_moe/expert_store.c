@@ -50,10 +50,14 @@ struct es_store {
     /* the current round */
     uint32_t epoch;
     uint32_t *stamp[16];        /* per mix (at most 16 mixes), per key: the round routing it */
+    uint32_t *ahead_stamp[16];  /* per mix, per key: the read-ahead that read it */
     const void **now[ES_MAX_PARTS], **late[ES_MAX_PARTS]; /* max_expert each */
     int32_t max_expert;
     struct er_job *jobs;
     int32_t n_jobs;
+    struct er_job *ahead;       /* a read-ahead in flight (the pool runs one batch at a time) */
+    int32_t n_ahead;
+    uint32_t ahead_epoch;       /* the stamp its experts got */
     int decode;
     double wait_started;
     uint64_t bytes;             /* slots, staging and tables */
@@ -181,6 +185,7 @@ void es_destroy(struct es_store *s)
     for (int32_t m = 0; m < s->n_mixes; m++) {
         mix_free(s->host, &s->mixes[m]);
         free(s->stamp[m]);
+        free(s->ahead_stamp[m]);
     }
     for (int p = 0; p < ES_MAX_PARTS; p++) {
         free(s->now[p]);
@@ -190,6 +195,7 @@ void es_destroy(struct es_store *s)
     free(s->mixes);
     free(s->layers);
     free(s->jobs);
+    free(s->ahead);
     free(s);
 }
 
@@ -325,7 +331,9 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
             goto fail;
         s->arena_bytes += (uint64_t)m->n_slots * m->slot_bytes;
         s->stamp[k] = calloc((size_t)m->n_layers * (size_t)m->n_expert, sizeof *s->stamp[k]);
-        if (!s->stamp[k]) {
+        s->ahead_stamp[k] =
+            calloc((size_t)m->n_layers * (size_t)m->n_expert, sizeof *s->ahead_stamp[k]);
+        if (!s->stamp[k] || !s->ahead_stamp[k]) {
             st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
             goto fail;
         }
@@ -343,7 +351,8 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
         }
     }
     s->jobs = calloc((size_t)s->max_expert, sizeof *s->jobs);
-    if (!s->jobs) {
+    s->ahead = calloc((size_t)s->max_expert, sizeof *s->ahead);
+    if (!s->jobs || !s->ahead) {
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -370,22 +379,79 @@ static int pinned(void *ctx, int32_t key)
     return stamp[key] == *epoch;
 }
 
+/* 1 when file f is one a job of jobs[0..n) read from. */
+static int file_used(const struct er_job *jobs, int32_t n, int32_t f)
+{
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t p = 0; p < jobs[i].n_parts; p++)
+            if (jobs[i].file[p] == f)
+                return 1;
+    return 0;
+}
+
+/* Drops the experts of jobs[0..n) that failed (all of them with all = 1). */
+static void drop_jobs(struct es_store *s, const struct er_job *jobs, int32_t n, int all)
+{
+    for (int32_t i = 0; i < n; i++) {
+        if (!all && !jobs[i].error)
+            continue;
+        struct es_mix *m = &s->mixes[s->layers[jobs[i].layer].mix];
+        int32_t slot = es_arc_slot(&m->arc, jobs[i].key);
+        if (slot >= 0)
+            m->slot_key[slot] = -1;
+        es_arc_drop(&m->arc, jobs[i].key);
+    }
+}
+
+/* Checks the files jobs[0..n) read from; a changed one stops the store. */
+static enum splash_status check_files(struct es_store *s, const struct er_job *jobs, int32_t n,
+                                      struct splash_err *err)
+{
+    for (int32_t f = 0; f < s->n_files; f++)
+        if (file_used(jobs, n, f) && er_file_check(&s->files[f], err)) {
+            s->failed = 1;
+            snprintf(s->st.failure, sizeof s->st.failure, "%s", err->msg);
+            return SPLASH_ERR_IO;
+        }
+    return SPLASH_OK;
+}
+
+/* The read-ahead in flight, finished: its failed reads free their slots (nothing else). */
+static enum splash_status settle_ahead(struct es_store *s, struct splash_err *err)
+{
+    if (!s->n_ahead)
+        return SPLASH_OK;
+    er_pool_wait(&s->readers);
+    drop_jobs(s, s->ahead, s->n_ahead, 0);
+    enum splash_status st = check_files(s, s->ahead, s->n_ahead, err);
+    if (st)
+        drop_jobs(s, s->ahead, s->n_ahead, 1);
+    s->n_ahead = 0;
+    return st;
+}
+
 enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, int64_t n,
                            int decode, const void *const **now, const void *const **late,
                            int *n_late, struct splash_err *err)
 {
     if (s->failed)
         return splash_err_set(err, SPLASH_ERR_IO, "%s", s->st.failure);
+    enum splash_status ahead_st = settle_ahead(s, err);
+    if (ahead_st)
+        return ahead_st;
     const struct es_layer *L = &s->layers[il];
     struct es_mix *m = &s->mixes[L->mix];
     const int32_t X = L->src.n_expert, base = L->index * m->n_expert;
     uint32_t *stamp = s->stamp[L->mix];
     if (++s->epoch == 0) {
         /* the stamps wrapped: none may look current */
-        for (int32_t k = 0; k < s->n_mixes; k++)
-            memset(s->stamp[k], 0,
-                   (size_t)s->mixes[k].n_layers * (size_t)s->mixes[k].n_expert * sizeof(uint32_t));
+        for (int32_t k = 0; k < s->n_mixes; k++) {
+            size_t keys = (size_t)s->mixes[k].n_layers * (size_t)s->mixes[k].n_expert;
+            memset(s->stamp[k], 0, keys * sizeof(uint32_t));
+            memset(s->ahead_stamp[k], 0, keys * sizeof(uint32_t));
+        }
         s->epoch = 1;
+        s->ahead_epoch = 0;
     }
     for (int32_t p = 0; p < m->n_parts; p++) {
         memset(s->now[p], 0, (size_t)X * sizeof(void *));
@@ -413,6 +479,8 @@ enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, i
             continue;
         int32_t key = base + e, slot = es_arc_slot(&m->arc, key);
         if (slot >= 0) {
+            if (s->ahead_stamp[L->mix][key] == s->ahead_epoch && s->ahead_epoch)
+                use->read_ahead_used++;
             es_arc_touch(&m->arc, key, decode);
             for (int32_t p = 0; p < m->n_parts; p++)
                 s->now[p][e] = slot_at(m, slot) + m->part_off[p];
@@ -468,30 +536,59 @@ enum splash_status es_wait(struct es_store *s, struct splash_err *err)
                             (unsigned long long)j->off[j->failed_part]);
     }
     /* every file the round read from, as it was at the start */
-    for (int32_t f = 0; f < s->n_files && !st; f++) {
-        int used = 0;
-        for (int32_t i = 0; i < s->n_jobs && !used; i++)
-            for (int32_t p = 0; p < s->jobs[i].n_parts; p++)
-                used |= s->jobs[i].file[p] == f;
-        if (used && er_file_check(&s->files[f], err)) {
-            st = SPLASH_ERR_IO;
-            s->failed = 1;
-            snprintf(s->st.failure, sizeof s->st.failure, "%s", err->msg);
-        }
-    }
-    if (st) {
-        /* nothing this round read is to be trusted */
-        for (int32_t i = 0; i < s->n_jobs; i++) {
-            const struct es_layer *L = &s->layers[s->jobs[i].layer];
-            struct es_mix *m = &s->mixes[L->mix];
-            int32_t slot = es_arc_slot(&m->arc, s->jobs[i].key);
-            if (slot >= 0)
-                m->slot_key[slot] = -1;
-            es_arc_drop(&m->arc, s->jobs[i].key);
-        }
-    }
+    if (!st)
+        st = check_files(s, s->jobs, s->n_jobs, err);
+    if (st)
+        drop_jobs(s, s->jobs, s->n_jobs, 1); /* nothing this round read is to be trusted */
     s->n_jobs = 0;
     return st;
+}
+
+void es_read_ahead(struct es_store *s, int32_t il, const int32_t *ids, int64_t n)
+{
+    if (s->failed || s->n_ahead || s->n_jobs || il < 0 || il >= s->n_layers)
+        return;
+    const struct es_layer *L = &s->layers[il];
+    struct es_mix *m = &s->mixes[L->mix];
+    const int32_t X = L->src.n_expert, base = L->index * m->n_expert;
+    uint32_t *stamp = s->stamp[L->mix];
+    if (++s->epoch == 0)
+        return; /* es_load resets the stamps when they wrap */
+    /* pinned among themselves; the layer that routed last is done with its slots */
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < X)
+            stamp[base + ids[i]] = s->epoch;
+    void *pin_ctx[2] = {stamp, &s->epoch};
+    s->ahead_epoch = s->epoch;
+    for (int32_t e = 0; e < X; e++) {
+        int32_t key = base + e;
+        if (stamp[key] != s->epoch || es_arc_slot(&m->arc, key) >= 0)
+            continue;
+        int32_t evicted;
+        /* a prediction: T1, so a wrong one is recycled first */
+        int32_t slot = es_arc_admit(&m->arc, key, 0, pinned, pin_ctx, &evicted);
+        if (slot < 0)
+            break;
+        m->slot_key[slot] = key;
+        s->ahead_stamp[L->mix][key] = s->epoch;
+        struct er_job *j = &s->ahead[s->n_ahead++];
+        memset(j, 0, sizeof *j);
+        j->n_parts = m->n_parts;
+        j->key = key;
+        j->layer = il;
+        j->expert = e;
+        for (int32_t p = 0; p < m->n_parts; p++) {
+            j->file[p] = L->file[p];
+            j->off[p] = L->off[p] + (uint64_t)e * m->part_bytes[p];
+            j->bytes[p] = m->part_bytes[p];
+            j->w[p] = L->src.w[p];
+            j->dst[p] = slot_at(m, slot) + m->part_off[p];
+            s->st.decode.bytes_read += m->part_bytes[p];
+        }
+    }
+    s->st.decode.read_ahead += (uint64_t)s->n_ahead;
+    if (s->n_ahead)
+        er_pool_submit(&s->readers, s->ahead, s->n_ahead);
 }
 
 void es_stats_get(const struct es_store *s, struct splash_expert_stats *out)

@@ -56,6 +56,10 @@ enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, i
                            int *n_late, struct splash_err *err);
 /* Waits for the round's reads and checks their files; an error names the file. */
 enum splash_status es_wait(struct es_store *s, struct splash_err *err);
+/* Decode read-ahead: starts reading the experts ids[0..n) of layer il (its router's picks
+ * from the previous layer's input) that are not resident, into slots recycled first; the
+ * next es_load takes them over. A read ahead that fails costs nothing but its slot. */
+void es_read_ahead(struct es_store *s, int32_t il, const int32_t *ids, int64_t n);
 
 /* The store's counters, as the family ABI reports them. */
 void es_stats_get(const struct es_store *s, struct splash_expert_stats *out);

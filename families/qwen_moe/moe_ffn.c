@@ -457,16 +457,34 @@ static void shared_expert(struct hybrid_model *model, const struct moe_layer *L,
  * then the experts read run. Each expert's rows, and so every row's bits, are those of
  * the all-resident pass. A failed load leaves the layer's output zero and stops the step
  * (model->ffn_status). */
+/* Decode read-ahead: the next layer's router on this layer's input picks the experts
+ * its load will likely route; their reads start now, while this step runs on to it. The
+ * buffers (logits, ids, w) are this layer's, free once it has combined. */
+static void read_ahead(struct hybrid_model *model, const struct moe_layer *L,
+                       struct es_store *store, const float *x, int64_t n, float *logits,
+                       int32_t *ids, float *w)
+{
+    if (L->il + 1 >= model->cfg.n_layers)
+        return;
+    const struct moe_layer *next = model->layers[L->il + 1].ffn;
+    int32_t X = next->c.n_expert, K = next->c.n_used;
+    model->k->matmul(model->opts.pool, next->router, x, n, logits);
+    for (int64_t r = 0; r < n; r++)
+        moe_route_row(logits + r * X, X, K, ids + r * K, w + r * K);
+    es_read_ahead(store, L->il + 1, ids, n * K);
+}
+
 static void streamed_forward(struct hybrid_model *model, const struct moe_layer *L,
                              struct es_store *store, const float *x, int64_t n, float *out,
-                             const int32_t *ids, const float *w, const float *sh_scale, float *xk,
-                             float *gu, float *h, float *shg, float *shu, float *shy)
+                             float *logits, int32_t *ids, float *w, const float *sh_scale,
+                             float *xk, float *gu, float *h, float *shg, float *shu, float *shy)
 {
     int64_t E = model->cfg.n_embd, nk = n * L->c.n_used;
     const void *const *now[ES_MAX_PARTS], *const *late[ES_MAX_PARTS];
     int n_late = 0;
-    enum splash_status st = es_load(store, L->il, ids, nk, n <= MOE_DECODE_ROWS, now, late,
-                                    &n_late, &model->ffn_err);
+    int decode = n <= MOE_DECODE_ROWS;
+    enum splash_status st = es_load(store, L->il, ids, nk, decode, now, late, &n_late,
+                                    &model->ffn_err);
     if (!st) {
         experts_pass(model, L, now, ids, nk, xk, gu, h);
         shared_expert(model, L, x, n, shg, shu, shy);
@@ -482,6 +500,8 @@ static void streamed_forward(struct hybrid_model *model, const struct moe_layer 
     struct combine_task ct = {
         .L = L, .out = out, .sh = shy, .sh_scale = sh_scale, .y = xk, .w = w, .n_embd = E};
     hybrid_parallel(model, n, rows_grain(E * (L->c.n_used + 1)), combine_range, &ct);
+    if (decode)
+        read_ahead(model, L, store, x, n, logits, ids, w);
 }
 
 static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
@@ -534,8 +554,8 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
                        route_margin(logits + r * X, (int32_t)X, ids + r * K, (int32_t)K));
     const struct moe_model *mm = model->ffn_model;
     if (mm && mm->store) {
-        streamed_forward(model, L, mm->store, x, n, out, ids, w, sh_scale, xk, gu, h, shg, shu,
-                         shy);
+        streamed_forward(model, L, mm->store, x, n, out, logits, ids, w, sh_scale, xk, gu, h,
+                         shg, shu, shy);
         return;
     }
     /* routed experts' gate and up, grouped by expert */

@@ -90,6 +90,8 @@ struct splash_expert_use {
     uint64_t loads;      /* layer rounds */
     uint64_t routed;     /* distinct experts the rounds routed */
     uint64_t read;       /* of them, those read from the files */
+    uint64_t read_ahead; /* experts read ahead (the next layer's router on this one's input) */
+    uint64_t read_ahead_used; /* of them, those the next load routed */
     uint64_t bytes_read;
     double read_seconds; /* the forward's waits for reads */
 };

@@ -385,8 +385,11 @@ static const char *verify_rule(const struct engine *e)
 /* One use of the streamed experts' store, for /status. */
 static json_t *expert_use_json(const struct splash_expert_use *u)
 {
-    return json_pack("{s:I, s:I, s:I, s:f, s:I, s:f}", "loads", (json_int_t)u->loads, "routed",
-                     (json_int_t)u->routed, "read", (json_int_t)u->read, "hit_rate",
+    /* a hit: resident before the step asked, by the store or a read-ahead */
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:f}", "loads", (json_int_t)u->loads,
+                     "routed", (json_int_t)u->routed, "read", (json_int_t)u->read, "read_ahead",
+                     (json_int_t)u->read_ahead, "read_ahead_used",
+                     (json_int_t)u->read_ahead_used, "hit_rate",
                      u->routed ? 1.0 - (double)u->read / (double)u->routed : 0.0, "bytes_read",
                      (json_int_t)u->bytes_read, "read_seconds", u->read_seconds);
 }
