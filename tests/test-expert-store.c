@@ -21,6 +21,7 @@
 
 #include "core/family.h"
 #include "core/meta.h"
+#include "core/model_load.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "families/common/hybrid.h"
@@ -299,6 +300,29 @@ static void test_sizes(void **state)
     test_run_close(&all);
 }
 
+/* An MLX checkpoint's experts are imported into memory: auto's smallest store loads them
+ * whole, and a size is refused naming the tensor. */
+static void test_imported_experts_load_whole(void **state)
+{
+    char path[512];
+    test_testdata_path(path, sizeof path, "safetensors/qwen35moe-tiny-mlx-4bit");
+    struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
+                                   .expert_memory = SPLASH_EXPERTS_SMALLEST};
+    struct splash_loaded_model *lm;
+    struct splash_err err = {{0}};
+    if (splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err))
+        fail_msg("%s", err.msg);
+    assert_true(lm->info.routed_expert_bytes > 0);
+    assert_int_equal(lm->info.expert_store_bytes, 0);
+    splash_model_unload(lm);
+    mo.expert_memory = 1u << 20;
+    assert_int_equal(splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err),
+                     SPLASH_ERR_UNSUPPORTED);
+    printf("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--expert-memory"));
+    assert_non_null(strstr(err.msg, "exps.weight is imported into memory"));
+}
+
 /* ---- failures ----------------------------------------------------------------------------- */
 
 static enum splash_status one_forward(struct test_run *r, const int32_t *tokens, int32_t n,
@@ -397,6 +421,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arc_keeps_what_decode_routes_again),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_imported_experts_load_whole),
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),

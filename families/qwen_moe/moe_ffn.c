@@ -176,6 +176,25 @@ static enum splash_status moe_model_prepare(struct hybrid_model *model, struct s
     es_sizes(mm->src, n_layers, &mm->routed, &mm->smallest);
     if (!mm->budget)
         return SPLASH_OK;
+    /* experts stream from the bytes their file stores; an imported checkpoint's (MLX,
+     * ModelOpt) lie in memory: they load whole under auto, and a size is refused */
+    for (int32_t il = 0; il < n_layers; il++)
+        for (int32_t p = 0; p < mm->src[il].n_parts; p++) {
+            const struct splash_tensor_info *t = mm->src[il].t[p];
+            char path[1024];
+            uint64_t off;
+            if (!model->host->locate_bytes(t->data, t->n_bytes, path, sizeof path, &off))
+                continue;
+            if (mm->budget != SPLASH_EXPERTS_SMALLEST)
+                return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                      "--expert-memory: %s is imported into memory, not read "
+                                      "from its file as stored: its experts cannot stream",
+                                      t->name);
+            model->host->log(SPLASH_LOG_INFO, "qwen_moe",
+                             "%s is imported into memory: the routed experts load whole",
+                             t->name);
+            return SPLASH_OK;
+        }
     /* a store that holds every expert loads them all, as off does */
     mm->stream = mm->budget == SPLASH_EXPERTS_SMALLEST || mm->budget < mm->routed;
     if (!mm->stream)
