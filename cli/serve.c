@@ -156,6 +156,7 @@ int splash_cmd_serve(int argc, char **argv)
                                         .kv_format = o.kv_format, .state_format = o.state_format,
                                         .max_context = (int64_t)o.max_context,
                                         .max_memory = o.max_memory,
+                                        .expert_memory = o.expert_memory,
                                         .decode_share = o.decode_share,
                                         .speculative = o.speculative,
                                         .verify_rows_all = !strcmp(o.verify_rows, "all"),
@@ -285,6 +286,10 @@ int splash_cmd_engine(int argc, char **argv)
             e.fit_context = !strcmp(v, "1");
         else if (!strcmp(k, "--max-memory"))
             e.max_memory = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--expert-memory"))
+            e.expert_memory = !strcmp(v, "off")    ? UINT64_MAX
+                              : !strcmp(v, "auto") ? 0
+                                                   : strtoull(v, NULL, 10);
         else if (!strcmp(k, "--decode-share"))
             e.decode_share = strtod(v, NULL);
         else if (!strcmp(k, "--speculative"))

@@ -275,6 +275,13 @@ enum splash_status splash_family_seq_fork(const struct splash_family_plugin *f, 
     return f->seq_fork(model, src, n_tokens, dst, err);
 }
 
+int splash_family_expert_stats(const struct splash_family_plugin *f, const void *model,
+                               struct splash_expert_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    return f->expert_stats ? f->expert_stats(model, out) : 0;
+}
+
 uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
                                    uint64_t counted)
 {

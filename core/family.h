@@ -72,6 +72,10 @@ enum splash_status splash_family_seq_fork(const struct splash_family_plugin *f, 
 
 /* family.h cache_bytes, or where the plugin predates it `counted`, the caller's own
  * count of its sequences' bytes. */
+/* The family's streamed experts' store: 1 and *out filled, or 0 (none, or a plugin
+ * before ABI 1.4). */
+int splash_family_expert_stats(const struct splash_family_plugin *f, const void *model,
+                               struct splash_expert_stats *out);
 uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
                                    uint64_t counted);
 

@@ -399,7 +399,7 @@ enum splash_status splash_gguf_open(const char *path, unsigned flags, struct spl
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %lld bytes is too small for a GGUF header",
                               base_name(path), (long long)sb.st_size);
     }
-    void *map = splash_file_map(fd, (size_t)sb.st_size);
+    void *map = splash_file_map_path(fd, (size_t)sb.st_size, path);
     close(fd);
     if (map == MAP_FAILED)
         return splash_err_set(err, SPLASH_ERR_IO, "%s: mmap: %s", path, strerror(errno));

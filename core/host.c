@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "core/file_map.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/tensor_bind.h"
@@ -34,4 +35,5 @@ void splash_host_init(struct splash_host *h, const struct splash_host_formats *f
     h->format_find_name = formats->find_name;
     h->bind_tensors = splash_tensors_bind;
     h->unbind_tensors = splash_tensors_unbind;
+    h->locate_bytes = splash_file_map_locate;
 }

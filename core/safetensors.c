@@ -325,7 +325,7 @@ enum splash_status splash_safetensors_open(const char *path, unsigned flags,
                               "%s: %lld bytes is too small for a safetensors header",
                               base_name(path), (long long)sb.st_size);
     }
-    void *map = splash_file_map(fd, (size_t)sb.st_size);
+    void *map = splash_file_map_path(fd, (size_t)sb.st_size, path);
     close(fd);
     if (map == MAP_FAILED)
         return splash_err_set(err, SPLASH_ERR_IO, "%s: mmap: %s", path, strerror(errno));

@@ -83,6 +83,22 @@ static enum splash_status bind_weight(struct bind_ctx *b, const struct splash_te
     return st;
 }
 
+static enum splash_status bind_experts(struct bind_ctx *b, const struct splash_tensor_info *t,
+                                       struct splash_weight **dst)
+{
+    const struct splash_kernels *k = b->host->kernels;
+    enum splash_status st = k->expert_weight_create(t, dst, b->err);
+    if (st)
+        return st;
+    float *scales;
+    int64_t n;
+    if ((st = tensor_scale(b, t, &scales, &n)) || !scales)
+        return st;
+    st = k->weight_set_scale(*dst, scales, n, b->err);
+    free(scales);
+    return st;
+}
+
 static enum splash_status bind_floats(struct bind_ctx *b, const struct splash_tensor_info *t,
                                       float **dst)
 {
@@ -115,7 +131,8 @@ static enum splash_status bind_ref(struct bind_ctx *b, const struct splash_tenso
 static void unbind_one(struct bind_ctx *b, const struct splash_tensor_decl *d)
 {
     switch (d->bind) {
-    case SPLASH_BIND_WEIGHT: {
+    case SPLASH_BIND_WEIGHT:
+    case SPLASH_BIND_EXPERTS: {
         struct splash_weight **w = d->dst;
         b->host->kernels->weight_destroy(*w);
         *w = NULL;
@@ -171,9 +188,13 @@ static void bind_one(void *ctx, const struct splash_tensor_decl *d)
                                d->name);
         return;
     }
-    if (!(d->flags & SPLASH_DECL_AGAIN))
+    /* streamed experts stay in their file: the family counts their store instead */
+    if (!(d->flags & SPLASH_DECL_AGAIN) && d->bind != SPLASH_BIND_EXPERTS)
         b->bytes += t->n_bytes;
     switch (d->bind) {
+    case SPLASH_BIND_EXPERTS:
+        b->st = bind_experts(b, t, d->dst);
+        break;
     case SPLASH_BIND_WEIGHT:
         b->st = bind_weight(b, t, d->dst);
         break;

@@ -37,6 +37,7 @@ struct splash_weight {
     int refs; /* users of a repacked weight (a draft's head shares its target's), under
                  packed_lock */
     float *scales; /* per expert: the products' per-tensor scale (weight_set_scale); NULL: 1 */
+    int streamed;  /* expert_weight_create: rows stay in the file, read through `at` tables */
 };
 
 /* Bytes of w's rows (all experts): its mapped tensor's, and its image's. */
@@ -169,8 +170,8 @@ static void (*fast_quantizer(const struct splash_format_type *act))(const float 
     return NULL;
 }
 
-enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
-                                        struct splash_weight **out, struct splash_err *err)
+static enum splash_status weight_make(const struct splash_tensor_info *t, int streamed,
+                                      struct splash_weight **out, struct splash_err *err)
 {
     const struct splash_format_type *fmt = t->format;
     if (!fmt)
@@ -211,6 +212,14 @@ enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
     }
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
+    w->streamed = streamed;
+    if (streamed) {
+        /* no image: expert_pack writes each expert's into the slot that holds it */
+        if (w->packed_fmt)
+            w->unit = w->packed_fmt->row_group;
+        *out = w;
+        return SPLASH_OK;
+    }
     splash_load_progress_add(t->n_bytes);
     if (w->packed_fmt) {
         /* a second weight over the same mapped rows (the draft's head over its target's)
@@ -246,11 +255,38 @@ enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
     return SPLASH_OK;
 }
 
+enum splash_status kernel_weight_create(const struct splash_tensor_info *t,
+                                        struct splash_weight **out, struct splash_err *err)
+{
+    return weight_make(t, 0, out, err);
+}
+
+enum splash_status kernel_expert_weight_create(const struct splash_tensor_info *t,
+                                               struct splash_weight **out, struct splash_err *err)
+{
+    if (t->n_dims < 3)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: not an expert stack (%d dims)",
+                              t->name, t->n_dims);
+    return weight_make(t, 1, out, err);
+}
+
+void kernel_expert_pack(const struct splash_weight *w, const void *src, void *dst)
+{
+    const size_t expert_bytes = w->row_bytes * (size_t)w->n_out;
+    if (!w->packed_fmt) {
+        memcpy(dst, src, expert_bytes);
+        return;
+    }
+    /* one call over the expert's rows, as the image's repack gives a piece of whole
+     * groups (the last maybe partial) */
+    w->fmt->repack(w->n_in, src, w->n_out, dst);
+}
+
 void kernel_weight_destroy(struct splash_weight *w)
 {
     if (!w)
         return;
-    if (w->packed_fmt) {
+    if (w->packed_fmt && !w->streamed) {
         pthread_mutex_lock(&packed_lock);
         if (--w->refs > 0) { /* another user holds it */
             pthread_mutex_unlock(&packed_lock);
@@ -559,6 +595,7 @@ struct expert_group {
 struct experts_task {
     const struct splash_weight *w;
     const char *wdata; /* the stack's rows: the repacked image or as stored */
+    const void *const *at; /* or each expert's rows where it lies (matmul_experts_at) */
     const char *act;
     float *ys;
     const struct expert_group *groups;
@@ -575,7 +612,8 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
         int64_t row0 = (p % t->blocks_per_group) * t->block;
         int64_t row1 = row0 + t->block < w->n_out ? row0 + t->block : w->n_out;
         struct mm_task m = {.w = w,
-                            .wdata = t->wdata + (size_t)g->expert * expert_bytes,
+                            .wdata = t->at ? (const char *)t->at[g->expert]
+                                           : t->wdata + (size_t)g->expert * expert_bytes,
                             .act = t->act + (size_t)g->first * w->act_row_bytes,
                             .n_act = g->n,
                             .y = t->ys + g->first * w->n_out,
@@ -597,8 +635,9 @@ static void *grow(void **buf, size_t *size, size_t need)
     return *buf;
 }
 
-void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
-                           const int32_t *expert, int64_t n, float *y)
+static void experts_run(struct splash_pool *pool, const struct splash_weight *w,
+                        const void *const *at, const float *x, const int32_t *expert, int64_t n,
+                        float *y)
 {
     if (n <= 0)
         return;
@@ -616,7 +655,7 @@ void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight 
         return;
     int64_t m = 0;
     for (int64_t r = 0; r < n; r++)
-        if (expert[r] >= 0 && expert[r] < w->n_experts)
+        if (expert[r] >= 0 && expert[r] < w->n_experts && (!at || at[expert[r]]))
             order[m++] = r;
     qsort_r(order, (size_t)m, sizeof *order, cmp_by_expert, (void *)expert);
     for (int64_t i = 0; i < m; i++)
@@ -626,9 +665,13 @@ void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight 
      * routes to hundreds of experts, and a section each would cost more to hand out than
      * the small products take */
     int64_t n_groups = 0, pieces = 0;
-    const void *wdata = w->packed_fmt ? packed_image((struct splash_weight *)w) : w->t.data;
-    if (!wdata) /* out of memory making the image again: read the rows as stored */
-        wdata = w->t.data, w = plain_view(w);
+    const void *wdata = NULL;
+    if (!at) {
+        wdata = w->packed_fmt && !w->streamed ? packed_image((struct splash_weight *)w)
+                                              : w->t.data;
+        if (!wdata || w->streamed) /* no image: read the rows as stored */
+            wdata = w->t.data, w = plain_view(w);
+    }
     int64_t block = (EXPERT_BLOCK_ROWS + w->unit - 1) / w->unit * w->unit;
     if (block > w->n_out)
         block = w->n_out;
@@ -642,11 +685,24 @@ void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight 
         pieces += blocks_per_group;
         i = j;
     }
-    struct experts_task t = {.w = w, .wdata = wdata, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
+    struct experts_task t = {.w = w, .wdata = wdata, .at = at, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
                              .block = block, .blocks_per_group = blocks_per_group};
     splash_pool_parallel_for(pool, pieces, 1, expert_pieces, &t);
     for (int64_t i = 0; i < m; i++)
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
+}
+
+void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight *w, const float *x,
+                           const int32_t *expert, int64_t n, float *y)
+{
+    experts_run(pool, w, NULL, x, expert, n, y);
+}
+
+void kernel_matmul_experts_at(struct splash_pool *pool, const struct splash_weight *w,
+                              const void *const *at, const float *x, const int32_t *expert,
+                              int64_t n, float *y)
+{
+    experts_run(pool, w, at, x, expert, n, y);
 }
 
 /* The format bound to t (model-check refuses a model with a tensor no format decodes,

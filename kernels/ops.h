@@ -111,6 +111,12 @@ void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, cons
                    int64_t n, float *y);
 void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *const *w, int n_w,
                         const float *x, int64_t n, float *const *y);
+enum splash_status kernel_expert_weight_create(const struct splash_tensor_info *t,
+                                               struct splash_weight **out, struct splash_err *err);
+void kernel_expert_pack(const struct splash_weight *w, const void *src, void *dst);
+void kernel_matmul_experts_at(struct splash_pool *pool, const struct splash_weight *w,
+                              const void *const *at, const float *x, const int32_t *expert,
+                              int64_t n, float *y);
 void kernel_matmul_experts(struct splash_pool *pool, const struct splash_weight *w,
                            const float *x, const int32_t *expert, int64_t n, float *y);
 void kernel_embed_rows(const struct splash_tensor_info *t, const int32_t *ids, int64_t n,

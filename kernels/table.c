@@ -30,6 +30,9 @@ static const struct splash_kernels kernels = {
     .attend_lanes = kernel_attend_lanes,
     .add_bias = kernel_add_bias,
     .rope_table = kernel_rope_table,
+    .expert_weight_create = kernel_expert_weight_create,
+    .expert_pack = kernel_expert_pack,
+    .matmul_experts_at = kernel_matmul_experts_at,
 };
 
 static const struct splash_ssm_kernels ssm = {

@@ -299,8 +299,12 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         snprintf(why, why_size, "pipe: %s", strerror(errno));
         return -1;
     }
-    char threads[16], kv[8], state[8], ctx[24], share[32], mem[24];
+    char threads[16], kv[8], state[8], ctx[24], share[32], mem[24], experts[24];
     snprintf(mem, sizeof mem, "%llu", (unsigned long long)c->spawn.max_memory);
+    if (!c->spawn.expert_memory || c->spawn.expert_memory == UINT64_MAX)
+        snprintf(experts, sizeof experts, "%s", c->spawn.expert_memory ? "off" : "auto");
+    else
+        snprintf(experts, sizeof experts, "%llu", (unsigned long long)c->spawn.expert_memory);
     snprintf(threads, sizeof threads, "%d", c->spawn.threads);
     snprintf(kv, sizeof kv, "%s", c->spawn.kv_format ? "bf16" : "int8");
     snprintf(state, sizeof state, "%s", c->spawn.state_format ? "bf16" : "fp32");
@@ -327,6 +331,7 @@ static int spawn_engine(struct splash_engine_client *c, char *why, size_t why_si
         char *argv[] = {"splash", "engine", "--fd", "3", "--model-dir", (char *)c->spawn.model_path,
                         "--threads", threads, "--kv-format", kv, "--state-format", state,
                         "--max-context", ctx, "--decode-share", share, "--max-memory", mem,
+                        "--expert-memory", experts,
                         "--fit-context", restart ? "1" : "0", "--speculative",
                         (char *)(c->spawn.speculative ? c->spawn.speculative : "auto"),
                         "--verify-rows", c->spawn.verify_rows_all ? "all" : "auto",

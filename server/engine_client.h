@@ -22,6 +22,7 @@ struct splash_engine_spawn {
     int threads, kv_format, state_format;
     int64_t max_context;
     uint64_t max_memory;
+    uint64_t expert_memory;   /* --expert-memory: 0 auto, UINT64_MAX off, else bytes */
     double decode_share;
     const char *speculative;  /* --speculative, NULL: auto */
     int verify_rows_all;      /* --verify-rows all */

@@ -297,6 +297,13 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
             g->app->prefix_cache = json_deep_copy(pc);
             pthread_mutex_unlock(&g->app->lock);
         }
+        json_t *se = json_object_get(ev.body, "streamed_experts");
+        if (json_is_object(se)) {
+            pthread_mutex_lock(&g->app->lock);
+            json_decref(g->app->streamed_experts);
+            g->app->streamed_experts = json_deep_copy(se);
+            pthread_mutex_unlock(&g->app->lock);
+        }
     } else {
         g->done = 1;
         const char *code = json_string_value(json_object_get(ev.body, "code"));

@@ -37,7 +37,7 @@ static const struct opt opts_table[] = {
     {"--kv-format", "int8|bf16", "KV cache storage (int8)"},
     {"--state-format", "fp32|bf16", "recurrent state storage (fp32)"},
     {"--ple-memory", "SIZE|auto|off", "PLE table cache (not in this build: auto or off only)"},
-    {"--expert-memory", "SIZE|auto|off", "memory for routed experts (not in this build: auto or off only)"},
+    {"--expert-memory", "SIZE|auto|off", "memory for a MoE's routed experts: a store they stream through (SIZE), all loaded (off), or as the memory plan leaves (auto)"},
     {"--sparse-kv-memory", "SIZE|auto", "memory for KV read back from disk (not in this build: auto only)"},
     {"--idle-release", "DURATION|off", "idle time before the weights' memory is released (10m)"},
     {"--max-cache-disk", "SIZE|auto|0", "disk quota for the prefix cache (auto)"},
@@ -229,6 +229,9 @@ static int apply(struct splash_serve_opts *o, const char *name, const char *v, c
     } else if (!strcmp(name, "--expert-memory")) {
         if (size_or(v, &o->expert_memory, 1))
             return fail(msg, sz, "--expert-memory: %s is not a size, auto or off", v, NULL);
+        if (!o->expert_memory && strcmp(v, "auto"))
+            return fail(msg, sz, "--expert-memory: %s holds no expert (a size, auto or off)", v,
+                        NULL);
     } else if (!strcmp(name, "--sparse-kv-memory")) {
         if (size_or(v, &o->sparse_kv_memory, 0))
             return fail(msg, sz, "--sparse-kv-memory: %s is not a size or auto", v, NULL);
@@ -427,12 +430,10 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
         return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "
                                    "layers as a proposer; auto or ngram speculate by prompt lookup%s",
                     "", NULL);
-    if (o->ple_memory || o->expert_memory || o->sparse_kv_memory)
+    if (o->ple_memory || o->sparse_kv_memory)
         return fail(msg, msg_size, "%s: not available in this build (weights and caches stay "
                                    "resident)",
-                    o->ple_memory ? "--ple-memory" : o->expert_memory ? "--expert-memory"
-                                                                     : "--sparse-kv-memory",
-                    NULL);
+                    o->ple_memory ? "--ple-memory" : "--sparse-kv-memory", NULL);
     if (o->cache_dir && !o->persistent_cache)
         return fail(msg, msg_size, "--cache-dir: needs --persistent-cache%s", "", NULL);
     if (o->max_cache_disk_writes && o->max_cache_disk == 0)

@@ -110,6 +110,13 @@ struct hybrid_ffn_ops {
                     float *out, float *scratch);
     /* floats of scratch forward needs per row */
     int64_t (*scratch_per_row)(const struct hybrid_config *cfg);
+    /* Optional, for state of the whole model's FFN (model->ffn_model): before the layers'
+     * create (model->cfg and opts are set), after every weight is bound, at destroy, and
+     * what it adds to model_info. */
+    enum splash_status (*model_prepare)(struct hybrid_model *model, struct splash_err *err);
+    enum splash_status (*model_ready)(struct hybrid_model *model, struct splash_err *err);
+    void (*model_free)(struct hybrid_model *model);
+    void (*model_info)(const struct hybrid_model *model, struct splash_model_info *info);
 };
 
 /* The dense SwiGLU FFN's weights and its list (families/common/hybrid_config.c). */
@@ -180,6 +187,11 @@ struct hybrid_model {
      * and fresh ones would be faulted in page by page every step (or every layer). */
     struct hybrid_buffer step_arena, ffn_arena, logits;
     uint64_t cache_bytes; /* every sequence's pages, states and page tables (hybrid_cache.c) */
+    void *ffn_model;      /* the FFN ops' model-wide state (model_prepare), or NULL */
+    /* An FFN that could not run its layer (a streamed expert's read failed) sets these;
+     * the step stops after that layer and returns them. */
+    enum splash_status ffn_status;
+    struct splash_err ffn_err;
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages

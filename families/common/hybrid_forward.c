@@ -568,12 +568,22 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
         add_into(model, s.x, s.mix, n * E);
         /* post-attention norm, FFN, residual */
         model->k->rmsnorm(model->opts.pool, s.x, E, L->post_norm, s.xn, E, n, E, c->rms_eps);
+        model->ffn_status = SPLASH_OK;
         model->ffn->forward(model, L->ffn, s.xn, n, s.mix, s.scratch);
+        if (model->ffn_status)
+            break;
         add_into(model, s.x, s.mix, n * E);
         if (taps)
             write_taps(&s, taps, il);
     }
-    enum splash_status st = logits_out(&s, err);
+    enum splash_status st = model->ffn_status;
+    if (st) {
+        if (err)
+            *err = model->ffn_err;
+        model->ffn_status = SPLASH_OK;
+    } else {
+        st = logits_out(&s, err);
+    }
     for (int32_t l = 0; l < n_lanes; l++) {
         struct hybrid_seq *seq = lanes[l].seq;
         hybrid_rewind_done(seq, lanes[l].pos0, lanes[l].n_tokens, !st);

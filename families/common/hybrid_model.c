@@ -180,6 +180,8 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto out_free;
     }
+    if (model->ffn->model_prepare && (st = model->ffn->model_prepare(model, err)))
+        goto out_destroy;
     int32_t n_attn = 0, n_gdn = 0;
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
         struct hybrid_layer *L = &model->layers[il];
@@ -192,6 +194,8 @@ enum splash_status hybrid_model_create(const struct splash_host *host, const str
     if ((st = host->bind_tensors(host, m, declare, model, &model->weight_bytes, err)))
         goto out_destroy;
     adjust_weights(model);
+    if (model->ffn->model_ready && (st = model->ffn->model_ready(model, err)))
+        goto out_destroy;
     model->n_gdn = n_gdn;
     model->max_context = opts->max_context > 0 ? opts->max_context : c->n_ctx_train;
     model->page_tokens = HYBRID_PAGE_TOKENS;
@@ -224,6 +228,8 @@ void hybrid_model_destroy(struct hybrid_model *model)
                 model->ffn->destroy(model, model->layers[il].ffn);
         free(model->layers);
     }
+    if (model->ffn->model_free)
+        model->ffn->model_free(model);
     model->host->free_aligned(model->step_arena.p);
     model->host->free_aligned(model->ffn_arena.p);
     model->host->free_aligned(model->logits.p);
@@ -262,6 +268,8 @@ void hybrid_model_info(const struct hybrid_model *model, struct splash_model_inf
     info->kv_page_bytes = (uint64_t)c->n_attn * model->kv_page_bytes;
     info->n_ctx_max = c->n_ctx_train > HYBRID_QWEN_CONTEXT_MAX ? c->n_ctx_train
                                                                 : HYBRID_QWEN_CONTEXT_MAX;
+    if (model->ffn->model_info)
+        model->ffn->model_info(model, info);
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */

@@ -49,6 +49,10 @@ extern const struct hybrid_ffn_ops moe_ffn_ops;
 typedef void (*moe_route_observer_fn)(void *ctx, int32_t il, int64_t row, float margin);
 void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx);
 
+/* The streamed experts' counters of a qwen_moe model (family.h expert_stats): 1, or 0
+ * when its experts load whole. */
+int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out);
+
 /* ---- element-wise kernels (moe_math.c, moe_avx2.c) ------------------------------- */
 
 /* h[r][i] = silu(g[r][i]) * u[r][i] for rows r of n floats; g and u rows at

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "families/qwen_moe/moe.h"
+#include "families/qwen_moe/expert_store.h"
 
 /* ---- sizes ---------------------------------------------------------------------- */
 
@@ -117,6 +118,156 @@ void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx)
     L->observe_ctx = ctx;
 }
 
+/* ---- streamed experts ------------------------------------------------------------------ */
+
+/* Steps of at most this many rows count as decode for the store's replacement: a batched
+ * decode step's verify rows, not a prompt chunk. */
+#define MOE_DECODE_ROWS 32
+
+/* The model-wide state of the MoE FFN (model->ffn_model): the streamed experts' store. */
+struct moe_model {
+    int stream;                  /* the routed experts stay in their files */
+    uint64_t budget;             /* --expert-memory as the model opts carry it */
+    uint64_t routed, smallest;   /* every routed expert's bytes; the smallest store */
+    struct es_layer_src *src;    /* per layer */
+    struct es_store *store;
+};
+
+static int layer_fused(const struct splash_host *host, const struct splash_meta *m, int32_t il);
+
+/* Layer il's routed stacks as the file holds them (weights bound later). */
+static void layer_src(const struct hybrid_model *model, int32_t il, int32_t n_expert,
+                      struct es_layer_src *src)
+{
+    static const char *const fused[] = {"ffn_gate_up_exps", "ffn_down_exps"};
+    static const char *const split[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    int f = layer_fused(model->host, model->meta, il);
+    memset(src, 0, sizeof *src);
+    src->n_parts = f ? 2 : 3;
+    src->n_expert = n_expert;
+    for (int32_t p = 0; p < src->n_parts; p++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, f ? fused[p] : split[p]);
+        src->t[p] = model->host->meta->tensor_find(model->meta, name);
+    }
+}
+
+static enum splash_status moe_model_prepare(struct hybrid_model *model, struct splash_err *err)
+{
+    struct moe_model *mm = calloc(1, sizeof *mm);
+    if (!mm)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    model->ffn_model = mm;
+    mm->budget = model->opts.expert_memory;
+    struct moe_config mc;
+    enum splash_status st = moe_config_read(model->host, model->meta, model->cfg.arch, &mc, err);
+    if (st)
+        return st;
+    int32_t n_layers = (int32_t)model->cfg.n_layers;
+    mm->src = calloc((size_t)n_layers, sizeof *mm->src);
+    if (!mm->src)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    for (int32_t il = 0; il < n_layers; il++) {
+        layer_src(model, il, mc.n_expert, &mm->src[il]);
+        for (int32_t p = 0; p < mm->src[il].n_parts; p++)
+            if (!mm->src[il].t[p] || mm->src[il].t[p]->n_dims < 3 || !mm->src[il].t[p]->data)
+                return SPLASH_OK; /* binding names what is missing; nothing to stream */
+    }
+    es_sizes(mm->src, n_layers, &mm->routed, &mm->smallest);
+    if (!mm->budget)
+        return SPLASH_OK;
+    /* experts stream from the bytes their file stores; an imported checkpoint's (MLX,
+     * ModelOpt) lie in memory: they load whole under auto, and a size is refused */
+    for (int32_t il = 0; il < n_layers; il++)
+        for (int32_t p = 0; p < mm->src[il].n_parts; p++) {
+            const struct splash_tensor_info *t = mm->src[il].t[p];
+            char path[1024];
+            uint64_t off;
+            if (!model->host->locate_bytes(t->data, t->n_bytes, path, sizeof path, &off))
+                continue;
+            if (mm->budget != SPLASH_EXPERTS_SMALLEST)
+                return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                      "--expert-memory: %s is imported into memory, not read "
+                                      "from its file as stored: its experts cannot stream",
+                                      t->name);
+            model->host->log(SPLASH_LOG_INFO, "qwen_moe",
+                             "%s is imported into memory: the routed experts load whole",
+                             t->name);
+            return SPLASH_OK;
+        }
+    /* a store that holds every expert loads them all, as off does */
+    mm->stream = mm->budget == SPLASH_EXPERTS_SMALLEST || mm->budget < mm->routed;
+    if (!mm->stream)
+        model->host->log(SPLASH_LOG_INFO, "qwen_moe",
+                         "--expert-memory %.1f MiB holds every routed expert (%.1f MiB): they "
+                         "load whole",
+                         (double)mm->budget / 1048576.0, (double)mm->routed / 1048576.0);
+    return SPLASH_OK;
+}
+
+static enum splash_status moe_model_ready(struct hybrid_model *model, struct splash_err *err)
+{
+    struct moe_model *mm = model->ffn_model;
+    if (!mm->stream)
+        return SPLASH_OK;
+    int32_t n_layers = (int32_t)model->cfg.n_layers;
+    for (int32_t il = 0; il < n_layers; il++) {
+        const struct moe_layer *L = model->layers[il].ffn;
+        struct es_layer_src *src = &mm->src[il];
+        const struct splash_weight *w[3] = {L->gate_up ? L->gate_up : L->gate,
+                                            L->gate_up ? L->down : L->up, L->down};
+        for (int32_t p = 0; p < src->n_parts; p++)
+            src->w[p] = w[p];
+    }
+    enum splash_status st = es_create(model->host, mm->src, n_layers, mm->budget, &mm->store, err);
+    if (st)
+        return st;
+    struct splash_expert_stats s;
+    es_stats_get(mm->store, &s);
+    model->host->log(SPLASH_LOG_INFO, "qwen_moe",
+                     "Streamed experts · a store of %.1f MiB (%d slots of %d experts, %.1f MiB "
+                     "in %d chunks, %d readers) for %.1f MiB of routed experts; the smallest is "
+                     "%.1f MiB",
+                     (double)s.cap_bytes / 1048576.0, s.slots, s.experts,
+                     (double)s.arena_bytes / 1048576.0, s.chunks, s.readers,
+                     (double)mm->routed / 1048576.0, (double)mm->smallest / 1048576.0);
+    return SPLASH_OK;
+}
+
+static void moe_model_free(struct hybrid_model *model)
+{
+    struct moe_model *mm = model->ffn_model;
+    if (!mm)
+        return;
+    es_destroy(mm->store);
+    free(mm->src);
+    free(mm);
+    model->ffn_model = NULL;
+}
+
+static void moe_model_info(const struct hybrid_model *model, struct splash_model_info *info)
+{
+    const struct moe_model *mm = model->ffn_model;
+    if (!mm)
+        return;
+    info->routed_expert_bytes = mm->routed;
+    info->expert_store_min_bytes = mm->smallest;
+    if (mm->store) {
+        info->expert_store_bytes = es_bytes(mm->store);
+        info->weight_bytes += info->expert_store_bytes;
+    }
+}
+
+int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out)
+{
+    const struct hybrid_model *model = hybrid_model;
+    const struct moe_model *mm = model->ffn_model;
+    if (!mm || !mm->store)
+        return 0;
+    es_stats_get(mm->store, out);
+    return 1;
+}
+
 /* A file fuses gate and up when it holds ffn_gate_up_exps (llama.cpp's
  * create_tensor_gate_up_exps): each expert's gate rows, then its up rows. */
 static int layer_fused(const struct splash_host *host, const struct splash_meta *m, int32_t il)
@@ -133,18 +284,21 @@ static void moe_declare_layer(const struct hybrid_decls *h, int32_t il, void *la
     const struct moe_config *mc = h->ffn_config;
     struct moe_layer *L = layer_ffn;
     const uint32_t lin = SPLASH_ACCEPT_LINEAR, W = SPLASH_BIND_WEIGHT;
+    const struct moe_model *mm = h->model ? h->model->ffn_model : NULL;
+    /* streamed experts stay in the file: the kernels get their shape, not their rows */
+    const uint32_t X = mm && mm->stream ? SPLASH_BIND_EXPERTS : W;
     int64_t e = h->cfg->n_embd, x = mc->n_expert, ff = mc->n_ff_exp, sh = mc->n_ff_shexp;
     hybrid_decl(h, il, "ffn_gate_inp.weight",
                 SPLASH_ACCEPT_QUANT | SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16, 0, 2, e, x, 1, W,
                 L ? &L->router : NULL);
     if (layer_fused(h->host, h->m, il)) {
-        hybrid_decl(h, il, "ffn_gate_up_exps.weight", lin, 0, 3, e, 2 * ff, x, W,
+        hybrid_decl(h, il, "ffn_gate_up_exps.weight", lin, 0, 3, e, 2 * ff, x, X,
                     L ? &L->gate_up : NULL);
     } else {
-        hybrid_decl(h, il, "ffn_gate_exps.weight", lin, 0, 3, e, ff, x, W, L ? &L->gate : NULL);
-        hybrid_decl(h, il, "ffn_up_exps.weight", lin, 0, 3, e, ff, x, W, L ? &L->up : NULL);
+        hybrid_decl(h, il, "ffn_gate_exps.weight", lin, 0, 3, e, ff, x, X, L ? &L->gate : NULL);
+        hybrid_decl(h, il, "ffn_up_exps.weight", lin, 0, 3, e, ff, x, X, L ? &L->up : NULL);
     }
-    hybrid_decl(h, il, "ffn_down_exps.weight", lin, 0, 3, ff, e, x, W, L ? &L->down : NULL);
+    hybrid_decl(h, il, "ffn_down_exps.weight", lin, 0, 3, ff, e, x, X, L ? &L->down : NULL);
     /* the shared expert's gate: the F32 values it holds, whatever its format */
     hybrid_decl(h, il, "ffn_gate_inp_shexp.weight",
                 SPLASH_ACCEPT_F32 | SPLASH_ACCEPT_BF16 | SPLASH_ACCEPT_Q8_0, 0, 1, e, 1, 1,
@@ -276,6 +430,99 @@ static int64_t rows_grain(int64_t width)
     return g < 1 ? 1 : g;
 }
 
+/* The routed experts' gate/up, SwiGLU and down over the rows whose experts `at` holds
+ * (part tables: gate_up, down; or gate, up, down); other rows are left as they are. */
+static void experts_pass(struct hybrid_model *model, const struct moe_layer *L,
+                         const void *const *const *at, const int32_t *ids, int64_t nk, float *xk,
+                         float *gu, float *h)
+{
+    const struct splash_kernels *k = model->k;
+    struct splash_pool *pool = model->opts.pool;
+    int64_t F = L->c.n_ff_exp;
+    struct swiglu_task st = {.fn = L->simd->swiglu, .h = h, .width = F};
+    if (L->gate_up) {
+        k->matmul_experts_at(pool, L->gate_up, at[0], xk, ids, nk, gu);
+        st.g = gu;
+        st.u = gu + F;
+        st.in_stride = 2 * F;
+    } else {
+        k->matmul_experts_at(pool, L->gate, at[0], xk, ids, nk, gu);
+        k->matmul_experts_at(pool, L->up, at[1], xk, ids, nk, gu + nk * F);
+        st.g = gu;
+        st.u = gu + nk * F;
+        st.in_stride = F;
+    }
+    /* every row: a row this pass skipped gets its SwiGLU again in its own pass, from the
+     * same inputs, so the same bits */
+    hybrid_parallel(model, nk, rows_grain(F), swiglu_range, &st);
+    k->matmul_experts_at(pool, L->down, at[L->gate_up ? 1 : 2], h, ids, nk, xk);
+}
+
+static void shared_expert(struct hybrid_model *model, const struct moe_layer *L, const float *x,
+                          int64_t n, float *shg, float *shu, float *shy)
+{
+    int64_t S = L->c.n_ff_shexp;
+    const struct splash_weight *shw[2] = {L->sh_gate, L->sh_up};
+    float *shout[2] = {shg, shu};
+    hybrid_matmuls(model, shw, 2, x, n, shout);
+    struct swiglu_task sst = {
+        .fn = L->simd->swiglu, .g = shg, .u = shu, .in_stride = S, .h = shg, .width = S};
+    hybrid_parallel(model, n, rows_grain(S), swiglu_range, &sst);
+    model->k->matmul(model->opts.pool, L->sh_down, shg, n, shy);
+}
+
+/* The layer with its routed experts streamed: the store claims slots for the experts it
+ * lacks and reads them while the resident experts' products and the shared expert run;
+ * then the experts read run. Each expert's rows, and so every row's bits, are those of
+ * the all-resident pass. A failed load leaves the layer's output zero and stops the step
+ * (model->ffn_status). */
+/* Decode read-ahead: the next layer's router on this layer's input picks the experts
+ * its load will likely route; their reads start now, while this step runs on to it. The
+ * buffers (logits, ids, w) are this layer's, free once it has combined. */
+static void read_ahead(struct hybrid_model *model, const struct moe_layer *L,
+                       struct es_store *store, const float *x, int64_t n, float *logits,
+                       int32_t *ids, float *w)
+{
+    if (L->il + 1 >= model->cfg.n_layers)
+        return;
+    const struct moe_layer *next = model->layers[L->il + 1].ffn;
+    int32_t X = next->c.n_expert, K = next->c.n_used;
+    model->k->matmul(model->opts.pool, next->router, x, n, logits);
+    for (int64_t r = 0; r < n; r++)
+        moe_route_row(logits + r * X, X, K, ids + r * K, w + r * K);
+    es_read_ahead(store, L->il + 1, ids, n * K);
+}
+
+static void streamed_forward(struct hybrid_model *model, const struct moe_layer *L,
+                             struct es_store *store, const float *x, int64_t n, float *out,
+                             float *logits, int32_t *ids, float *w, const float *sh_scale,
+                             float *xk, float *gu, float *h, float *shg, float *shu, float *shy)
+{
+    int64_t E = model->cfg.n_embd, nk = n * L->c.n_used;
+    const void *const *now[ES_MAX_PARTS], *const *late[ES_MAX_PARTS];
+    int n_late = 0;
+    int decode = n <= MOE_DECODE_ROWS;
+    enum splash_status st = es_load(store, L->il, ids, nk, decode, now, late, &n_late,
+                                    &model->ffn_err);
+    if (!st) {
+        experts_pass(model, L, now, ids, nk, xk, gu, h);
+        shared_expert(model, L, x, n, shg, shu, shy);
+        st = es_wait(store, &model->ffn_err);
+    }
+    if (st) {
+        model->ffn_status = st;
+        memset(out, 0, (size_t)(n * E) * sizeof(float));
+        return;
+    }
+    if (n_late)
+        experts_pass(model, L, late, ids, nk, xk, gu, h);
+    struct combine_task ct = {
+        .L = L, .out = out, .sh = shy, .sh_scale = sh_scale, .y = xk, .w = w, .n_embd = E};
+    hybrid_parallel(model, n, rows_grain(E * (L->c.n_used + 1)), combine_range, &ct);
+    if (decode)
+        read_ahead(model, L, store, x, n, logits, ids, w);
+}
+
 static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float *x, int64_t n,
                         float *out, float *scratch)
 {
@@ -324,6 +571,12 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
         for (int64_t r = 0; r < n; r++)
             L->observe(L->observe_ctx, L->il, r,
                        route_margin(logits + r * X, (int32_t)X, ids + r * K, (int32_t)K));
+    const struct moe_model *mm = model->ffn_model;
+    if (mm && mm->store) {
+        streamed_forward(model, L, mm->store, x, n, out, logits, ids, w, sh_scale, xk, gu, h,
+                         shg, shu, shy);
+        return;
+    }
     /* routed experts' gate and up, grouped by expert */
     struct swiglu_task st = {.fn = L->simd->swiglu, .h = h, .width = F};
     if (L->gate_up) {
@@ -366,4 +619,8 @@ const struct hybrid_ffn_ops moe_ffn_ops = {
     .destroy = moe_destroy,
     .forward = moe_forward,
     .scratch_per_row = moe_scratch,
+    .model_prepare = moe_model_prepare,
+    .model_ready = moe_model_ready,
+    .model_free = moe_model_free,
+    .model_info = moe_model_info,
 };

@@ -141,6 +141,11 @@ static enum splash_status qm_model_create(const struct splash_host *host,
     return SPLASH_OK;
 }
 
+static int qm_expert_stats(const void *model, struct splash_expert_stats *out)
+{
+    return moe_expert_stats(model, out);
+}
+
 static const char *const qm_gguf_architectures[] = {QM_ARCH, NULL};
 static const char *const qm_model_types[] = {"qwen3_5_moe", "qwen3_5_moe_text", NULL};
 
@@ -194,6 +199,7 @@ static const struct splash_family_plugin qm_plugin = {
     .seq_save = hybrid_family_seq_save,
     .seq_load = hybrid_family_seq_load,
     .presets = qm_presets,
+    .expert_stats = qm_expert_stats,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

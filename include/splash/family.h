@@ -57,6 +57,9 @@ enum splash_bind {
                                allocated by the core */
     SPLASH_BIND_TENSOR = 3, /* dst: struct splash_tensor_ref *, the mapped tensor itself (a
                                token table the kernels gather rows from) */
+    /* (ABI 1.4) dst: struct splash_weight **, an expert stack whose rows stay in the file
+     * (kernels' expert_weight_create, NAME.scale applied); not counted in the bytes bound */
+    SPLASH_BIND_EXPERTS = 4,
 };
 
 /* A tensor read as it is stored, with its per-tensor scale (NAME.scale; 1 when none). */
@@ -80,6 +83,29 @@ struct splash_tensor_decl {
     /* ---- ABI 1.3 ---- */
     uint32_t bind;   /* enum splash_bind */
     void *dst;       /* where in the model the tensor goes; NULL when there is no model */
+};
+
+/* (ABI 1.4) One use of a streamed experts' store (prefill or decode steps). */
+struct splash_expert_use {
+    uint64_t loads;      /* layer rounds */
+    uint64_t routed;     /* distinct experts the rounds routed */
+    uint64_t read;       /* of them, those read from the files */
+    uint64_t read_ahead; /* experts read ahead (the next layer's router on this one's input) */
+    uint64_t read_ahead_used; /* of them, those the next load routed */
+    uint64_t bytes_read;
+    double read_seconds; /* the forward's waits for reads */
+};
+
+/* (ABI 1.4) A streamed experts' store, for /status (server.md "Streamed experts"). */
+struct splash_expert_stats {
+    uint64_t cap_bytes, floor_bytes;   /* slots, staging and tables, at its cap and floor */
+    uint64_t arena_bytes, staging_bytes;
+    int32_t chunks, cap_chunks, slots, experts, resident;
+    int32_t readers;                   /* reader threads */
+    int32_t direct;                    /* 1: reads go around the page cache (O_DIRECT) */
+    uint64_t shrinks, regrows;         /* chunks given back and taken back */
+    struct splash_expert_use prefill, decode;
+    char failure[256];                 /* what stopped the store, or "" */
 };
 
 /* check_config's answer. score 0: not this family. */
@@ -112,7 +138,14 @@ struct splash_model_opts {
     int32_t state_format;      /* enum splash_state_format */
     int64_t max_context;       /* tokens a sequence may hold; 0 = the model's native window */
     double rope_yarn_factor;   /* 0 or 1: none; > 1: YaRN past the native window */
+    /* ---- ABI 1.4 ---- */
+    /* A MoE model's routed experts: 0 loads them all; else they stay in their files and
+     * stream through a store of at most this many bytes (SPLASH_EXPERTS_SMALLEST: the
+     * smallest store the model allows). A family without routed experts ignores it. */
+    uint64_t expert_memory;
 };
+
+#define SPLASH_EXPERTS_SMALLEST UINT64_MAX
 
 struct splash_model_info {
     int64_t n_vocab;
@@ -130,6 +163,10 @@ struct splash_model_info {
      * scaling is validated; n_ctx_train where it cannot stretch). The core's memory plan
      * refuses a longer --max-context. 0 from an older plugin: four times n_ctx_train. */
     int64_t n_ctx_max;
+    /* ---- ABI 1.4 (0 from an older plugin or a model without routed experts) ---- */
+    uint64_t routed_expert_bytes;   /* every routed expert's bytes, loaded or not */
+    uint64_t expert_store_bytes;    /* the streamed experts' store (in weight_bytes); 0: none */
+    uint64_t expert_store_min_bytes; /* the smallest store the model allows (a layer's experts) */
 };
 
 /* One lane of a batched forward step: n_tokens new tokens of one sequence,
@@ -314,6 +351,12 @@ struct splash_family_plugin {
     /* ---- ABI 1.4: the family's sizes (NULL in an older plugin: make-model writes none). ---- */
 
     const struct splash_family_preset *presets; /* a table ended by a NULL name */
+
+    /* ---- ABI 1.4: streamed experts. NULL in an older plugin (no store to report). ---- */
+
+    /* The streamed experts' store of model (struct splash_expert_stats): 1, or 0 when its
+     * experts load whole (out untouched). */
+    int (*expert_stats)(const void *model, struct splash_expert_stats *out);
 };
 
 #endif

@@ -189,6 +189,13 @@ struct splash_host {
     /* Frees what bind_tensors put in each dst of the list and clears it (model_destroy). */
     void (*unbind_tensors)(const struct splash_host *host, const struct splash_meta *m,
                            splash_declare_fn declare, void *model);
+
+    /* ---- ABI 1.4 ---- */
+    /* Where n mapped bytes at p lie in their file (a tensor's data, for reading it with
+     * pread): its path (copied into path) and the offset of p. SPLASH_ERR_NOT_FOUND when
+     * the bytes are not one file mapping's (a weight imported into memory). */
+    enum splash_status (*locate_bytes)(const void *p, size_t n, char *path, size_t path_size,
+                                       uint64_t *offset);
 };
 
 #endif

@@ -156,6 +156,25 @@ struct splash_kernels {
      * a->n_dims / 2 pairs) as ggml computes them, YaRN included (see struct
      * splash_rope_args). Runs on the calling thread. */
     void (*rope_table)(const struct splash_rope_args *a, int64_t pos0, int64_t n, float *cs);
+
+    /* ---- ABI 1.4: streamed experts ---- */
+
+    /* An expert stack (ne[2] experts) whose rows stay in their file: weight_create's
+     * weight without its image; t->data is never read. Its products run through
+     * matmul_experts_at on experts copied in by expert_pack. */
+    enum splash_status (*expert_weight_create)(const struct splash_tensor_info *t,
+                                               struct splash_weight **out,
+                                               struct splash_err *err);
+    /* One expert's rows as the file stores them (t->n_bytes / ne[2] bytes at src) written to
+     * dst in the layout the kernels read (the repacked image's where the weight has one):
+     * the same bytes weight_create's image holds for that expert. src and dst differ. */
+    void (*expert_pack)(const struct splash_weight *w, const void *src, void *dst);
+    /* matmul_experts reading expert e's rows at at[e] (expert_pack's layout); a row whose
+     * at[expert] is NULL is skipped (y untouched) like a negative expert. Each row's result
+     * is the one matmul_experts gives it, whatever the other rows. */
+    void (*matmul_experts_at)(struct splash_pool *pool, const struct splash_weight *w,
+                              const void *const *at, const float *x, const int32_t *expert,
+                              int64_t n, float *y);
 };
 
 /* Whether the kernel table k has member `m`: always true for the members of the headers a

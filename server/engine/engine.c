@@ -20,6 +20,7 @@
 #include "core/family.h"
 #include "core/host_impl.h"
 #include "core/memory_plan.h"
+#include "server/engine/expert_memory.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
@@ -193,6 +194,8 @@ static void request_remove(struct engine *e, struct request *r)
     request_free(e, r);
 }
 
+static json_t *experts_status(const struct engine *e);
+
 static void finish(struct engine *e, struct request *r, const char *reason)
 {
     json_t *b = json_pack("{s:s, s:i, s:i, s:i}", "finish_reason", reason, "prompt_tokens",
@@ -202,8 +205,11 @@ static void finish(struct engine *e, struct request *r, const char *reason)
                             json_pack("{s:I, s:I, s:I}", "proposed", (json_int_t)r->spec_proposed,
                                       "accepted", (json_int_t)r->spec_accepted, "cycles",
                                       (json_int_t)r->spec_cycles));
-    /* the prefix cache as this request leaves it, for the front's /status */
+    /* the prefix cache and the experts' store as this request leaves them, for /status */
     json_object_set_new(b, "prefix_cache", splash_ecache_status(&e->cache, counted_bytes(e)));
+    json_t *experts = experts_status(e);
+    if (experts)
+        json_object_set_new(b, "streamed_experts", experts);
     struct splash_err err;
     splash_frame_write(e->opts->fd, SPLASH_FRAME_DONE, r->id, b, &err);
     json_decref(b);
@@ -377,6 +383,39 @@ static const char *spec_mode_name(const struct engine *e)
 static const char *verify_rule(const struct engine *e)
 {
     return !e->proposer ? "off" : e->budget_on ? "budget" : "all";
+}
+
+/* One use of the streamed experts' store, for /status. */
+static json_t *expert_use_json(const struct splash_expert_use *u)
+{
+    /* a hit: resident before the step asked, by the store or a read-ahead */
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:f}", "loads", (json_int_t)u->loads,
+                     "routed", (json_int_t)u->routed, "read", (json_int_t)u->read, "read_ahead",
+                     (json_int_t)u->read_ahead, "read_ahead_used",
+                     (json_int_t)u->read_ahead_used, "hit_rate",
+                     u->routed ? 1.0 - (double)u->read / (double)u->routed : 0.0, "bytes_read",
+                     (json_int_t)u->bytes_read, "read_seconds", u->read_seconds);
+}
+
+/* The streamed experts' store (server.md "Streamed experts"), or NULL when the model's
+ * experts load whole. */
+static json_t *experts_status(const struct engine *e)
+{
+    struct splash_expert_stats s;
+    if (!splash_family_expert_stats(e->lm->family, e->lm->model, &s))
+        return NULL;
+    json_t *j = json_pack("{s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:b}",
+                          "cap_bytes", (json_int_t)s.cap_bytes, "floor_bytes",
+                          (json_int_t)s.floor_bytes, "chunks", s.chunks, "cap_chunks",
+                          s.cap_chunks, "shrinks", (json_int_t)s.shrinks, "regrows",
+                          (json_int_t)s.regrows, "arena_bytes", (json_int_t)s.arena_bytes,
+                          "staging_bytes", (json_int_t)s.staging_bytes, "slots", s.slots,
+                          "experts", s.experts, "resident", s.resident, "readers", s.readers,
+                          "direct_reads", s.direct);
+    json_object_set_new(j, "prefill", expert_use_json(&s.prefill));
+    json_object_set_new(j, "decode", expert_use_json(&s.decode));
+    json_object_set_new(j, "failure", s.failure[0] ? json_string(s.failure) : json_null());
+    return j;
 }
 
 /* The engine's speculation counts and rule, for /status and /metrics. */
@@ -1206,6 +1245,15 @@ static int step(struct engine *e)
             fail_capacity(e, e->lane_req[i], i, e->lanes[i].n_tokens, err.msg);
         return 0;
     }
+    if (st == SPLASH_ERR_IO) {
+        /* a streamed expert could not be read: this step's requests fail, naming the file;
+         * the others go on (a file changed on disk fails every later load by itself) */
+        for (int i = 0; i < n; i++) {
+            send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
+            request_remove(e, e->lane_req[i]);
+        }
+        return 0;
+    }
     if (st != SPLASH_OK) {
         for (int i = 0; i < n; i++) {
             send_error(e, e->lane_req[i]->id, "engine_failed", err.msg);
@@ -1384,14 +1432,22 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     struct splash_model_opts mo = {.kv_format = opts->kv_format, .state_format = opts->state_format,
                                    .max_context = opts->max_context};
     struct splash_err err;
-    if (splash_model_load(reg, opts->model_path, &mo, opts->n_threads, &e.lm, &err) != SPLASH_OK) {
+    struct splash_memory_budget budget;
+    struct splash_memory_plan plan;
+    if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK) {
+        send_error(&e, 0, "capacity_exhausted", err.msg);
+        return 1;
+    }
+    char experts_line[256];
+    if (splash_expert_memory_load(reg, opts->model_path, &mo, opts->n_threads,
+                                  opts->expert_memory, opts->max_context, e.max_lanes, &budget,
+                                  &e.lm, experts_line, sizeof experts_line, &err) != SPLASH_OK) {
         send_error(&e, 0, "model_refused", err.msg);
         return 1;
     }
-    struct splash_memory_budget budget;
-    struct splash_memory_plan plan;
-    if (splash_memory_budget_read(opts->max_memory, NULL, NULL, &budget, &err) != SPLASH_OK ||
-        (opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
+    if (experts_line[0])
+        fprintf(stderr, "%s\n", experts_line);
+    if ((opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
             &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
         send_error(&e, 0, "capacity_exhausted", err.msg);
         splash_model_unload(e.lm);
@@ -1478,6 +1534,9 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     json_object_set_new(ready, "speculation",
                         json_pack("{s:s, s:s}", "mode", spec_mode_name(&e), "verify_rows",
                                   verify_rule(&e)));
+    json_t *experts = experts_status(&e);
+    if (experts)
+        json_object_set_new(ready, "streamed_experts", experts);
     splash_frame_write(o.fd, SPLASH_FRAME_READY, 0, ready, &err);
     json_decref(ready);
     int status = 0;

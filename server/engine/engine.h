@@ -14,6 +14,7 @@ struct splash_engine_opts {
     int64_t max_context;     /* 0: the model's native window */
     int fit_context;         /* a restart: serve what the budget holds of max_context */
     uint64_t max_memory;     /* --max-memory, 0 = auto */
+    uint64_t expert_memory;  /* --expert-memory: 0 auto, UINT64_MAX off, else bytes */
     int max_lanes;           /* requests decoding at once (0: 16) */
     int prefill_chunk;       /* prompt tokens per step while others decode (0: 256) */
     double decode_share;     /* decode time owed per unit of prefill time (server.md) */

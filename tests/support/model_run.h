@@ -24,6 +24,7 @@ struct test_run_opts {
     /* return 1 (printing a note, nothing left open) when a tensor's type has no format
      * plugin yet, rather than leave it to model_create */
     int skip_unformatted;
+    uint64_t expert_memory; /* splash_model_opts' (0: experts load whole) */
 };
 
 /* The registered family plugin of that name (in the global registry); fails the test when

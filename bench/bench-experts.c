@@ -1,0 +1,196 @@
+/* Streamed experts' bench: the Qwen3.6-35B-A3B shape's first four layers (make-model's
+ * qwen35moe-35b-a3b-4l, Q4_K_M, expert tensors sampled), decoded with a store of 10%,
+ * 25%, 50% and 100% of its routed experts (100%: all loaded, --expert-memory off). For
+ * each: decode tokens/s over n tokens after a short prompt, the store's hit rate over that
+ * decode, the experts' bytes read and the read rate while the forward waited. The model
+ * file's pages are dropped from the page cache before each run (posix_fadvise, which any
+ * user may do); reads go around the cache with O_DIRECT where the file system takes it.
+ * Each store is that share of the experts' bytes plus its readers' staging and tables.
+ * A store below one layer's experts of each format mix is refused, as --expert-memory
+ * refuses it, and reported so: Q4_K_M's layers come in two mixes (Q4_K and Q6_K down
+ * projections), so this 4-layer shape's smallest store is half its experts.
+ *
+ * usage: bench-experts [-n N]   (decoded tokens, default 512) */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/modelgen/model_writer.h"
+#include "core/family.h"
+#include "core/model_load.h"
+#include "core/registry.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+
+#define N_THREADS 2
+#define SHAPE "qwen35moe-35b-a3b-4l"
+#define MIX "Q4_K_M"
+#define SAMPLE_VALUES (16ll << 20)
+#define PROMPT 16
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* build/bench-models/ beside this binary's build/bench/, the model built once */
+static int ensure_model(const struct splash_registry *r, char *path, size_t size)
+{
+    char exe[PATH_MAX - 256];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    char dir[PATH_MAX - 128];
+    snprintf(dir, sizeof dir, "%s/../bench-models", n > 0 ? exe : "build/bench");
+    mkdir(dir, 0755);
+    snprintf(path, size, "%s/%s-%s.gguf", dir, SHAPE, MIX);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && sb.st_size > 0)
+        return 0;
+    struct splash_model_write_opts opts = {.mix = MIX, .seed = 7, .n_threads = N_THREADS,
+                                           .max_sample = SAMPLE_VALUES};
+    struct splash_model_write_stats stats;
+    struct splash_err err = {{0}};
+    printf("building %s (once) ...\n", path);
+    fflush(stdout);
+    if (splash_model_write(r, splash_model_shape_find(SHAPE), &opts, path, &stats, &err)) {
+        fprintf(stderr, "bench-experts: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void drop_cache(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+/* Decodes n tokens after PROMPT, teacher-forced on a fixed pseudo-random sequence. */
+static int run(const struct splash_registry *r, const char *path, double share, uint64_t bytes,
+               int n)
+{
+    struct splash_model_opts mo = {.kv_format = SPLASH_KV_INT8, .state_format = SPLASH_STATE_F32,
+                                   .max_context = 4096, .expert_memory = bytes};
+    struct splash_loaded_model *lm;
+    struct splash_err err = {{0}};
+    drop_cache(path);
+    if (splash_model_load(r, path, &mo, N_THREADS, &lm, &err)) {
+        printf("  %3.0f%%  refused: %s\n", share * 100, err.msg);
+        return 0;
+    }
+    const struct splash_family_plugin *f = lm->family;
+    int32_t *tokens = malloc((size_t)(PROMPT + n) * sizeof *tokens);
+    float *logits = malloc((size_t)lm->info.n_vocab * sizeof *logits);
+    uint32_t x = 12345;
+    for (int i = 0; i < PROMPT + n; i++) {
+        x = x * 1664525u + 1013904223u;
+        tokens[i] = (int32_t)(x % (uint32_t)lm->info.n_vocab);
+    }
+    void *seq;
+    int rc = 0;
+    if (f->seq_create(lm->model, &seq, &err)) {
+        fprintf(stderr, "bench-experts: %s\n", err.msg);
+        rc = 1;
+        goto out;
+    }
+    struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = PROMPT, .logits = logits};
+    struct splash_expert_stats s0, s1;
+    if (splash_family_forward(f, lm->model, &lane, 1, &err))
+        goto failed;
+    int streamed = splash_family_expert_stats(f, lm->model, &s0);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        lane.tokens = tokens + PROMPT + i;
+        lane.pos0 = PROMPT + i;
+        lane.n_tokens = 1;
+        if (splash_family_forward(f, lm->model, &lane, 1, &err))
+            goto failed;
+    }
+    double dt = now_s() - t0;
+    if (streamed) {
+        splash_family_expert_stats(f, lm->model, &s1);
+        uint64_t routed = s1.decode.routed - s0.decode.routed, read = s1.decode.read - s0.decode.read;
+        double gb = (double)(s1.decode.bytes_read - s0.decode.bytes_read) / 1e9;
+        double wait = s1.decode.read_seconds - s0.decode.read_seconds;
+        uint64_t ahead = s1.decode.read_ahead - s0.decode.read_ahead,
+                 used = s1.decode.read_ahead_used - s0.decode.read_ahead_used;
+        printf("  %3.0f%%  store %7.1f MiB (%4d of %d slots)  decode %6.2f tok/s  hit rate %.3f "
+               "(%.3f resident before any read)  read ahead %llu, used %llu  read %.2f GB "
+               "(%.2f GB/s while waiting, %.1f s waited)  %s\n",
+               share * 100, (double)s1.cap_bytes / 1048576.0, s1.slots, s1.experts, n / dt,
+               routed ? 1.0 - (double)read / (double)routed : 0.0,
+               routed ? 1.0 - (double)(read + used) / (double)routed : 0.0,
+               (unsigned long long)ahead, (unsigned long long)used, gb,
+               wait > 0 ? gb / wait : 0.0, wait, s1.direct ? "O_DIRECT" : "page cache");
+    } else {
+        printf("  %3.0f%%  all %.1f MiB of experts loaded  decode %6.2f tok/s\n", share * 100,
+               (double)lm->info.routed_expert_bytes / 1048576.0, n / dt);
+    }
+    goto done;
+failed:
+    fprintf(stderr, "bench-experts: %s\n", err.msg);
+    rc = 1;
+done:
+    f->seq_destroy(lm->model, seq);
+out:
+    free(tokens);
+    free(logits);
+    splash_model_unload(lm);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int n = 512;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            n = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: bench-experts [-n N]\n");
+            return 2;
+        }
+    }
+    struct splash_registry *r = splash_registry_global();
+    if (splash_registry_n_records(r) == 0)
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    char path[PATH_MAX];
+    if (ensure_model(r, path, sizeof path))
+        return 1;
+    /* the routed experts' bytes, from a load at the smallest store */
+    struct splash_model_opts mo = {.kv_format = SPLASH_KV_INT8, .max_context = 4096,
+                                   .expert_memory = SPLASH_EXPERTS_SMALLEST};
+    struct splash_loaded_model *lm;
+    struct splash_err err = {{0}};
+    if (splash_model_load(r, path, &mo, N_THREADS, &lm, &err)) {
+        fprintf(stderr, "bench-experts: %s\n", err.msg);
+        return 1;
+    }
+    uint64_t routed = lm->info.routed_expert_bytes;
+    /* the store's staging and tables, beside its slots */
+    struct splash_expert_stats s;
+    splash_family_expert_stats(lm->family, lm->model, &s);
+    uint64_t overhead = s.cap_bytes - s.arena_bytes;
+    splash_model_unload(lm);
+    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, MIX,
+           (double)routed / 1048576.0, n, N_THREADS);
+    static const double shares[] = {0.10, 0.25, 0.50, 0.75, 1.00};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
+        rc |= run(r, path, shares[i],
+                  shares[i] >= 1.0 ? 0 : (uint64_t)(shares[i] * (double)routed) + overhead, n);
+    return rc;
+}

@@ -1,0 +1,430 @@
+/* Streamed experts (families/qwen_moe/expert_store.c): adaptive replacement on its own;
+ * every tiny MoE model's teacher-forced logits (one prefill, token by token, and two
+ * lanes batched) and greedy output bitwise those of all experts loaded, with the
+ * smallest store and a middling one (decode reading ahead); sizes refused below a layer's experts and loaded
+ * whole above all of them; a read error retried, or failing one step while the next
+ * runs; a model file rewritten while serving failing every later load, naming it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/family.h"
+#include "core/meta.h"
+#include "core/model_load.h"
+#include "core/registry.h"
+#include "core/threadpool.h"
+#include "families/common/hybrid.h"
+#include "families/qwen_moe/expert_arc.h"
+#include "families/qwen_moe/expert_store.h"
+#include "families/qwen_moe/moe.h"
+#include "splash/family.h"
+#include "tests/support/golden.h"
+#include "tests/support/model_run.h"
+#include "tests/support/testdata.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
+
+static struct splash_pool *pool;
+static const struct splash_family_plugin *fam;
+
+static int setup(void **state)
+{
+    struct splash_registry *r = splash_registry_global();
+    if (splash_registry_n_records(r) == 0)
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    for (size_t i = 0; i < splash_registry_n_families(r); i++)
+        if (!strcmp(splash_registry_family(r, i)->header.name, "qwen_moe"))
+            fam = splash_registry_family(r, i);
+    pool = splash_pool_create(2);
+    return fam && pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    splash_pool_destroy(pool);
+    return 0;
+}
+
+/* ---- adaptive replacement --------------------------------------------------------------- */
+
+static int pin_below(void *ctx, int32_t k)
+{
+    return k < *(int32_t *)ctx;
+}
+
+static void test_arc_keeps_what_decode_routes_again(void **state)
+{
+    struct es_arc a;
+    int32_t ev, no_pin = -1;
+    assert_int_equal(es_arc_init(&a, 4, 64), 0);
+    /* a decode working set, routed twice: T2 */
+    for (int32_t k = 0; k < 2; k++) {
+        assert_true(es_arc_admit(&a, k, 1, pin_below, &no_pin, &ev) >= 0);
+        es_arc_touch(&a, k, 1);
+    }
+    assert_int_equal(a.len[ES_ARC_T2], 2);
+    /* a prompt streams 20 experts through: they pass through T1 and the decode set stays */
+    for (int32_t k = 10; k < 30; k++) {
+        assert_true(es_arc_admit(&a, k, 0, pin_below, &no_pin, &ev) >= 0);
+        assert_true(ev != 0 && ev != 1);
+    }
+    assert_true(es_arc_slot(&a, 0) >= 0 && es_arc_slot(&a, 1) >= 0);
+    /* pinned keys are never victims: with 0..3 resident and all pinned, no slot */
+    es_arc_free(&a);
+    assert_int_equal(es_arc_init(&a, 4, 64), 0);
+    for (int32_t k = 0; k < 4; k++)
+        assert_int_equal(es_arc_admit(&a, k, 0, pin_below, &no_pin, &ev), k);
+    int32_t pin4 = 4;
+    assert_int_equal(es_arc_admit(&a, 5, 0, pin_below, &pin4, &ev), -1);
+    int32_t pin3 = 3; /* keys 0..2 pinned: 3 goes */
+    assert_true(es_arc_admit(&a, 5, 0, pin_below, &pin3, &ev) >= 0);
+    assert_int_equal(ev, 3);
+    assert_int_equal(es_arc_slot(&a, 3), -1);
+    /* a ghost of T1 routed again by decode comes back into T2 */
+    assert_true(es_arc_admit(&a, 3, 1, pin_below, &no_pin, &ev) >= 0);
+    assert_int_equal(a.node[3].list, ES_ARC_T2);
+    /* a dropped key frees its slot */
+    int32_t slot = es_arc_slot(&a, 3);
+    es_arc_drop(&a, 3);
+    assert_int_equal(es_arc_slot(&a, 3), -1);
+    assert_int_equal(es_arc_admit(&a, 40, 0, pin_below, &no_pin, &ev), slot);
+    assert_int_equal(ev, -1);
+    es_arc_free(&a);
+}
+
+/* ---- bitwise against all experts loaded --------------------------------------------------- */
+
+static void open_model(const char *path, uint64_t expert_memory, struct test_run *r)
+{
+    struct test_run_opts o = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_BF16,
+                              .state_format = SPLASH_STATE_F32, .expert_memory = expert_memory};
+    test_run_open(r, &o, path, path);
+}
+
+static int streams(const struct test_run *r)
+{
+    struct splash_expert_stats s;
+    return moe_expert_stats(r->model, &s);
+}
+
+/* Two lanes in one forward: the first lane's n1 tokens and the second's n2. */
+static float *two_lanes(struct test_run *r, const int32_t *t1, int32_t n1, const int32_t *t2,
+                        int32_t n2)
+{
+    size_t V = (size_t)r->info.n_vocab;
+    float *out = malloc((size_t)(n1 + n2) * V * sizeof(float));
+    struct splash_err err = {{0}};
+    void *s1, *s2;
+    assert_int_equal(fam->seq_create(r->model, &s1, &err), SPLASH_OK);
+    assert_int_equal(fam->seq_create(r->model, &s2, &err), SPLASH_OK);
+    struct splash_lane lanes[2] = {
+        {.seq = s1, .tokens = t1, .n_tokens = n1, .logits = out, .logits_all = 1},
+        {.seq = s2, .tokens = t2, .n_tokens = n2, .logits = out + n1 * V, .logits_all = 1}};
+    if (fam->forward(r->model, lanes, 2, &err))
+        fail_msg("two lanes: %s", err.msg);
+    /* then both decode a token together */
+    fam->seq_destroy(r->model, s1);
+    fam->seq_destroy(r->model, s2);
+    return out;
+}
+
+/* n greedy tokens after the prompt, one forward each. */
+static void greedy(struct test_run *r, const int32_t *prompt, int32_t n_prompt, int32_t n,
+                   int32_t *out)
+{
+    size_t V = (size_t)r->info.n_vocab;
+    float *logits = malloc(V * sizeof(float));
+    struct splash_err err = {{0}};
+    void *seq;
+    assert_int_equal(fam->seq_create(r->model, &seq, &err), SPLASH_OK);
+    struct splash_lane lane = {.seq = seq, .tokens = prompt, .n_tokens = n_prompt,
+                               .logits = logits};
+    int32_t tok;
+    for (int32_t i = 0; i < n; i++) {
+        if (fam->forward(r->model, &lane, 1, &err))
+            fail_msg("greedy %d: %s", i, err.msg);
+        tok = 0;
+        for (size_t v = 1; v < V; v++)
+            if (logits[v] > logits[tok])
+                tok = (int32_t)v;
+        out[i] = tok;
+        lane.tokens = &out[i];
+        lane.pos0 += lane.n_tokens;
+        lane.n_tokens = 1;
+    }
+    fam->seq_destroy(r->model, seq);
+    free(logits);
+}
+
+struct run_out {
+    float *prefill, *decode, *lanes;
+    int32_t tokens[24];
+};
+
+static void run_all(struct test_run *r, const struct test_golden *g, struct run_out *o)
+{
+    o->prefill = test_run_logits(r, g->tokens, g->n_tokens, 0, NULL);
+    o->decode = test_run_logits(r, g->tokens, g->n_tokens, 1, NULL);
+    o->lanes = two_lanes(r, g->tokens, 20, g->tokens + 30, 9);
+    greedy(r, g->tokens, g->n_prompt, 24, o->tokens);
+}
+
+static void run_free(struct run_out *o)
+{
+    free(o->prefill);
+    free(o->decode);
+    free(o->lanes);
+}
+
+static void same_bits(const char *name, const char *what, const struct run_out *a,
+                      const struct run_out *b, const struct test_golden *g)
+{
+    size_t V = (size_t)g->n_vocab, n = (size_t)g->n_tokens;
+    if (memcmp(a->prefill, b->prefill, n * V * sizeof(float)))
+        fail_msg("%s, %s: prefill logits differ from all experts loaded", name, what);
+    if (memcmp(a->decode, b->decode, n * V * sizeof(float)))
+        fail_msg("%s, %s: token-by-token logits differ from all experts loaded", name, what);
+    if (memcmp(a->lanes, b->lanes, 29 * V * sizeof(float)))
+        fail_msg("%s, %s: two batched lanes' logits differ from all experts loaded", name, what);
+    if (memcmp(a->tokens, b->tokens, sizeof a->tokens))
+        fail_msg("%s, %s: greedy output differs from all experts loaded", name, what);
+}
+
+static void test_streamed_bitwise_all_resident(void **state)
+{
+    char names[16][TEST_GOLDEN_NAME];
+    int n = test_golden_names("qwen35moe-tiny-", names, 16);
+    assert_true(n >= 5);
+    for (int i = 0; i < n; i++) {
+        struct test_golden g;
+        assert_int_equal(test_golden_load(names[i], &g), 0);
+        char path[512], rel[256];
+        snprintf(rel, sizeof rel, "models/%s", json_string_value(json_object_get(g.json, "file")));
+        test_testdata_path(path, sizeof path, rel);
+        struct test_run whole, small, mid;
+        struct run_out ref, o_small, o_mid;
+        open_model(path, 0, &whole);
+        assert_false(streams(&whole));
+        assert_int_equal(whole.info.expert_store_bytes, 0);
+        run_all(&whole, &g, &ref);
+        /* the smallest store: one layer's experts, every step reads */
+        open_model(path, SPLASH_EXPERTS_SMALLEST, &small);
+        assert_true(streams(&small));
+        assert_int_equal(small.info.expert_store_bytes, small.info.expert_store_min_bytes);
+        assert_true(small.info.weight_bytes < whole.info.weight_bytes);
+        run_all(&small, &g, &o_small);
+        struct splash_expert_stats s;
+        moe_expert_stats(small.model, &s);
+        assert_true(s.decode.read > 0 && s.prefill.read > 0);
+        same_bits(names[i], "smallest store", &o_small, &ref, &g);
+        /* a store of about half the experts: some steps hit */
+        uint64_t half = small.info.expert_store_min_bytes +
+                        (small.info.routed_expert_bytes - small.info.expert_store_min_bytes) / 2;
+        open_model(path, half, &mid);
+        assert_true(streams(&mid));
+        run_all(&mid, &g, &o_mid);
+        moe_expert_stats(mid.model, &s);
+        assert_true(s.decode.read < s.decode.routed);
+        /* decode read ahead (bits unchanged, above): some of its picks were routed */
+        assert_true(s.decode.read_ahead > 0 && s.decode.read_ahead_used > 0);
+        assert_true(s.prefill.read_ahead == 0);
+        same_bits(names[i], "half store", &o_mid, &ref, &g);
+        struct splash_expert_stats s_small;
+        moe_expert_stats(small.model, &s_small);
+        printf("  %-26s bitwise equal: smallest %.2f MiB (%d slots), half %.2f MiB (%d slots, "
+               "decode hit rate %.2f, read ahead %llu, used %llu) of %.2f MiB of experts\n",
+               names[i], (double)small.info.expert_store_bytes / 1048576.0, s_small.slots,
+               (double)mid.info.expert_store_bytes / 1048576.0, s.slots,
+               1.0 - (double)s.decode.read / (double)s.decode.routed,
+               (unsigned long long)s.decode.read_ahead, (unsigned long long)s.decode.read_ahead_used,
+               (double)whole.info.routed_expert_bytes / 1048576.0);
+        run_free(&ref);
+        run_free(&o_small);
+        run_free(&o_mid);
+        test_run_close(&whole);
+        test_run_close(&small);
+        test_run_close(&mid);
+        test_golden_free(&g);
+    }
+}
+
+/* ---- sizes -------------------------------------------------------------------------------- */
+
+static void model_path(char *path, size_t size)
+{
+    test_testdata_path(path, size, "models/qwen35moe-tiny-Q4_K_M.gguf");
+}
+
+static void test_sizes(void **state)
+{
+    char path[512];
+    model_path(path, sizeof path);
+    struct test_run small;
+    open_model(path, SPLASH_EXPERTS_SMALLEST, &small);
+    uint64_t smallest = small.info.expert_store_min_bytes, routed = small.info.routed_expert_bytes;
+    assert_true(smallest > 0 && smallest < routed);
+    test_run_close(&small);
+    /* below one layer's experts: refused, naming the option */
+    struct test_run_opts o = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_BF16,
+                              .state_format = SPLASH_STATE_F32, .expert_memory = smallest - 1};
+    struct splash_meta *m;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_meta_open_gguf(path, 0, &m, &err), SPLASH_OK);
+    splash_meta_bind_formats(m, splash_registry_global());
+    void *model = NULL;
+    struct splash_model_info info;
+    struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
+                                   .expert_memory = o.expert_memory};
+    assert_int_equal(splash_family_model_create(splash_registry_global(), fam, m, &mo, &model,
+                                                &info, &err),
+                     SPLASH_ERR_NOMEM);
+    assert_non_null(strstr(err.msg, "--expert-memory"));
+    assert_non_null(strstr(err.msg, "below one layer's experts"));
+    splash_meta_close(m);
+    /* a size that holds every expert loads them all */
+    struct test_run all;
+    open_model(path, routed, &all);
+    assert_false(streams(&all));
+    assert_int_equal(all.info.expert_store_bytes, 0);
+    test_run_close(&all);
+}
+
+/* An MLX checkpoint's experts are imported into memory: auto's smallest store loads them
+ * whole, and a size is refused naming the tensor. */
+static void test_imported_experts_load_whole(void **state)
+{
+    char path[512];
+    test_testdata_path(path, sizeof path, "safetensors/qwen35moe-tiny-mlx-4bit");
+    struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
+                                   .expert_memory = SPLASH_EXPERTS_SMALLEST};
+    struct splash_loaded_model *lm;
+    struct splash_err err = {{0}};
+    if (splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err))
+        fail_msg("%s", err.msg);
+    assert_true(lm->info.routed_expert_bytes > 0);
+    assert_int_equal(lm->info.expert_store_bytes, 0);
+    splash_model_unload(lm);
+    mo.expert_memory = 1u << 20;
+    assert_int_equal(splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err),
+                     SPLASH_ERR_UNSUPPORTED);
+    printf("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--expert-memory"));
+    assert_non_null(strstr(err.msg, "exps.weight is imported into memory"));
+}
+
+/* ---- failures ----------------------------------------------------------------------------- */
+
+static enum splash_status one_forward(struct test_run *r, const int32_t *tokens, int32_t n,
+                                      struct splash_err *err)
+{
+    void *seq;
+    assert_int_equal(fam->seq_create(r->model, &seq, err), SPLASH_OK);
+    struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = n};
+    enum splash_status st = fam->forward(r->model, &lane, 1, err);
+    fam->seq_destroy(r->model, seq);
+    return st;
+}
+
+#define READS_ENV "SPLASH_TEST_EXPERT_READ_FAIL"
+
+/* A read error (the readers' test hook): retried once, else the step fails and the next
+ * one runs. */
+static void test_read_error_hook(void **state)
+{
+    char path[512];
+    model_path(path, sizeof path);
+    int32_t tokens[8] = {11, 12, 13, 14, 15, 16, 17, 18};
+    struct splash_err err = {{0}};
+    /* retried once: a read whose first attempt fails still loads, and the step's bits are
+     * those of all experts loaded */
+    struct test_run whole, r;
+    open_model(path, 0, &whole);
+    float *ref = test_run_logits(&whole, tokens, 8, 0, NULL);
+    /* the store's third read fails once */
+    setenv(READS_ENV, "3:1", 1);
+    open_model(path, SPLASH_EXPERTS_SMALLEST, &r);
+    float *got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    test_run_close(&r);
+    /* tried twice and failed: the step fails, naming the file; the next step runs */
+    setenv(READS_ENV, "3", 1);
+    open_model(path, SPLASH_EXPERTS_SMALLEST, &r);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  read error: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "qwen35moe-tiny-Q4_K_M.gguf"));
+    assert_non_null(strstr(err.msg, "failed twice"));
+    unsetenv(READS_ENV);
+    free(got);
+    got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    free(got);
+    free(ref);
+    test_run_close(&r);
+    test_run_close(&whole);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    assert_non_null(a);
+    assert_non_null(b);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    fclose(b);
+}
+
+static void test_file_rewritten_fails_later_loads(void **state)
+{
+    char src[512], dir[] = "/tmp/splash-test-expert-store-XXXXXX", path[600];
+    model_path(src, sizeof src);
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    copy_file(src, path);
+    struct test_run r;
+    open_model(path, SPLASH_EXPERTS_SMALLEST, &r);
+    int32_t tokens[8] = {21, 22, 23, 24, 25, 26, 27, 28};
+    struct splash_err err = {{0}};
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_OK);
+    /* rewritten in place with the same bytes: its mtime moves */
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    struct timespec times[2] = {{.tv_sec = sb.st_mtim.tv_sec + 10}, {.tv_sec = sb.st_mtim.tv_sec + 10}};
+    assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  rewritten: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "modified"));
+    /* and every later load */
+    assert_int_equal(one_forward(&r, tokens + 1, 4, &err), SPLASH_ERR_IO);
+    assert_non_null(strstr(err.msg, path));
+    test_run_close(&r);
+    remove(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arc_keeps_what_decode_routes_again),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_imported_experts_load_whole),
+        cmocka_unit_test(test_read_error_hook),
+        cmocka_unit_test(test_file_rewritten_fails_later_loads),
+        cmocka_unit_test(test_streamed_bitwise_all_resident),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
