@@ -1087,7 +1087,7 @@ static double wall_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int64_t cache_stat(struct engine_thread *t, const char *key, int disk)
+static int64_t cache_stat(struct test_engine *t, const char *key, int disk)
 {
     json_t *st = engine_status(t);
     json_t *pc = json_object_get(st, "prefix_cache");
@@ -1106,7 +1106,7 @@ static void test_engine_write_ahead_no_wait(void **state)
     (void)state;
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     int32_t reuse = im_end_id(file);
-    struct engine_thread t;
+    struct test_engine t;
     disk_quota = 0;
     engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 1);
     json_t *plan = json_object_get(t.ready, "plan");
@@ -1127,12 +1127,12 @@ static void test_engine_write_ahead_no_wait(void **state)
     int nb = conversation(b, segs_b, 2, reuse, 52, bounds);
     int ns = conversation(s_, segs_s, 1, reuse, 53, bounds);
     assert_true(nb < 2048);
-    struct result cold, hit, other;
+    struct test_result cold, hit, other;
     run_one(&t, 1, a, na, 8, reuse, 0.8, &cold);
     double t0 = wall_now();
     run_one(&t, 2, b, nb, 4, reuse, 0.0, &other);
     double b_cold = wall_now() - t0;
-    engine_stop(&t);
+    test_engine_stop(&t);
 
     char root[] = "/tmp/splash-ahead-test-XXXXXX";
     assert_non_null(mkdtemp(root));
@@ -1142,7 +1142,7 @@ static void test_engine_write_ahead_no_wait(void **state)
     engine_start(&t, file, SPLASH_KV_INT8, weights + 3 * states + 1300 * per_token, 2048, 2);
     unsetenv("SPLASH_TEST_SLOW_DISK_WRITES");
     run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
-    assert_same("first run", &hit, &cold);
+    test_result_assert_same("first run", &hit, &cold, "cold");
     /* a's turn point is being written: a request beside it is not held up */
     t0 = wall_now();
     run_one(&t, 2, s_, ns, 4, reuse, 0.0, &other);
@@ -1193,8 +1193,8 @@ static void test_engine_write_ahead_no_wait(void **state)
     assert_true(a_done - l_start >= 3.0);
     run_one(&t, 6, a, na, 8, reuse, 0.8, &hit);
     assert_true(hit.cached >= na - 3);
-    assert_same("from the copy written ahead", &hit, &cold);
-    engine_stop(&t);
+    test_result_assert_same("from the copy written ahead", &hit, &cold, "cold");
+    test_engine_stop(&t);
     persist_root = NULL;
     disk_quota = 0;
     assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
