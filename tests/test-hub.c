@@ -16,6 +16,7 @@
 
 #include "core/model_check.h"
 #include "core/registry.h"
+#include "core/safetensors.h"
 #include "core/target.h"
 #include "server/hub/api.h"
 #include "server/hub/cache.h"
@@ -258,6 +259,15 @@ static void test_shards_and_projectors(void **state)
     assert_false(splash_hub_shard_wanted(map, "c.safetensors", 0));  /* the index names it not */
     assert_true(splash_hub_shard_wanted(NULL, "model.safetensors", 1)); /* no index: the root's */
     assert_false(splash_hub_shard_wanted(NULL, "sub/model.safetensors", 0));
+    /* the loader's set: what the checkpoint rules ignore, MTP layers too (the Hub kept its
+     * own list of vision prefixes before, and downloaded this shard the loader skips) */
+    json_object_set_new(map, "mtp.layers.0.mlp.w", json_string("mtp.safetensors"));
+    json_object_set_new(map, "model.multi_modal_projector.w", json_string("mtp.safetensors"));
+    assert_true(splash_hub_shard_wanted(map, "mtp.safetensors", 0));
+    assert_false(splash_hub_shard_wanted(map, "mtp.safetensors", 1));
+    assert_false(splash_safetensors_shard_needed(map, "mtp.safetensors"));
+    assert_true(splash_safetensors_shard_needed(map, "a.safetensors"));
+    assert_false(splash_safetensors_shard_needed(map, "c.safetensors"));
     json_decref(map);
     assert_true(splash_hub_is_projector("mmproj-BF16.gguf"));
     assert_true(splash_hub_is_projector("Qwen3.5-0.8B-MMPROJ-F16.gguf"));

@@ -325,8 +325,8 @@ static size_t keep_needed_shards(struct ctx *c, const struct splash_hub_revision
         kept++;
     }
     if (vision)
-        say(c, "Vision · --language-only: %zu shard%s holding only the vision tower not "
-               "downloaded",
+        say(c, "Vision · --language-only: %zu shard%s holding only what the text model leaves "
+               "out (vision tower, projector, MTP layers) not downloaded",
             vision, vision == 1 ? "" : "s");
     json_decref(index);
     return kept;

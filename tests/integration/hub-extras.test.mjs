@@ -174,7 +174,7 @@ test("--language-only skips a safetensors shard that holds only the vision tower
   hub.reset();
   const lo = await run(["pull", "test/VisionMLX", "--language-only"], h.env);
   assert.equal(lo.code, 0, lo.err);
-  assert.match(lo.err, /--language-only: 1 shard holding only the vision tower not downloaded/);
+  assert.match(lo.err, /--language-only: 1 shard holding only what the text model leaves out \(vision tower, projector, MTP layers\) not downloaded/);
   assert.equal(cdn(tower).length, 0, "the tower's shard never moves");
   const m = meta(lo.out.trim());
   assert.deepEqual(m.files.map((f) => f.path).filter((p) => p.endsWith(".safetensors")), ["model.safetensors"]);
