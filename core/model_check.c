@@ -421,6 +421,27 @@ enum splash_status splash_model_check_draft(const struct splash_registry *r, con
                                             struct splash_check_result *res,
                                             struct splash_err *err)
 {
+    return splash_model_check_draft_flags(r, path, draft_dir, 0, res, err);
+}
+
+/* The draft directory's meta: config.json and the weights' headers, or the config alone. */
+static enum splash_status open_draft(const struct splash_registry *r, const char *dir,
+                                     unsigned flags, struct splash_meta **out,
+                                     struct splash_err *err)
+{
+    if (!(flags & SPLASH_CHECK_DRAFT_CONFIG_ONLY))
+        return splash_draft_open(r, dir, SPLASH_SAFETENSORS_HEADERS_ONLY, out, err);
+    char config[PATH_MAX];
+    if ((size_t)snprintf(config, sizeof config, "%s/config.json", dir) >= sizeof config)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: path too long", dir);
+    return splash_meta_open_config(config, out, err);
+}
+
+enum splash_status splash_model_check_draft_flags(const struct splash_registry *r,
+                                                  const char *path, const char *draft_dir,
+                                                  unsigned flags, struct splash_check_result *res,
+                                                  struct splash_err *err)
+{
     memset(res, 0, sizeof *res);
     struct splash_meta *m = NULL;
     int formats_bound = 0;
@@ -436,7 +457,7 @@ enum splash_status splash_model_check_draft(const struct splash_registry *r, con
         const struct splash_draft_plugin *dp = NULL;
         res->draft_checked = 1;
         snprintf(res->draft_file, sizeof res->draft_file, "%s", base_name(draft_dir));
-        st = splash_draft_open(r, draft_dir, SPLASH_SAFETENSORS_HEADERS_ONLY, &d, err);
+        st = open_draft(r, draft_dir, flags, &d, err);
         if (!st)
             st = splash_draft_select(r, d, m, &dp, &res->draft_verdict, err);
         if (!st)

@@ -38,6 +38,14 @@ enum splash_status splash_model_check_draft(const struct splash_registry *r, con
                                             const char *draft_dir,
                                             struct splash_check_result *res,
                                             struct splash_err *err);
+/* splash_model_check_draft with flags: SPLASH_CHECK_DRAFT_CONFIG_ONLY reads draft_dir's
+ * config.json alone (an installer's check before the draft's weights move): the draft
+ * plugin holds the config to the target, its tensors unseen. */
+#define SPLASH_CHECK_DRAFT_CONFIG_ONLY (1u << 1)
+enum splash_status splash_model_check_draft_flags(const struct splash_registry *r,
+                                                  const char *path, const char *draft_dir,
+                                                  unsigned flags, struct splash_check_result *res,
+                                                  struct splash_err *err);
 /* Installers refuse mostly-unquantized GGUFs before any download
  * (gguf.require_quantized); the native loader does not. */
 #define SPLASH_CHECK_REQUIRE_QUANTIZED (1u << 0)

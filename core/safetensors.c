@@ -557,21 +557,16 @@ const char *splash_safetensors_shard_name(const struct splash_meta *m,
     return s && m->owner_free == model_shards_free && k < s->n ? s->names[k] : "model.safetensors";
 }
 
-/* 1 when the index maps to shard only tensors the text model ignores. */
-static int shard_only_ignored(json_t *index, const char *shard)
+int splash_safetensors_shard_needed(const json_t *weight_map, const char *shard)
 {
     const char *key;
     json_t *value;
-    int any = 0;
-    json_object_foreach(json_object_get(index, "weight_map"), key, value) {
+    json_object_foreach((json_t *)weight_map, key, value) {
         const char *name = json_string_value(value);
-        if (!name || strcmp(name, shard))
-            continue;
-        if (!splash_module_ignored(NULL, key))
-            return 0;
-        any = 1;
+        if (name && !strcmp(name, shard) && !splash_module_ignored(NULL, key))
+            return 1;
     }
-    return any;
+    return 0;
 }
 
 enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags,
@@ -607,7 +602,8 @@ enum splash_status splash_safetensors_open_model(const char *dir, unsigned flags
             goto out_close;
         }
         status = splash_safetensors_open(path, flags, &s->files[i], err);
-        if (status == SPLASH_ERR_NOT_FOUND && index && shard_only_ignored(index, s->names[i])) {
+        if (status == SPLASH_ERR_NOT_FOUND && index &&
+            !splash_safetensors_shard_needed(json_object_get(index, "weight_map"), s->names[i])) {
             status = SPLASH_OK; /* a vision shard left out (--language-only) */
             continue;
         }

@@ -82,6 +82,12 @@ enum splash_status splash_safetensors_add_file(struct splash_meta *m, const char
 const char *splash_safetensors_shard_name(const struct splash_meta *m,
                                          const struct splash_tensor_info *t);
 
+/* Does the text model need `shard`? 1 when the index's weight_map (tensor -> file) maps to
+ * it a tensor the checkpoint rules do not ignore (a vision tower, a projector and MTP layers
+ * they ignore). The loader passes over a missing shard it does not need; the installer's
+ * --language-only downloads none. */
+int splash_safetensors_shard_needed(const json_t *weight_map, const char *shard);
+
 /* The shard files of a model directory, relative to it, in load order (from the index,
  * else as above). *names is one malloc'ed block (free it); NOT_FOUND when there is none. */
 enum splash_status splash_safetensors_list_shards(const char *dir, char ***names, size_t *n,

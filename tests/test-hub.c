@@ -14,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/model_check.h"
+#include "core/registry.h"
+#include "core/safetensors.h"
 #include "core/target.h"
 #include "server/hub/api.h"
 #include "server/hub/cache.h"
@@ -21,6 +24,10 @@
 #include "server/hub/env.h"
 #include "server/hub/projector.h"
 #include "server/hub/shards.h"
+#include "splash/plugin.h"
+#include "tests/support/testdata.h"
+
+extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 static void clear_env(void)
 {
@@ -252,6 +259,15 @@ static void test_shards_and_projectors(void **state)
     assert_false(splash_hub_shard_wanted(map, "c.safetensors", 0));  /* the index names it not */
     assert_true(splash_hub_shard_wanted(NULL, "model.safetensors", 1)); /* no index: the root's */
     assert_false(splash_hub_shard_wanted(NULL, "sub/model.safetensors", 0));
+    /* the loader's set: what the checkpoint rules ignore, MTP layers too (the Hub kept its
+     * own list of vision prefixes before, and downloaded this shard the loader skips) */
+    json_object_set_new(map, "mtp.layers.0.mlp.w", json_string("mtp.safetensors"));
+    json_object_set_new(map, "model.multi_modal_projector.w", json_string("mtp.safetensors"));
+    assert_true(splash_hub_shard_wanted(map, "mtp.safetensors", 0));
+    assert_false(splash_hub_shard_wanted(map, "mtp.safetensors", 1));
+    assert_false(splash_safetensors_shard_needed(map, "mtp.safetensors"));
+    assert_true(splash_safetensors_shard_needed(map, "a.safetensors"));
+    assert_false(splash_safetensors_shard_needed(map, "c.safetensors"));
     json_decref(map);
     assert_true(splash_hub_is_projector("mmproj-BF16.gguf"));
     assert_true(splash_hub_is_projector("Qwen3.5-0.8B-MMPROJ-F16.gguf"));
@@ -259,37 +275,68 @@ static void test_shards_and_projectors(void **state)
     assert_false(splash_hub_is_projector("Qwen3.5-0.8B-Q4_K_M.gguf"));
 }
 
+/* A draft directory holding this config.json (and nothing else), in dir. */
+static void write_draft_config(const char *dir, json_t *config)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(json_dump_file(config, path, JSON_INDENT(1)), 0);
+}
+
+/* The installer holds a draft to its target through the core's model-check, whose draft
+ * plugin names the key (before, the Hub kept its own DFlash2 rules): the config alone
+ * before any weight moves, a local directory whole. */
 static void test_draft_config(void **state)
 {
     (void)state;
-    char path[] = "/tmp/splash-test-draft-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    struct splash_registry *r = splash_registry_global();
+    if (splash_registry_n_records(r) == 0)
+        splash_registry_add_builtins(r, splash_builtin_plugins);
+    char target[PATH_MAX], draft[1024], config[PATH_MAX], dir[] = "/tmp/splash-test-draft-XXXXXX";
+    test_testdata_path(target, sizeof target, "models/qwen35-stories-Q8_0.gguf");
+    test_testdata_path(draft, sizeof draft, "drafts/qwen35-stories-DFlash2");
+    assert_non_null(mkdtemp(dir));
     struct splash_err err;
-    const char *good = "{\"dflash_config\": {\"block_size\": 8, \"target_layer_ids\": [1, 3]},"
-                       " \"hidden_size\": 256, \"num_attention_heads\": 32,"
-                       " \"num_key_value_heads\": 8, \"head_dim\": 128}";
-    FILE *f = fopen(path, "w");
-    fputs(good, f);
-    fclose(f);
-    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_OK);
-    assert_int_equal(splash_hub_draft_check_config(path, 0, &err), SPLASH_OK);
-    assert_int_equal(splash_hub_draft_check_config(path, 1024, &err), SPLASH_ERR_INVALID);
-    assert_non_null(strstr(err.msg, "hidden_size 256 is not the target's 1024"));
-    f = fopen(path, "w");
-    fputs("{\"dflash_config\": {\"block_size\": 8, \"target_layer_ids\": [3, 1]},"
-          " \"hidden_size\": 256, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
-          " \"head_dim\": 128}", f);
-    fclose(f);
-    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_ERR_INVALID);
-    assert_non_null(strstr(err.msg, "target_layer_ids must be ascending"));
-    f = fopen(path, "w");
-    fputs("{\"model_type\": \"qwen3\", \"hidden_size\": 256}", f);
-    fclose(f);
-    assert_int_equal(splash_hub_draft_check_config(path, 256, &err), SPLASH_ERR_INVALID);
-    assert_non_null(strstr(err.msg, "not a DFlash2 draft"));
-    unlink(path);
+    assert_int_equal(splash_hub_draft_check(r, target, draft, 0, &err), SPLASH_OK);
+    assert_int_equal(
+        splash_hub_draft_check(r, target, draft, SPLASH_CHECK_DRAFT_CONFIG_ONLY, &err), SPLASH_OK);
+    /* the config alone: a directory without weights passes only as config-only */
+    snprintf(config, sizeof config, "%s/config.json", draft);
+    json_t *c = json_load_file(config, 0, NULL);
+    assert_non_null(c);
+    write_draft_config(dir, c);
+    assert_int_equal(splash_hub_draft_check(r, target, dir, SPLASH_CHECK_DRAFT_CONFIG_ONLY, &err),
+                     SPLASH_OK);
+    assert_int_not_equal(splash_hub_draft_check(r, target, dir, 0, &err), SPLASH_OK);
+    /* a draft of another model's width, taps past the target's layers, no draft at all */
+    json_object_set_new(c, "hidden_size", json_integer(512));
+    write_draft_config(dir, c);
+    assert_int_equal(splash_hub_draft_check(r, target, dir, SPLASH_CHECK_DRAFT_CONFIG_ONLY, &err),
+                     SPLASH_ERR_INVALID);
+    printf("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "hidden_size"));
+    json_object_set_new(c, "hidden_size", json_integer(256));
+    json_t *ids = json_object_get(json_object_get(c, "dflash_config"), "target_layer_ids");
+    assert_int_equal(json_array_set_new(ids, 0, json_integer(40)), 0);
+    write_draft_config(dir, c);
+    assert_int_equal(splash_hub_draft_check(r, target, dir, SPLASH_CHECK_DRAFT_CONFIG_ONLY, &err),
+                     SPLASH_ERR_INVALID);
+    printf("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "target_layer_ids"));
+    json_decref(c);
+    c = json_pack("{s:s, s:i}", "model_type", "qwen3", "hidden_size", 256);
+    write_draft_config(dir, c);
+    json_decref(c);
+    assert_int_equal(splash_hub_draft_check(r, target, dir, SPLASH_CHECK_DRAFT_CONFIG_ONLY, &err),
+                     SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "architectures"));
+    /* a target model-check refuses is named as the target */
+    assert_int_not_equal(splash_hub_draft_check(r, "/nonexistent.gguf", draft, 0, &err),
+                         SPLASH_OK);
+    assert_non_null(strstr(err.msg, "the target /nonexistent.gguf"));
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    unlink(config);
+    rmdir(dir);
 }
 
 int main(void)

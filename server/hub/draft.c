@@ -3,12 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/model_check.h"
 #include "core/paths.h"
 #include "server/hub/cache.h"
 #include "server/hub/fetch.h"
@@ -27,57 +28,22 @@ int splash_hub_draft_wants_file(const char *path)
            ends_with(path, ".safetensors");
 }
 
-static enum splash_status bad(struct splash_err *err, const char *path, const char *what)
+enum splash_status splash_hub_draft_check(const struct splash_registry *r, const char *target_path,
+                                          const char *draft_dir, unsigned flags,
+                                          struct splash_err *err)
 {
-    return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: %s", path, what);
-}
-
-static int int_is(const json_t *o, const char *key, json_int_t want)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_integer(v) && json_integer_value(v) == want;
-}
-
-enum splash_status splash_hub_draft_check_config(const char *path, int64_t target_hidden,
-                                                 struct splash_err *err)
-{
-    json_error_t jerr;
-    json_t *c = json_load_file(path, 0, &jerr);
-    if (!c)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: not JSON (%.80s)", path,
-                              jerr.text);
-    enum splash_status st = SPLASH_OK;
-    json_t *d = json_object_get(c, "dflash_config");
-    json_t *layers = json_object_get(d, "target_layer_ids");
-    json_t *hidden = json_object_get(c, "hidden_size");
-    json_t *block = json_object_get(d, "block_size");
-    char why[200];
-    if (!json_is_object(d)) {
-        st = bad(err, path, "no dflash_config: not a DFlash2 draft");
-    } else if (!json_is_array(layers) || !json_array_size(layers) || json_array_size(layers) > 8) {
-        st = bad(err, path, "dflash_config.target_layer_ids must list 1 to 8 target layers");
-    } else if (!json_is_integer(block) || json_integer_value(block) < 8) {
-        st = bad(err, path, "dflash_config.block_size must be at least 8 rows");
-    } else if (!int_is(c, "num_attention_heads", 32) || !int_is(c, "num_key_value_heads", 8) ||
-               !int_is(c, "head_dim", 128)) {
-        st = bad(err, path, "attention must be 32 query and 8 KV heads of 128 (num_attention_"
-                            "heads, num_key_value_heads, head_dim)");
-    } else if (!json_is_integer(hidden) || json_integer_value(hidden) <= 0 ||
-               json_integer_value(hidden) % 16) {
-        st = bad(err, path, "hidden_size must be a positive multiple of 16");
-    } else if (target_hidden && json_integer_value(hidden) != target_hidden) {
-        snprintf(why, sizeof why, "hidden_size %lld is not the target's %lld: a draft of "
-                                  "another model",
-                 (long long)json_integer_value(hidden), (long long)target_hidden);
-        st = bad(err, path, why);
+    if (!r)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: no plugin registry to "
+                                                       "check it against the target", draft_dir);
+    struct splash_check_result res;
+    enum splash_status st =
+        splash_model_check_draft_flags(r, target_path, draft_dir, flags, &res, err);
+    if (st && !res.draft_checked) {
+        /* the target itself was refused: say so rather than blame the draft */
+        struct splash_err inner = *err;
+        splash_err_set(err, st, "the target %.200s: %s", target_path, inner.msg);
     }
-    for (size_t i = 0; !st && i < json_array_size(layers); i++) {
-        json_t *v = json_array_get(layers, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            (i && json_integer_value(v) <= json_integer_value(json_array_get(layers, i - 1))))
-            st = bad(err, path, "dflash_config.target_layer_ids must be ascending layer numbers");
-    }
-    json_decref(c);
+    splash_check_result_free(&res);
     return st;
 }
 
@@ -153,9 +119,10 @@ static enum splash_status download(const struct splash_hub_env *env, const char 
 
 enum splash_status splash_hub_draft_install(const struct splash_hub_env *env, const char *repo_id,
                                             const struct splash_hub_revision *rev,
-                                            const char *pin, int64_t target_hidden,
-                                            splash_hub_line_fn line, int tty,
-                                            struct splash_hub_draft *out, struct splash_err *err)
+                                            const char *pin, const struct splash_registry *r,
+                                            const char *target_path, splash_hub_line_fn line,
+                                            int tty, struct splash_hub_draft *out,
+                                            struct splash_err *err)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->repo_id, sizeof out->repo_id, "%s", repo_id);
@@ -195,11 +162,23 @@ enum splash_status splash_hub_draft_install(const struct splash_hub_env *env, co
     char blob[PATH_MAX];
     splash_hub_cache_blob_path(out->repo_dir, config->blob, blob, sizeof blob);
     if (!st) {
+        /* the config alone, in a directory of its own beside the cache's blobs */
+        char dir[PATH_MAX], link[PATH_MAX + 16];
         struct splash_err inner;
-        if ((st = splash_hub_draft_check_config(blob, target_hidden, &inner)))
-            splash_err_set(err, st, "draft %.200s at %.12s: config.json: %s", repo_id,
-                           rev->commit, strchr(inner.msg, ':') ? strchr(inner.msg, ':') + 2
-                                                               : inner.msg);
+        snprintf(dir, sizeof dir, "%.4000s/.draft-check-%d", out->repo_dir, (int)getpid());
+        snprintf(link, sizeof link, "%s/config.json", dir);
+        if ((st = splash_make_dirs(dir, 0700, err)) == SPLASH_OK) {
+            if (symlink(blob, link))
+                st = splash_err_set(err, SPLASH_ERR_IO, "%s: %s", link, strerror(errno));
+            else if ((st = splash_hub_draft_check(r, target_path, dir,
+                                                  SPLASH_CHECK_DRAFT_CONFIG_ONLY, &inner)))
+                splash_err_set(err, st, "draft %.200s at %.12s: %s", repo_id, rev->commit,
+                               !strncmp(inner.msg, "draft ", 6) && strchr(inner.msg, ':')
+                                   ? strchr(inner.msg, ':') + 2
+                                   : inner.msg);
+            unlink(link);
+            rmdir(dir);
+        }
     }
     if (!st)
         st = download(env, repo_id, out->repo_dir, rev->commit, files, n, line, tty, err);
@@ -222,8 +201,9 @@ enum splash_status splash_hub_draft_install(const struct splash_hub_env *env, co
     return st;
 }
 
-enum splash_status splash_hub_draft_local(const char *dir, int64_t target_hidden,
-                                          struct splash_hub_draft *out, struct splash_err *err)
+enum splash_status splash_hub_draft_local(const char *dir, const struct splash_registry *r,
+                                          const char *target_path, struct splash_hub_draft *out,
+                                          struct splash_err *err)
 {
     memset(out, 0, sizeof *out);
     struct stat sb;
@@ -236,7 +216,7 @@ enum splash_status splash_hub_draft_local(const char *dir, int64_t target_hidden
                               "draft %.200s: no config.json (a DFlash2 draft directory holds "
                               "config.json and model.safetensors)",
                               dir);
-    enum splash_status st = splash_hub_draft_check_config(config, target_hidden, err);
+    enum splash_status st = splash_hub_draft_check(r, target_path, out->local_dir, 0, err);
     struct dirent **entries = NULL;
     int n = st ? 0 : scandir(out->local_dir, &entries, NULL, alphasort);
     size_t weights = 0;

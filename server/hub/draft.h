@@ -33,22 +33,28 @@ struct splash_hub_draft {
 /* Does a draft repository need this file? */
 int splash_hub_draft_wants_file(const char *path);
 
-/* config.json of a DFlash2 draft, held to what the kernels are built for and to the
- * target's hidden size (0: unknown, not compared). Errors name the file and the key. */
-enum splash_status splash_hub_draft_check_config(const char *path, int64_t target_hidden,
-                                                 struct splash_err *err);
+struct splash_registry;
+
+/* The draft in draft_dir held to the target at target_path by the core's model-check
+ * (splash_model_check_draft_flags, whose draft plugin names the key at fault); flags
+ * SPLASH_CHECK_DRAFT_CONFIG_ONLY: its config.json alone. Errors read "draft NAME: ...". */
+enum splash_status splash_hub_draft_check(const struct splash_registry *r, const char *target_path,
+                                          const char *draft_dir, unsigned flags,
+                                          struct splash_err *err);
 
 /* Installs revision `rev` of repo_id (asked already) into the cache: config.json first and
- * checked, then the weights the cache lacks, the snapshot links, refs/main and the pin
- * refs/splash/PIN. Fills out. */
+ * checked against the target, then the weights the cache lacks, the snapshot links,
+ * refs/main and the pin refs/splash/PIN. Fills out. */
 enum splash_status splash_hub_draft_install(const struct splash_hub_env *env, const char *repo_id,
                                             const struct splash_hub_revision *rev,
-                                            const char *pin, int64_t target_hidden,
-                                            splash_hub_line_fn line, int tty,
-                                            struct splash_hub_draft *out, struct splash_err *err);
+                                            const char *pin, const struct splash_registry *r,
+                                            const char *target_path, splash_hub_line_fn line,
+                                            int tty, struct splash_hub_draft *out,
+                                            struct splash_err *err);
 
-/* A local draft directory, checked the same way. */
-enum splash_status splash_hub_draft_local(const char *dir, int64_t target_hidden,
-                                          struct splash_hub_draft *out, struct splash_err *err);
+/* A local draft directory, checked whole against the target. */
+enum splash_status splash_hub_draft_local(const char *dir, const struct splash_registry *r,
+                                          const char *target_path, struct splash_hub_draft *out,
+                                          struct splash_err *err);
 
 #endif

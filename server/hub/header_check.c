@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,35 +175,7 @@ enum splash_status splash_hub_check_safetensors_headers(const struct splash_hub_
         if (st)
             return st;
     }
-    enum splash_status st = check(registry, work_dir, verdict, err);
-    char config[PATH_MAX];
-    snprintf(config, sizeof config, "%.3800s/config.json", work_dir);
-    json_t *c = st ? NULL : json_load_file(config, 0, NULL);
-    json_t *text = json_object_get(c, "text_config");
-    json_t *h = json_object_get(json_is_object(text) ? text : c, "hidden_size");
-    if (json_is_integer(h))
-        verdict->hidden = (int64_t)json_integer_value(h);
-    json_decref(c);
-    return st;
-}
-
-int64_t splash_hub_gguf_hidden(const char *path)
-{
-    struct splash_gguf *g = NULL;
-    struct splash_err ignored;
-    int64_t hidden = 0;
-    if (splash_gguf_open(path, SPLASH_GGUF_HEADERS_ONLY, &g, &ignored))
-        return 0;
-    const struct splash_gguf_kv *arch = splash_gguf_find_kv(g, "general.architecture");
-    char key[160];
-    if (arch && arch->type == GGUF_STRING) {
-        snprintf(key, sizeof key, "%.100s.embedding_length", arch->v.str);
-        const struct splash_gguf_kv *h = splash_gguf_find_kv(g, key);
-        if (h && h->type != GGUF_STRING && h->type != GGUF_ARRAY)
-            hidden = (int64_t)h->v.u64;
-    }
-    splash_gguf_close(g);
-    return hidden;
+    return check(registry, work_dir, verdict, err);
 }
 
 enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *env,
@@ -229,8 +200,5 @@ enum splash_status splash_hub_check_gguf_headers(const struct splash_hub_env *en
         if (st)
             return st;
     }
-    enum splash_status st = check(registry, first, verdict, err);
-    if (!st)
-        verdict->hidden = splash_hub_gguf_hidden(first);
-    return st;
+    return check(registry, first, verdict, err);
 }

@@ -15,11 +15,7 @@ struct splash_registry;
 struct splash_hub_verdict {
     char family[64];      /* the plugin that claimed it */
     char draft_repo[128]; /* the DFlash2 draft its family names for its size, or "" */
-    int64_t hidden;       /* the target's hidden size (a draft's must match), 0 unknown */
 };
-
-/* A GGUF's hidden size (ARCH.embedding_length), 0 when it has none. */
-int64_t splash_hub_gguf_hidden(const char *path);
 
 /* Copies a GGUF's header (metadata and tensor directory) to out_path, from source when
  * local, else by range requests on url: a projector is chosen by its header. */

@@ -165,7 +165,7 @@ static enum splash_status assemble_from_snapshot(struct ctx *c, const char *comm
                                                  .lfs = strlen(blobs[i]) == 64};
     }
     if (!st) {
-        struct splash_hub_verdict verdict = {"", "", 0};
+        struct splash_hub_verdict verdict = {"", ""};
         if (t.kind != SPLASH_TARGET_SAFETENSORS && c->req->registry) {
             /* model-check on the files themselves (it reads their headers only) */
             struct splash_hub_file *hf = calloc(n_files, sizeof *hf);
@@ -325,8 +325,8 @@ static size_t keep_needed_shards(struct ctx *c, const struct splash_hub_revision
         kept++;
     }
     if (vision)
-        say(c, "Vision · --language-only: %zu shard%s holding only the vision tower not "
-               "downloaded",
+        say(c, "Vision · --language-only: %zu shard%s holding only what the text model leaves "
+               "out (vision tower, projector, MTP layers) not downloaded",
             vision, vision == 1 ? "" : "s");
     json_decref(index);
     return kept;
@@ -360,14 +360,14 @@ static void set_draft(struct ctx *c, struct splash_assembly *a, const char *comm
  * draft that cannot be installed leaves the target without one, said in a line; one that
  * --draft-model names is an error. */
 static enum splash_status choose_draft(struct ctx *c, const struct splash_hub_verdict *v,
-                                       struct splash_err *err)
+                                       const char *target_path, struct splash_err *err)
 {
     c->draft->n = 0;
     if (c->draft_kind == DRAFT_NONE)
         return SPLASH_OK;
     if (c->draft_kind == DRAFT_DIR) {
-        enum splash_status st = splash_hub_draft_local(c->req->draft_model, v->hidden, c->draft,
-                                                       err);
+        enum splash_status st = splash_hub_draft_local(c->req->draft_model, c->req->registry,
+                                                       target_path, c->draft, err);
         for (size_t i = 0; !st && i < c->draft->n; i++)
             st = splash_hub_file_digest(c->draft->source[i], 0, c->draft->blob[i], err);
         return st;
@@ -388,8 +388,8 @@ static enum splash_status choose_draft(struct ctx *c, const struct splash_hub_ve
     char pin[600];
     snprintf(pin, sizeof pin, "%s", c->inst_name);
     if (!st)
-        st = splash_hub_draft_install(&c->env, repo, &c->draft_rev, pin, v->hidden,
-                                      c->req->line, c->req->tty, c->draft, &derr);
+        st = splash_hub_draft_install(&c->env, repo, &c->draft_rev, pin, c->req->registry,
+                                      target_path, c->req->line, c->req->tty, c->draft, &derr);
     if (!st)
         return SPLASH_OK;
     c->draft->n = 0;
@@ -458,7 +458,7 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
     if (!st && t.kind == SPLASH_TARGET_SAFETENSORS)
         n = keep_needed_shards(c, rev, files, urls, blob_paths, n);
     /* model-check on the headers before any weight moves */
-    struct splash_hub_verdict verdict = {"", "", 0};
+    struct splash_hub_verdict verdict = {"", ""};
     if (!st && c->req->registry) {
         const char **src = calloc(n, sizeof *src), **u = calloc(n, sizeof *u);
         char work[PATH_MAX];
@@ -476,21 +476,32 @@ static enum splash_status install_revision(struct ctx *c, const struct splash_hu
                                                             u, n, work, &verdict, err)
                      : splash_hub_check_gguf_headers(&c->env, c->req->registry, files, src, u, n,
                                                      work, &verdict, err);
+            if (st) {
+                struct splash_err inner = *err;
+                splash_err_set(err, st, "%s: %s", c->req->model, inner.msg);
+            }
+            /* the draft is held to the target's header copies, before they go */
+            char target_path[PATH_MAX];
+            if (t.kind == SPLASH_TARGET_SAFETENSORS)
+                snprintf(target_path, sizeof target_path, "%s", work);
+            else
+                snprintf(target_path, sizeof target_path, "%.3800s/%s", work,
+                         base_name(files[0]->path));
+            if (!st)
+                st = choose_draft(c, &verdict, target_path, err);
             for (size_t i = 0; i < n; i++) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%.3800s/%s", work, base_name(files[i]->path));
                 unlink(p);
             }
             rmdir(work);
-            if (st) {
-                struct splash_err inner = *err;
-                splash_err_set(err, st, "%s: %s", c->req->model, inner.msg);
-            }
         }
         free(src), free(u);
+    } else if (!st && (c->draft_kind == DRAFT_REPO || c->draft_kind == DRAFT_DIR)) {
+        st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: a draft is checked against the target's "
+                                                      "headers, which need the plugin registry",
+                            c->req->model);
     }
-    if (!st)
-        st = choose_draft(c, &verdict, err);
     /* a GGUF repository's projector, unless --language-only */
     const struct splash_hub_file *projector = NULL;
     if (!st && t.kind != SPLASH_TARGET_SAFETENSORS && !c->req->language_only) {

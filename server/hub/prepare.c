@@ -64,14 +64,15 @@ static enum splash_status add(struct plan *p, const char *path, const char *dir_
     return SPLASH_OK;
 }
 
-/* A draft directory's config.json and safetensors, its config held to the target's. */
-static enum splash_status add_draft(struct plan *p, const char *dir, int64_t hidden,
+/* A draft directory's config.json and safetensors, held to the target by model-check. */
+static enum splash_status add_draft(struct plan *p, const char *dir,
+                                    const struct splash_registry *registry, const char *target,
                                     struct splash_err *err)
 {
     struct splash_hub_draft *d = calloc(1, sizeof *d);
     if (!d)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
-    enum splash_status st = splash_hub_draft_local(dir, hidden, d, err);
+    enum splash_status st = splash_hub_draft_local(dir, registry, target, d, err);
     for (size_t i = 0; !st && i < d->n; i++)
         st = add(p, d->source[i], "draft", err);
     free(d);
@@ -197,9 +198,7 @@ enum splash_status splash_prepare_local_model(const struct splash_registry *regi
             st = add(&p, mmproj, "mmproj", err);
     }
     if (!st && draft)
-        st = add_draft(&p, draft,
-                       t.kind == SPLASH_TARGET_SAFETENSORS ? 0 : splash_hub_gguf_hidden(t.path),
-                       err);
+        st = add_draft(&p, draft, registry, t.path, err);
     char dir[PATH_MAX];
     if (!st && !models_dir) {
         st = splash_install_models_dir(dir, sizeof dir, err);

@@ -64,7 +64,9 @@ test("a split part names its parts; projectors and drafts are linked; bad input 
   fs.mkdirSync(draft);
   const draftConfig = JSON.parse(fs.readFileSync(path.join(testdata, "drafts/qwen35-stories-DFlash2/config.json")));
   fs.writeFileSync(path.join(draft, "config.json"), JSON.stringify(draftConfig));
-  fs.writeFileSync(path.join(draft, "model.safetensors"), "x");
+  // the draft's weights as they are: a local draft is held to the target whole
+  for (const f of ["model.safetensors", "mask_embedding.safetensors"])
+    fs.symlinkSync(path.join(testdata, "drafts/qwen35-stories-DFlash2", f), path.join(draft, f));
   const r = await run(["prepare", b, "--mmproj", mmproj, "--draft", draft], s.env);
   assert.equal(r.code, 0, r.err);
   const dir = r.out.trim();
@@ -82,10 +84,10 @@ test("a split part names its parts; projectors and drafts are linked; bad input 
   fs.writeFileSync(path.join(draft, "config.json"), JSON.stringify({ ...draftConfig, hidden_size: 512 }));
   const other = await run(["prepare", storiesModel, "--draft", draft], s.env);
   assert.equal(other.code, 1);
-  assert.match(other.err, /draft .*config.json: hidden_size 512 is not the target's 256: a draft of another model/);
+  assert.match(other.err, /draft draft: config.json: hidden_size is 512, the target's hidden size is 256/);
   fs.writeFileSync(path.join(draft, "config.json"), "{}");
   const notDraft = await run(["prepare", storiesModel, "--draft", draft], s.env);
-  assert.match(notDraft.err, /draft .*config.json: no dflash_config: not a DFlash2 draft/);
+  assert.match(notDraft.err, /draft draft: config.json: architectures is missing \(a draft's config.json names its architecture\)/);
   fs.rmSync(path.join(draft, "config.json"));
   const noConfig = await run(["prepare", storiesModel, "--draft", draft], s.env);
   assert.match(noConfig.err, /draft .*: no config.json/);

@@ -1,21 +1,9 @@
 /* A family whose size preset names an architecture it does not claim (the loader refuses
  * it, naming the preset). */
 #include "splash/family.h"
+#include "tests/plugins/family_stubs.h"
 
 static const char *const archs[] = {"preset-test", NULL};
-
-static enum splash_status check(const struct splash_host *host, const struct splash_meta *m,
-                                struct splash_family_verdict *v, struct splash_err *err)
-{
-    v->score = 1;
-    return SPLASH_OK;
-}
-
-static enum splash_status declare(const struct splash_host *host, const struct splash_meta *m,
-                                  splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
-{
-    return SPLASH_OK;
-}
 
 static const struct splash_preset_value values[] = {
     {.key = "embedding_length", .kind = SPLASH_PRESET_U32, .num = 64}, {0}};

@@ -1,20 +1,8 @@
 /* A minimal valid family plugin for the loader tests. */
 #include "splash/family.h"
+#include "tests/plugins/family_stubs.h"
 
 static const char *const archs[] = {"loader-test", NULL};
-
-static enum splash_status check(const struct splash_host *host, const struct splash_meta *m,
-                                struct splash_family_verdict *v, struct splash_err *err)
-{
-    v->score = 1;
-    return SPLASH_OK;
-}
-
-static enum splash_status declare(const struct splash_host *host, const struct splash_meta *m,
-                                  splash_decl_emit_fn emit, void *ctx, struct splash_err *err)
-{
-    return SPLASH_OK;
-}
 
 static const struct splash_family_plugin plugin = {
     .header = SPLASH_PLUGIN_HEADER_INIT(SPLASH_PLUGIN_FAMILY, "loader_test", "1.0",
