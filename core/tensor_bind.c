@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/import_mem.h"
 #include "core/model_check.h"
+#include "kernels/kernels_impl.h"
 #include "splash/format.h"
 #include "splash/kernels.h"
 
@@ -219,6 +221,72 @@ void splash_tensors_unbind(const struct splash_host *host, const struct splash_m
     declare(host, m, model, bind_one, &b, &ignored);
 }
 
+/* After a bind: the import regions (a safetensors import's converted blocks) of tensors
+ * bound only as weights the kernels repacked give their pages back, as a mapped file's
+ * are dropped after the repack, so the model holds one copy of each. A tensor also bound
+ * by reference (the token table a tied head shares) or as streamed experts is read as
+ * stored later and stays. */
+struct give_back_ctx {
+    const struct splash_host *host;
+    const struct splash_meta *m;
+    const void **keep; /* data of tensors read as stored after the bind */
+    size_t n_keep, cap_keep;
+    int oom;
+    int pass; /* 0: collect keep, 1: give back */
+    size_t given;
+};
+
+static int kept(const struct give_back_ctx *g, const void *data)
+{
+    for (size_t i = 0; i < g->n_keep; i++)
+        if (g->keep[i] == data)
+            return 1;
+    return 0;
+}
+
+static void give_back_one(void *ctx, const struct splash_tensor_decl *d)
+{
+    struct give_back_ctx *g = ctx;
+    if (!d->dst || d->bind == SPLASH_BIND_NONE || g->oom)
+        return;
+    const struct splash_tensor_info *t = g->host->meta->tensor_find(g->m, d->name);
+    if (!t || !t->data)
+        return;
+    if (g->pass == 0) {
+        if (d->bind != SPLASH_BIND_TENSOR && d->bind != SPLASH_BIND_EXPERTS)
+            return;
+        if (g->n_keep == g->cap_keep) {
+            size_t cap = g->cap_keep ? 2 * g->cap_keep : 16;
+            const void **grown = realloc(g->keep, cap * sizeof *grown);
+            if (!grown) {
+                g->oom = 1; /* then nothing is given back */
+                return;
+            }
+            g->keep = grown;
+            g->cap_keep = cap;
+        }
+        g->keep[g->n_keep++] = t->data;
+        return;
+    }
+    struct splash_weight *const *w = d->dst;
+    if (d->bind == SPLASH_BIND_WEIGHT && kernel_weight_packed(*w) && !kept(g, t->data))
+        g->given += splash_import_drop(t->data, t->n_bytes);
+}
+
+static void give_back_imports(const struct splash_host *host, const struct splash_meta *m,
+                              splash_declare_fn declare, void *model)
+{
+    /* only the core's kernels' weights are known to read their image alone */
+    if (host->kernels != splash_kernels_get())
+        return;
+    struct give_back_ctx g = {.host = host, .m = m};
+    struct splash_err ignored;
+    for (g.pass = 0; g.pass < 2 && !g.oom; g.pass++)
+        if (declare(host, m, model, give_back_one, &g, &ignored))
+            break;
+    free(g.keep);
+}
+
 enum splash_status splash_tensors_bind(const struct splash_host *host, const struct splash_meta *m,
                                        splash_declare_fn declare, void *model, uint64_t *bytes,
                                        struct splash_err *err)
@@ -231,6 +299,7 @@ enum splash_status splash_tensors_bind(const struct splash_host *host, const str
         splash_tensors_unbind(host, m, declare, model);
         return st;
     }
+    give_back_imports(host, m, declare, model);
     if (bytes)
         *bytes = b.bytes;
     return SPLASH_OK;
