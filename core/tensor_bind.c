@@ -14,9 +14,65 @@
 #include "splash/format.h"
 #include "splash/kernels.h"
 
+/* The import regions (a safetensors import's converted blocks, core/import_mem.h) of
+ * tensors bound only as weights the kernels repacked give their pages back as each is
+ * bound, as a mapped file's are dropped after the repack, so the model holds one copy of
+ * each even while it loads. A tensor the list also binds by reference (the token table a
+ * tied head shares) or as streamed experts is read as stored later, and stays. */
+struct give_back {
+    const void **keep; /* data of tensors read as stored after the bind */
+    size_t n_keep, cap_keep;
+    int off; /* another host's kernels, or no memory for the list: nothing is given back */
+    const struct splash_host *host;
+    const struct splash_meta *m;
+};
+
+static void keep_one(void *ctx, const struct splash_tensor_decl *d)
+{
+    struct give_back *g = ctx;
+    if (g->off || !d->dst || (d->bind != SPLASH_BIND_TENSOR && d->bind != SPLASH_BIND_EXPERTS))
+        return;
+    const struct splash_tensor_info *t = g->host->meta->tensor_find(g->m, d->name);
+    if (!t || !t->data)
+        return;
+    if (g->n_keep == g->cap_keep) {
+        size_t cap = g->cap_keep ? 2 * g->cap_keep : 16;
+        const void **grown = realloc(g->keep, cap * sizeof *grown);
+        if (!grown) {
+            g->off = 1;
+            return;
+        }
+        g->keep = grown;
+        g->cap_keep = cap;
+    }
+    g->keep[g->n_keep++] = t->data;
+}
+
+static void give_back_start(struct give_back *g, const struct splash_host *host,
+                            const struct splash_meta *m, splash_declare_fn declare, void *model)
+{
+    *g = (struct give_back){.host = host, .m = m};
+    /* only the core's kernels' weights are known to read their image alone */
+    struct splash_err ignored;
+    if (host->kernels != splash_kernels_get() || declare(host, m, model, keep_one, g, &ignored))
+        g->off = 1;
+}
+
+static void give_back_weight(const struct give_back *g, const struct splash_tensor_info *t,
+                             const struct splash_weight *w)
+{
+    if (g->off || !kernel_weight_packed(w))
+        return;
+    for (size_t i = 0; i < g->n_keep; i++)
+        if (g->keep[i] == t->data)
+            return;
+    splash_import_drop(t->data, t->n_bytes);
+}
+
 struct bind_ctx {
     const struct splash_host *host;
     const struct splash_meta *m;
+    const struct give_back *give_back; /* NULL when unbinding */
     int unbind;
     uint64_t bytes;
     enum splash_status st;
@@ -78,10 +134,14 @@ static enum splash_status bind_weight(struct bind_ctx *b, const struct splash_te
         return st;
     float *scales;
     int64_t n;
-    if ((st = tensor_scale(b, t, &scales, &n)) || !scales)
+    if ((st = tensor_scale(b, t, &scales, &n)))
         return st;
-    st = k->weight_set_scale(*dst, scales, n, b->err);
-    free(scales);
+    if (scales) {
+        st = k->weight_set_scale(*dst, scales, n, b->err);
+        free(scales);
+    }
+    if (!st)
+        give_back_weight(b->give_back, t, *dst);
     return st;
 }
 
@@ -221,85 +281,21 @@ void splash_tensors_unbind(const struct splash_host *host, const struct splash_m
     declare(host, m, model, bind_one, &b, &ignored);
 }
 
-/* After a bind: the import regions (a safetensors import's converted blocks) of tensors
- * bound only as weights the kernels repacked give their pages back, as a mapped file's
- * are dropped after the repack, so the model holds one copy of each. A tensor also bound
- * by reference (the token table a tied head shares) or as streamed experts is read as
- * stored later and stays. */
-struct give_back_ctx {
-    const struct splash_host *host;
-    const struct splash_meta *m;
-    const void **keep; /* data of tensors read as stored after the bind */
-    size_t n_keep, cap_keep;
-    int oom;
-    int pass; /* 0: collect keep, 1: give back */
-    size_t given;
-};
-
-static int kept(const struct give_back_ctx *g, const void *data)
-{
-    for (size_t i = 0; i < g->n_keep; i++)
-        if (g->keep[i] == data)
-            return 1;
-    return 0;
-}
-
-static void give_back_one(void *ctx, const struct splash_tensor_decl *d)
-{
-    struct give_back_ctx *g = ctx;
-    if (!d->dst || d->bind == SPLASH_BIND_NONE || g->oom)
-        return;
-    const struct splash_tensor_info *t = g->host->meta->tensor_find(g->m, d->name);
-    if (!t || !t->data)
-        return;
-    if (g->pass == 0) {
-        if (d->bind != SPLASH_BIND_TENSOR && d->bind != SPLASH_BIND_EXPERTS)
-            return;
-        if (g->n_keep == g->cap_keep) {
-            size_t cap = g->cap_keep ? 2 * g->cap_keep : 16;
-            const void **grown = realloc(g->keep, cap * sizeof *grown);
-            if (!grown) {
-                g->oom = 1; /* then nothing is given back */
-                return;
-            }
-            g->keep = grown;
-            g->cap_keep = cap;
-        }
-        g->keep[g->n_keep++] = t->data;
-        return;
-    }
-    struct splash_weight *const *w = d->dst;
-    if (d->bind == SPLASH_BIND_WEIGHT && kernel_weight_packed(*w) && !kept(g, t->data))
-        g->given += splash_import_drop(t->data, t->n_bytes);
-}
-
-static void give_back_imports(const struct splash_host *host, const struct splash_meta *m,
-                              splash_declare_fn declare, void *model)
-{
-    /* only the core's kernels' weights are known to read their image alone */
-    if (host->kernels != splash_kernels_get())
-        return;
-    struct give_back_ctx g = {.host = host, .m = m};
-    struct splash_err ignored;
-    for (g.pass = 0; g.pass < 2 && !g.oom; g.pass++)
-        if (declare(host, m, model, give_back_one, &g, &ignored))
-            break;
-    free(g.keep);
-}
-
 enum splash_status splash_tensors_bind(const struct splash_host *host, const struct splash_meta *m,
                                        splash_declare_fn declare, void *model, uint64_t *bytes,
                                        struct splash_err *err)
 {
-    struct bind_ctx b = {.host = host, .m = m, .err = err};
+    struct give_back g;
+    give_back_start(&g, host, m, declare, model);
+    struct bind_ctx b = {.host = host, .m = m, .give_back = &g, .err = err};
     enum splash_status st = declare(host, m, model, bind_one, &b, err);
+    free(g.keep);
     if (!st)
         st = b.st;
     if (st) {
         splash_tensors_unbind(host, m, declare, model);
         return st;
     }
-    give_back_imports(host, m, declare, model);
     if (bytes)
         *bytes = b.bytes;
     return SPLASH_OK;
