@@ -10,6 +10,7 @@ struct region {
     uintptr_t begin;
     size_t size;    /* bytes asked for */
     size_t mapped;  /* whole pages */
+    int handed_over;
     int dropped;
 };
 
@@ -41,7 +42,7 @@ void *splash_import_alloc(size_t size)
         regions = grown;
         cap_regions = cap;
     }
-    regions[n_regions++] = (struct region){(uintptr_t)p, size, mapped, 0};
+    regions[n_regions++] = (struct region){(uintptr_t)p, size, mapped, 0, 0};
     pthread_mutex_unlock(&lock);
     return p;
 }
@@ -63,6 +64,17 @@ void splash_import_free(void *p)
         munmap(p, mapped);
 }
 
+void splash_import_hand_over(const void *p)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_regions; i++)
+        if (regions[i].begin == (uintptr_t)p) {
+            regions[i].handed_over = 1;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
 size_t splash_import_drop(const void *p, size_t n)
 {
     size_t dropped = 0;
@@ -73,7 +85,7 @@ size_t splash_import_drop(const void *p, size_t n)
             continue;
         /* the range stays reserved (no other region can take its address, which the
          * kernels compare to share an image) but holds no pages and reads nothing */
-        if (!r->dropped && n >= r->size && madvise((void *)r->begin, r->mapped, MADV_DONTNEED) == 0 &&
+        if (r->handed_over && !r->dropped && n >= r->size && madvise((void *)r->begin, r->mapped, MADV_DONTNEED) == 0 &&
             mprotect((void *)r->begin, r->mapped, PROT_NONE) == 0) {
             r->dropped = 1;
             dropped = r->mapped;

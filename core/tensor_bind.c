@@ -10,7 +10,6 @@
 
 #include "core/import_mem.h"
 #include "core/model_check.h"
-#include "kernels/kernels_impl.h"
 #include "splash/format.h"
 #include "splash/kernels.h"
 
@@ -22,7 +21,7 @@
 struct give_back {
     const void **keep; /* data of tensors read as stored after the bind */
     size_t n_keep, cap_keep;
-    int off; /* another host's kernels, or no memory for the list: nothing is given back */
+    int off; /* no memory for the list: nothing is given back */
     const struct splash_host *host;
     const struct splash_meta *m;
 };
@@ -52,21 +51,21 @@ static void give_back_start(struct give_back *g, const struct splash_host *host,
                             const struct splash_meta *m, splash_declare_fn declare, void *model)
 {
     *g = (struct give_back){.host = host, .m = m};
-    /* only the core's kernels' weights are known to read their image alone */
     struct splash_err ignored;
-    if (host->kernels != splash_kernels_get() || declare(host, m, model, keep_one, g, &ignored))
+    if (declare(host, m, model, keep_one, g, &ignored))
         g->off = 1;
 }
 
-static void give_back_weight(const struct give_back *g, const struct splash_tensor_info *t,
-                             const struct splash_weight *w)
+/* Before t's weight is made: its region is read by that weight alone, whose kernels give
+ * it back once they hold its repacked image (kernels/matmul.c). */
+static void give_back_weight(const struct give_back *g, const struct splash_tensor_info *t)
 {
-    if (g->off || !kernel_weight_packed(w))
+    if (g->off)
         return;
     for (size_t i = 0; i < g->n_keep; i++)
         if (g->keep[i] == t->data)
             return;
-    splash_import_drop(t->data, t->n_bytes);
+    splash_import_hand_over(t->data);
 }
 
 struct bind_ctx {
@@ -129,19 +128,16 @@ static enum splash_status bind_weight(struct bind_ctx *b, const struct splash_te
                                       struct splash_weight **dst)
 {
     const struct splash_kernels *k = b->host->kernels;
+    give_back_weight(b->give_back, t);
     enum splash_status st = k->weight_create(t, dst, b->err);
     if (st)
         return st;
     float *scales;
     int64_t n;
-    if ((st = tensor_scale(b, t, &scales, &n)))
+    if ((st = tensor_scale(b, t, &scales, &n)) || !scales)
         return st;
-    if (scales) {
-        st = k->weight_set_scale(*dst, scales, n, b->err);
-        free(scales);
-    }
-    if (!st)
-        give_back_weight(b->give_back, t, *dst);
+    st = k->weight_set_scale(*dst, scales, n, b->err);
+    free(scales);
     return st;
 }
 

@@ -10,7 +10,5 @@ const struct splash_kernels *splash_kernels_get(void);
 /* Frees every repacked weight image (each is made again from the mapped rows on its next
  * use) but those over an import's rows already given back; returns the bytes freed. */
 size_t splash_matmul_release_images(void);
-/* 1 if w (a weight_create weight) reads only its repacked image, never its tensor's rows. */
-int kernel_weight_packed(const struct splash_weight *w);
 
 #endif

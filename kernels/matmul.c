@@ -104,7 +104,8 @@ static void repack_groups(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* Makes w's image if it has none; the source pages of a file mapping are dropped after. */
+/* Makes w's image if it has none; the source pages of a file mapping, or of an import
+ * region handed over to this weight alone, are given back after. */
 static void *packed_image(struct splash_weight *w)
 {
     void *img = atomic_load_explicit(&w->packed, memory_order_acquire);
@@ -128,6 +129,7 @@ static void *packed_image(struct splash_weight *w)
             else
                 repack_groups(&t, 0, units, 0);
             splash_file_map_drop(w->t.data, total);
+            splash_import_drop(w->t.data, total); /* when tensor_bind handed it over */
             atomic_store_explicit(&w->packed, img, memory_order_release);
         }
     }
@@ -289,12 +291,6 @@ enum splash_status kernel_expert_weight_create(const struct splash_tensor_info *
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: not an expert stack (%d dims)",
                               t->name, t->n_dims);
     return weight_make(t, 1, out, err);
-}
-
-int kernel_weight_packed(const struct splash_weight *w)
-{
-    return w && !w->streamed && w->packed_fmt &&
-           atomic_load_explicit(&w->packed, memory_order_acquire) != NULL;
 }
 
 void kernel_expert_pack(const struct splash_weight *w, const void *src, void *dst)
