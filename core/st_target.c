@@ -14,6 +14,7 @@
 #include "core/file_map.h"
 #include "core/gguf.h"
 #include "core/gguf_write.h"
+#include "core/import_mem.h"
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "core/registry.h"
@@ -24,7 +25,27 @@ struct st_tensor {
     struct splash_tensor_info info;
     char name[96];
     void *buf; /* converted bytes (aligned), or NULL when info.data lies in a shard */
+    int region; /* buf is an import region (core/import_mem.h): a matrix the kernels may
+                   repack, whose pages tensor_bind then gives back */
 };
+
+/* A matrix's converted bytes in a region of their own. */
+static void *region_alloc(struct st_tensor *t)
+{
+    t->buf = splash_import_alloc(t->info.n_bytes);
+    t->region = t->buf != NULL;
+    return t->buf;
+}
+
+static void buf_free(struct st_tensor *t)
+{
+    if (t->region)
+        splash_import_free(t->buf);
+    else
+        free(t->buf);
+    t->buf = NULL;
+    t->region = 0;
+}
 
 struct st_owner {
     struct splash_meta *src; /* config.json and the shards, mapped */
@@ -53,7 +74,7 @@ static void owner_free(void *p)
     if (!o)
         return;
     for (size_t i = 0; i < o->n; i++) {
-        free(o->t[i]->buf);
+        buf_free(o->t[i]);
         free(o->t[i]);
     }
     free(o->t);
@@ -504,7 +525,7 @@ static enum splash_status linear(struct build *b, const char *module, const char
         if (!p.f && perm == ST_PERM_NONE) {
             t->info.data = p.w->data; /* a float matrix is used where it lies */
         } else {
-            if (!(t->buf = malloc(t->info.n_bytes ? t->info.n_bytes : 1))) {
+            if (!region_alloc(t)) {
                 st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
                 goto out;
             }
@@ -555,7 +576,7 @@ static enum splash_status experts_each(struct build *b, const char *base, const 
     t->info.ne[3] = 1;
     t->info.n_bytes = (uint64_t)E * (uint64_t)p0.rows * row_bytes;
     int convert = !(b->flags & SPLASH_ST_HEADERS_ONLY);
-    if (convert && !(t->buf = malloc(t->info.n_bytes ? t->info.n_bytes : 1)))
+    if (convert && !region_alloc(t))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
     for (int64_t e = 0; e < E; e++) {
         struct planes_src p;
@@ -629,7 +650,7 @@ static enum splash_status experts_fused(struct build *b, const struct splash_ten
         if (half < 0) {
             t->info.data = src->data;
         } else {
-            if (!(t->buf = malloc(t->info.n_bytes ? t->info.n_bytes : 1)))
+            if (!region_alloc(t))
                 return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
             const size_t part = (size_t)out_rows * row_bytes;
             for (int64_t e = 0; e < E; e++)
@@ -796,7 +817,7 @@ static void fit_roles(void *ctx, const struct splash_tensor_decl *d)
                 return; /* model-check then names the type */
             t->info.format->to_float(t->info.data, v, n);
         }
-        free(t->buf);
+        buf_free(t);
         t->buf = v;
         t->info.data = v;
         t->info.n_bytes = (uint64_t)n * 4;

@@ -8,13 +8,70 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/import_mem.h"
 #include "core/model_check.h"
 #include "splash/format.h"
 #include "splash/kernels.h"
 
+/* The import regions (a safetensors import's converted blocks, core/import_mem.h) of
+ * tensors bound only as weights the kernels repacked give their pages back as each is
+ * bound, as a mapped file's are dropped after the repack, so the model holds one copy of
+ * each even while it loads. A tensor the list also binds by reference (the token table a
+ * tied head shares) or as streamed experts is read as stored later, and stays. */
+struct give_back {
+    const void **keep; /* data of tensors read as stored after the bind */
+    size_t n_keep, cap_keep;
+    int off; /* no memory for the list: nothing is given back */
+    const struct splash_host *host;
+    const struct splash_meta *m;
+};
+
+static void keep_one(void *ctx, const struct splash_tensor_decl *d)
+{
+    struct give_back *g = ctx;
+    if (g->off || !d->dst || (d->bind != SPLASH_BIND_TENSOR && d->bind != SPLASH_BIND_EXPERTS))
+        return;
+    const struct splash_tensor_info *t = g->host->meta->tensor_find(g->m, d->name);
+    if (!t || !t->data)
+        return;
+    if (g->n_keep == g->cap_keep) {
+        size_t cap = g->cap_keep ? 2 * g->cap_keep : 16;
+        const void **grown = realloc(g->keep, cap * sizeof *grown);
+        if (!grown) {
+            g->off = 1;
+            return;
+        }
+        g->keep = grown;
+        g->cap_keep = cap;
+    }
+    g->keep[g->n_keep++] = t->data;
+}
+
+static void give_back_start(struct give_back *g, const struct splash_host *host,
+                            const struct splash_meta *m, splash_declare_fn declare, void *model)
+{
+    *g = (struct give_back){.host = host, .m = m};
+    struct splash_err ignored;
+    if (declare(host, m, model, keep_one, g, &ignored))
+        g->off = 1;
+}
+
+/* Before t's weight is made: its region is read by that weight alone, whose kernels give
+ * it back once they hold its repacked image (kernels/matmul.c). */
+static void give_back_weight(const struct give_back *g, const struct splash_tensor_info *t)
+{
+    if (g->off)
+        return;
+    for (size_t i = 0; i < g->n_keep; i++)
+        if (g->keep[i] == t->data)
+            return;
+    splash_import_hand_over(t->data);
+}
+
 struct bind_ctx {
     const struct splash_host *host;
     const struct splash_meta *m;
+    const struct give_back *give_back; /* NULL when unbinding */
     int unbind;
     uint64_t bytes;
     enum splash_status st;
@@ -71,6 +128,7 @@ static enum splash_status bind_weight(struct bind_ctx *b, const struct splash_te
                                       struct splash_weight **dst)
 {
     const struct splash_kernels *k = b->host->kernels;
+    give_back_weight(b->give_back, t);
     enum splash_status st = k->weight_create(t, dst, b->err);
     if (st)
         return st;
@@ -223,8 +281,11 @@ enum splash_status splash_tensors_bind(const struct splash_host *host, const str
                                        splash_declare_fn declare, void *model, uint64_t *bytes,
                                        struct splash_err *err)
 {
-    struct bind_ctx b = {.host = host, .m = m, .err = err};
+    struct give_back g;
+    give_back_start(&g, host, m, declare, model);
+    struct bind_ctx b = {.host = host, .m = m, .give_back = &g, .err = err};
     enum splash_status st = declare(host, m, model, bind_one, &b, err);
+    free(g.keep);
     if (!st)
         st = b.st;
     if (st) {

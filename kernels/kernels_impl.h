@@ -8,7 +8,7 @@
 
 const struct splash_kernels *splash_kernels_get(void);
 /* Frees every repacked weight image (each is made again from the mapped rows on its next
- * use); returns the bytes freed. */
+ * use) but those over an import's rows already given back; returns the bytes freed. */
 size_t splash_matmul_release_images(void);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "core/file_map.h"
 #include "core/format_links.h"
+#include "core/import_mem.h"
 #include "core/host_impl.h"
 #include "core/load_progress.h"
 #include "core/threadpool.h"
@@ -103,7 +104,8 @@ static void repack_groups(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-/* Makes w's image if it has none; the source pages of a file mapping are dropped after. */
+/* Makes w's image if it has none; the source pages of a file mapping, or of an import
+ * region handed over to this weight alone, are given back after. */
 static void *packed_image(struct splash_weight *w)
 {
     void *img = atomic_load_explicit(&w->packed, memory_order_acquire);
@@ -127,6 +129,7 @@ static void *packed_image(struct splash_weight *w)
             else
                 repack_groups(&t, 0, units, 0);
             splash_file_map_drop(w->t.data, total);
+            splash_import_drop(w->t.data, total); /* when tensor_bind handed it over */
             atomic_store_explicit(&w->packed, img, memory_order_release);
         }
     }
@@ -139,6 +142,9 @@ size_t splash_matmul_release_images(void)
     size_t released = 0;
     pthread_mutex_lock(&packed_lock);
     for (struct splash_weight *w = packed_list; w; w = w->next_packed) {
+        /* an import's rows whose pages were given back cannot make the image again */
+        if (splash_import_dropped(w->t.data, weight_bytes(w)))
+            continue;
         void *img = atomic_exchange(&w->packed, NULL);
         if (img) {
             splash_free_aligned(img);
@@ -182,6 +188,9 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
                               fmt->name);
     if (!t->data)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor data is not mapped", t->name);
+    /* an import's rows given back after their repack (tensor_bind): only a weight sharing
+     * that image may still stand over them */
+    const int gone = splash_import_dropped(t->data, t->n_bytes);
     struct splash_weight *w = calloc(1, sizeof *w);
     if (!w)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "%s: out of memory", t->name);
@@ -213,6 +222,13 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
     w->streamed = streamed;
+    if (gone && (streamed || !w->packed_fmt)) {
+        free(w);
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%s: its rows were given back after their repack; only the "
+                              "repacked weight over them can be used",
+                              t->name);
+    }
     if (streamed) {
         /* no image: expert_pack writes each expert's into the slot that holds it */
         if (w->packed_fmt)
@@ -237,6 +253,13 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
                 return SPLASH_OK;
             }
         pthread_mutex_unlock(&packed_lock);
+        if (gone) {
+            free(w);
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "%s: its rows were given back after their repack, and no "
+                                  "weight of this shape holds their image",
+                                  t->name);
+        }
         w->unit = w->packed_fmt->row_group;
         if (!packed_image(w)) {
             free(w);
