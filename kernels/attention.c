@@ -129,6 +129,7 @@ void kernel_kv_store(struct splash_pool *pool, const struct splash_kv_pages *kv,
 
 #define ATTN_SCRATCH 4096 /* floats of block scores per item, on the stack */
 #define ATTN_MAX_GROUP 64
+#define ATTN_QB 16 /* query rows per item of the blocked form (below) */
 
 struct attn_task {
     const struct kernel_vec *vec;
@@ -190,6 +191,74 @@ static void axpy_float(const struct kernel_vec *vec, const struct splash_kv_page
         o[d] += p * splash_fp16_to_fp32(((const uint16_t *)rows)[j * hd + d]);
 }
 
+/* An f16 cache follows llama.cpp's CPU flash attention over an f16 cache (ggml's
+ * one-chunk path): the query rounded to f16, each score the exact sum of its f16 products
+ * (ggml sums them in double for heads of fewer than 64 dims; a wider head's SIMD order
+ * differs by an ulp), and the output accumulated key by key in an f16 vector rounded
+ * after every rescale and every added value; the sink joins after the keys. ggml takes
+ * f32 tiles for batches of 64 rows or more; this form serves every batch, so a sequence's
+ * logits do not depend on how it was cut into steps. The gpt-oss oracle's nets turn the
+ * f16 accumulator's rounding into different expert choices: an f32 accumulator agrees
+ * with it on argmax for 80-85 of 87 rows, this form on 85-87. */
+#define ATTN_F16_MAX_HD 1024 /* head sizes the f16 form holds on the stack */
+
+static void attn_head_f16(const struct attn_task *t, const float *q, int32_t g, int64_t first,
+                          int64_t n_kv, float sink, int has_sink, float *o)
+{
+    const struct splash_kv_pages *kv = t->kv;
+    int32_t hd = kv->head_dim;
+    float qh[ATTN_F16_MAX_HD];
+    uint16_t acc[ATTN_F16_MAX_HD];
+    for (int32_t d = 0; d < hd; d++) {
+        qh[d] = splash_fp16_to_fp32(splash_fp32_to_fp16(q[d]));
+        acc[d] = 0;
+    }
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t p = first; p < n_kv; p++) {
+        const uint16_t *k = kv_row(kv, 0, p, g, NULL), *v = kv_row(kv, 1, p, g, NULL);
+        double dot = 0.0;
+        for (int32_t d = 0; d < hd; d++)
+            dot += (double)(qh[d] * splash_fp16_to_fp32(k[d]));
+        float s = (float)dot * t->scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > mx) {
+            ms = expf(mx - s); /* 0 at the first key */
+            mx = s;
+            for (int32_t d = 0; d < hd; d++)
+                acc[d] = splash_fp32_to_fp16(splash_fp16_to_fp32(acc[d]) * ms);
+        } else {
+            vs = expf(s - mx);
+        }
+        for (int32_t d = 0; d < hd; d++)
+            acc[d] = splash_fp32_to_fp16(
+                fmaf(splash_fp16_to_fp32(v[d]), vs, splash_fp16_to_fp32(acc[d])));
+        sum = sum * ms + vs;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        o[d] = splash_fp16_to_fp32(acc[d]);
+    if (has_sink) {
+        float ms = 1.0f, vs = 1.0f;
+        if (sink > mx) {
+            ms = expf(mx - sink);
+            for (int32_t d = 0; d < hd; d++)
+                o[d] *= ms;
+        } else {
+            vs = expf(sink - mx);
+        }
+        sum = sum * ms + vs;
+    }
+    float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int32_t d = 0; d < hd; d++)
+        o[d] *= inv;
+}
+
+/* Query rows from which a lane of this cache runs the blocked form (never for the f16
+ * form above). */
+static int64_t blocked_from(const struct splash_kv_pages *kv)
+{
+    return kv->format == SPLASH_KV_F16 && kv->head_dim <= ATTN_F16_MAX_HD ? INT64_MAX : ATTN_QB;
+}
+
 /* One query row and one KV head: the `group` query heads that read it, with an
  * online softmax over blocks of KV rows (no allocation, any context length). */
 static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
@@ -200,6 +269,13 @@ static void attn_item(const struct attn_task *t, int64_t i, int32_t g)
     int64_t n_kv = t->pos0 + i + 1;
     const float *q0 = t->q + i * t->q_stride + (int64_t)g * group * hd;
     float *o0 = t->out + i * t->out_stride + (int64_t)g * group * hd;
+    if (kv->format == SPLASH_KV_F16 && hd <= ATTN_F16_MAX_HD) {
+        for (int32_t m = 0; m < group; m++)
+            attn_head_f16(t, q0 + (int64_t)m * hd, g, first_key(t->window, t->pos0 + i), n_kv,
+                          t->sinks ? t->sinks[(int64_t)g * group + m] : 0.0f, t->sinks != NULL,
+                          o0 + (int64_t)m * hd);
+        return;
+    }
     float scores[ATTN_SCRATCH];
     float mx[ATTN_MAX_GROUP], sum[ATTN_MAX_GROUP];
     int64_t block = ATTN_SCRATCH / group;
@@ -280,7 +356,6 @@ static void attn_items(void *ctx, int64_t begin, int64_t end, int thread)
  * each block of KV rows inside a page is dequantized once to floats, K transposed, and
  * S = Q K^T and O += P V run as gemm_nn with an online softmax between them. */
 
-#define ATTN_QB 16 /* query rows per item */
 
 struct attn_block_scratch {
     float *q;  /* M x hd: the item's query vectors, scaled (M = ATTN_QB * group) */
@@ -455,7 +530,7 @@ void kernel_attend_with(const struct kernel_vec *vec, struct splash_pool *pool,
                           .out_stride = a.out_stride,
                           .window = a.window > 0 ? a.window : 0,
                           .sinks = a.sinks};
-    if (n_q >= ATTN_QB) {
+    if (n_q >= blocked_from(kv)) {
         int n_threads = pool ? splash_pool_threads(pool) : 1;
         size_t per_thread = attn_block_floats(group, kv->head_dim, kv->page_tokens);
         float *scratch = malloc((size_t)n_threads * per_thread * sizeof(float));
@@ -516,12 +591,12 @@ static int64_t lane_store_items(const struct splash_attn_lane *ln)
     return ln->k && ln->n_q > 0 ? ln->n_q * ln->kv.n_kv_heads : 0;
 }
 
-/* Row-form attention items of a lane: a lane of fewer than ATTN_QB rows, its rows times KV
+/* Row-form attention items of a lane: a lane of fewer than blocked_from rows, its rows times KV
  * heads (longer lanes run the blocked form on their own). */
 static int64_t lane_attn_items(const struct splash_attn_lane *ln, int32_t n_head)
 {
     int32_t group = ln->kv.n_kv_heads > 0 ? n_head / ln->kv.n_kv_heads : 0;
-    if (ln->n_q <= 0 || ln->n_q >= ATTN_QB || group < 1 || group > ATTN_MAX_GROUP)
+    if (ln->n_q <= 0 || ln->n_q >= blocked_from(&ln->kv) || group < 1 || group > ATTN_MAX_GROUP)
         return 0;
     return ln->n_q * ln->kv.n_kv_heads;
 }

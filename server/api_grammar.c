@@ -82,14 +82,8 @@ int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
         return -1;
     if (!spec)
         return 0; /* the output is free */
-    if (app->format->calls == SPLASH_CALLS_HARMONY) {
-        snprintf(msg, msg_size,
-                 "response_format and forced tool calls are not supported for the harmony chat "
-                 "format (gpt-oss): its output is not constrained yet");
-        json_decref(spec);
-        return -1;
-    }
-    /* the think block comes first and unconstrained (models.md "Chat formats") */
+    /* the think block (harmony: the analysis message) comes first and unconstrained
+     * (models.md "Chat formats") */
     const char *reasoning = app->format->model_opens_think ? "optional"
                             : prompt->thinks                ? "open"
                                                             : "none";
@@ -115,8 +109,6 @@ int splash_api_grammar_submit(struct splash_app *app, const json_t *body,
     }
     free(params->grammar);
     params->grammar = text;
-    params->grammar_calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
-                                ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
-                                : SPLASH_GRAMMAR_CALLS_QWEN_XML;
+    params->grammar_calls = ((const struct splash_grammar_format *)app->grammar_format)->calls;
     return 0;
 }

@@ -122,13 +122,14 @@ enum splash_status splash_chat_setup(struct splash_app *app, const char *path,
         if (n > app->max_token_bytes)
             app->max_token_bytes = n;
     }
-    /* the tokens a grammar writes tool calls and think tags with; the grammars write no
-     * harmony (api_grammar.c refuses constrained output there) */
+    /* the tokens a grammar writes tool calls and think tags (harmony: its messages) with */
     struct splash_err gerr;
-    if (app->format->calls != SPLASH_CALLS_HARMONY) {
+    {
         struct splash_grammar_format *gf = calloc(1, sizeof *gf);
         enum splash_grammar_call_syntax calls = app->format->calls == SPLASH_CALLS_GLM_ARGS
                                                     ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                                                : app->format->calls == SPLASH_CALLS_HARMONY
+                                                    ? SPLASH_GRAMMAR_CALLS_HARMONY
                                                     : SPLASH_GRAMMAR_CALLS_QWEN_XML;
         if (!gf)
             return splash_err_set(err, SPLASH_ERR_NOMEM, "chat format %s: out of memory",

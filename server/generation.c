@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/chat/chat_format.h"
 #include "server/console.h"
 #include "server/http.h"
 #include <utf8proc.h>
@@ -86,7 +87,10 @@ int splash_gen_start(struct splash_gen *g, struct splash_app *app, const int32_t
         g->logprobs = NULL;
         return -1;
     }
-    splash_detok_stream_init(&g->detok, app->tok, 0);
+    /* harmony's markup is control tokens, and its parser reads the messages by them: they
+     * reach it as their text (other formats' tags are added tokens, text already) */
+    splash_detok_stream_init(&g->detok, app->tok,
+                             app->format->calls == SPLASH_CALLS_HARMONY ? SPLASH_DETOK_SPECIAL : 0);
     g->request = splash_pending_id(g->pending);
     g->started = mono_now();
     if (app->opts->request_timeout > 0)

@@ -144,6 +144,11 @@ static double bound_for(int kv_format)
     return kv_format == SPLASH_KV_INT8 ? 0.3 : 0.25;
 }
 
+static const char *kv_name(int kv_format)
+{
+    return kv_format == SPLASH_KV_INT8 ? "int8" : kv_format == SPLASH_KV_F16 ? "f16" : "bf16";
+}
+
 static struct result run_case(const char *name, int decode, int kv_format, int ignore_window,
                               struct test_golden *g)
 {
@@ -166,9 +171,15 @@ static struct result run_case(const char *name, int decode, int kv_format, int i
 
 /* A routing near-tie picks the other expert on a rounding difference, and moves that
  * token's hidden state (and, through the KV cache, later ones') by O(1) on these nets: rows
- * before the first near-tie must keep within the bound and agree on argmax, and MIN_AGREE
- * of all rows agree on argmax (measured: 79-91%; the rows within the bound are printed). */
-#define MIN_AGREE 0.75
+ * before the first near-tie must keep within the bound and agree on argmax, and min_agree
+ * of all rows agree on argmax. With llama.cpp's own f16 cache the attention follows its
+ * arithmetic (kernels/attention.c) and every file agrees on 85-87 of 87 rows (an f32
+ * accumulator: 80-85). A bf16 or int8 cache rounds the keys and values otherwise, and
+ * these nets carry that into routing flips: 69-79 of 87 (an f32 cache does no better). */
+static double min_agree(int kv_format)
+{
+    return kv_format == SPLASH_KV_F16 ? 0.97 : 0.75;
+}
 
 /* 0 when the model's logits keep to the bounds (printing them either way), else 1. */
 static int golden_case(const char *name, int decode, int kv_format)
@@ -179,7 +190,7 @@ static int golden_case(const char *name, int decode, int kv_format)
     int32_t before = res.ties.first < res.rows ? res.ties.first : res.rows;
     printf("  %-24s %s %s KV: max|dlogit| %.4f (row %d), %d/%d rows within %.2f, argmax %d/%d; "
            "before the first near-tie (%d, layer %d, margin %.4f): max %.4f, argmax %d/%d\n",
-           name, decode ? "decode " : "prefill", kv_format == SPLASH_KV_INT8 ? "int8" : "bf16",
+           name, decode ? "decode " : "prefill", kv_name(kv_format),
            res.worst, res.worst_row, res.within, res.rows, bound, res.agree, res.rows, before,
            res.ties.layer, (double)res.ties.margin, res.worst_before, res.agree_before, before);
     int failed = 0;
@@ -188,7 +199,7 @@ static int golden_case(const char *name, int decode, int kv_format)
                         res.worst_before, bound) > 0;
     if (res.agree_before < before)
         failed = printf("    %s: argmax differs before the first near-tie\n", name) > 0;
-    if (res.agree < MIN_AGREE * res.rows)
+    if (res.agree < min_agree(kv_format) * res.rows)
         failed = printf("    %s: argmax agrees on %d of %d rows\n", name, res.agree, res.rows) > 0;
     test_golden_free(&g);
     return failed;
@@ -214,6 +225,26 @@ static void test_golden_prefill_bf16(void **state)
 static void test_golden_decode_bf16(void **state)
 {
     each_tiny(1, SPLASH_KV_BF16);
+}
+
+/* llama.cpp's own conditions: its f16 cache, and its weights as stored (the oracle ran
+ * with repacking off; our 16-row Q4_K layout sums in another order, and the Q4_K_M file
+ * then flips a route of margin 0.02-0.03 that the stored layout keeps). */
+static void each_tiny_as_llama_cpp(int decode)
+{
+    setenv("SPLASH_NO_REPACK", "1", 1);
+    each_tiny(decode, SPLASH_KV_F16);
+    unsetenv("SPLASH_NO_REPACK");
+}
+
+static void test_golden_prefill_f16(void **state)
+{
+    each_tiny_as_llama_cpp(0);
+}
+
+static void test_golden_decode_f16(void **state)
+{
+    each_tiny_as_llama_cpp(1);
 }
 
 static void test_golden_prefill_int8(void **state)
@@ -459,6 +490,73 @@ static void test_fork_and_truncate(void **state)
     splash_meta_close(meta);
 }
 
+/* A growing byte buffer for seq_save. */
+struct blob {
+    char *p;
+    size_t n, cap;
+};
+
+static int blob_write(void *ctx, const void *bytes, size_t n)
+{
+    struct blob *b = ctx;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, bytes, n);
+    b->n += n;
+    return 0;
+}
+
+/* A sequence saved as bytes (the SSD tier) and loaded back goes on to the same bits as the
+ * one that was saved: its full layers' pages, and of each sliding layer only the pages its
+ * window reads (a long sequence saves far less than every layer's KV). A blob of another
+ * size or a damaged header is refused. */
+static void test_seq_save_load(void **state)
+{
+    enum { N = 300, SPLIT = 237 }; /* mid-page, the window spanning two pages */
+    int32_t tokens[N];
+    for (int i = 0; i < N; i++)
+        tokens[i] = (int32_t)((i * 53 + 7) % 2000);
+    struct splash_meta *meta;
+    struct splash_model_info info;
+    for (int kv = 0; kv < 2; kv++) {
+        void *model = open_model(&meta, 0, kv ? SPLASH_KV_INT8 : SPLASH_KV_BF16, &info);
+        int64_t V = info.n_vocab;
+        struct splash_err err = {{0}};
+        void *seq, *loaded;
+        assert_int_equal(fam->seq_create(model, &seq, &err), SPLASH_OK);
+        struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = SPLIT};
+        assert_int_equal(fam->forward(model, &lane, 1, &err), SPLASH_OK);
+        struct blob b = {0};
+        assert_int_equal(fam->seq_save(model, seq, blob_write, &b, &err), SPLASH_OK);
+        assert_int_equal(b.n, fam->seq_saved_bytes(model, SPLIT));
+        /* 4 pages of each full layer, 1 of each sliding one (positions 221-236): 10 pages */
+        assert_true(b.n < 11 * info.kv_page_bytes / 2);
+        assert_int_equal(fam->seq_load(model, b.p, b.n, &loaded, &err), SPLASH_OK);
+        float *out = malloc((size_t)(N - SPLIT) * (size_t)V * sizeof *out);
+        lane = (struct splash_lane){.seq = loaded, .tokens = tokens + SPLIT, .n_tokens = N - SPLIT,
+                                    .pos0 = SPLIT, .logits = out, .logits_all = 1};
+        assert_int_equal(fam->forward(model, &lane, 1, &err), SPLASH_OK);
+        float *want = run_split(model, tokens, N, SPLIT, V);
+        assert_memory_equal(out, want, (size_t)(N - SPLIT) * (size_t)V * sizeof *out);
+        fam->seq_destroy(model, loaded);
+        /* refused: one byte short, and a header of another layout */
+        assert_int_equal(fam->seq_load(model, b.p, b.n - 1, &loaded, &err), SPLASH_ERR_INVALID);
+        b.p[0] ^= 1;
+        assert_int_equal(fam->seq_load(model, b.p, b.n, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "not this model's layout"));
+        free(b.p);
+        free(out);
+        free(want);
+        fam->seq_destroy(model, seq);
+        assert_true(fam->cache_bytes(model) == 0);
+        fam->model_destroy(model);
+        splash_meta_close(meta);
+    }
+}
+
 /* A batched step gives each lane the logits it gets alone: a decode lane, a prefill lane
  * past the window and a lane of no tokens (whose logits buffer is left as it was). */
 static void test_lanes_batched(void **state)
@@ -520,6 +618,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_prefill_bf16), cmocka_unit_test(test_golden_decode_bf16),
+        cmocka_unit_test(test_golden_prefill_f16), cmocka_unit_test(test_golden_decode_f16),
         cmocka_unit_test(test_golden_prefill_int8), cmocka_unit_test(test_golden_decode_int8),
         cmocka_unit_test(test_window_matters),
         cmocka_unit_test(test_router),
@@ -529,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_ring_wraps),
         cmocka_unit_test(test_fork_and_truncate),
         cmocka_unit_test(test_lanes_batched),
+        cmocka_unit_test(test_seq_save_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -33,7 +33,7 @@ struct wv {
     struct splash_grammar_format fmt;
 };
 
-static struct wv qwen3, glm, small;
+static struct wv qwen3, glm, small, harmony;
 
 static void wv_finish(struct wv *w)
 {
@@ -101,6 +101,32 @@ static int setup(void **state)
         .arg_value_open = (int32_t)base + 2,
         .arg_value_close = (int32_t)base + 3,
     };
+    /* harmony's message tokens after the small vocabulary, its stops <|call|> and <|return|> */
+    wv_load(&harmony, "vocab-small/qwen-small-vocab.gguf", 6);
+    static const char *const marks[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                        "<|end|>",     "<|call|>",    "<|return|>"};
+    base = harmony.n - 6;
+    for (size_t k = 0; k < 6; k++) {
+        harmony.piece[base + k] = marks[k];
+        harmony.len[base + k] = strlen(marks[k]);
+        harmony.special[base + k] = 1;
+    }
+    harmony.stops[0] = (int32_t)base + 4;
+    harmony.stops[1] = (int32_t)base + 5;
+    wv_finish(&harmony);
+    harmony.fmt = (struct splash_grammar_format){.calls = SPLASH_GRAMMAR_CALLS_HARMONY,
+                                                 .think_open = -1,
+                                                 .think_close = -1,
+                                                 .call_open = (int32_t)base + 4,
+                                                 .call_close = (int32_t)base + 4,
+                                                 .arg_key_open = -1,
+                                                 .arg_key_close = -1,
+                                                 .arg_value_open = -1,
+                                                 .arg_value_close = -1,
+                                                 .channel = (int32_t)base,
+                                                 .message = (int32_t)base + 1,
+                                                 .start = (int32_t)base + 2,
+                                                 .end = (int32_t)base + 3};
     return 0;
 }
 
@@ -118,6 +144,7 @@ static int teardown(void **state)
     wv_free(&qwen3);
     wv_free(&small);
     wv_free(&glm);
+    wv_free(&harmony);
     return 0;
 }
 
@@ -639,6 +666,119 @@ static int32_t single_of(const struct wv *w, unsigned char c)
     return -1;
 }
 
+/* Feeds text one single-byte token at a time; the status of the first refusal. */
+static enum splash_status feed(struct splash_grammar_matcher *m, const struct wv *w,
+                               const char *text)
+{
+    struct splash_err err = {{0}};
+    for (const char *c = text; *c; c++) {
+        enum splash_status st = splash_grammar_matcher_accept_token(m, single_of(w, (unsigned char)*c), &err);
+        if (st)
+            return st;
+    }
+    return SPLASH_OK;
+}
+
+static enum splash_status tok(struct splash_grammar_matcher *m, int32_t id)
+{
+    struct splash_err err = {{0}};
+    return splash_grammar_matcher_accept_token(m, id, &err);
+}
+
+static struct splash_grammar *harmony_grammars[16];
+static int n_harmony_grammars;
+
+static struct splash_grammar_matcher *harmony_matcher(const char *spec_text)
+{
+    struct splash_err err = {{0}};
+    json_t *spec = json_loads(spec_text, 0, NULL);
+    assert_non_null(spec);
+    struct splash_grammar *g;
+    if (splash_grammar_compile_spec(spec, &harmony.fmt, &g, &err))
+        fail_msg("spec: %s", err.msg);
+    json_decref(spec);
+    struct splash_grammar_matcher *m;
+    assert_int_equal(splash_grammar_matcher_create(g, harmony.v, &m, &err), SPLASH_OK);
+    assert_true(n_harmony_grammars < 16);
+    harmony_grammars[n_harmony_grammars++] = g; /* the test frees them after their matchers */
+    return m;
+}
+
+/* Harmony: the final channel's header, then the JSON asked for; an analysis message of
+ * free text may come first when reasoning is allowed; a call is its recipient's header
+ * and JSON arguments; the stop only where the message is complete. */
+static void test_grammar_harmony_messages(void **state)
+{
+    const struct splash_grammar_format *f = &harmony.fmt;
+    int32_t ret = harmony.stops[1], call = harmony.stops[0];
+    const char *schema = "{\"type\": \"json_schema\", \"strict\": true, \"reasoning\": \"optional\","
+                         " \"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
+                         "\"integer\"}}, \"required\": [\"a\"]}}";
+    struct splash_grammar_matcher *m = harmony_matcher(schema);
+    uint32_t *mask = malloc(splash_grammar_mask_words(harmony.v) * sizeof *mask);
+    splash_grammar_matcher_fill_mask(m, mask);
+    assert_true(allowed(mask, f->channel));
+    assert_false(allowed(mask, f->message) || allowed(mask, f->end) || allowed(mask, ret));
+    assert_false(allowed(mask, single_of(&harmony, '{')));
+    /* analysis, then the final message */
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "analysis"), SPLASH_OK);
+    assert_int_equal(tok(m, f->message), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "Some {free} thought."), SPLASH_OK);
+    splash_grammar_matcher_fill_mask(m, mask);
+    assert_true(allowed(mask, f->end));
+    assert_false(allowed(mask, ret));
+    assert_int_equal(tok(m, f->end), SPLASH_OK);
+    assert_int_equal(tok(m, f->start), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "assistant"), SPLASH_OK);
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "final"), SPLASH_OK);
+    assert_int_equal(tok(m, f->message), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "{\"a\": 1"), SPLASH_OK);
+    assert_int_equal(tok(m, ret), SPLASH_ERR_INVALID); /* not complete yet */
+    assert_int_equal(feed(m, &harmony, "}"), SPLASH_OK);
+    assert_true(splash_grammar_matcher_is_complete(m));
+    assert_int_equal(tok(m, ret), SPLASH_OK);
+    splash_grammar_matcher_destroy(m);
+    /* straight to the final message; its body must be the schema's */
+    m = harmony_matcher(schema);
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "final"), SPLASH_OK);
+    assert_int_equal(tok(m, f->message), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "{\"b\""), SPLASH_ERR_INVALID);
+    splash_grammar_matcher_destroy(m);
+    /* no analysis without reasoning; the commentary channel is no answer */
+    m = harmony_matcher("{\"type\": \"json_object\", \"reasoning\": \"none\"}");
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "analysis"), SPLASH_ERR_INVALID);
+    splash_grammar_matcher_destroy(m);
+    /* a call: its recipient among the tools, the commentary channel, JSON arguments */
+    const char *calls =
+        "{\"type\": \"tool_calls\", \"reasoning\": \"optional\", \"parallel\": true, \"tools\": "
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"enum\": "
+        "[\"Oslo\"]}}, \"required\": [\"city\"], \"additionalProperties\": false}}}]}";
+    m = harmony_matcher(calls);
+    assert_int_equal(feed(m, &harmony, " to=functions.get_weather"), SPLASH_OK);
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "commentary json"), SPLASH_OK);
+    assert_int_equal(tok(m, f->message), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "{\"city\": \"Oslo\"}"), SPLASH_OK);
+    assert_int_equal(tok(m, call), SPLASH_OK);
+    splash_grammar_matcher_destroy(m);
+    m = harmony_matcher(calls);
+    assert_int_equal(feed(m, &harmony, " to=functions.get_time"), SPLASH_ERR_INVALID);
+    splash_grammar_matcher_destroy(m);
+    /* a call is no final answer */
+    m = harmony_matcher(calls);
+    assert_int_equal(tok(m, f->channel), SPLASH_OK);
+    assert_int_equal(feed(m, &harmony, "final"), SPLASH_ERR_INVALID);
+    splash_grammar_matcher_destroy(m);
+    free(mask);
+    while (n_harmony_grammars)
+        splash_grammar_destroy(harmony_grammars[--n_harmony_grammars]);
+}
+
 /* A thinking budget may end the block only between whole characters. */
 static void test_grammar_thinking_ends_between_characters(void **state)
 {
@@ -859,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_grammar_rollback_restores_masks),
         cmocka_unit_test(test_grammar_thinking_ends_between_characters),
         cmocka_unit_test(test_grammar_request_specs),
+        cmocka_unit_test(test_grammar_harmony_messages),
         cmocka_unit_test(test_grammar_tool_calls_refusals),
         cmocka_unit_test(test_grammar_tool_calls_qwen_xml_masks_exact),
         cmocka_unit_test(test_grammar_tool_calls_glm_args),

@@ -459,10 +459,54 @@ static void attention_naive(const struct splash_kv_pages *kv, const float *q, in
     free(krow), free(vrow), free(s), free(acc);
 }
 
+/* An f16 cache as llama.cpp's CPU flash attention computes over one (ggml's one-chunk
+ * path): the query rounded to f16, exact scores, then key by key an f16 output vector
+ * rescaled on a new maximum and added the value times its weight, each step rounded to
+ * f16; divided by the sum at the end. */
+static void attention_ggml_f16(const struct splash_kv_pages *kv, const float *q, int64_t n_q,
+                               int32_t n_head, int64_t pos0, float scale, float *out)
+{
+    int32_t hd = kv->head_dim, group = n_head / kv->n_kv_heads;
+    float *krow = malloc((size_t)hd * 4), *vrow = malloc((size_t)hd * 4),
+          *qh = malloc((size_t)hd * 4), *acc = malloc((size_t)hd * 4);
+    for (int64_t i = 0; i < n_q; i++)
+        for (int32_t h = 0; h < n_head; h++) {
+            for (int t = 0; t < hd; t++) {
+                qh[t] = splash_fp16_to_fp32(splash_fp32_to_fp16(q[(i * n_head + h) * hd + t]));
+                acc[t] = 0.0f;
+            }
+            float mx = -INFINITY, sum = 0.0f;
+            for (int64_t j = 0; j < pos0 + i + 1; j++) {
+                kernel_kv_read_row(kv, 0, j, h / group, krow);
+                kernel_kv_read_row(kv, 1, j, h / group, vrow);
+                double d = 0;
+                for (int t = 0; t < hd; t++)
+                    d += (double)qh[t] * krow[t];
+                float sc = (float)d * scale, grow = 1.0f, w = 1.0f;
+                if (sc > mx) {
+                    grow = expf(mx - sc);
+                    mx = sc;
+                } else {
+                    w = expf(sc - mx);
+                }
+                for (int t = 0; t < hd; t++) {
+                    if (grow != 1.0f)
+                        acc[t] = splash_fp16_to_fp32(splash_fp32_to_fp16(acc[t] * grow));
+                    acc[t] = splash_fp16_to_fp32(splash_fp32_to_fp16(fmaf(vrow[t], w, acc[t])));
+                }
+                sum = sum * grow + w;
+            }
+            for (int t = 0; t < hd; t++)
+                out[(i * n_head + h) * hd + t] = acc[t] * (1.0f / sum);
+        }
+    free(krow), free(vrow), free(qh), free(acc);
+}
+
 static void test_hybrid_attention_matches_naive(void **state)
 {
     /* short batches take the row form; 16 rows and more the blocked form (whole and
-     * partial query blocks, KV blocks split at pages) */
+     * partial query blocks, KV blocks split at pages); an f16 cache takes llama.cpp's
+     * arithmetic at any length */
     const int64_t cases[][2] = {{37, 11}, {0, 33}, {5, 40}, {21, 16}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int32_t n_kv = 2, n_head = 6, hd = 64;
@@ -475,7 +519,10 @@ static void test_hybrid_attention_matches_naive(void **state)
             struct kv_fixture f;
             kv_init(&f, format, 16, n_kv, hd, n);
             kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
-            attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
+            if (format == SPLASH_KV_F16)
+                attention_ggml_f16(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
+            else
+                attention_naive(&f.kv, q, n_q, n_head, pos0, 0.125f, expect);
             for (size_t t = 0; kernel_vec_tables[t]; t++) {
                 if (!supported(kernel_vec_tables[t]))
                     continue;

@@ -334,6 +334,9 @@ static void test_forward_runs_bit_identical(void **state)
     runs_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8);
     runs_case("qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16);
     runs_case("qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8);
+    /* sliding layers: restore points take each ring as its layer passes the run's end */
+    runs_case("gpt_oss", "gptoss/gptoss-tiny-MXFP4_MOE.gguf", SPLASH_KV_BF16);
+    runs_case("gpt_oss", "gptoss/gptoss-tiny-Q8_0.gguf", SPLASH_KV_INT8);
 }
 
 /* ---- the engine end to end ----------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/step_rows.h"
 
 #define HYBRID_UBATCH 512   /* rows per step; longer inputs are split per lane */
 #define HYBRID_CHUNK_MIN 16 /* a lane of at least this many tokens runs the chunked delta rule */
@@ -57,22 +58,9 @@ static int64_t grain_rows(int64_t width)
     return g < 1 ? 1 : g;
 }
 
-struct add_task {
-    float *x;
-    const float *y;
-};
-
-static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct add_task *t = ctx;
-    for (int64_t i = begin; i < end; i++)
-        t->x[i] += t->y[i];
-}
-
 static void add_into(struct hybrid_model *model, float *x, const float *y, int64_t n)
 {
-    struct add_task t = {.x = x, .y = y};
-    hybrid_parallel(model, n, 8192, add_range, &t);
+    step_rows_add(model->host, model->opts.pool, x, y, n);
 }
 
 /* ---- runs ------------------------------------------------------------------------ */
@@ -416,60 +404,26 @@ static void rope_cs(struct step *s)
         }
 }
 
-/* A lane of no tokens has no row to give logits from: its buffer is left as it was. */
-static int wants_logits(const struct splash_lane *ln)
-{
-    return ln->logits && ln->n_tokens > 0;
-}
-
 static enum splash_status logits_out(struct step *s, struct splash_err *err)
 {
     struct hybrid_model *model = s->model;
-    const struct splash_kernels *k = model->k;
     const struct hybrid_config *c = &model->cfg;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    /* the rows whose logits are asked for, in lane order */
-    int64_t m = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++)
-        if (wants_logits(&s->lanes[l]))
-            m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
-    if (!m)
-        return SPLASH_OK;
-    float *xs = s->xn; /* (m, E), m <= n */
-    int64_t r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!wants_logits(ln))
-            continue;
-        int64_t first = ln->logits_all ? 0 : ln->n_tokens - 1;
-        for (int64_t i = first; i < ln->n_tokens; i++, r++)
-            memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
-    }
-    k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
-    int one_lane = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++)
-        one_lane += wants_logits(&s->lanes[l]);
-    if (one_lane == 1) {
-        /* straight into the lane's buffer */
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            if (wants_logits(&s->lanes[l]))
-                k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
-        return SPLASH_OK;
-    }
-    float *tmp = hybrid_buffer_get(model, &model->logits, (size_t)m * (size_t)V * sizeof *tmp);
-    if (!tmp)
+    int32_t with;
+    int64_t m = step_rows_logit_rows(s->lanes, s->n_lanes, &with);
+    float *tmp = NULL;
+    if (m && with > 1 &&
+        !(tmp = hybrid_buffer_get(model, &model->logits,
+                                  (size_t)m * (size_t)c->n_vocab * sizeof *tmp)))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
                               (long long)m);
-    k->matmul(model->opts.pool, model->output, xs, m, tmp);
-    r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!wants_logits(ln))
-            continue;
-        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
-        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
-        r += rows;
-    }
+    const struct step_rows_head h = {.k = model->k,
+                                     .pool = model->opts.pool,
+                                     .norm = model->output_norm,
+                                     .eps = c->rms_eps,
+                                     .output = model->output,
+                                     .n_embd = c->n_embd,
+                                     .n_vocab = c->n_vocab};
+    step_rows_logits(&h, s->lanes, s->n_lanes, s->row0, s->x, s->xn, tmp);
     return SPLASH_OK;
 }
 
@@ -600,19 +554,8 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     s.mix = s.xn + n * E;
     s.cs = s.mix + n * E;
     s.scratch = s.cs + n * 2 * pairs;
-    int64_t r = 0;
-    for (int32_t l = 0; l < n_lanes; l++) {
-        row0[l] = r;
-        r += lanes[l].n_tokens;
-    }
-
-    /* token embeddings */
-    for (int32_t l = 0; l < n_lanes; l++)
-        model->k->embed_rows(model->tok_embd.t, lanes[l].tokens, lanes[l].n_tokens,
-                             s.x + row0[l] * E);
-    if (model->tok_embd.scale != 1.0f)
-        for (int64_t i = 0; i < n * E; i++)
-            s.x[i] *= model->tok_embd.scale;
+    step_rows_offsets(lanes, n_lanes, row0);
+    step_rows_embed(model->k, &model->tok_embd, lanes, n_lanes, row0, E, s.x);
     rope_cs(&s);
     for (int64_t il = 0; il < c->n_layers; il++) {
         const struct hybrid_layer *L = &model->layers[il];
@@ -656,25 +599,6 @@ static enum splash_status check_taps(const struct hybrid_model *model,
     return SPLASH_OK;
 }
 
-static enum splash_status check_runs(const struct splash_lane *ln,
-                                     const struct splash_lane_runs *ru, int32_t l,
-                                     struct splash_err *err)
-{
-    if (!ru || ru->n == 0)
-        return SPLASH_OK;
-    if (ru->n < 0 || !ru->ends || (ru->fork && !ru->forks))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: %d runs without their ends or "
-                                                       "fork slots", l, ru->n);
-    for (int32_t k = 0; k < ru->n; k++)
-        if (ru->ends[k] <= (k ? ru->ends[k - 1] : 0) ||
-            (k == ru->n - 1 && ru->ends[k] != ln->n_tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: run %d ends at %d (runs must grow and end at the "
-                                  "lane's %d tokens)",
-                                  l, k, ru->ends[k], ln->n_tokens);
-    return SPLASH_OK;
-}
-
 /* The furthest place from off, at most limit, where a step may end and the next start
  * without moving the recurrence's chunks: a run's end, or a whole chunk into a run. */
 static int32_t piece_end(const struct splash_lane_runs *ru, int32_t n_tokens, int32_t off,
@@ -713,30 +637,16 @@ static enum splash_status forward_all(struct hybrid_model *model, const struct s
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
         const struct hybrid_seq *seq = ln->seq;
-        if (!seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
-        if (ln->pos0 != seq->n_tokens)
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: position %d, the sequence holds %lld tokens", l,
-                                  ln->pos0, (long long)seq->n_tokens);
-        if ((int64_t)ln->pos0 + ln->n_tokens > model->max_context)
-            return splash_err_set(
-                err, SPLASH_ERR_NOMEM, "lane %d: %lld tokens exceed the context of %lld", l,
-                (long long)ln->pos0 + ln->n_tokens, (long long)model->max_context);
+        enum splash_status st = step_rows_check_lane(ln, l, seq ? seq->n_tokens : 0,
+                                                     model->max_context, model->cfg.n_vocab, err);
+        if (st)
+            return st;
         if (seq->rewind && seq->rewind->armed && ln->n_tokens > seq->rewind->armed)
             return splash_err_set(err, SPLASH_ERR_INVALID,
                                   "lane %d: %d tokens, the verify save was armed for %d", l,
                                   ln->n_tokens, seq->rewind->armed);
-        for (int32_t i = 0; i < ln->n_tokens; i++)
-            if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
-                return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
-                                      ln->tokens[i]);
-        enum splash_status st = check_runs(ln, runs ? &runs[l] : NULL, l, err);
-        if (st)
+        if ((st = step_rows_check_runs(ln, runs ? &runs[l] : NULL, l, err)))
             return st;
-        if (runs && runs[l].fork)
-            for (int32_t k = 0; k < runs[l].n; k++)
-                runs[l].forks[k] = NULL;
         n += ln->n_tokens;
     }
     if (n <= HYBRID_UBATCH)

@@ -150,6 +150,44 @@ enum splash_status gptoss_seq_truncate(struct gptoss_model *model, struct gptoss
     return SPLASH_OK;
 }
 
+enum splash_status gptoss_seq_share(struct gptoss_model *model, const struct gptoss_seq *src,
+                                    int64_t n_tokens, struct gptoss_seq **out,
+                                    struct splash_err *err)
+{
+    int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
+    if (n_tokens < 0 || n_pages > src->n_pages)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a sequence of %lld tokens needs %lld pages, the source holds %lld",
+                              (long long)n_tokens, (long long)n_pages, (long long)src->n_pages);
+    struct gptoss_seq *seq;
+    enum splash_status st = gptoss_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    if ((st = tables_grow(model, seq, n_pages, err))) {
+        gptoss_seq_destroy(model, seq);
+        return st;
+    }
+    for (int32_t a = 0; a < model->n_full; a++)
+        for (int64_t p = 0; p < n_pages; p++) {
+            void *page = src->pages[(size_t)a * (size_t)src->cap_pages + (size_t)p];
+            ++*page_refs(page);
+            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p] = page;
+        }
+    seq->n_pages = n_pages;
+    seq->n_tokens = n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}
+
+void gptoss_seq_copy_ring(const struct gptoss_model *model, const struct gptoss_seq *src,
+                          int32_t slot, struct gptoss_seq *dst)
+{
+    for (int32_t i = 0; i < model->ring_pages; i++) {
+        size_t at = (size_t)slot * (size_t)model->ring_pages + (size_t)i;
+        memcpy(dst->ring[at], src->ring[at], model->kv_page_bytes);
+    }
+}
+
 enum splash_status gptoss_seq_fork(struct gptoss_model *model, const struct gptoss_seq *src,
                                    int32_t n_tokens, struct gptoss_seq **out,
                                    struct splash_err *err)
@@ -162,27 +200,11 @@ enum splash_status gptoss_seq_fork(struct gptoss_model *model, const struct gpto
                               "the sliding layers hold the last %d pages of %lld tokens, not "
                               "the window before %d",
                               model->ring_pages, (long long)src->n_tokens, n_tokens);
-    struct gptoss_seq *seq;
-    enum splash_status st = gptoss_seq_create(model, &seq, err);
+    enum splash_status st = gptoss_seq_share(model, src, n_tokens, out, err);
     if (st)
         return st;
-    int64_t n_pages = ((int64_t)n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
-    if ((st = tables_grow(model, seq, n_pages, err))) {
-        gptoss_seq_destroy(model, seq);
-        return st;
-    }
-    for (int32_t a = 0; a < model->n_full; a++)
-        for (int64_t p = 0; p < n_pages; p++) {
-            void *page = src->pages[(size_t)a * (size_t)src->cap_pages + (size_t)p];
-            ++*page_refs(page);
-            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p] = page;
-        }
-    seq->n_pages = n_pages;
-    size_t n_ring = (size_t)model->cfg.n_swa * (size_t)model->ring_pages;
-    for (size_t i = 0; i < n_ring; i++)
-        memcpy(seq->ring[i], src->ring[i], model->kv_page_bytes);
-    seq->n_tokens = n_tokens;
-    *out = seq;
+    for (int32_t slot = 0; slot < model->cfg.n_swa; slot++)
+        gptoss_seq_copy_ring(model, src, slot, *out);
     return SPLASH_OK;
 }
 

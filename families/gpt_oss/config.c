@@ -216,53 +216,96 @@ void gptoss_config_summary(const struct gptoss_config *c, char *buf, size_t size
              c->n_used, (long long)c->n_ff_exp, (long long)c->n_vocab);
 }
 
-static void decl(splash_decl_emit_fn emit, void *ctx, int32_t il, const char *name, uint32_t accept,
-                 uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2)
+/* The list's walk: where each entry goes in the model (dst NULL when only checking). */
+struct decls {
+    splash_decl_emit_fn emit;
+    void *ctx;
+    int bind; /* a model is being built */
+};
+
+#define DST(d, field) ((d)->bind ? (void *)&(field) : NULL)
+
+static void decl(const struct decls *ds, int32_t il, const char *name, uint32_t accept,
+                 uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t bind,
+                 void *dst)
 {
     struct splash_tensor_decl d = {.layer = il,
                                    .n_dims = n_dims,
                                    .ne = {ne0, ne1, ne2, 1},
                                    .accept = accept,
-                                   .flags = flags};
+                                   .flags = flags,
+                                   .bind = dst ? bind : SPLASH_BIND_NONE,
+                                   .dst = dst};
     if (il >= 0)
         snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
     else
         snprintf(d.name, sizeof d.name, "%s", name);
-    emit(ctx, &d);
+    ds->emit(ds->ctx, &d);
 }
 
-void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
-                    const struct gptoss_config *c, splash_decl_emit_fn emit, void *ctx)
+/* A matrix or a stack of experts (kernels weight), and a vector or table of floats. */
+static void weight(const struct decls *ds, int32_t il, const char *name, uint32_t accept,
+                   int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, void *dst)
 {
+    decl(ds, il, name, accept, 0, n_dims, ne0, ne1, ne2, SPLASH_BIND_WEIGHT, dst);
+}
+
+static void floats(const struct decls *ds, int32_t il, const char *name, uint32_t accept,
+                   int n_dims, int64_t ne0, int64_t ne1, void *dst)
+{
+    decl(ds, il, name, accept, 0, n_dims, ne0, ne1, 1, SPLASH_BIND_FLOATS, dst);
+}
+
+enum splash_status gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
+                                  void *model_, splash_decl_emit_fn emit, void *ctx,
+                                  struct splash_err *err)
+{
+    struct gptoss_model *model = model_;
+    struct gptoss_config read;
+    const struct gptoss_config *c = &read;
+    if (model) {
+        c = &model->cfg;
+    } else {
+        enum splash_status st = gptoss_config_read(host, m, &read, err);
+        if (st)
+            return st;
+    }
+    struct decls d = {.emit = emit, .ctx = ctx, .bind = model != NULL};
+    const uint32_t lin = SPLASH_ACCEPT_LINEAR, flt = SPLASH_ACCEPT_FLOAT;
     int64_t e = c->n_embd, qd = (int64_t)c->n_head * c->head_dim,
             kvd = (int64_t)c->n_head_kv * c->head_dim, x = c->n_expert, ff = c->n_ff_exp;
-    (void)host;
-    (void)m;
-    decl(emit, ctx, -1, "token_embd.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, c->n_vocab, 1);
-    decl(emit, ctx, -1, "output_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
-    decl(emit, ctx, -1, "output.weight", SPLASH_ACCEPT_LINEAR, c->tied ? SPLASH_DECL_OPTIONAL : 0, 2,
-         e, c->n_vocab, 1);
+    decl(&d, -1, "token_embd.weight", lin, 0, 2, e, c->n_vocab, 1, SPLASH_BIND_TENSOR,
+         DST(&d, model->tok_embd));
+    floats(&d, -1, "output_norm.weight", flt, 1, e, 1, DST(&d, model->output_norm));
+    /* a tied head is the token table again, bound as a weight */
+    if (c->tied)
+        decl(&d, -1, "token_embd.weight", lin, SPLASH_DECL_AGAIN, 2, e, c->n_vocab, 1,
+             SPLASH_BIND_WEIGHT, DST(&d, model->output));
+    else
+        weight(&d, -1, "output.weight", lin, 2, e, c->n_vocab, 1, DST(&d, model->output));
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
-        decl(emit, ctx, il, "attn_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
-        decl(emit, ctx, il, "attn_q.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, qd, 1);
-        decl(emit, ctx, il, "attn_k.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, kvd, 1);
-        decl(emit, ctx, il, "attn_v.weight", SPLASH_ACCEPT_LINEAR, 0, 2, e, kvd, 1);
-        decl(emit, ctx, il, "attn_output.weight", SPLASH_ACCEPT_LINEAR, 0, 2, qd, e, 1);
-        decl(emit, ctx, il, "attn_q.bias", SPLASH_ACCEPT_FLOAT, 0, 1, qd, 1, 1);
-        decl(emit, ctx, il, "attn_k.bias", SPLASH_ACCEPT_FLOAT, 0, 1, kvd, 1, 1);
-        decl(emit, ctx, il, "attn_v.bias", SPLASH_ACCEPT_FLOAT, 0, 1, kvd, 1, 1);
-        decl(emit, ctx, il, "attn_output.bias", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
-        decl(emit, ctx, il, "attn_sinks.weight", SPLASH_ACCEPT_F32, 0, 1, c->n_head, 1, 1);
-        decl(emit, ctx, il, "post_attention_norm.weight", SPLASH_ACCEPT_FLOAT, 0, 1, e, 1, 1);
+        struct gptoss_layer *L = model ? &model->layers[il] : NULL;
+        floats(&d, il, "attn_norm.weight", flt, 1, e, 1, DST(&d, L->attn_norm));
+        weight(&d, il, "attn_q.weight", lin, 2, e, qd, 1, DST(&d, L->wq));
+        weight(&d, il, "attn_k.weight", lin, 2, e, kvd, 1, DST(&d, L->wk));
+        weight(&d, il, "attn_v.weight", lin, 2, e, kvd, 1, DST(&d, L->wv));
+        weight(&d, il, "attn_output.weight", lin, 2, qd, e, 1, DST(&d, L->wo));
+        floats(&d, il, "attn_q.bias", flt, 1, qd, 1, DST(&d, L->bq));
+        floats(&d, il, "attn_k.bias", flt, 1, kvd, 1, DST(&d, L->bk));
+        floats(&d, il, "attn_v.bias", flt, 1, kvd, 1, DST(&d, L->bv));
+        floats(&d, il, "attn_output.bias", flt, 1, e, 1, DST(&d, L->bo));
+        floats(&d, il, "attn_sinks.weight", SPLASH_ACCEPT_F32, 1, c->n_head, 1, DST(&d, L->sinks));
+        floats(&d, il, "post_attention_norm.weight", flt, 1, e, 1, DST(&d, L->post_norm));
         /* the router stays a float, as the reference quantizer leaves it (F16 in the test
          * data, F32 in OpenAI's own GGUFs) */
-        decl(emit, ctx, il, "ffn_gate_inp.weight", SPLASH_ACCEPT_FLOAT, 0, 2, e, x, 1);
-        decl(emit, ctx, il, "ffn_gate_inp.bias", SPLASH_ACCEPT_FLOAT, 0, 1, x, 1, 1);
-        decl(emit, ctx, il, "ffn_gate_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, e, ff, x);
-        decl(emit, ctx, il, "ffn_up_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, e, ff, x);
-        decl(emit, ctx, il, "ffn_down_exps.weight", SPLASH_ACCEPT_LINEAR, 0, 3, ff, e, x);
-        decl(emit, ctx, il, "ffn_gate_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, ff, x, 1);
-        decl(emit, ctx, il, "ffn_up_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, ff, x, 1);
-        decl(emit, ctx, il, "ffn_down_exps.bias", SPLASH_ACCEPT_FLOAT, 0, 2, e, x, 1);
+        weight(&d, il, "ffn_gate_inp.weight", flt, 2, e, x, 1, DST(&d, L->router));
+        floats(&d, il, "ffn_gate_inp.bias", flt, 1, x, 1, DST(&d, L->b_router));
+        weight(&d, il, "ffn_gate_exps.weight", lin, 3, e, ff, x, DST(&d, L->gate));
+        weight(&d, il, "ffn_up_exps.weight", lin, 3, e, ff, x, DST(&d, L->up));
+        weight(&d, il, "ffn_down_exps.weight", lin, 3, ff, e, x, DST(&d, L->down));
+        floats(&d, il, "ffn_gate_exps.bias", flt, 2, ff, x, DST(&d, L->b_gate));
+        floats(&d, il, "ffn_up_exps.bias", flt, 2, ff, x, DST(&d, L->b_up));
+        floats(&d, il, "ffn_down_exps.bias", flt, 2, e, x, DST(&d, L->b_down));
     }
+    return SPLASH_OK;
 }

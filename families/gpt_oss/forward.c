@@ -1,11 +1,15 @@
 /* gpt-oss's forward pass over lanes: projections run once over every lane's rows;
  * attention runs per lane on its caches (a batched decode step's lanes in one section),
  * a sliding layer's long lanes in blocks of GPTOSS_SWA_ROWS rows so its ring holds what
- * each block reads. */
+ * each block reads. A lane given as runs (forward_runs) attends once per run, as the call
+ * of its own each run stands for, and hands out restore points at the run ends asked for:
+ * the full layers' pages shared from the step's start (the step writes their rows), each
+ * sliding layer's ring copied as that layer passes the run's end. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "families/common/step_rows.h"
 #include "families/gpt_oss/gpt_oss.h"
 
 #define GPTOSS_UBATCH 512 /* rows per step; longer inputs are split per lane */
@@ -13,31 +17,21 @@
 struct step {
     struct gptoss_model *model;
     const struct splash_lane *lanes;
+    const struct splash_lane_runs *runs; /* NULL, or a lane's runs (n 0: one run) */
+    struct gptoss_seq ***forks;          /* NULL, or per lane its restore points being made
+                                            (a slot per run, NULL where none is wanted) */
     int32_t n_lanes;
     int64_t n;
     int64_t *row0;                  /* first row of each lane */
     float *cs;                      /* (n, n_rot / 2, 2) */
     float *x, *xn, *mix;            /* (n, n_embd) */
     float *q, *k, *v, *att;         /* (n, q or kv dims) */
-    struct splash_attn_lane *attn;  /* n_lanes */
+    struct splash_attn_lane *attn;  /* one per run of every lane */
 };
-
-struct add_task {
-    float *x;
-    const float *y;
-};
-
-static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct add_task *t = ctx;
-    for (int64_t i = begin; i < end; i++)
-        t->x[i] += t->y[i];
-}
 
 static void add_into(struct gptoss_model *model, float *x, const float *y, int64_t n)
 {
-    struct add_task t = {.x = x, .y = y};
-    gptoss_parallel(model, n, 8192, add_range, &t);
+    step_rows_add(model->host, model->opts.pool, x, y, n);
 }
 
 static struct splash_kv_pages lane_kv(const struct gptoss_model *model, const struct gptoss_seq *seq,
@@ -52,6 +46,46 @@ static struct splash_kv_pages lane_kv(const struct gptoss_model *model, const st
     kv.pages = swa ? seq->view + (size_t)L->slot * seq->cap_pages
                    : seq->pages + (size_t)L->slot * seq->cap_pages;
     return kv;
+}
+
+/* Runs of lane l in this step (1: the whole lane), and run k's end (an offset into it). */
+static int32_t lane_runs(const struct step *s, int32_t l)
+{
+    return s->runs && s->runs[l].n > 1 ? s->runs[l].n : 1;
+}
+
+static int64_t run_end(const struct step *s, int32_t l, int32_t k)
+{
+    return lane_runs(s, l) == 1 ? s->lanes[l].n_tokens : s->runs[l].ends[k];
+}
+
+/* Rows [from, to) of lane l as an attention lane of layer L: stored, then attended. */
+static struct splash_attn_lane lane_rows(const struct step *s, const struct gptoss_layer *L,
+                                         int32_t l, int swa, int64_t from, int64_t to)
+{
+    const struct gptoss_config *c = &s->model->cfg;
+    int64_t qd = (int64_t)c->n_head * c->head_dim, kvd = (int64_t)c->n_head_kv * c->head_dim;
+    const struct splash_lane *ln = &s->lanes[l];
+    int64_t r0 = s->row0[l] + from;
+    return (struct splash_attn_lane){.kv = lane_kv(s->model, ln->seq, L, swa),
+                                     .pos0 = ln->pos0 + from,
+                                     .n_q = to - from,
+                                     .q = s->q + r0 * qd,
+                                     .q_stride = qd,
+                                     .out = s->att + r0 * qd,
+                                     .out_stride = qd,
+                                     .k = s->k + r0 * kvd,
+                                     .v = s->v + r0 * kvd,
+                                     .k_stride = kvd,
+                                     .v_stride = kvd};
+}
+
+/* The restore point at run r of lane l, if one is being made, takes sliding layer L's ring
+ * now that the layer has stored the run's rows. */
+static void keep_ring(const struct step *s, int32_t l, int32_t r, const struct gptoss_layer *L)
+{
+    if (s->forks && s->forks[l] && s->forks[l][r])
+        gptoss_seq_copy_ring(s->model, s->lanes[l].seq, L->slot, s->forks[l][r]);
 }
 
 static void attn_layer(struct step *s, const struct gptoss_layer *L, int32_t il)
@@ -84,40 +118,33 @@ static void attn_layer(struct step *s, const struct gptoss_layer *L, int32_t il)
     int32_t n_short = 0;
     for (int32_t l = 0; l < s->n_lanes; l++) {
         const struct splash_lane *ln = &s->lanes[l];
-        int64_t r0 = s->row0[l];
-        struct splash_attn_lane a = {.kv = lane_kv(model, ln->seq, L, swa),
-                                     .pos0 = ln->pos0,
-                                     .n_q = ln->n_tokens,
-                                     .q = s->q + r0 * qd,
-                                     .q_stride = qd,
-                                     .out = s->att + r0 * qd,
-                                     .out_stride = qd,
-                                     .k = s->k + r0 * kvd,
-                                     .v = s->v + r0 * kvd,
-                                     .k_stride = kvd,
-                                     .v_stride = kvd};
-        if (!swa || ln->n_tokens <= GPTOSS_SWA_ROWS) {
-            s->attn[n_short++] = a;
-            continue;
-        }
-        /* a long lane on a sliding layer: store and attend a block at a time */
-        for (int64_t b = 0; b < ln->n_tokens; b += GPTOSS_SWA_ROWS) {
-            struct splash_attn_lane blk = a;
-            blk.pos0 = a.pos0 + b;
-            blk.n_q = ln->n_tokens - b < GPTOSS_SWA_ROWS ? ln->n_tokens - b : GPTOSS_SWA_ROWS;
-            blk.q += b * qd;
-            blk.out += b * qd;
-            blk.k += b * kvd;
-            blk.v += b * kvd;
-            struct splash_attn_lanes_args one = la;
-            one.n_lanes = 1;
-            one.lanes = &blk;
-            k->attend_lanes(pool, &one);
+        /* a long lane on a sliding layer stores and attends a block at a time, run by run */
+        int blocks = swa && ln->n_tokens > GPTOSS_SWA_ROWS;
+        for (int32_t r = 0; r < lane_runs(s, l); r++) {
+            int64_t from = r ? run_end(s, l, r - 1) : 0, to = run_end(s, l, r);
+            if (!blocks) {
+                s->attn[n_short++] = lane_rows(s, L, l, swa, from, to);
+                continue;
+            }
+            for (int64_t b = from; b < to; b += GPTOSS_SWA_ROWS) {
+                struct splash_attn_lane blk = lane_rows(
+                    s, L, l, swa, b, to - b < GPTOSS_SWA_ROWS ? to : b + GPTOSS_SWA_ROWS);
+                struct splash_attn_lanes_args one = la;
+                one.n_lanes = 1;
+                one.lanes = &blk;
+                k->attend_lanes(pool, &one);
+            }
+            keep_ring(s, l, r, L);
         }
     }
     la.n_lanes = n_short;
     if (n_short)
         k->attend_lanes(pool, &la);
+    /* the short lanes' rings hold the window before each run end and all their rows */
+    for (int32_t l = 0; swa && l < s->n_lanes; l++)
+        if (s->lanes[l].n_tokens <= GPTOSS_SWA_ROWS)
+            for (int32_t r = 0; r < lane_runs(s, l); r++)
+                keep_ring(s, l, r, L);
     k->matmul(pool, L->wo, s->att, n, s->mix);
     k->add_bias(pool, s->mix, c->n_embd, n, c->n_embd, L->bo, NULL, 0);
 }
@@ -125,54 +152,71 @@ static void attn_layer(struct step *s, const struct gptoss_layer *L, int32_t il)
 static enum splash_status logits_out(struct step *s, struct splash_err *err)
 {
     struct gptoss_model *model = s->model;
-    const struct splash_kernels *k = model->k;
     const struct gptoss_config *c = &model->cfg;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    int64_t m = 0;
-    int32_t with_logits = 0;
-    /* a lane of no tokens has no row to give logits of */
-    for (int32_t l = 0; l < s->n_lanes; l++)
-        if (s->lanes[l].logits && s->lanes[l].n_tokens > 0) {
-            m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
-            with_logits++;
-        }
-    if (!m)
-        return SPLASH_OK;
-    float *xs = s->xn; /* (m, E), m <= n */
-    int64_t r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        for (int64_t i = ln->logits_all ? 0 : ln->n_tokens - 1; i < ln->n_tokens; i++, r++)
-            memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
-    }
-    k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
-    if (with_logits == 1) {
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            if (s->lanes[l].logits && s->lanes[l].n_tokens > 0)
-                k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
-        return SPLASH_OK;
-    }
-    float *tmp = gptoss_buffer_get(model, &model->logits, (size_t)m * (size_t)V * sizeof *tmp);
-    if (!tmp)
+    int32_t with;
+    int64_t m = step_rows_logit_rows(s->lanes, s->n_lanes, &with);
+    float *tmp = NULL;
+    if (m && with > 1 &&
+        !(tmp = gptoss_buffer_get(model, &model->logits,
+                                  (size_t)m * (size_t)c->n_vocab * sizeof *tmp)))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
                               (long long)m);
-    k->matmul(model->opts.pool, model->output, xs, m, tmp);
-    r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
-        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
-        r += rows;
-    }
+    const struct step_rows_head h = {.k = model->k,
+                                     .pool = model->opts.pool,
+                                     .norm = model->output_norm,
+                                     .eps = c->rms_eps,
+                                     .output = model->output,
+                                     .n_embd = c->n_embd,
+                                     .n_vocab = c->n_vocab};
+    step_rows_logits(&h, s->lanes, s->n_lanes, s->row0, s->x, s->xn, tmp);
     return SPLASH_OK;
 }
 
+/* The restore points the lanes' runs ask for, made at the step's start: each shares the
+ * full-layer pages up to its run's end (reserved already; the step writes their rows) and
+ * takes the sliding rings as each layer passes that end (keep_ring). One memory refuses is
+ * left out. slots: n_lanes pointers, then a slot per run. */
+static void forks_begin(struct step *s, struct gptoss_seq ***slots, struct gptoss_seq **all)
+{
+    s->forks = NULL;
+    for (int32_t l = 0; l < s->n_lanes; l++) {
+        const struct splash_lane_runs *ru = s->runs ? &s->runs[l] : NULL;
+        slots[l] = NULL;
+        if (!ru || !ru->fork)
+            continue;
+        slots[l] = all;
+        for (int32_t r = 0; r < ru->n; r++) {
+            struct splash_err ignored;
+            all[r] = NULL;
+            if (ru->fork[r])
+                gptoss_seq_share(s->model, s->lanes[l].seq, (int64_t)s->lanes[l].pos0 + ru->ends[r],
+                                 &all[r], &ignored);
+        }
+        all += ru->n;
+        s->forks = slots;
+    }
+}
+
+/* Hands the restore points out (the step done) or drops them (it failed). */
+static void forks_end(struct step *s, int ok)
+{
+    for (int32_t l = 0; s->forks && l < s->n_lanes; l++) {
+        if (!s->forks[l])
+            continue;
+        for (int32_t r = 0; r < s->runs[l].n; r++) {
+            if (ok) {
+                s->runs[l].forks[r] = s->forks[l][r];
+            } else {
+                gptoss_seq_destroy(s->model, s->forks[l][r]);
+                s->runs[l].forks[r] = NULL;
+            }
+        }
+    }
+}
+
 static enum splash_status forward_step(struct gptoss_model *model, const struct splash_lane *lanes,
-                                       int32_t n_lanes, struct splash_err *err)
+                                       const struct splash_lane_runs *runs, int32_t n_lanes,
+                                       struct splash_err *err)
 {
     const struct gptoss_config *c = &model->cfg;
     int64_t E = c->n_embd, qd = (int64_t)c->n_head * c->head_dim,
@@ -191,14 +235,23 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
     }
     size_t floats =
         ((size_t)n * (size_t)(3 * E + 2 * pairs + 2 * qd + 2 * kvd) + 15) & ~(size_t)15;
-    size_t per_lane = sizeof(int64_t) + sizeof(struct splash_attn_lane);
-    float *arena = gptoss_buffer_get(model, &model->step_arena,
-                                     floats * sizeof(float) + (size_t)n_lanes * per_lane);
+    int64_t n_runs = 0; /* an attention lane per run (a lane of one run: one) */
+    for (int32_t l = 0; l < n_lanes; l++)
+        n_runs += runs && runs[l].n > 1 ? runs[l].n : 1;
+    int64_t n_slots = 0; /* restore points' slots */
+    for (int32_t l = 0; runs && l < n_lanes; l++)
+        n_slots += runs[l].fork ? runs[l].n : 0;
+    size_t tail = (size_t)n_runs * sizeof(struct splash_attn_lane) +
+                  (size_t)n_lanes * (sizeof(int64_t) + sizeof(struct gptoss_seq **)) +
+                  (size_t)n_slots * sizeof(struct gptoss_seq *);
+    float *arena = gptoss_buffer_get(model, &model->step_arena, floats * sizeof(float) + tail);
     if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
-    struct step s = {.model = model, .lanes = lanes, .n_lanes = n_lanes, .n = n};
+    struct step s = {.model = model, .lanes = lanes, .runs = runs, .n_lanes = n_lanes, .n = n};
     s.attn = (struct splash_attn_lane *)(arena + floats);
-    s.row0 = (int64_t *)(s.attn + n_lanes);
+    s.row0 = (int64_t *)(s.attn + n_runs);
+    struct gptoss_seq ***fork_slots = (struct gptoss_seq ***)(s.row0 + n_lanes);
+    forks_begin(&s, fork_slots, (struct gptoss_seq **)(fork_slots + n_lanes));
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;
@@ -207,13 +260,11 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
     s.att = s.q + n * qd;
     s.k = s.att + n * qd;
     s.v = s.k + n * kvd;
-    int64_t r = 0;
-    for (int32_t l = 0; l < n_lanes; l++) {
-        s.row0[l] = r;
-        model->k->embed_rows(model->tok_embd, lanes[l].tokens, lanes[l].n_tokens, s.x + r * E);
-        model->k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens, s.cs + r * 2 * pairs);
-        r += lanes[l].n_tokens;
-    }
+    step_rows_offsets(lanes, n_lanes, s.row0);
+    step_rows_embed(model->k, &model->tok_embd, lanes, n_lanes, s.row0, E, s.x);
+    for (int32_t l = 0; l < n_lanes; l++)
+        model->k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens,
+                             s.cs + s.row0[l] * 2 * pairs);
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
         const struct gptoss_layer *L = &model->layers[il];
         model->k->rmsnorm(model->opts.pool, s.x, E, L->attn_norm, s.xn, E, n, E, c->rms_eps);
@@ -221,39 +272,32 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
         add_into(model, s.x, s.mix, n * E);
         model->k->rmsnorm(model->opts.pool, s.x, E, L->post_norm, s.xn, E, n, E, c->rms_eps);
         enum splash_status st = gptoss_moe_forward(model, L, il, s.xn, n, s.mix, err);
-        if (st)
+        if (st) {
+            forks_end(&s, 0);
             return st;
+        }
         add_into(model, s.x, s.mix, n * E);
     }
     enum splash_status st = logits_out(&s, err);
     if (!st)
         for (int32_t l = 0; l < n_lanes; l++)
             ((struct gptoss_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+    forks_end(&s, st == SPLASH_OK);
     return st;
 }
 
 enum splash_status gptoss_forward(struct gptoss_model *model, const struct splash_lane *lanes,
-                                  int32_t n_lanes, struct splash_err *err)
+                                  const struct splash_lane_runs *runs, int32_t n_lanes,
+                                  struct splash_err *err)
 {
     int64_t n = 0;
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
         const struct gptoss_seq *seq = ln->seq;
-        if (!seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
-        if (ln->pos0 != seq->n_tokens)
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: position %d, the sequence holds %lld tokens", l,
-                                  ln->pos0, (long long)seq->n_tokens);
-        if ((int64_t)ln->pos0 + ln->n_tokens > model->max_context)
-            return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                  "lane %d: %lld tokens exceed the context of %lld", l,
-                                  (long long)ln->pos0 + ln->n_tokens,
-                                  (long long)model->max_context);
-        for (int32_t i = 0; i < ln->n_tokens; i++)
-            if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
-                return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
-                                      ln->tokens[i]);
+        enum splash_status st = step_rows_check_lane(ln, l, seq ? seq->n_tokens : 0,
+                                                     model->max_context, model->cfg.n_vocab, err);
+        if (st || (st = step_rows_check_runs(ln, runs ? &runs[l] : NULL, l, err)))
+            return st;
         for (int32_t j = 0; j < l; j++)
             if (lanes[j].seq == ln->seq && ln->n_tokens && lanes[j].n_tokens)
                 return splash_err_set(err, SPLASH_ERR_INVALID,
@@ -261,25 +305,38 @@ enum splash_status gptoss_forward(struct gptoss_model *model, const struct splas
         n += ln->n_tokens;
     }
     if (n <= GPTOSS_UBATCH)
-        return forward_step(model, lanes, n_lanes, err);
-    /* too many rows for one step: each lane in pieces of GPTOSS_UBATCH tokens */
+        return forward_step(model, lanes, runs, n_lanes, err);
+    /* too many rows for one step: each lane run by run, a run in pieces of GPTOSS_UBATCH
+     * tokens from its start (as a call per run would cut it), its restore point after its
+     * last piece */
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
-        for (int32_t off = 0; off < ln->n_tokens; off += GPTOSS_UBATCH) {
-            int32_t len = ln->n_tokens - off < GPTOSS_UBATCH ? ln->n_tokens - off : GPTOSS_UBATCH;
-            int last = off + len == ln->n_tokens;
-            struct splash_lane sub = {.seq = ln->seq,
-                                      .tokens = ln->tokens + off,
-                                      .n_tokens = len,
-                                      .pos0 = ln->pos0 + off,
-                                      .logits_all = ln->logits_all};
-            if (ln->logits && ln->logits_all)
-                sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
-            else if (ln->logits && last)
-                sub.logits = ln->logits;
-            enum splash_status st = forward_step(model, &sub, 1, err);
-            if (st)
-                return st;
+        const struct splash_lane_runs *ru = runs && runs[l].n ? &runs[l] : NULL;
+        for (int32_t r = 0, from = 0; r < (ru ? ru->n : 1); r++) {
+            int32_t to = ru ? ru->ends[r] : ln->n_tokens;
+            for (int32_t off = from; off < to; off += GPTOSS_UBATCH) {
+                int32_t len = to - off < GPTOSS_UBATCH ? to - off : GPTOSS_UBATCH;
+                int last = off + len == ln->n_tokens;
+                struct splash_lane sub = {.seq = ln->seq,
+                                          .tokens = ln->tokens + off,
+                                          .n_tokens = len,
+                                          .pos0 = ln->pos0 + off,
+                                          .logits_all = ln->logits_all};
+                if (ln->logits && ln->logits_all)
+                    sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
+                else if (ln->logits && last)
+                    sub.logits = ln->logits;
+                /* the run's restore point, if asked for, at its last piece's end */
+                const uint8_t want = 1;
+                struct splash_lane_runs point = {.n = 1, .ends = &len, .fork = &want,
+                                                 .forks = ru && ru->fork ? &ru->forks[r] : NULL};
+                int at_end = off + len == to && ru && ru->fork && ru->fork[r];
+                enum splash_status st =
+                    forward_step(model, &sub, at_end ? &point : NULL, 1, err);
+                if (st)
+                    return st;
+            }
+            from = to;
         }
     }
     return SPLASH_OK;

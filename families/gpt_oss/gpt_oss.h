@@ -42,9 +42,11 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
                                       struct gptoss_config *c, struct splash_err *err);
 /* "hidden 2880, 24 layers (12 sliding of 128), 32 experts (4 used) of ff 2880, vocab ..." */
 void gptoss_config_summary(const struct gptoss_config *c, char *buf, size_t size);
-/* Emits every tensor the forward pass reads. */
-void gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
-                    const struct gptoss_config *c, splash_decl_emit_fn emit, void *ctx);
+/* The declaration list (splash_declare_fn): every tensor the forward pass reads; with a
+ * model (its cfg read, its layers allocated), each entry's dst in it. */
+enum splash_status gptoss_declare(const struct splash_host *host, const struct splash_meta *m,
+                                  void *model, splash_decl_emit_fn emit, void *ctx,
+                                  struct splash_err *err);
 
 struct gptoss_layer {
     float *attn_norm, *post_norm; /* n_embd */
@@ -71,7 +73,7 @@ struct gptoss_model {
     const struct splash_meta *meta;
     struct gptoss_config cfg;
     struct splash_model_opts opts;
-    const struct splash_tensor_info *tok_embd;
+    struct splash_tensor_ref tok_embd; /* with token_embd.scale, 1 without one */
     struct splash_weight *output;
     float *output_norm;
     struct gptoss_layer *layers;
@@ -80,6 +82,7 @@ struct gptoss_model {
     int32_t ring_pages;      /* pages a sliding layer's ring holds */
     size_t kv_page_bytes;    /* one page of one layer */
     uint64_t weight_bytes;
+    int bound;               /* bind_tensors filled the layers (unbind on destroy) */
     uint64_t cache_bytes;    /* every sequence's pages and tables (cache.c) */
     struct gptoss_buffer step_arena, moe_arena, logits;
     /* diagnostics for tests: attend on every layer as if none slid (the window ignored);
@@ -121,6 +124,15 @@ enum splash_status gptoss_seq_truncate(struct gptoss_model *model, struct gptoss
 enum splash_status gptoss_seq_fork(struct gptoss_model *model, const struct gptoss_seq *src,
                                    int32_t n_tokens, struct gptoss_seq **out,
                                    struct splash_err *err);
+/* A new sequence of n_tokens sharing src's full-layer pages that hold them (src's pages
+ * reserved for a step count: a restore point made before the step writes its rows); its
+ * rings are left for gptoss_seq_copy_ring, layer by layer. */
+enum splash_status gptoss_seq_share(struct gptoss_model *model, const struct gptoss_seq *src,
+                                    int64_t n_tokens, struct gptoss_seq **out,
+                                    struct splash_err *err);
+/* dst's ring of sliding layer `slot` = src's, page for page. */
+void gptoss_seq_copy_ring(const struct gptoss_model *model, const struct gptoss_seq *src,
+                          int32_t slot, struct gptoss_seq *dst);
 /* Pages for the sequence to hold n_tokens (full layers' own up to there, the sliding
  * layers' views), the page it appends into its own. */
 enum splash_status gptoss_seq_reserve(struct gptoss_model *model, struct gptoss_seq *seq,
@@ -135,8 +147,17 @@ void gptoss_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t 
 /* SwiGLU-OAI of n values: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1). */
 void gptoss_swiglu_oai(int64_t n, const float *g, const float *u, float *h);
 
-/* forward.c */
+/* forward.c: lanes, each optionally as runs (forward_runs: restore points at run ends). */
 enum splash_status gptoss_forward(struct gptoss_model *model, const struct splash_lane *lanes,
-                                  int32_t n_lanes, struct splash_err *err);
+                                  const struct splash_lane_runs *runs, int32_t n_lanes,
+                                  struct splash_err *err);
+
+/* saved.c: a sequence as bytes (seq_save / seq_load, the prefix cache's SSD tier). */
+uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_tokens);
+enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struct gptoss_seq *seq,
+                                   int (*write)(void *ctx, const void *bytes, size_t n),
+                                   void *ctx, struct splash_err *err);
+enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, uint64_t size,
+                                   struct gptoss_seq **out, struct splash_err *err);
 
 #endif

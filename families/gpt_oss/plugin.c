@@ -63,11 +63,7 @@ static enum splash_status go_declare_tensors(const struct splash_host *host,
                                              const struct splash_meta *m, splash_decl_emit_fn emit,
                                              void *ctx, struct splash_err *err)
 {
-    struct gptoss_config c;
-    enum splash_status st = gptoss_config_read(host, m, &c, err);
-    if (!st)
-        gptoss_declare(host, m, &c, emit, ctx);
-    return st;
+    return gptoss_declare(host, m, NULL, emit, ctx, err);
 }
 
 static enum splash_status go_model_create(const struct splash_host *host,
@@ -115,7 +111,38 @@ static enum splash_status go_seq_truncate(void *model, void *seq, int32_t n_keep
 static enum splash_status go_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                      struct splash_err *err)
 {
-    return gptoss_forward(model, lanes, n_lanes, err);
+    return gptoss_forward(model, lanes, NULL, n_lanes, err);
+}
+
+static enum splash_status go_forward_runs(void *model, const struct splash_lane *lanes,
+                                          const struct splash_lane_runs *runs, int32_t n_lanes,
+                                          const struct splash_taps *taps, struct splash_err *err)
+{
+    if (taps)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "gpt_oss gives no draft taps");
+    return gptoss_forward(model, lanes, runs, n_lanes, err);
+}
+
+static uint64_t go_seq_saved_bytes(const void *model, int32_t n_tokens)
+{
+    return gptoss_seq_saved_bytes(model, n_tokens);
+}
+
+static enum splash_status go_seq_save(void *model, const void *seq,
+                                      int (*write)(void *ctx, const void *bytes, size_t n),
+                                      void *ctx, struct splash_err *err)
+{
+    return gptoss_seq_save(model, seq, write, ctx, err);
+}
+
+static enum splash_status go_seq_load(void *model, const void *buf, uint64_t size, void **seq,
+                                      struct splash_err *err)
+{
+    struct gptoss_seq *s;
+    enum splash_status st = gptoss_seq_load(model, buf, size, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
 }
 
 static enum splash_status go_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
@@ -152,6 +179,10 @@ static const struct splash_family_plugin go_plugin = {
     .forward = go_forward,
     .seq_fork = go_seq_fork,
     .cache_bytes = go_cache_bytes,
+    .forward_runs = go_forward_runs,
+    .seq_saved_bytes = go_seq_saved_bytes,
+    .seq_save = go_seq_save,
+    .seq_load = go_seq_load,
 };
 
 static const struct splash_plugin_header *go_entry(const struct splash_host *host)

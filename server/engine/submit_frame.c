@@ -17,7 +17,9 @@ static json_t *id_array(const int32_t *ids, size_t n)
 
 static const char *calls_name(enum splash_grammar_call_syntax c)
 {
-    return c == SPLASH_GRAMMAR_CALLS_GLM_ARGS ? "glm_args" : "qwen_xml";
+    return c == SPLASH_GRAMMAR_CALLS_GLM_ARGS  ? "glm_args"
+           : c == SPLASH_GRAMMAR_CALLS_HARMONY ? "harmony"
+                                               : "qwen_xml";
 }
 
 json_t *splash_submit_to_json(const struct splash_submit *s)
@@ -205,11 +207,13 @@ static enum splash_status read_grammar(const json_t *body, struct splash_gen_par
         (st = field(body, "", "grammar_calls", &calls, err)))
         return st;
     const char *c = json_string_value(calls);
-    if (!c || (strcmp(c, "qwen_xml") && strcmp(c, "glm_args")))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "SUBMIT: grammar_calls must be \"qwen_xml\" or \"glm_args\"");
-    p->grammar_calls = strcmp(c, "glm_args") ? SPLASH_GRAMMAR_CALLS_QWEN_XML
-                                             : SPLASH_GRAMMAR_CALLS_GLM_ARGS;
+    if (!c || (strcmp(c, "qwen_xml") && strcmp(c, "glm_args") && strcmp(c, "harmony")))
+        return splash_err_set(
+            err, SPLASH_ERR_INVALID,
+            "SUBMIT: grammar_calls must be \"qwen_xml\", \"glm_args\" or \"harmony\"");
+    p->grammar_calls = !strcmp(c, "glm_args")  ? SPLASH_GRAMMAR_CALLS_GLM_ARGS
+                       : !strcmp(c, "harmony") ? SPLASH_GRAMMAR_CALLS_HARMONY
+                                               : SPLASH_GRAMMAR_CALLS_QWEN_XML;
     if (json_is_null(g))
         return SPLASH_OK;
     if (!json_is_string(g))

@@ -33,7 +33,7 @@ static const char *const pieces_multi[] = {
 
 static struct splash_grammar_vocab *vocab;
 static size_t n_tokens;
-static struct splash_grammar_format fmt_qwen, fmt_glm;
+static struct splash_grammar_format fmt_qwen, fmt_glm, fmt_harmony;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -86,6 +86,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fmt_glm.arg_key_close = T_KEY_CLOSE;
     fmt_glm.arg_value_open = T_VALUE_OPEN;
     fmt_glm.arg_value_close = T_VALUE_CLOSE;
+    /* harmony's message tokens: any special ids serve the grammar */
+    fmt_harmony = fmt_qwen;
+    fmt_harmony.calls = SPLASH_GRAMMAR_CALLS_HARMONY;
+    fmt_harmony.channel = T_KEY_OPEN;
+    fmt_harmony.message = T_KEY_CLOSE;
+    fmt_harmony.start = T_VALUE_OPEN;
+    fmt_harmony.end = T_VALUE_CLOSE;
     return 0;
 }
 
@@ -175,8 +182,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                         ? splash_grammar_spec_from_responses(doc, &spec, &err)
                                         : splash_grammar_spec_from_messages(doc, &spec, &err);
             if (st == SPLASH_OK && spec) {
-                if (splash_grammar_compile_spec(spec, (mode & 16) ? &fmt_glm : &fmt_qwen, &g,
-                                                &err) == SPLASH_OK)
+                const struct splash_grammar_format *f = (mode & 32)   ? &fmt_harmony
+                                                        : (mode & 16) ? &fmt_glm
+                                                                      : &fmt_qwen;
+                /* harmony's optional analysis message too, now and then */
+                if ((mode & 32) && (mode & 1))
+                    json_object_set_new(spec, "reasoning", json_string("optional"));
+                if (splash_grammar_compile_spec(spec, f, &g, &err) == SPLASH_OK)
                     compiled(g, seed, 0);
                 json_decref(spec);
             }

@@ -80,6 +80,8 @@ enum splash_grammar_call_syntax {
                                       </function>\n</tool_call>, the tags <tool_call> tokens */
     SPLASH_GRAMMAR_CALLS_GLM_ARGS, /* <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value>
                                       </tool_call>, every tag a token */
+    SPLASH_GRAMMAR_CALLS_HARMONY,  /* OpenAI's harmony (gpt-oss): messages, not tags; see
+                                      splash_grammar_compile_spec */
 };
 
 /* The token ids a format's grammars write (models.md "Chat formats"); -1 where
@@ -89,11 +91,14 @@ struct splash_grammar_format {
     int32_t think_open, think_close;
     int32_t call_open, call_close;
     int32_t arg_key_open, arg_key_close, arg_value_open, arg_value_close; /* GLM_ARGS only */
+    int32_t channel, message, start, end; /* HARMONY only: <|channel|> <|message|> <|start|>
+                                             <|end|> */
 };
 
 /* Finds the format's tags among tok's special tokens (<think>, </think>,
  * <tool_call>, </tool_call>, and for GLM_ARGS <arg_key>, </arg_key>, <arg_value>,
- * </arg_value>); a missing call tag is refused with its text. */
+ * </arg_value>; for HARMONY <|channel|>, <|message|>, <|start|>, <|end|> and <|call|>); a
+ * missing tag is refused with its text. */
 enum splash_status splash_grammar_format_init(struct splash_grammar_format *f,
                                               enum splash_grammar_call_syntax calls,
                                               const struct splash_tokenizer *tok,
@@ -172,7 +177,13 @@ enum splash_status splash_grammar_spec_from_responses(const json_t *body, json_t
 enum splash_status splash_grammar_spec_from_messages(const json_t *body, json_t **spec,
                                                      struct splash_err *err);
 /* Compiles a spec (wrapped for its reasoning mode). The front calls it once to
- * answer 400s before submitting; the engine again, or shares the result. */
+ * answer 400s before submitting; the engine again, or shares the result. In a HARMONY
+ * format (the prompt ending <|start|>assistant) the output is one message: the final
+ * channel's header <|channel|>final<|message|> then the JSON, or a call's header
+ * " to=functions.NAME<|channel|>commentary json<|message|>" then its arguments as a JSON
+ * object (one call: a harmony call ends the turn); any reasoning mode but none lets an
+ * analysis message, free text, come first (<|channel|>analysis<|message|>...<|end|>
+ * <|start|>assistant). */
 enum splash_status splash_grammar_compile_spec(const json_t *spec,
                                                const struct splash_grammar_format *f,
                                                struct splash_grammar **out, struct splash_err *err);

@@ -128,6 +128,20 @@ uint32_t json_gen_raw_string(struct json_gen *j, const json_t *schema, const cha
                              size_t n_stop, const char *path, struct splash_err *err,
                              enum splash_status *st);
 
+/* A request's tool: its name and parameters schema (NULL when none), from the OpenAI
+ * ({type, function: {name, parameters}}), Responses ({type, name, parameters}) or
+ * Anthropic ({name, input_schema}) shape; -1 without a name. */
+struct gram_tool {
+    const char *name;
+    const json_t *params;
+};
+int gram_tool_fields(const json_t *t, struct gram_tool *out);
+
+/* harmony.c: a spec's grammar in harmony (splash_grammar_compile_spec). */
+enum splash_status gram_compile_harmony(const json_t *spec, int analysis,
+                                        const struct splash_grammar_format *f,
+                                        struct splash_grammar **out, struct splash_err *err);
+
 /* ---- vocabulary trie --------------------------------------------------------------------
  * Nodes in depth-first order, the root left out: node i holds byte[i] at
  * depth[i] (1 for a token's first byte) and skip[i] is the first node after its

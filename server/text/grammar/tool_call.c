@@ -18,6 +18,21 @@ enum splash_status splash_grammar_format_init(struct splash_grammar_format *f,
     f->calls = calls;
     f->think_open = splash_tokenizer_find_special(tok, "<think>");
     f->think_close = splash_tokenizer_find_special(tok, "</think>");
+    if (calls == SPLASH_GRAMMAR_CALLS_HARMONY) {
+        struct {
+            const char *text;
+            int32_t *id;
+        } marks[] = {{"<|channel|>", &f->channel}, {"<|message|>", &f->message},
+                     {"<|start|>", &f->start},     {"<|end|>", &f->end},
+                     {"<|call|>", &f->call_open}};
+        for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
+            if ((*marks[i].id = splash_tokenizer_find_special(tok, marks[i].text)) < 0)
+                return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                      "grammar format: the tokenizer has no %s token",
+                                      marks[i].text);
+        f->call_close = f->call_open;
+        return SPLASH_OK;
+    }
     struct {
         const char *text;
         int32_t *id;
@@ -40,14 +55,7 @@ enum splash_status splash_grammar_format_init(struct splash_grammar_format *f,
 
 /* ==== tool calls =========================================================================== */
 
-struct tool {
-    const char *name;
-    const json_t *params; /* may be NULL */
-};
-
-/* name and parameters of an OpenAI ({type, function: {name, parameters}}),
- * Responses ({type, name, parameters}) or Anthropic ({name, input_schema}) tool */
-static int tool_fields(const json_t *t, struct tool *out)
+int gram_tool_fields(const json_t *t, struct gram_tool *out)
 {
     const json_t *fn = json_object_get(t, "function");
     const json_t *src = json_is_object(fn) ? fn : t;
@@ -71,7 +79,7 @@ static void seq_tok(struct gram_builder *b, struct gram_seq *s, int32_t id)
 /* The arguments of one function: its declared parameters in schema order,
  * required ones always. Returns the rule, GRAM_INF with err on failure. */
 static uint32_t call_args(struct gram_builder *b, struct json_gen *jg,
-                          const struct splash_grammar_format *f, const struct tool *t,
+                          const struct splash_grammar_format *f, const struct gram_tool *t,
                           const char *path, struct splash_err *err, enum splash_status *st)
 {
     const json_t *params = t->params;
@@ -237,14 +245,14 @@ enum splash_status splash_grammar_compile_tool_calls(const json_t *tools, const 
     int qwen = f->calls == SPLASH_GRAMMAR_CALLS_QWEN_XML;
     for (size_t i = 0; i < json_array_size(tools) && st == SPLASH_OK; i++) {
         const json_t *t = json_array_get(tools, i);
-        struct tool tool;
+        struct gram_tool tool;
         const json_t *type = json_object_get(t, "type");
         if (json_is_string(type) && strcmp(json_string_value(type), "function") &&
             strcmp(json_string_value(type), "custom"))
             continue; /* hosted tools the model does not call */
         char path[64];
         snprintf(path, sizeof path, "tools[%zu]", i);
-        if (tool_fields(t, &tool)) {
+        if (gram_tool_fields(t, &tool)) {
             st = splash_err_set(err, SPLASH_ERR_INVALID, "%s: no function name", path);
             break;
         }
@@ -546,6 +554,8 @@ enum splash_status splash_grammar_compile_spec(const json_t *spec,
         mode = SPLASH_GRAMMAR_REASONING_OPTIONAL;
     else if (reasoning && strcmp(reasoning, "none"))
         return splash_err_set(err, SPLASH_ERR_INVALID, "grammar spec: reasoning \"%s\"", reasoning);
+    if (f && f->calls == SPLASH_GRAMMAR_CALLS_HARMONY)
+        return gram_compile_harmony(spec, mode != SPLASH_GRAMMAR_REASONING_NONE, f, out, err);
     struct splash_grammar *g = NULL;
     enum splash_status st;
     if (!type) {
@@ -594,7 +604,8 @@ enum splash_status splash_grammar_vocab_warm(struct splash_grammar_vocab *v,
         return st;
     warm_grammar(g, v);
     splash_grammar_destroy(g);
-    if (!f)
+    /* harmony writes arguments as JSON only: the object above covers them */
+    if (!f || f->calls == SPLASH_GRAMMAR_CALLS_HARMONY)
         return SPLASH_OK;
     json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\","
                                "\"parameters\":{\"type\":\"object\",\"properties\":{"

@@ -1,0 +1,147 @@
+/* The lane bookkeeping of a family's forward step (step_rows.h). */
+#include <string.h>
+
+#include "families/common/step_rows.h"
+
+enum splash_status step_rows_check_lane(const struct splash_lane *ln, int32_t l,
+                                        int64_t seq_tokens, int64_t max_context, int64_t n_vocab,
+                                        struct splash_err *err)
+{
+    if (!ln->seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
+    if (ln->pos0 != seq_tokens)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "lane %d: position %d, the sequence holds %lld tokens", l, ln->pos0,
+                              (long long)seq_tokens);
+    if ((int64_t)ln->pos0 + ln->n_tokens > max_context)
+        return splash_err_set(err, SPLASH_ERR_NOMEM,
+                              "lane %d: %lld tokens exceed the context of %lld", l,
+                              (long long)ln->pos0 + ln->n_tokens, (long long)max_context);
+    for (int32_t i = 0; i < ln->n_tokens; i++)
+        if (ln->tokens[i] < 0 || ln->tokens[i] >= n_vocab)
+            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
+                                  ln->tokens[i]);
+    return SPLASH_OK;
+}
+
+enum splash_status step_rows_check_runs(const struct splash_lane *ln,
+                                        const struct splash_lane_runs *ru, int32_t l,
+                                        struct splash_err *err)
+{
+    if (!ru || ru->n == 0)
+        return SPLASH_OK;
+    if (ru->n < 0 || !ru->ends || (ru->fork && !ru->forks))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "lane %d: %d runs without their ends or fork slots", l, ru->n);
+    for (int32_t k = 0; k < ru->n; k++)
+        if (ru->ends[k] <= (k ? ru->ends[k - 1] : 0) ||
+            (k == ru->n - 1 && ru->ends[k] != ln->n_tokens))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "lane %d: run %d ends at %d (runs must grow and end at the "
+                                  "lane's %d tokens)",
+                                  l, k, ru->ends[k], ln->n_tokens);
+    if (ru->fork)
+        for (int32_t k = 0; k < ru->n; k++)
+            ru->forks[k] = NULL;
+    return SPLASH_OK;
+}
+
+int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0)
+{
+    int64_t r = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        row0[l] = r;
+        r += lanes[l].n_tokens;
+    }
+    return r;
+}
+
+void step_rows_embed(const struct splash_kernels *k, const struct splash_tensor_ref *tok_embd,
+                     const struct splash_lane *lanes, int32_t n_lanes, const int64_t *row0,
+                     int64_t n_embd, float *x)
+{
+    int64_t n = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        k->embed_rows(tok_embd->t, lanes[l].tokens, lanes[l].n_tokens, x + row0[l] * n_embd);
+        n += lanes[l].n_tokens;
+    }
+    if (tok_embd->scale != 1.0f)
+        for (int64_t i = 0; i < n * n_embd; i++)
+            x[i] *= tok_embd->scale;
+}
+
+struct add_task {
+    float *x;
+    const float *y;
+};
+
+static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct add_task *t = ctx;
+    for (int64_t i = begin; i < end; i++)
+        t->x[i] += t->y[i];
+}
+
+void step_rows_add(const struct splash_host *host, struct splash_pool *pool, float *x,
+                   const float *y, int64_t n)
+{
+    struct add_task t = {.x = x, .y = y};
+    host->parallel_for(pool, n, 8192, add_range, &t);
+}
+
+/* A lane of no tokens has no row to give logits from: its buffer is left as it was. */
+static int wants_logits(const struct splash_lane *ln)
+{
+    return ln->logits && ln->n_tokens > 0;
+}
+
+int64_t step_rows_logit_rows(const struct splash_lane *lanes, int32_t n_lanes,
+                             int32_t *n_lanes_with)
+{
+    int64_t m = 0;
+    *n_lanes_with = 0;
+    for (int32_t l = 0; l < n_lanes; l++)
+        if (wants_logits(&lanes[l])) {
+            m += lanes[l].logits_all ? lanes[l].n_tokens : 1;
+            (*n_lanes_with)++;
+        }
+    return m;
+}
+
+void step_rows_logits(const struct step_rows_head *h, const struct splash_lane *lanes,
+                      int32_t n_lanes, const int64_t *row0, const float *x, float *xs,
+                      float *tmp)
+{
+    int64_t E = h->n_embd, V = h->n_vocab;
+    int32_t with;
+    int64_t m = step_rows_logit_rows(lanes, n_lanes, &with);
+    if (!m)
+        return;
+    /* the rows asked for, in lane order */
+    int64_t r = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        if (!wants_logits(ln))
+            continue;
+        for (int64_t i = ln->logits_all ? 0 : ln->n_tokens - 1; i < ln->n_tokens; i++, r++)
+            memcpy(xs + r * E, x + (row0[l] + i) * E, (size_t)E * sizeof(float));
+    }
+    h->k->rmsnorm(h->pool, xs, E, h->norm, xs, E, m, E, h->eps);
+    if (with == 1) {
+        /* straight into the lane's buffer */
+        for (int32_t l = 0; l < n_lanes; l++)
+            if (wants_logits(&lanes[l]))
+                h->k->matmul(h->pool, h->output, xs, m, lanes[l].logits);
+        return;
+    }
+    h->k->matmul(h->pool, h->output, xs, m, tmp);
+    r = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        if (!wants_logits(ln))
+            continue;
+        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
+        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
+        r += rows;
+    }
+}

@@ -1,0 +1,61 @@
+/* A family's forward step lays its lanes' rows end to end in one activation buffer; these
+ * helpers do what every family's step does with them: check a lane, give each lane its
+ * first row, gather the token embeddings, add a residual, and hand out the logits of the
+ * rows asked for. Family-neutral (the hybrid trunk and gpt_oss use them); names are
+ * prefixed step_rows_ because the static plugin archive links every plugin together. */
+#ifndef SPLASH_FAMILIES_STEP_ROWS_H
+#define SPLASH_FAMILIES_STEP_ROWS_H
+
+#include <stdint.h>
+
+#include "splash/family.h"
+#include "splash/host.h"
+#include "splash/kernels.h"
+
+/* What forward asks of lane l whatever the family: a sequence (seq_tokens: the tokens it
+ * holds) continued at its end, within max_context, with tokens of the vocabulary. Errors
+ * name the lane. */
+enum splash_status step_rows_check_lane(const struct splash_lane *ln, int32_t l,
+                                        int64_t seq_tokens, int64_t max_context, int64_t n_vocab,
+                                        struct splash_err *err);
+
+/* Lane l's runs (forward_runs; NULL or n 0: one run): ends growing to the lane's end, the
+ * fork slots there when flags are; the slots are set NULL. */
+enum splash_status step_rows_check_runs(const struct splash_lane *ln,
+                                        const struct splash_lane_runs *ru, int32_t l,
+                                        struct splash_err *err);
+
+/* row0[l] = the first row of lane l; returns the rows of all lanes. */
+int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0);
+
+/* x (rows, n_embd) = each lane's token embeddings at its rows, times the table's scale. */
+void step_rows_embed(const struct splash_kernels *k, const struct splash_tensor_ref *tok_embd,
+                     const struct splash_lane *lanes, int32_t n_lanes, const int64_t *row0,
+                     int64_t n_embd, float *x);
+
+/* x[i] += y[i] for n values, over the pool. */
+void step_rows_add(const struct splash_host *host, struct splash_pool *pool, float *x,
+                   const float *y, int64_t n);
+
+/* The rows whose logits the lanes ask for (a lane of no tokens asks for none), and in
+ * *n_lanes_with how many lanes ask. */
+int64_t step_rows_logit_rows(const struct splash_lane *lanes, int32_t n_lanes,
+                             int32_t *n_lanes_with);
+
+struct step_rows_head {
+    const struct splash_kernels *k;
+    struct splash_pool *pool;
+    const float *norm;                 /* final RMSNorm weight (n_embd) */
+    float eps;
+    const struct splash_weight *output; /* the head (n_embd -> n_vocab) */
+    int64_t n_embd, n_vocab;
+};
+
+/* Each lane's logits (its last row, or all with logits_all): the rows of x gathered into
+ * xs (room for m rows), normed, through the head, straight into a single asking lane's
+ * buffer or through tmp (m x n_vocab; only read when more than one lane asks). */
+void step_rows_logits(const struct step_rows_head *h, const struct splash_lane *lanes,
+                      int32_t n_lanes, const int64_t *row0, const float *x, float *xs,
+                      float *tmp);
+
+#endif

@@ -1,0 +1,121 @@
+/* A gpt-oss sequence as bytes (family ABI 1.3 seq_save / seq_load), for the SSD tier of
+ * the prefix cache: a header naming the layout, every full layer's pages that hold the
+ * tokens, then per sliding layer only the pages its window still reads (the positions
+ * from n - window on: a 131K-token sequence saves a window's worth there). A blob is only
+ * read back by a model of the same layout and KV format; the header says which. */
+#include <stdint.h>
+#include <string.h>
+
+#include "families/gpt_oss/gpt_oss.h"
+
+#define SAVED_MAGIC "SPLGOSS1"
+
+struct saved_header {
+    char magic[8];
+    int64_t n_tokens;
+    int64_t page_tokens, kv_page_bytes, kv_format;
+    int64_t n_full, n_swa, window, ring_pages;
+};
+
+/* The logical pages a sliding layer keeps for a sequence of n tokens: [*first, *last]
+ * (none when n is 0: *last < *first). */
+static void window_pages(const struct gptoss_model *model, int64_t n, int64_t *first,
+                         int64_t *last)
+{
+    int64_t w = model->cfg.window;
+    *first = n > w ? (n - w) / GPTOSS_PAGE_TOKENS : 0;
+    *last = n > 0 ? (n - 1) / GPTOSS_PAGE_TOKENS : -1;
+}
+
+uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_tokens)
+{
+    int64_t first, last;
+    window_pages(model, n_tokens, &first, &last);
+    int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
+    return sizeof(struct saved_header) +
+           ((uint64_t)model->n_full * (uint64_t)n_pages +
+            (uint64_t)model->cfg.n_swa * (uint64_t)(last - first + 1)) *
+               model->kv_page_bytes;
+}
+
+static struct saved_header header_of(const struct gptoss_model *model, int64_t n_tokens)
+{
+    struct saved_header h = {.n_tokens = n_tokens,
+                             .page_tokens = GPTOSS_PAGE_TOKENS,
+                             .kv_page_bytes = (int64_t)model->kv_page_bytes,
+                             .kv_format = model->opts.kv_format,
+                             .n_full = model->n_full,
+                             .n_swa = model->cfg.n_swa,
+                             .window = model->cfg.window,
+                             .ring_pages = model->ring_pages};
+    memcpy(h.magic, SAVED_MAGIC, sizeof h.magic);
+    return h;
+}
+
+/* Ring page of sliding layer `slot` that holds logical page p. */
+static void *ring_page(const struct gptoss_model *model, const struct gptoss_seq *seq,
+                       int32_t slot, int64_t p)
+{
+    return seq->ring[(size_t)slot * (size_t)model->ring_pages + (size_t)(p % model->ring_pages)];
+}
+
+enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struct gptoss_seq *seq,
+                                   int (*write)(void *ctx, const void *bytes, size_t n),
+                                   void *ctx, struct splash_err *err)
+{
+    struct saved_header h = header_of(model, seq->n_tokens);
+    int64_t n_pages = (seq->n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
+    window_pages(model, seq->n_tokens, &first, &last);
+    int stop = write(ctx, &h, sizeof h);
+    for (int32_t a = 0; a < model->n_full && !stop; a++)
+        for (int64_t p = 0; p < n_pages && !stop; p++)
+            stop = write(ctx, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p],
+                         model->kv_page_bytes);
+    for (int32_t slot = 0; slot < model->cfg.n_swa && !stop; slot++)
+        for (int64_t p = first; p <= last && !stop; p++)
+            stop = write(ctx, ring_page(model, seq, slot, p), model->kv_page_bytes);
+    return stop ? splash_err_set(err, SPLASH_ERR_IO, "a saved sequence's bytes were not taken")
+                : SPLASH_OK;
+}
+
+enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, uint64_t size,
+                                   struct gptoss_seq **out, struct splash_err *err)
+{
+    struct saved_header h;
+    if (size < sizeof h)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "a saved sequence of %llu bytes is cut short",
+                              (unsigned long long)size);
+    memcpy(&h, buf, sizeof h);
+    struct saved_header want = header_of(model, h.n_tokens);
+    if (memcmp(h.magic, SAVED_MAGIC, sizeof h.magic) || h.n_tokens < 0 ||
+        h.n_tokens > model->max_context || memcmp(&h, &want, sizeof h))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a saved sequence's header is not this model's layout");
+    if (size != gptoss_seq_saved_bytes(model, h.n_tokens))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a saved sequence of %lld tokens has %llu bytes, not %llu",
+                              (long long)h.n_tokens, (unsigned long long)size,
+                              (unsigned long long)gptoss_seq_saved_bytes(model, h.n_tokens));
+    struct gptoss_seq *seq;
+    enum splash_status st = gptoss_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    /* the full layers' pages to hold the tokens, as a step would reserve them */
+    if ((st = gptoss_seq_reserve(model, seq, h.n_tokens, err))) {
+        gptoss_seq_destroy(model, seq);
+        return st;
+    }
+    int64_t n_pages = (h.n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
+    window_pages(model, h.n_tokens, &first, &last);
+    const char *p = (const char *)buf + sizeof h;
+    for (int32_t a = 0; a < model->n_full; a++)
+        for (int64_t pg = 0; pg < n_pages; pg++, p += model->kv_page_bytes)
+            memcpy(seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg], p,
+                   model->kv_page_bytes);
+    for (int32_t slot = 0; slot < model->cfg.n_swa; slot++)
+        for (int64_t pg = first; pg <= last; pg++, p += model->kv_page_bytes)
+            memcpy(ring_page(model, seq, slot, pg), p, model->kv_page_bytes);
+    seq->n_tokens = h.n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}
