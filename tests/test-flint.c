@@ -38,6 +38,7 @@
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "cli/modelgen/model_writer.h"
+#include "tests/support/gguf_copy.h"
 #include "tests/support/model_run.h"
 #include "tests/support/preset.h"
 #include "tests/support/rng.h"
@@ -86,6 +87,7 @@ struct tiny_opts {
     const char *over_str;
     int selection_bias; /* add blk.1.exp_probs_b.bias */
     int eos_id;         /* tokenizer.ggml.eos_token_id; 0: the end of text */
+    const char *mix;    /* make-model's mix (NULL: F32) */
 };
 
 /* One tensor's values (F32; the BF16 token table holds BF16-rounded values). */
@@ -342,7 +344,7 @@ static void tiny_from_writer(struct tiny *m, const struct tiny_opts *o, uint64_t
              o->scale > 0 ? (double)o->scale : 1.0, NV);
     if (splash_model_shape_parse_dims(shape, dims, &err))
         fail_msg("--dims: %s", err.msg);
-    struct splash_model_write_opts wo = {.mix = "F32", .seed = seed, .pool = pool};
+    struct splash_model_write_opts wo = {.mix = o->mix ? o->mix : "F32", .seed = seed, .pool = pool};
     if (splash_model_write(splash_registry_global(), shape, &wo, path, NULL, &err))
         fail_msg("make-model: %s", err.msg);
     struct splash_meta *meta;
@@ -374,6 +376,7 @@ struct variant {
     int skip_shared;     /* the shared expert left out */
     int gate_shared;     /* the shared expert gated by sigmoid of its input's mean (Qwen-like) */
     int flip_norm;       /* norm_topk_prob the other way */
+    float embd_scale;    /* token_embd.scale (0: none) */
 };
 
 /* y (n_out) = W x, W stored with ne0 = n_in fastest */
@@ -437,7 +440,9 @@ static float *ref_logits(const struct tiny *m, const int32_t *tokens, int n,
     assert_true(x && kc && vc && out);
     const float *embd = tv(m, "token_embd.weight");
     for (int t = 0; t < n; t++)
-        memcpy(x + t * E, embd + (size_t)tokens[t] * E, E * sizeof(float));
+        for (int i = 0; i < E; i++)
+            x[t * E + i] = embd[(size_t)tokens[t] * E + i] *
+                           (var->embd_scale != 0.0f ? var->embd_scale : 1.0f);
     for (int il = 0; il < NL; il++) {
         int rope = rope_pattern[il] || var->rope_everywhere;
         int window = swa_pattern[il] && !var->no_window ? WINDOW : 0;
@@ -655,6 +660,44 @@ static void test_sigmoid_model_matches_reference(void **state)
 {
     struct tiny_opts o = {.gating = 2, .norm_topk = 0, .scale = 2.5f, .n_dense = 1};
     check_against_reference(&o, 12);
+}
+
+/* An NVFP4 token table's NAME.scale multiplies its rows (models.md): before the forward
+ * step took its gather from step_rows, flint read the rows unscaled and its logits were
+ * the unscaled reference's */
+static void test_token_table_scale(void **state)
+{
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1, .mix = "NVFP4"};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "scale");
+    tiny_from_writer(&m, &o, 13, path);
+    char *scaled = test_gguf_with_tensor(path, "token_embd.scale", 1, 2.0f);
+    int32_t tokens[N_TOK];
+    prompt(tokens, N_TOK, 13);
+    struct variant twice = {.embd_scale = 2.0f}, once = {0};
+    float *want = ref_logits(&m, tokens, N_TOK, &twice);
+    float *unscaled = ref_logits(&m, tokens, N_TOK, &once);
+    struct test_run r;
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_F32};
+    test_run_open(&r, &ro, scaled, "flint-tiny");
+    float *got = test_run_logits(&r, tokens, N_TOK, 0, NULL);
+    double d = max_diff(got, want, (size_t)4 * NV);
+    double du = max_diff(got, unscaled, (size_t)4 * NV);
+    printf("  token_embd.scale 2: max |diff| %.2e over the first 4 rows, %.2e from the "
+           "unscaled reference\n", d, du);
+    /* NVFP4 rounds the weights and the activations the reference keeps exact, so the bound is
+     * loose; the unscaled reference is five times further */
+    assert_true(d < 0.3);
+    assert_true(du > 3 * d);
+    free(got);
+    free(want);
+    free(unscaled);
+    test_run_close(&r);
+    unlink(scaled);
+    free(scaled);
+    unlink(path);
+    tiny_free(&m);
 }
 
 static void test_router_by_hand(void **state)
@@ -1022,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_router_by_hand),
         cmocka_unit_test(test_softmax_model_matches_reference),
         cmocka_unit_test(test_sigmoid_model_matches_reference),
+        cmocka_unit_test(test_token_table_scale),
         cmocka_unit_test(test_lanes_and_forks),
         cmocka_unit_test(test_long_sequence_sliding_pages),
         cmocka_unit_test(test_model_check),

@@ -69,40 +69,6 @@ static int teardown(void **state)
     return 0;
 }
 
-/* src copied to a temporary file with an F32 tensor `name` of n values `value` added. */
-static char *with_scale(const char *src, const char *name, int64_t n, float value)
-{
-    struct splash_gguf *g;
-    struct splash_err err = {{0}};
-    if (splash_gguf_open(src, 0, &g, &err))
-        fail_msg("%s", err.msg);
-    struct splash_gguf_writer *w = splash_gguf_writer_create();
-    for (size_t i = 0; i < g->n_kv; i++)
-        test_gguf_copy_kv(w, &g->kv[i]);
-    for (size_t i = 0; i < g->n_tensors; i++) {
-        const struct splash_tensor_info *t = &g->tensors[i].info;
-        if (splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne, t->data,
-                                          t->n_bytes, &err))
-            fail_msg("%s", err.msg);
-    }
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = value;
-    int64_t ne[1] = {n};
-    if (splash_gguf_writer_add_tensor(w, name, 0 /* F32 */, 1, ne, v, (size_t)n * sizeof *v,
-                                      &err))
-        fail_msg("%s", err.msg);
-    char *out = strdup("/tmp/splash-scale-XXXXXX.gguf");
-    int fd = mkstemps(out, 5);
-    close(fd);
-    if (splash_gguf_writer_write_file(w, out, &err))
-        fail_msg("%s", err.msg);
-    splash_gguf_writer_destroy(w);
-    free(v);
-    splash_gguf_close(g);
-    return out;
-}
-
 static float *logits_of(const char *path, const int32_t *tokens, int32_t n, int64_t *n_vocab)
 {
     struct test_run r;
@@ -119,8 +85,8 @@ static void test_scale_beside_nvfp4_head_multiplies_logits(void **state)
     (void)state;
     const int32_t tokens[] = {11, 200, 37, 5, 90};
     const int32_t n = (int32_t)(sizeof tokens / sizeof *tokens);
-    char *scaled = with_scale(nvfp4_path, "output.scale", 1, 2.0f);
-    char *ignored = with_scale(nvfp4_path, "output.input_scale", 1, 3.0f);
+    char *scaled = test_gguf_with_tensor(nvfp4_path, "output.scale", 1, 2.0f);
+    char *ignored = test_gguf_with_tensor(nvfp4_path, "output.input_scale", 1, 3.0f);
     int64_t V, V2, V3;
     float *a = logits_of(nvfp4_path, tokens, n, &V);
     float *b = logits_of(scaled, tokens, n, &V2);
@@ -143,8 +109,8 @@ static void test_scale_beside_other_type_refused(void **state)
     (void)state;
     char src[512];
     test_testdata_path(src, sizeof src, "models/qwen35-tiny-Q4_K_M.gguf");
-    char *bad = with_scale(src, "blk.0.ffn_down.scale", 1, 2.0f);
-    char *alone = with_scale(nvfp4_path, "blk.1.nothing.scale", 1, 2.0f);
+    char *bad = test_gguf_with_tensor(src, "blk.0.ffn_down.scale", 1, 2.0f);
+    char *alone = test_gguf_with_tensor(nvfp4_path, "blk.1.nothing.scale", 1, 2.0f);
     struct splash_check_result res;
     struct splash_err err = {{0}};
     assert_int_not_equal(splash_model_check(splash_registry_global(), bad, &res, &err), SPLASH_OK);

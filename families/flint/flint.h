@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "families/common/step_rows.h"
 #include "splash/family.h"
 #include "splash/host.h"
 #include "splash/kernels.h"
@@ -94,7 +95,8 @@ struct flint_model {
     size_t kv_page_bytes;         /* one page of one layer */
     uint64_t weight_bytes;
     uint64_t cache_bytes;         /* every sequence's pages and tables (cache.c) */
-    struct flint_buffer step_arena, moe_arena, logits;
+    struct step_rows_head head;   /* final norm and head, for step_rows_logits */
+    struct flint_buffer step_arena, moe_arena;
 };
 
 /* A sequence's caches: per layer a table of KV pages counted by reference and shared

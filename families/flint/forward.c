@@ -2,8 +2,6 @@
  * layer's attention runs over every lane's caches in one call (attend_lanes) with the
  * layer's window (0 for a full layer) and its sinks; RoPE only where the layer has it. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "families/flint/flint.h"
 
@@ -18,24 +16,6 @@ struct step {
     float *q, *k, *v, *att;        /* (n, q or kv dims) */
     struct splash_attn_lane *attn; /* n_lanes */
 };
-
-struct add_task {
-    float *x;
-    const float *y;
-};
-
-static void add_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct add_task *t = ctx;
-    for (int64_t i = begin; i < end; i++)
-        t->x[i] += t->y[i];
-}
-
-static void add_into(struct flint_model *model, float *x, const float *y, int64_t n)
-{
-    struct add_task t = {.x = x, .y = y};
-    flint_parallel(model, n, 8192, add_range, &t);
-}
 
 static void attn_layer(struct step *s, int32_t il)
 {
@@ -93,55 +73,6 @@ static void attn_layer(struct step *s, int32_t il)
     k->matmul(pool, L->wo, s->att, n, s->mix);
 }
 
-static enum splash_status logits_out(struct step *s, struct splash_err *err)
-{
-    struct flint_model *model = s->model;
-    const struct splash_kernels *k = model->k;
-    const struct flint_config *c = &model->cfg;
-    int64_t E = c->n_embd, V = c->n_vocab;
-    int64_t m = 0;
-    int32_t with_logits = 0;
-    /* a lane of no tokens has no row to give logits of */
-    for (int32_t l = 0; l < s->n_lanes; l++)
-        if (s->lanes[l].logits && s->lanes[l].n_tokens > 0) {
-            m += s->lanes[l].logits_all ? s->lanes[l].n_tokens : 1;
-            with_logits++;
-        }
-    if (!m)
-        return SPLASH_OK;
-    float *xs = s->xn; /* (m, E), m <= n */
-    int64_t r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        for (int64_t i = ln->logits_all ? 0 : ln->n_tokens - 1; i < ln->n_tokens; i++, r++)
-            memcpy(xs + r * E, s->x + (s->row0[l] + i) * E, (size_t)E * sizeof(float));
-    }
-    k->rmsnorm(model->opts.pool, xs, E, model->output_norm, xs, E, m, E, c->rms_eps);
-    if (with_logits == 1) {
-        for (int32_t l = 0; l < s->n_lanes; l++)
-            if (s->lanes[l].logits && s->lanes[l].n_tokens > 0)
-                k->matmul(model->opts.pool, model->output, xs, m, s->lanes[l].logits);
-        return SPLASH_OK;
-    }
-    float *tmp = flint_buffer_get(model, &model->logits, (size_t)m * (size_t)V * sizeof *tmp);
-    if (!tmp)
-        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld logit rows",
-                              (long long)m);
-    k->matmul(model->opts.pool, model->output, xs, m, tmp);
-    r = 0;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane *ln = &s->lanes[l];
-        if (!ln->logits || ln->n_tokens == 0)
-            continue;
-        int64_t rows = ln->logits_all ? ln->n_tokens : 1;
-        memcpy(ln->logits, tmp + r * V, (size_t)(rows * V) * sizeof(float));
-        r += rows;
-    }
-    return SPLASH_OK;
-}
-
 static enum splash_status forward_step(struct flint_model *model, const struct splash_lane *lanes,
                                        int32_t n_lanes, struct splash_err *err)
 {
@@ -161,8 +92,14 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
         if (st)
             return st;
     }
+    /* the logits of rows from several lanes go through the arena's tail; one lane's go
+     * straight into its own buffer */
+    int32_t with_logits;
+    int64_t m = step_rows_logit_rows(lanes, n_lanes, &with_logits);
+    size_t logit_floats = with_logits > 1 ? (size_t)m * (size_t)c->n_vocab : 0;
     size_t floats =
-        ((size_t)n * (size_t)(3 * E + 2 * pairs + 2 * qd + 2 * kvd) + 15) & ~(size_t)15;
+        ((size_t)n * (size_t)(3 * E + 2 * pairs + 2 * qd + 2 * kvd) + logit_floats + 15) &
+        ~(size_t)15;
     size_t per_lane = sizeof(int64_t) + sizeof(struct splash_attn_lane);
     float *arena = flint_buffer_get(model, &model->step_arena,
                                     floats * sizeof(float) + (size_t)n_lanes * per_lane);
@@ -179,34 +116,32 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
     s.att = s.q + n * qd;
     s.k = s.att + n * qd;
     s.v = s.k + n * kvd;
+    float *logit_rows = s.v + n * kvd; /* (m, n_vocab) when more than one lane asks */
     /* x = the tokens' rows of the table; the rotary angles of their positions */
-    int64_t r = 0;
-    for (int32_t l = 0; l < n_lanes; l++) {
-        s.row0[l] = r;
-        k->embed_rows(model->tok_embd.t, lanes[l].tokens, lanes[l].n_tokens, s.x + r * E);
-        k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens, s.cs + r * 2 * pairs);
-        r += lanes[l].n_tokens;
-    }
+    step_rows_offsets(lanes, n_lanes, s.row0);
+    step_rows_embed(k, &model->tok_embd, lanes, n_lanes, s.row0, E, s.x);
+    for (int32_t l = 0; l < n_lanes; l++)
+        k->rope_table(&c->rope, lanes[l].pos0, lanes[l].n_tokens, s.cs + s.row0[l] * 2 * pairs);
     for (int32_t il = 0; il < (int32_t)c->n_layers; il++) {
         const struct flint_layer *L = &model->layers[il];
         /* x += attention(attn_norm(x)) */
         k->rmsnorm(model->opts.pool, s.x, E, L->attn_norm, s.xn, E, n, E, c->rms_eps);
         attn_layer(&s, il);
-        add_into(model, s.x, s.mix, n * E);
+        step_rows_add(model->host, model->opts.pool, s.x, s.mix, n * E);
         /* x += ffn(ffn_norm(x)) */
         k->rmsnorm(model->opts.pool, s.x, E, L->ffn_norm, s.xn, E, n, E, c->rms_eps);
         enum splash_status st = flint_ffn_forward(model, il, s.xn, n, s.mix, err);
         if (st)
             return st;
-        add_into(model, s.x, s.mix, n * E);
+        step_rows_add(model->host, model->opts.pool, s.x, s.mix, n * E);
     }
-    enum splash_status st = logits_out(&s, err);
-    if (!st)
-        for (int32_t l = 0; l < n_lanes; l++) {
-            ((struct flint_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
-            flint_seq_release_swa(model, lanes[l].seq);
-        }
-    return st;
+    /* xn is free by now and holds the m <= n rows asked for */
+    step_rows_logits(&model->head, lanes, n_lanes, s.row0, s.x, s.xn, logit_rows);
+    for (int32_t l = 0; l < n_lanes; l++) {
+        ((struct flint_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
+        flint_seq_release_swa(model, lanes[l].seq);
+    }
+    return SPLASH_OK;
 }
 
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
@@ -216,21 +151,10 @@ enum splash_status flint_forward(struct flint_model *model, const struct splash_
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
         const struct flint_seq *seq = ln->seq;
-        if (!seq || ln->n_tokens < 0 || (ln->n_tokens && !ln->tokens))
-            return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: no sequence or tokens", l);
-        if (ln->pos0 != seq->n_tokens)
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "lane %d: position %d, the sequence holds %lld tokens", l,
-                                  ln->pos0, (long long)seq->n_tokens);
-        if ((int64_t)ln->pos0 + ln->n_tokens > model->max_context)
-            return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                  "lane %d: %lld tokens exceed the context of %lld", l,
-                                  (long long)ln->pos0 + ln->n_tokens,
-                                  (long long)model->max_context);
-        for (int32_t i = 0; i < ln->n_tokens; i++)
-            if (ln->tokens[i] < 0 || ln->tokens[i] >= model->cfg.n_vocab)
-                return splash_err_set(err, SPLASH_ERR_INVALID, "lane %d: token %d out of range", l,
-                                      ln->tokens[i]);
+        enum splash_status st = step_rows_check_lane(ln, l, seq ? seq->n_tokens : 0,
+                                                     model->max_context, model->cfg.n_vocab, err);
+        if (st)
+            return st;
         for (int32_t j = 0; j < l; j++)
             if (lanes[j].seq == ln->seq && ln->n_tokens && lanes[j].n_tokens)
                 return splash_err_set(err, SPLASH_ERR_INVALID,

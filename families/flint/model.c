@@ -146,6 +146,13 @@ enum splash_status flint_model_create(const struct splash_host *host, const stru
         goto out_destroy;
     model->bound = 1;
     model->max_context = opts->max_context > 0 ? opts->max_context : c->n_ctx_train;
+    model->head = (struct step_rows_head){.k = model->k,
+                                          .pool = opts->pool,
+                                          .norm = model->output_norm,
+                                          .eps = c->rms_eps,
+                                          .output = model->output,
+                                          .n_embd = c->n_embd,
+                                          .n_vocab = c->n_vocab};
     model->kv_page_bytes = model->k->kv_page_bytes(opts->kv_format, FLINT_PAGE_TOKENS,
                                                    c->n_head_kv, c->head_dim);
     *out = model;
@@ -165,7 +172,6 @@ void flint_model_destroy(struct flint_model *model)
     free(model->layers);
     model->host->free_aligned(model->step_arena.p);
     model->host->free_aligned(model->moe_arena.p);
-    model->host->free_aligned(model->logits.p);
     free(model);
 }
 

@@ -7,6 +7,11 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 void test_gguf_copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv *kv)
 {
     struct splash_err err = {{0}};
@@ -41,4 +46,38 @@ void test_gguf_copy_kv(struct splash_gguf_writer *w, const struct splash_gguf_kv
     }
     if (st)
         fail_msg("%s: %s", kv->key, err.msg);
+}
+
+/* src copied to a temporary file with an F32 tensor `name` of n values `value` added. */
+char *test_gguf_with_tensor(const char *src, const char *name, int64_t n, float value)
+{
+    struct splash_gguf *g;
+    struct splash_err err = {{0}};
+    if (splash_gguf_open(src, 0, &g, &err))
+        fail_msg("%s", err.msg);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    for (size_t i = 0; i < g->n_kv; i++)
+        test_gguf_copy_kv(w, &g->kv[i]);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const struct splash_tensor_info *t = &g->tensors[i].info;
+        if (splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne, t->data,
+                                          t->n_bytes, &err))
+            fail_msg("%s", err.msg);
+    }
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = value;
+    int64_t ne[1] = {n};
+    if (splash_gguf_writer_add_tensor(w, name, 0 /* F32 */, 1, ne, v, (size_t)n * sizeof *v,
+                                      &err))
+        fail_msg("%s", err.msg);
+    char *out = strdup("/tmp/splash-scale-XXXXXX.gguf");
+    int fd = mkstemps(out, 5);
+    close(fd);
+    if (splash_gguf_writer_write_file(w, out, &err))
+        fail_msg("%s", err.msg);
+    splash_gguf_writer_destroy(w);
+    free(v);
+    splash_gguf_close(g);
+    return out;
 }
