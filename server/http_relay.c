@@ -187,6 +187,8 @@ static int give_answer_bytes(struct relay *r)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     r->out_off += (size_t)n;
     r->out_len -= (size_t)n;
+    if (!r->out_len)
+        r->out_off = 0; /* all of it went out: the whole buffer takes the next read */
     return 1;
 }
 

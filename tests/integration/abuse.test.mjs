@@ -434,6 +434,31 @@ test("every request on a kept-alive or pipelined connection passes the head gate
   }
 });
 
+test("answers many times the gate's 16 KiB buffer come through whole, one after another on a connection", async () => {
+  const server = await startServer();
+  try {
+    const text = Array.from({ length: 6000 }, (_, i) => `word${i % 97}`).join(" ");
+    const body = JSON.stringify({ content: text });
+    const head = `POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nContent-Type: application/json\r\n` +
+                 `Content-Length: ${Buffer.byteLength(body)}\r\n`;
+    // three on one connection, the last closing it: every answer whole, in order
+    const r = await probe(server.port, head + "\r\n" + body + head + "\r\n" + body + head + "Connection: close\r\n\r\n" + body,
+                          { timeoutMs: 20000 });
+    assert.equal(r.why, "closed", `the answers stopped coming after ${r.data.length} bytes`);
+    const parts = r.data.split(/HTTP\/1\.1 200 OK\r\n/).slice(1);
+    assert.equal(parts.length, 3);
+    for (const p of parts) {
+      const length = Number(/Content-Length: (\d+)/i.exec(p)[1]);
+      const answer = p.slice(p.indexOf("\r\n\r\n") + 4);
+      assert.ok(length > 4 * 16384, `an answer of ${length} bytes`);
+      assert.equal(Buffer.byteLength(answer), length);
+      assert.ok(JSON.parse(answer).tokens.length > 6000);
+    }
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test("smuggling shapes are answered 400 and closed; HEAD answers like GET without a body", async () => {
   const server = await startServer(["--api-key", "sekrit"]);
   try {
