@@ -10,7 +10,16 @@
  * refuses it, and reported so: Q4_K_M's layers come in two mixes (Q4_K and Q6_K down
  * projections), so this 4-layer shape's smallest store is half its experts.
  *
- * usage: bench-experts [-n N]   (decoded tokens, default 512) */
+ * Measured on the 2-core test machine under a load average of about 20 (so within wide
+ * noise), 512 tokens, with read-ahead: Q4_K_M 50% 4.02 tok/s (hit rate 0.65), 75% 4.93
+ * (0.83), all loaded 5.50; Q4_0 25% 3.73 (0.47), 50% 3.42 (0.66), 75% 4.98 (0.83), all
+ * loaded 4.66. These random nets route uniformly, so a store holds about its share of a
+ * step's experts before read-ahead.
+ *
+ * -m picks make-model's mix (Q4_0: every layer one mix, so a quarter of the experts is
+ * the smallest store).
+ *
+ * usage: bench-experts [-n N] [-m MIX]   (decoded tokens, default 512; mix Q4_K_M) */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -30,7 +39,6 @@ extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 #define N_THREADS 2
 #define SHAPE "qwen35moe-35b-a3b-4l"
-#define MIX "Q4_K_M"
 #define SAMPLE_VALUES (16ll << 20)
 #define PROMPT 16
 
@@ -42,7 +50,7 @@ static double now_s(void)
 }
 
 /* build/bench-models/ beside this binary's build/bench/, the model built once */
-static int ensure_model(const struct splash_registry *r, char *path, size_t size)
+static int ensure_model(const struct splash_registry *r, const char *mix, char *path, size_t size)
 {
     char exe[PATH_MAX - 256];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -53,11 +61,11 @@ static int ensure_model(const struct splash_registry *r, char *path, size_t size
     char dir[PATH_MAX - 128];
     snprintf(dir, sizeof dir, "%s/../bench-models", n > 0 ? exe : "build/bench");
     mkdir(dir, 0755);
-    snprintf(path, size, "%s/%s-%s.gguf", dir, SHAPE, MIX);
+    snprintf(path, size, "%s/%s-%s.gguf", dir, SHAPE, mix);
     struct stat sb;
     if (stat(path, &sb) == 0 && sb.st_size > 0)
         return 0;
-    struct splash_model_write_opts opts = {.mix = MIX, .seed = 7, .n_threads = N_THREADS,
+    struct splash_model_write_opts opts = {.mix = mix, .seed = 7, .n_threads = N_THREADS,
                                            .max_sample = SAMPLE_VALUES};
     struct splash_model_write_stats stats;
     struct splash_err err = {{0}};
@@ -156,11 +164,14 @@ out:
 int main(int argc, char **argv)
 {
     int n = 512;
+    const char *mix = "Q4_K_M";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+        if (!strcmp(argv[i], "-n") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
             n = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+            mix = argv[++i];
         } else {
-            fprintf(stderr, "usage: bench-experts [-n N]\n");
+            fprintf(stderr, "usage: bench-experts [-n N] [-m MIX]\n");
             return 2;
         }
     }
@@ -168,7 +179,7 @@ int main(int argc, char **argv)
     if (splash_registry_n_records(r) == 0)
         splash_registry_add_builtins(r, splash_builtin_plugins);
     char path[PATH_MAX];
-    if (ensure_model(r, path, sizeof path))
+    if (ensure_model(r, mix, path, sizeof path))
         return 1;
     /* the routed experts' bytes, from a load at the smallest store */
     struct splash_model_opts mo = {.kv_format = SPLASH_KV_INT8, .max_context = 4096,
@@ -185,7 +196,7 @@ int main(int argc, char **argv)
     splash_family_expert_stats(lm->family, lm->model, &s);
     uint64_t overhead = s.cap_bytes - s.arena_bytes;
     splash_model_unload(lm);
-    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, MIX,
+    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, mix,
            (double)routed / 1048576.0, n, N_THREADS);
     static const double shares[] = {0.10, 0.25, 0.50, 0.75, 1.00};
     int rc = 0;

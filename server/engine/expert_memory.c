@@ -44,6 +44,9 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
         if ((st = load(reg, path, mo, n_threads, off ? 0 : expert_memory, out, err)))
             return st;
         store_line(*out, off ? "--expert-memory off" : "--expert-memory", line, line_size);
+        if (!off && !(*out)->info.routed_expert_bytes)
+            snprintf(line, line_size,
+                     "Note · --expert-memory: this model has no routed experts; it does nothing");
         return SPLASH_OK;
     }
     /* auto: the model's sizes from its smallest store */

@@ -24,13 +24,13 @@ test("refused at startup: --persistent-cache with --max-cache-disk 0; --activati
   assert.match(act.stderr, /--activations bf16: .*not implemented/);
 });
 
-test("refused at startup: options whose machinery this build lacks (drafts, vision, streamed memory)", () => {
+test("refused at startup: options whose machinery this build lacks (drafts, vision, streamed memory), and a store of no expert", () => {
   for (const [args, why] of [
     [["--draft-model", "/nowhere"], /--draft-model: \/nowhere holds no readable config\.json/],
     [["--speculative", "dflash"], /--speculative dflash: needs --draft-model PATH/],
     [["--speculative", "mtp"], /--speculative mtp: this build does not run a model's MTP/],
     [["--speculative", "eagle"], /--speculative: eagle \(auto, dflash, mtp, ngram or off\)/],
-    [["--expert-memory", "1G"], /--expert-memory: not available in this build/],
+    [["--expert-memory", "0"], /--expert-memory: 0 holds no expert/],
     [["--ple-memory", "1G"], /--ple-memory: not available in this build/],
     [["--sparse-kv-memory", "1G"], /--sparse-kv-memory: not available in this build/],
   ]) {

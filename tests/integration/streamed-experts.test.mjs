@@ -65,3 +65,14 @@ test("a read error fails one request naming the file; the next is served", async
     assert.equal(await server.stop(), 0);
   }
 });
+
+test("a size for a model without routed experts says it does nothing", async () => {
+  const server = await startServer(["--expert-memory", "1G"]);
+  try {
+    assert.match(server.output(), /Note · --expert-memory: this model has no routed experts; it does nothing/);
+    const status = await (await fetch(`${server.url}/status`)).json();
+    assert.equal(status.streamed_experts, null);
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
