@@ -571,6 +571,8 @@ static void test_make_model_presets_bytes_unchanged(void **state)
          "2b85d7b98fd21138a0001854cbb25a0b42d2b307b9b4f33e53f108c117b7fa5b"},
         {"gpt-oss-tiny", "Q8_0",
          "4e0408c985e442f0413a47cbd3ba6d9f27f661b5904511a3b201db7bcdecb8b6"},
+        {"gpt-oss-tiny", "MXFP4_MOE",
+         "c33a985552f5d8543197f2a836975809a39eb01d7d0492e75240f3a1bb49ae89"},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

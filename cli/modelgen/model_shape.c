@@ -7,32 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/modelgen/legacy_presets.h"
 #include "core/family.h"
 #include "core/registry.h"
 
 /* ---- the presets of every family -------------------------------------------------- */
 
-static int family_claims(const struct splash_family_plugin *f, const char *arch)
-{
-    for (const char *const *a = f->gguf_architectures; a && *a; a++)
-        if (!strcmp(*a, arch))
-            return 1;
-    return 0;
-}
-
-/* The family claiming arch whose preset table is used (NULL: none claims it). */
-static const struct splash_family_plugin *claimer(const struct splash_registry *r,
-                                                  const char *arch)
-{
-    for (size_t i = 0; i < splash_registry_n_families(r); i++)
-        if (family_claims(splash_registry_family(r, i), arch))
-            return splash_registry_family(r, i);
-    return NULL;
-}
-
-/* The i-th preset of all (families in registry order, then the legacy table's presets
- * whose claiming family has no table of its own); NULL past the last. */
+/* The i-th preset of all (families in registry order, each family's table in its own
+ * order); NULL past the last. */
 static const struct splash_family_preset *preset_at(const struct splash_registry *r, size_t i,
                                                     const struct splash_family_plugin **family)
 {
@@ -43,13 +24,6 @@ static const struct splash_family_preset *preset_at(const struct splash_registry
                 *family = fp;
                 return p;
             }
-    }
-    for (const struct splash_family_preset *p = splash_legacy_presets; p->name; p++) {
-        const struct splash_family_plugin *fp = claimer(r, p->architecture);
-        if (fp && !splash_family_presets(fp) && i-- == 0) {
-            *family = fp;
-            return p;
-        }
     }
     return NULL;
 }

@@ -160,4 +160,7 @@ enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struc
 enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, uint64_t size,
                                    struct gptoss_seq **out, struct splash_err *err);
 
+/* presets.c: make-model's gpt-oss shapes (ABI 1.4) */
+extern const struct splash_family_preset gptoss_presets[];
+
 #endif

@@ -183,6 +183,7 @@ static const struct splash_family_plugin go_plugin = {
     .seq_saved_bytes = go_seq_saved_bytes,
     .seq_save = go_seq_save,
     .seq_load = go_seq_load,
+    .presets = gptoss_presets,
 };
 
 static const struct splash_plugin_header *go_entry(const struct splash_host *host)
