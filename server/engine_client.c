@@ -26,6 +26,15 @@
 #define QUARANTINE_S 3600.0
 #define MAX_QUARANTINE 64
 
+/* The watchdog period: WATCHDOG_S, or for tests only SPLASH_TEST_WATCHDOG_S
+ * (seconds, > 0) so a hung-engine test does not wait 30 s. */
+static double watchdog_s(void)
+{
+    const char *v = getenv("SPLASH_TEST_WATCHDOG_S");
+    double s = v && *v ? strtod(v, NULL) : 0;
+    return s > 0 ? s : WATCHDOG_S;
+}
+
 struct splash_pending {
     struct splash_engine_client *client;
     uint64_t id;
@@ -172,11 +181,11 @@ static void send_frame(struct splash_engine_client *c, uint32_t type, uint64_t i
     int fd = c->fd;
     enum splash_status st = SPLASH_OK;
     if (fd >= 0)
-        st = splash_frame_write_timeout(fd, type, id, body, (int)(WATCHDOG_S * 1000), &err);
+        st = splash_frame_write_timeout(fd, type, id, body, (int)(watchdog_s() * 1000), &err);
     pthread_mutex_unlock(&c->write_lock);
     if (st != SPLASH_OK && strstr(err.msg, "unread")) {
         pthread_mutex_lock(&c->lock);
-        snprintf(c->why, sizeof c->why, "the engine left a frame unread for 30 s");
+        snprintf(c->why, sizeof c->why, "the engine left a frame unread for %g s", watchdog_s());
         c->own_kill = 1;
         pid_t pid = c->pid;
         pthread_mutex_unlock(&c->lock);
@@ -451,13 +460,14 @@ static int read_loop(struct splash_engine_client *c)
         if (!busy) {
             c->last_status_sent = 0;
         } else if (c->last_status_sent > 0) {
-            hung = !c->stopping && t - c->last_status_sent > WATCHDOG_S;
+            hung = !c->stopping && t - c->last_status_sent > watchdog_s();
         } else if (t - c->last_status_reply > 5) {
             c->last_status_sent = t;
             send_status = 1;
         }
         if (hung) {
-            snprintf(c->why, sizeof c->why, "the engine stopped answering status requests for 30 s");
+            snprintf(c->why, sizeof c->why, "the engine stopped answering status requests for %g s",
+                     watchdog_s());
             c->own_kill = 1;
         }
         pthread_mutex_unlock(&c->lock);

@@ -522,7 +522,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct splash_http *h = cls;
     struct conn_ctx *ctx = *con_cls;
-    splash_relay_request_done(c);
+    splash_relay_request_done(c, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (ctx) {
         if (ctx->route) {
             pthread_mutex_lock(&h->lock);

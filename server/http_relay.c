@@ -22,7 +22,8 @@
 /* What the gate and libmicrohttpd's callbacks share about one connection. */
 struct link {
     int refs;                /* the gate's, and libmicrohttpd's once it started */
-    unsigned long long done; /* requests libmicrohttpd has answered */
+    unsigned long long done;     /* requests libmicrohttpd has finished, answered or not */
+    unsigned long long answered; /* of those, the ones whose answer went out whole */
     int mhd_fd;              /* libmicrohttpd's end, the key while pending */
     struct link *next;       /* on the pending list until libmicrohttpd starts it */
 };
@@ -74,12 +75,15 @@ void splash_relay_closed(void **socket_context)
     *socket_context = NULL;
 }
 
-void splash_relay_request_done(struct MHD_Connection *c)
+void splash_relay_request_done(struct MHD_Connection *c, int answered)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     struct link *l = ci ? ci->socket_context : NULL;
-    if (l)
-        __atomic_add_fetch(&l->done, 1, __ATOMIC_RELEASE);
+    if (!l)
+        return;
+    if (answered)
+        __atomic_add_fetch(&l->answered, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&l->done, 1, __ATOMIC_RELEASE);
 }
 
 /* ---- one connection ------------------------------------------------------------ */
@@ -239,8 +243,13 @@ static void relay_loop(struct relay *r, const struct sockaddr_storage *addr, soc
                 return;
             }
         }
-        if (r->mhd_eof && !r->out_len)
+        if (r->mhd_eof && !r->out_len) {
+            /* refused inside a body libmicrohttpd had not answered: the 400 is ours */
+            if (r->scan.why && r->scan.state != SPLASH_SCAN_HEAD && r->link &&
+                __atomic_load_n(&r->link->answered, __ATOMIC_ACQUIRE) < r->scan.heads)
+                refuse(r);
             return;
+        }
         if (r->mhd_eof && stall_ms >= STALL_MS)
             return;
         if (finish_at && (now_ms() >= finish_at || r->mfd < 0 ||

@@ -34,9 +34,10 @@ void splash_relay_run(const struct splash_relay_env *env, int client_fd,
 
 /* libmicrohttpd's notifications, from the HTTP front's callbacks: a connection the
  * gate handed over started or closed (its socket context), or finished a request
- * (its answer is written: the gate may answer a later refused head after it). */
+ * (its answer is written: the gate may answer a later refused head after it; answered
+ * is 0 when it ended without its answer going out whole, e.g. cut off mid-body). */
 void splash_relay_started(struct MHD_Connection *c, void **socket_context);
 void splash_relay_closed(void **socket_context);
-void splash_relay_request_done(struct MHD_Connection *c);
+void splash_relay_request_done(struct MHD_Connection *c, int answered);
 
 #endif

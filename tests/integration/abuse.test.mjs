@@ -427,8 +427,15 @@ test("every request on a kept-alive or pipelined connection passes the head gate
     // a chunk whose data does not end with CRLF is refused: no later request is read
     const smuggle = `${post}Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX\r\n0\r\n\r\n${good}`;
     const s2 = await probe(port, smuggle, { timeoutMs: 3000 });
-    assert.ok(!statuses(s2.data).includes(200), JSON.stringify(s2.data));
+    assert.deepEqual(statuses(s2.data), [400], JSON.stringify(s2.data));
     assert.equal(s2.why, "closed");
+    // a bad chunk size line is answered 400 then closed (RFC 9112 §7.1), after the answer
+    // to a sound request before it on the connection
+    const badSize = `${post}Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n${good}`;
+    const s3 = await probe(port, good + badSize, { timeoutMs: 3000 });
+    assert.deepEqual(statuses(s3.data), [200, 400], JSON.stringify(s3.data));
+    assert.match(s3.data, /malformed chunk size line/);
+    assert.equal(s3.why, "closed");
   } finally {
     assert.equal(await server.stop(), 0);
   }

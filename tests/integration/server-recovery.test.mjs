@@ -56,3 +56,32 @@ test("kill -9 of the engine mid-stream: clean error, 503 while recovering, then 
     assert.equal(await server.stop(), 0);
   }
 });
+
+// The watchdog (SPLASH_TEST_WATCHDOG_S shortens its 30 s, test-only): a stopped engine is
+// reported as not answering for the period, not as the SIGKILL the watchdog sends it.
+test("SIGSTOP of the engine: the watchdog reports it, restarts it, and the server serves again", async () => {
+  const server = await startServer([], { env: { SPLASH_TEST_WATCHDOG_S: "1.5" } });
+  let engine = 0;
+  try {
+    await waitReady(server.port);
+    engine = enginePid(server.proc.pid);
+    process.kill(engine, "SIGSTOP");
+    const t0 = Date.now();
+    const hung = await rawRequest(server.port, { method: "POST", path: "/v1/completions",
+                                                 body: '{"prompt":"Hi","max_tokens":2}' });
+    assert.ok(hung.status >= 500, `the request at the hung engine failed cleanly: ${hung.status}`);
+    assert.ok(Date.now() - t0 < 15000, "the watchdog fired within a status interval plus its period");
+    assert.match(server.output(), /engine failed: the engine stopped answering status requests for 1\.5 s/);
+    assert.doesNotMatch(server.output(), /killed by signal/);
+    await waitReady(server.port);
+    assert.notEqual(enginePid(server.proc.pid), engine, "a new engine runs");
+    const ok = await rawRequest(server.port, { method: "POST", path: "/v1/completions",
+                                               body: '{"prompt":"Hi","max_tokens":2}' });
+    assert.equal(ok.status, 200);
+    const status = JSON.parse((await rawRequest(server.port, { path: "/status" })).body);
+    assert.equal(status.engine.restarts, 1);
+  } finally {
+    try { if (engine) process.kill(engine, "SIGCONT"); } catch { /* already gone */ }
+    assert.equal(await server.stop(), 0);
+  }
+});
