@@ -582,12 +582,11 @@ static void test_kquants_mul_rows_tiles_match_vec_dot(void **state)
 static void test_kquants_generic_order_rows_give_scalar_bits(void **state)
 {
     (void)state;
-    const struct splash_format_type *q51 = test_format_find("Q5_1");
     size_t row_bytes = ref_int("q5_1", "row_bytes"), act_row_bytes = ref_int("q5_1", "act_row_bytes");
     uint8_t *q = test_quant_load("q5_1", "q", n_rows_ref * row_bytes, NULL);
     uint8_t *aq = test_quant_load("q5_1", "actq", n_rows_ref * act_row_bytes, NULL);
 #if defined(__x86_64__)
-    test_row_gives_scalar_bits(q51, "avx2", n_per_row_ref, q, row_bytes, aq, act_row_bytes,
+    test_row_gives_scalar_bits(test_format_find("Q5_1"), "avx2", n_per_row_ref, q, row_bytes, aq, act_row_bytes,
                                n_rows_ref);
 #endif
     free(aq);
