@@ -269,6 +269,9 @@ void hybrid_page_unref(struct hybrid_model *model, void *page);
 /* Makes page p of every attention layer the sequence's own (copies a shared one). */
 enum splash_status hybrid_page_own(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
                                    struct splash_err *err);
+/* A fresh page p in every attention layer; on failure none. */
+enum splash_status hybrid_page_add(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
+                                   struct splash_err *err);
 /* Room for `need` pages per layer in the sequence's page table. */
 enum splash_status hybrid_seq_pages_grow(struct hybrid_model *model, struct hybrid_seq *seq,
                                          int64_t need, struct splash_err *err);
