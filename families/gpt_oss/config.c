@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "families/common/meta_keys.h"
+#include "families/common/tensor_decls.h"
 #include "families/gpt_oss/gpt_oss.h"
 
 /* Which layers slide: attention.sliding_window_pattern as a per-layer bool array, or as
@@ -193,18 +194,7 @@ static void decl(const struct decls *ds, int32_t il, const char *name, uint32_t 
                  uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t bind,
                  void *dst)
 {
-    struct splash_tensor_decl d = {.layer = il,
-                                   .n_dims = n_dims,
-                                   .ne = {ne0, ne1, ne2, 1},
-                                   .accept = accept,
-                                   .flags = flags,
-                                   .bind = dst ? bind : SPLASH_BIND_NONE,
-                                   .dst = dst};
-    if (il >= 0)
-        snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
-    else
-        snprintf(d.name, sizeof d.name, "%s", name);
-    ds->emit(ds->ctx, &d);
+    tensor_decls_emit(ds->emit, ds->ctx, il, name, accept, flags, n_dims, ne0, ne1, ne2, bind, dst);
 }
 
 /* A matrix or a stack of experts (kernels weight), and a vector or table of floats. */
