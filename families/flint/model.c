@@ -185,14 +185,9 @@ void flint_model_info(const struct flint_model *model, struct splash_model_info 
     info->n_ctx_max = c->n_ctx_train; /* no RoPE scaling: nothing past the native window */
 }
 
-void *flint_buffer_get(const struct flint_model *model, struct flint_buffer *b, size_t bytes)
+void *flint_buffer_get(const struct flint_model *model, struct step_buffer *b, size_t bytes)
 {
-    if (bytes > b->size) {
-        model->host->free_aligned(b->p);
-        b->p = model->host->alloc_aligned(64, bytes);
-        b->size = b->p ? bytes : 0;
-    }
-    return b->p;
+    return step_buffer_get(model->host, b, bytes);
 }
 
 void flint_parallel(const struct flint_model *model, int64_t n, int64_t grain, splash_range_fn fn,
