@@ -23,4 +23,21 @@ enum splash_status meta_get_float(const struct splash_meta_api *api, const struc
                                   const char *arch, const char *suffix, int optional, int zero_ok,
                                   float *out, struct splash_err *err);
 
+/* An integer key of a table: its suffix and the range served. */
+struct meta_int_key {
+    const char *suffix;
+    int64_t lo, hi;
+};
+/* v[i] = the required key keys[i], each in its range; stops at the first error. */
+enum splash_status meta_get_ints(const struct splash_meta_api *api, const struct splash_meta *m,
+                                 const char *arch, const struct meta_int_key *keys, size_t n,
+                                 int64_t *v, struct splash_err *err);
+
+/* The attention and expert shapes read that every family holds to: value_length equal to
+ * key_length, query heads a multiple of the KV heads, no more experts per token than there
+ * are; errors name the file (path) and the key. */
+enum splash_status meta_check_shapes(const char *path, const char *arch, int64_t key_length,
+                                     int64_t value_length, int32_t n_head, int32_t n_head_kv,
+                                     int32_t n_expert, int32_t n_used, struct splash_err *err);
+
 #endif

@@ -192,10 +192,7 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     if (api->source(m) != SPLASH_META_GGUF)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: Flint loads from a GGUF only (no MLX layout is served)", path);
-    static const struct {
-        const char *suffix;
-        int64_t lo, hi;
-    } keys[] = {
+    static const struct meta_int_key keys[] = {
         {"context_length", 1, INT32_MAX},
         {"embedding_length", 1, 1 << 20},
         {"block_count", 1, FLINT_MAX_LAYERS},
@@ -212,10 +209,8 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     };
     int64_t v[sizeof keys / sizeof keys[0]];
     enum splash_status st;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if ((st = meta_get_int(api, m, FLINT_ARCH, keys[i].suffix, 0, keys[i].lo, keys[i].hi, &v[i],
-                               err)))
-            return st;
+    if ((st = meta_get_ints(api, m, FLINT_ARCH, keys, sizeof keys / sizeof keys[0], v, err)))
+        return st;
     c->n_ctx_train = v[0];
     c->n_embd = v[1];
     c->n_layers = v[2];
@@ -229,19 +224,9 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     c->n_ff_exp = v[11];
     c->n_ff_shexp = v[12];
     char k[128];
-    if (v[6] != v[5])
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld, key_length is %lld", path,
-                              meta_key(k, sizeof k, FLINT_ARCH, "attention.value_length"),
-                              (long long)v[6], (long long)v[5]);
-    if (c->n_head % c->n_head_kv)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d query heads are not a multiple of %d KV heads", path,
-                              meta_key(k, sizeof k, FLINT_ARCH, "attention.head_count"), c->n_head,
-                              c->n_head_kv);
-    if (c->n_used > c->n_expert)
-        return splash_err_set(
-            err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %d experts, but each token takes %d", path,
-            meta_key(k, sizeof k, FLINT_ARCH, "expert_count"), c->n_expert, c->n_used);
+    if ((st = meta_check_shapes(path, FLINT_ARCH, v[5], v[6], c->n_head, c->n_head_kv, c->n_expert,
+                                c->n_used, err)))
+        return st;
     if (c->n_dense > c->n_layers)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %d of %lld layers", path,
                               meta_key(k, sizeof k, FLINT_ARCH, "leading_dense_block_count"),

@@ -105,10 +105,7 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: gpt-oss loads from a GGUF only (no MLX layout is served)", path);
     int64_t v[12];
-    static const struct {
-        const char *suffix;
-        int64_t lo, hi;
-    } keys[] = {
+    static const struct meta_int_key keys[] = {
         {"context_length", 1, INT32_MAX},
         {"embedding_length", 1, 1 << 20},
         {"block_count", 1, GPTOSS_MAX_LAYERS},
@@ -122,10 +119,8 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
         {"expert_feed_forward_length", 1, 1 << 20},
     };
     enum splash_status st;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if ((st = meta_get_int(api, m, GPTOSS_ARCH, keys[i].suffix, 0, keys[i].lo, keys[i].hi,
-                               &v[i], err)))
-            return st;
+    if ((st = meta_get_ints(api, m, GPTOSS_ARCH, keys, sizeof keys / sizeof keys[0], v, err)))
+        return st;
     c->n_ctx_train = v[0];
     c->n_embd = v[1];
     c->n_layers = v[2];
@@ -137,19 +132,9 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
     c->n_used = (int32_t)v[9];
     c->n_ff_exp = v[10];
     char k[128];
-    if (v[6] != v[5])
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld, key_length is %lld", path,
-                              meta_key(k, sizeof k, GPTOSS_ARCH, "attention.value_length"),
-                              (long long)v[6], (long long)v[5]);
-    if (c->n_head % c->n_head_kv)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d query heads are not a multiple of %d KV heads", path,
-                              meta_key(k, sizeof k, GPTOSS_ARCH, "attention.head_count"), c->n_head,
-                              c->n_head_kv);
-    if (c->n_used > c->n_expert)
-        return splash_err_set(
-            err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %d experts, but each token takes %d", path,
-            meta_key(k, sizeof k, GPTOSS_ARCH, "expert_count"), c->n_expert, c->n_used);
+    if ((st = meta_check_shapes(path, GPTOSS_ARCH, v[5], v[6], c->n_head, c->n_head_kv, c->n_expert,
+                                c->n_used, err)))
+        return st;
     int64_t n_rot = c->head_dim;
     if ((st = meta_get_int(api, m, GPTOSS_ARCH, "rope.dimension_count", 1, 2, c->head_dim, &n_rot,
                            err)))
