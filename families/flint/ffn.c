@@ -43,12 +43,6 @@ void flint_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t g
         w[j] *= scale;
 }
 
-static int64_t rows_grain(int64_t width)
-{
-    int64_t g = 16384 / (width > 0 ? width : 1);
-    return g < 1 ? 1 : g;
-}
-
 /* h = silu(g) * u over rows of `width` values */
 struct swiglu_task {
     const float *g, *u;
@@ -67,7 +61,7 @@ static void swiglu(struct flint_model *model, const float *g, const float *u, fl
                    int64_t width)
 {
     struct swiglu_task t = {.g = g, .u = u, .h = h, .width = width};
-    flint_parallel(model, n, rows_grain(width), swiglu_range, &t);
+    flint_parallel(model, n, step_rows_grain(width), swiglu_range, &t);
 }
 
 /* out (n, E) = down(silu(gate x) * up x); g, u, h are (n, F) scratch */
@@ -146,12 +140,12 @@ enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, cons
     k->matmul(pool, L->router, x, n, logits);
     struct route_task rt = {.c = c, .x = x, .logits = logits, .scores = scores, .ids = ids,
                             .w = w, .xk = xk};
-    flint_parallel(model, n, rows_grain(E * K), route_range, &rt);
+    flint_parallel(model, n, step_rows_grain(E * K), route_range, &rt);
     k->matmul_experts(pool, L->gate_exps, xk, ids, nk, g);
     k->matmul_experts(pool, L->up_exps, xk, ids, nk, u);
     swiglu(model, g, u, h, nk, F);
     k->matmul_experts(pool, L->down_exps, h, ids, nk, xk);
     struct moe_route_combine ct = {.out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K};
-    flint_parallel(model, n, rows_grain(E * K), moe_route_combine_range, &ct);
+    flint_parallel(model, n, step_rows_grain(E * K), moe_route_combine_range, &ct);
     return SPLASH_OK;
 }

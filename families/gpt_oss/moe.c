@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "families/common/moe_route.h"
+#include "families/common/step_rows.h"
 #include "families/gpt_oss/gpt_oss.h"
 
 #define SWIGLU_LIMIT 7.0f
@@ -67,12 +68,6 @@ static void swiglu_range(void *ctx, int64_t begin, int64_t end, int thread)
                       t->h + begin * t->width);
 }
 
-static int64_t rows_grain(int64_t width)
-{
-    int64_t g = 16384 / (width > 0 ? width : 1);
-    return g < 1 ? 1 : g;
-}
-
 /* Row r's top-k margin: the weakest chosen logit over the strongest unchosen one. */
 static float route_margin(const float *logits, int32_t n_expert, const int32_t *ids, int32_t k)
 {
@@ -114,7 +109,7 @@ enum splash_status gptoss_moe_forward(struct gptoss_model *model, const struct g
     k->matmul(pool, L->router, x, n, logits);
     k->add_bias(pool, logits, X, n, X, L->b_router, NULL, 0);
     struct route_task rt = {.c = c, .x = x, .logits = logits, .ids = ids, .w = w, .xk = xk};
-    gptoss_parallel(model, n, rows_grain(E * K), route_range, &rt);
+    gptoss_parallel(model, n, step_rows_grain(E * K), route_range, &rt);
     if (model->route_observer)
         for (int64_t r = 0; r < n; r++)
             model->route_observer(model->route_observer_ctx, il, r,
@@ -125,11 +120,11 @@ enum splash_status gptoss_moe_forward(struct gptoss_model *model, const struct g
     k->add_bias(pool, g, F, nk, F, L->b_gate, ids, F);
     k->add_bias(pool, u, F, nk, F, L->b_up, ids, F);
     struct swiglu_task st = {.g = g, .u = u, .h = h, .width = F};
-    gptoss_parallel(model, nk, rows_grain(F), swiglu_range, &st);
+    gptoss_parallel(model, nk, step_rows_grain(F), swiglu_range, &st);
     k->matmul_experts(pool, L->down, h, ids, nk, xk);
     k->add_bias(pool, xk, E, nk, E, L->b_down, ids, E);
     struct moe_route_combine ct = {
         .out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K, .overwrite = 1};
-    gptoss_parallel(model, n, rows_grain(E * K), moe_route_combine_range, &ct);
+    gptoss_parallel(model, n, step_rows_grain(E * K), moe_route_combine_range, &ct);
     return SPLASH_OK;
 }
