@@ -100,7 +100,13 @@ static int spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
     struct splash_engine_cache *c = ctx;
     if (splash_disk_cache_has(c->disk, tokens, n))
         return 0; /* read back from it, or written before: no second write */
-    return queue_save(c, tokens, n, seq, cls, 0);
+    if (!queue_save(c, tokens, n, seq, cls, 0))
+        return 0;
+    /* the point leaves the cache now, not when its write ends: what the engine kept beside
+     * it (the draft's context) goes with it, before the sequence's address can be reused */
+    if (c->hooks.dropped)
+        c->hooks.dropped(c->hooks.ctx, seq);
+    return 1;
 }
 
 void splash_ecache_init(struct splash_engine_cache *c, const struct splash_family_plugin *fam,

@@ -18,7 +18,10 @@ for (const file of ["conformance-openai.test.mjs", "conformance-anthropic.test.m
     // a run of its own (node:test refuses a run inside a test file's context)
     const env = { ...process.env, SPLASH_TEST_DRAFT_MODEL: draft };
     delete env.NODE_TEST_CONTEXT;
-    const proc = spawn(process.execPath, ["--test", "--test-concurrency=1", path.join(here, file)],
+    // a test that waits forever (a request refused under it) fails after 5 minutes
+    // instead of holding CI until its job limit
+    const proc = spawn(process.execPath, ["--test", "--test-concurrency=1", "--test-timeout=300000",
+                                          path.join(here, file)],
                        { env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     proc.stdout.on("data", (d) => { out += d; });
