@@ -970,6 +970,19 @@ static void test_model_check(void **state)
     o = base;
     o.eos_id = 5;
     expect_refusal(o, "tokenizer.ggml.eos_token_id: 5 is none of Flint's stop tokens");
+    /* the attention and expert shapes against each other, each named by its key */
+    o = base;
+    o.over_key = "flint.attention.value_length";
+    o.over_int = HD / 2;
+    expect_refusal(o, "flint.attention.value_length: 8, key_length is 16");
+    o = base;
+    o.over_key = "flint.attention.head_count_kv";
+    o.over_int = 3;
+    expect_refusal(o, "flint.attention.head_count: 4 query heads are not a multiple of 3 KV heads");
+    o = base;
+    o.over_key = "flint.expert_used_count";
+    o.over_int = NX + 1;
+    expect_refusal(o, "flint.expert_count: 4 experts, but each token takes 5");
 }
 
 /* A context past the native window is refused: Flint's full layers have no RoPE. */

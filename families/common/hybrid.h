@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "families/common/step_buffer.h"
 #include "splash/family.h"
 #include "splash/host.h"
 #include "splash/kernels.h"
@@ -150,12 +151,6 @@ struct hybrid_layer {
     void *ffn;              /* the FFN ops' per-layer state */
 };
 
-/* A grow-only buffer (hybrid_buffer_get). */
-struct hybrid_buffer {
-    void *p;
-    size_t size;
-};
-
 struct hybrid_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
@@ -185,7 +180,7 @@ struct hybrid_model {
     float yarn_mscale;
     /* Buffers of a forward step, kept between steps: a prefill chunk's are tens of MB,
      * and fresh ones would be faulted in page by page every step (or every layer). */
-    struct hybrid_buffer step_arena, ffn_arena, logits;
+    struct step_buffer step_arena, ffn_arena, logits;
     uint64_t cache_bytes; /* every sequence's pages, states and page tables (hybrid_cache.c) */
     void *ffn_model;      /* the FFN ops' model-wide state (model_prepare), or NULL */
     /* An FFN that could not run its layer (a streamed expert's read failed) sets these;
@@ -246,7 +241,7 @@ void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight
                     const float *x, int64_t n, float *const *y);
 
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
-void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes);
+void *hybrid_buffer_get(const struct hybrid_model *model, struct step_buffer *b, size_t bytes);
 /* Builds the model: the trunk's state and each layer's FFN state, then every weight bound
  * from the family's list `declare` (host->bind_tensors). */
 enum splash_status hybrid_model_create(const struct splash_host *host, const struct splash_meta *m,
@@ -268,6 +263,9 @@ void *hybrid_page_alloc(struct hybrid_model *model);  /* one reference; NULL whe
 void hybrid_page_unref(struct hybrid_model *model, void *page);
 /* Makes page p of every attention layer the sequence's own (copies a shared one). */
 enum splash_status hybrid_page_own(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
+                                   struct splash_err *err);
+/* A fresh page p in every attention layer; on failure none. */
+enum splash_status hybrid_page_add(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
                                    struct splash_err *err);
 /* Room for `need` pages per layer in the sequence's page table. */
 enum splash_status hybrid_seq_pages_grow(struct hybrid_model *model, struct hybrid_seq *seq,

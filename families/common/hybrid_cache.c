@@ -9,49 +9,38 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/kv_pages.h"
 
-/* The reference count sits in a 64-byte header before the page, so the page itself
- * keeps the alignment and layout the kernels read. */
-#define PAGE_HEADER 64
-
-static int32_t *page_refs(void *page)
+/* The pages come from the host and are counted in cache_bytes. */
+static struct kv_pages pool(struct hybrid_model *model)
 {
-    return (int32_t *)((char *)page - PAGE_HEADER);
+    return (struct kv_pages){model->host, model->kv_page_bytes, &model->cache_bytes};
 }
 
 void *hybrid_page_alloc(struct hybrid_model *model)
 {
-    char *base = model->host->alloc_aligned(64, PAGE_HEADER + model->kv_page_bytes);
-    if (!base)
-        return NULL;
-    *(int32_t *)base = 1;
-    model->cache_bytes += PAGE_HEADER + model->kv_page_bytes;
-    return base + PAGE_HEADER;
+    struct kv_pages kp = pool(model);
+    return kv_page_alloc(&kp);
 }
 
 void hybrid_page_unref(struct hybrid_model *model, void *page)
 {
-    if (!page || --*page_refs(page) > 0)
-        return;
-    model->cache_bytes -= PAGE_HEADER + model->kv_page_bytes;
-    model->host->free_aligned((char *)page - PAGE_HEADER);
+    struct kv_pages kp = pool(model);
+    kv_page_unref(&kp, page);
 }
 
 enum splash_status hybrid_page_own(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
                                    struct splash_err *err)
 {
-    for (int32_t a = 0; a < model->cfg.n_attn; a++) {
-        void **slot = &seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p];
-        if (*page_refs(*slot) == 1)
-            continue;
-        void *copy = hybrid_page_alloc(model);
-        if (!copy)
-            return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory copying a shared KV page");
-        memcpy(copy, *slot, model->kv_page_bytes);
-        hybrid_page_unref(model, *slot);
-        *slot = copy;
-    }
-    return SPLASH_OK;
+    struct kv_pages kp = pool(model);
+    return kv_pages_own(&kp, seq->pages, seq->cap_pages, model->cfg.n_attn, p, err);
+}
+
+enum splash_status hybrid_page_add(struct hybrid_model *model, struct hybrid_seq *seq, int64_t p,
+                                   struct splash_err *err)
+{
+    struct kv_pages kp = pool(model);
+    return kv_pages_add(&kp, seq->pages, seq->cap_pages, model->cfg.n_attn, p, err);
 }
 
 enum splash_status hybrid_seq_pages_grow(struct hybrid_model *model, struct hybrid_seq *seq,
@@ -104,12 +93,8 @@ enum splash_status hybrid_seq_fork_pages(struct hybrid_model *model, const struc
         hybrid_seq_destroy(model, seq);
         return st;
     }
-    for (int32_t a = 0; a < model->cfg.n_attn; a++)
-        for (int64_t p = 0; p < n_pages; p++) {
-            void *page = src->pages[(size_t)a * (size_t)src->cap_pages + (size_t)p];
-            ++*page_refs(page);
-            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p] = page;
-        }
+    kv_pages_share(seq->pages, seq->cap_pages, src->pages, src->cap_pages, model->cfg.n_attn,
+                   n_pages);
     seq->n_pages = n_pages;
     seq->n_tokens = n_tokens;
     size_t n_gdn = (size_t)model->n_gdn;

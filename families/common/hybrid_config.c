@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/tensor_decls.h"
 
 /* ---- key reading ---------------------------------------------------------- */
 
@@ -299,18 +300,7 @@ void hybrid_decl(const struct hybrid_decls *h, int32_t il, const char *name, uin
                  uint32_t flags, int32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
                  uint32_t bind, void *dst)
 {
-    struct splash_tensor_decl d = {.layer = il,
-                                   .n_dims = n_dims,
-                                   .ne = {ne0, ne1, ne2, 1},
-                                   .accept = accept,
-                                   .flags = flags,
-                                   .bind = dst ? bind : SPLASH_BIND_NONE,
-                                   .dst = dst};
-    if (il >= 0)
-        snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
-    else
-        snprintf(d.name, sizeof d.name, "%s", name);
-    h->emit(h->ctx, &d);
+    tensor_decls_emit(h->emit, h->ctx, il, name, accept, flags, n_dims, ne0, ne1, ne2, bind, dst);
 }
 
 /* A matrix (n_in inputs, n_out outputs) bound as a kernels weight, or a vector bound as floats. */

@@ -272,17 +272,8 @@ static enum splash_status reserve_pages(struct hybrid_model *model, struct hybri
     if ((st = hybrid_seq_pages_grow(model, seq, need, err)))
         return st;
     for (int64_t p = seq->n_pages; p < need; p++) {
-        for (int32_t a = 0; a < n_attn; a++) {
-            void *page = hybrid_page_alloc(model);
-            if (!page) {
-                while (a-- > 0) {
-                    hybrid_page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
-                    seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
-                }
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
-            }
-            seq->pages[(size_t)a * seq->cap_pages + p] = page;
-        }
+        if ((st = hybrid_page_add(model, seq, p, err)))
+            return st;
         seq->n_pages = p + 1;
     }
     return SPLASH_OK;

@@ -242,14 +242,9 @@ void hybrid_matmuls(const struct hybrid_model *model, const struct splash_weight
     model->k->matmul_many(model->opts.pool, w, n_w, x, n, y);
 }
 
-void *hybrid_buffer_get(const struct hybrid_model *model, struct hybrid_buffer *b, size_t bytes)
+void *hybrid_buffer_get(const struct hybrid_model *model, struct step_buffer *b, size_t bytes)
 {
-    if (bytes > b->size) {
-        model->host->free_aligned(b->p);
-        b->p = model->host->alloc_aligned(64, bytes);
-        b->size = b->p ? bytes : 0;
-    }
-    return b->p;
+    return step_buffer_get(model->host, b, bytes);
 }
 
 void hybrid_model_info(const struct hybrid_model *model, struct splash_model_info *info)

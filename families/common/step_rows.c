@@ -145,3 +145,9 @@ void step_rows_logits(const struct step_rows_head *h, const struct splash_lane *
         r += rows;
     }
 }
+
+int64_t step_rows_grain(int64_t width)
+{
+    int64_t g = 16384 / (width > 0 ? width : 1);
+    return g < 1 ? 1 : g;
+}

@@ -58,4 +58,8 @@ void step_rows_logits(const struct step_rows_head *h, const struct splash_lane *
                       int32_t n_lanes, const int64_t *row0, const float *x, float *xs,
                       float *tmp);
 
+/* Rows per parallel task when each row is `width` floats of work: about 16K floats a
+ * task, at least one row. */
+int64_t step_rows_grain(int64_t width);
+
 #endif

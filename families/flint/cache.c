@@ -6,33 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "families/common/kv_pages.h"
 #include "families/flint/flint.h"
 
-/* The reference count sits in a 64-byte header before the page, so the page keeps the
- * alignment and layout the kernels read. */
-#define PAGE_HEADER 64
-
-static int32_t *page_refs(void *page)
+/* The pages come from the host and are counted in cache_bytes. */
+static struct kv_pages pool(struct flint_model *model)
 {
-    return (int32_t *)((char *)page - PAGE_HEADER);
-}
-
-static void *page_alloc(struct flint_model *model)
-{
-    char *base = model->host->alloc_aligned(64, PAGE_HEADER + model->kv_page_bytes);
-    if (!base)
-        return NULL;
-    *(int32_t *)base = 1;
-    model->cache_bytes += PAGE_HEADER + model->kv_page_bytes;
-    return base + PAGE_HEADER;
+    return (struct kv_pages){model->host, model->kv_page_bytes, &model->cache_bytes};
 }
 
 static void page_unref(struct flint_model *model, void *page)
 {
-    if (!page || --*page_refs(page) > 0)
-        return;
-    model->cache_bytes -= PAGE_HEADER + model->kv_page_bytes;
-    model->host->free_aligned((char *)page - PAGE_HEADER);
+    struct kv_pages kp = pool(model);
+    kv_page_unref(&kp, page);
 }
 
 static int64_t n_layers(const struct flint_model *model)
@@ -169,13 +155,9 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
         flint_seq_destroy(model, seq);
         return st;
     }
-    for (int64_t il = 0; il < n_layers(model); il++)
-        for (int64_t p = 0; p < n_pages; p++) {
-            void *page = src->pages[il * src->cap_pages + p];
-            if (page) /* a sliding layer's page before its window is gone */
-                ++*page_refs(page);
-            seq->pages[il * seq->cap_pages + p] = page;
-        }
+    /* a sliding layer's pages before its window are gone (NULL) */
+    kv_pages_share(seq->pages, seq->cap_pages, src->pages, src->cap_pages, n_layers(model),
+                   n_pages);
     seq->n_pages = n_pages;
     seq->swa_first = n_tokens > 0 && src->swa_first < n_pages ? src->swa_first : 0;
     seq->n_tokens = n_tokens;
@@ -191,33 +173,14 @@ enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq
     if (st)
         return st;
     /* the page appended into: the sequence's own */
-    if (seq->n_tokens % FLINT_PAGE_TOKENS) {
-        int64_t p = seq->n_tokens / FLINT_PAGE_TOKENS;
-        for (int64_t il = 0; il < n_layers(model); il++) {
-            void **slot = &seq->pages[il * seq->cap_pages + p];
-            if (*page_refs(*slot) == 1)
-                continue;
-            void *copy = page_alloc(model);
-            if (!copy)
-                return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                      "out of memory copying a shared KV page");
-            memcpy(copy, *slot, model->kv_page_bytes);
-            page_unref(model, *slot);
-            *slot = copy;
-        }
-    }
+    struct kv_pages kp = pool(model);
+    if (seq->n_tokens % FLINT_PAGE_TOKENS &&
+        (st = kv_pages_own(&kp, seq->pages, seq->cap_pages, n_layers(model),
+                           seq->n_tokens / FLINT_PAGE_TOKENS, err)))
+        return st;
     for (int64_t p = seq->n_pages; p < need; p++) {
-        for (int64_t il = 0; il < n_layers(model); il++) {
-            void *page = page_alloc(model);
-            if (!page) {
-                while (il-- > 0) {
-                    page_unref(model, seq->pages[il * seq->cap_pages + p]);
-                    seq->pages[il * seq->cap_pages + p] = NULL;
-                }
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
-            }
-            seq->pages[il * seq->cap_pages + p] = page;
-        }
+        if ((st = kv_pages_add(&kp, seq->pages, seq->cap_pages, n_layers(model), p, err)))
+            return st;
         seq->n_pages = p + 1;
     }
     return SPLASH_OK;

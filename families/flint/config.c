@@ -5,51 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "families/common/meta_keys.h"
 #include "families/flint/flint.h"
-
-/* "flint.<suffix>" */
-static const char *key(char *buf, size_t size, const char *suffix)
-{
-    snprintf(buf, size, FLINT_ARCH ".%s", suffix);
-    return buf;
-}
-
-/* An integer key in [lo, hi]; optional keys absent leave *out as is. */
-static enum splash_status get_int(const struct splash_meta_api *api, const struct splash_meta *m,
-                                  const char *suffix, int optional, int64_t lo, int64_t hi,
-                                  int64_t *out, struct splash_err *err)
-{
-    char k[128];
-    key(k, sizeof k, suffix);
-    if (optional && !api->has(m, k))
-        return SPLASH_OK;
-    enum splash_status st = api->get_i64(m, k, out, err);
-    if (st)
-        return st;
-    if (*out < lo || *out > hi)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld (%lld to %lld served)",
-                              api->path(m), k, (long long)*out, (long long)lo, (long long)hi);
-    return SPLASH_OK;
-}
-
-/* A float key, finite and > 0; optional keys absent leave *out as is. */
-static enum splash_status get_float(const struct splash_meta_api *api, const struct splash_meta *m,
-                                    const char *suffix, int optional, float *out,
-                                    struct splash_err *err)
-{
-    char k[128];
-    key(k, sizeof k, suffix);
-    if (optional && !api->has(m, k))
-        return SPLASH_OK;
-    double v;
-    enum splash_status st = api->get_f64(m, k, &v, err);
-    if (st)
-        return st;
-    if (!(v > 0.0) || v > 1e30)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %g", api->path(m), k, v);
-    *out = (float)v;
-    return SPLASH_OK;
-}
 
 /* A per-layer pattern: a bool (or integer) array of one value per layer, as llama.cpp
  * writes attention.sliding_window_pattern. */
@@ -59,7 +16,7 @@ static enum splash_status read_layer_pattern(const struct splash_meta_api *api,
                                              struct splash_err *err)
 {
     char k[128];
-    key(k, sizeof k, suffix);
+    meta_key(k, sizeof k, FLINT_ARCH, suffix);
     size_t len = 0;
     enum splash_status st;
     if (!api->has(m, k))
@@ -87,21 +44,22 @@ static enum splash_status read_router(const struct splash_meta_api *api,
     char k[128];
     int64_t gating = 0;
     enum splash_status st;
-    if ((st = get_int(api, m, "expert_gating_func", 0, 0, 16, &gating, err)))
+    if ((st = meta_get_int(api, m, FLINT_ARCH, "expert_gating_func", 0, 0, 16, &gating, err)))
         return st;
     if (gating != FLINT_GATING_SOFTMAX && gating != FLINT_GATING_SIGMOID)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: %s: %lld (1 softmax or 2 sigmoid served)", api->path(m),
-                              key(k, sizeof k, "expert_gating_func"), (long long)gating);
+                              meta_key(k, sizeof k, FLINT_ARCH, "expert_gating_func"),
+                              (long long)gating);
     c->gating = (int32_t)gating;
     c->norm_topk = 0;
-    key(k, sizeof k, "expert_weights_norm");
+    meta_key(k, sizeof k, FLINT_ARCH, "expert_weights_norm");
     if (api->has(m, k) && (st = api->get_bool(m, k, &c->norm_topk, err)))
         return st;
     c->routed_scale = 1.0f;
-    key(k, sizeof k, "expert_weights_scale");
+    meta_key(k, sizeof k, FLINT_ARCH, "expert_weights_scale");
     c->has_routed_scale = api->has(m, k);
-    return get_float(api, m, "expert_weights_scale", 1, &c->routed_scale, err);
+    return meta_get_float(api, m, FLINT_ARCH, "expert_weights_scale", 1, 0, &c->routed_scale, err);
 }
 
 /* RoPE of the layers that have it: NeoX pairs over rope.dimension_count dims of each head.
@@ -112,16 +70,18 @@ static enum splash_status read_rope(const struct splash_meta_api *api, const str
     char k[128];
     enum splash_status st;
     int64_t n_rot = c->head_dim;
-    if ((st = get_int(api, m, "rope.dimension_count", 1, 2, c->head_dim, &n_rot, err)))
+    if ((st = meta_get_int(api, m, FLINT_ARCH, "rope.dimension_count", 1, 2, c->head_dim, &n_rot,
+                           err)))
         return st;
     if (n_rot % 2)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld is odd", api->path(m),
-                              key(k, sizeof k, "rope.dimension_count"), (long long)n_rot);
+                              meta_key(k, sizeof k, FLINT_ARCH, "rope.dimension_count"),
+                              (long long)n_rot);
     c->n_rot = (int32_t)n_rot;
     float base = 10000.0f;
-    if ((st = get_float(api, m, "rope.freq_base", 1, &base, err)))
+    if ((st = meta_get_float(api, m, FLINT_ARCH, "rope.freq_base", 1, 0, &base, err)))
         return st;
-    key(k, sizeof k, "rope.scaling.type");
+    meta_key(k, sizeof k, FLINT_ARCH, "rope.scaling.type");
     const char *type = "none";
     if (api->has(m, k) && (st = api->get_str(m, k, &type, err)))
         return st;
@@ -232,10 +192,7 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     if (api->source(m) != SPLASH_META_GGUF)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: Flint loads from a GGUF only (no MLX layout is served)", path);
-    static const struct {
-        const char *suffix;
-        int64_t lo, hi;
-    } keys[] = {
+    static const struct meta_int_key keys[] = {
         {"context_length", 1, INT32_MAX},
         {"embedding_length", 1, 1 << 20},
         {"block_count", 1, FLINT_MAX_LAYERS},
@@ -252,9 +209,8 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     };
     int64_t v[sizeof keys / sizeof keys[0]];
     enum splash_status st;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if ((st = get_int(api, m, keys[i].suffix, 0, keys[i].lo, keys[i].hi, &v[i], err)))
-            return st;
+    if ((st = meta_get_ints(api, m, FLINT_ARCH, keys, sizeof keys / sizeof keys[0], v, err)))
+        return st;
     c->n_ctx_train = v[0];
     c->n_embd = v[1];
     c->n_layers = v[2];
@@ -268,31 +224,23 @@ enum splash_status flint_config_read(const struct splash_host *host, const struc
     c->n_ff_exp = v[11];
     c->n_ff_shexp = v[12];
     char k[128];
-    if (v[6] != v[5])
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld, key_length is %lld",
-                              path, key(k, sizeof k, "attention.value_length"), (long long)v[6],
-                              (long long)v[5]);
-    if (c->n_head % c->n_head_kv)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d query heads are not a multiple of %d KV heads", path,
-                              key(k, sizeof k, "attention.head_count"), c->n_head, c->n_head_kv);
-    if (c->n_used > c->n_expert)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d experts, but each token takes %d", path,
-                              key(k, sizeof k, "expert_count"), c->n_expert, c->n_used);
+    if ((st = meta_check_shapes(path, FLINT_ARCH, v[5], v[6], c->n_head, c->n_head_kv, c->n_expert,
+                                c->n_used, err)))
+        return st;
     if (c->n_dense > c->n_layers)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %d of %lld layers", path,
-                              key(k, sizeof k, "leading_dense_block_count"), c->n_dense,
-                              (long long)c->n_layers);
+                              meta_key(k, sizeof k, FLINT_ARCH, "leading_dense_block_count"),
+                              c->n_dense, (long long)c->n_layers);
     /* the dense layers' width: only a model with dense layers states it */
-    if (c->n_dense > 0 &&
-        (st = get_int(api, m, "feed_forward_length", 0, 1, 1 << 20, &c->n_ff, err)))
+    if (c->n_dense > 0 && (st = meta_get_int(api, m, FLINT_ARCH, "feed_forward_length", 0, 1,
+                                             1 << 20, &c->n_ff, err)))
         return st;
-    if ((st = get_float(api, m, "attention.layer_norm_rms_epsilon", 0, &c->rms_eps, err)) ||
-        (st = read_layer_pattern(api, m, "attention.sliding_window_pattern", c->n_layers,
-                                 c->is_swa, err)) ||
-        (st = read_layer_pattern(api, m, "attention.rope_pattern", c->n_layers, c->has_rope,
+    if ((st = meta_get_float(api, m, FLINT_ARCH, "attention.layer_norm_rms_epsilon", 0, 0,
+                             &c->rms_eps, err)) ||
+        (st = read_layer_pattern(api, m, "attention.sliding_window_pattern", c->n_layers, c->is_swa,
                                  err)) ||
+        (st =
+             read_layer_pattern(api, m, "attention.rope_pattern", c->n_layers, c->has_rope, err)) ||
         (st = read_rope(api, m, c, err)) || (st = read_router(api, m, c, err)))
         return st;
     c->n_swa = 0;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "families/common/moe_route.h"
 #include "families/flint/flint.h"
 
 /* llama.cpp's floor under the sum it renormalises by */
@@ -27,19 +28,9 @@ void flint_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t g
         for (int32_t e = 0; e < n_expert; e++)
             scores[e] /= sum;
     }
-    /* selection: k passes, each the best score not yet taken (ties to the lower index) */
-    for (int32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < n_expert; e++) {
-            int taken = 0;
-            for (int32_t i = 0; i < j && !taken; i++)
-                taken = ids[i] == e;
-            if (!taken && (best < 0 || scores[e] > scores[best]))
-                best = e;
-        }
-        ids[j] = best;
-        w[j] = scores[best];
-    }
+    moe_route_top_k(scores, n_expert, k, ids);
+    for (int32_t j = 0; j < k; j++)
+        w[j] = scores[ids[j]];
     if (norm_topk) {
         float sum = 0.0f;
         for (int32_t j = 0; j < k; j++)
@@ -50,12 +41,6 @@ void flint_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t g
     }
     for (int32_t j = 0; j < k; j++)
         w[j] *= scale;
-}
-
-static int64_t rows_grain(int64_t width)
-{
-    int64_t g = 16384 / (width > 0 ? width : 1);
-    return g < 1 ? 1 : g;
 }
 
 /* h = silu(g) * u over rows of `width` values */
@@ -76,7 +61,7 @@ static void swiglu(struct flint_model *model, const float *g, const float *u, fl
                    int64_t width)
 {
     struct swiglu_task t = {.g = g, .u = u, .h = h, .width = width};
-    flint_parallel(model, n, rows_grain(width), swiglu_range, &t);
+    flint_parallel(model, n, step_rows_grain(width), swiglu_range, &t);
 }
 
 /* out (n, E) = down(silu(gate x) * up x); g, u, h are (n, F) scratch */
@@ -111,31 +96,7 @@ static void route_range(void *ctx, int64_t begin, int64_t end, int thread)
     for (int64_t r = begin; r < end; r++) {
         flint_route_row(t->logits + r * X, (int32_t)X, K, c->gating, c->norm_topk,
                         c->routed_scale, t->scores + r * X, t->ids + r * K, t->w + r * K);
-        for (int32_t j = 0; j < K; j++)
-            memcpy(t->xk + (r * K + j) * E, t->x + r * E, (size_t)E * sizeof(float));
-    }
-}
-
-/* out[r] += sum_j w[r][j] y[r * K + j] */
-struct combine_task {
-    float *out;     /* (n, E) */
-    const float *y; /* (n * K, E) */
-    const float *w; /* (n, K) */
-    int64_t E;
-    int32_t K;
-};
-
-static void combine_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct combine_task *t = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        float *o = t->out + r * t->E;
-        for (int32_t j = 0; j < t->K; j++) {
-            const float *y = t->y + (r * t->K + j) * t->E;
-            float w = t->w[r * t->K + j];
-            for (int64_t i = 0; i < t->E; i++)
-                o[i] += w * y[i];
-        }
+        moe_route_spread(t->x + r * E, E, K, t->xk + r * K * E);
     }
 }
 
@@ -179,12 +140,12 @@ enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, cons
     k->matmul(pool, L->router, x, n, logits);
     struct route_task rt = {.c = c, .x = x, .logits = logits, .scores = scores, .ids = ids,
                             .w = w, .xk = xk};
-    flint_parallel(model, n, rows_grain(E * K), route_range, &rt);
+    flint_parallel(model, n, step_rows_grain(E * K), route_range, &rt);
     k->matmul_experts(pool, L->gate_exps, xk, ids, nk, g);
     k->matmul_experts(pool, L->up_exps, xk, ids, nk, u);
     swiglu(model, g, u, h, nk, F);
     k->matmul_experts(pool, L->down_exps, h, ids, nk, xk);
-    struct combine_task ct = {.out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K};
-    flint_parallel(model, n, rows_grain(E * K), combine_range, &ct);
+    struct moe_route_combine ct = {.out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K};
+    flint_parallel(model, n, step_rows_grain(E * K), moe_route_combine_range, &ct);
     return SPLASH_OK;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "families/common/step_buffer.h"
 #include "families/common/step_rows.h"
 #include "splash/family.h"
 #include "splash/host.h"
@@ -74,12 +75,6 @@ struct flint_layer {
     struct splash_weight *gate_shexp, *up_shexp, *down_shexp;
 };
 
-/* A grow-only buffer (flint_buffer_get). */
-struct flint_buffer {
-    void *p;
-    size_t size;
-};
-
 struct flint_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
@@ -96,7 +91,7 @@ struct flint_model {
     uint64_t weight_bytes;
     uint64_t cache_bytes;         /* every sequence's pages and tables (cache.c) */
     struct step_rows_head head;   /* final norm and head, for step_rows_logits */
-    struct flint_buffer step_arena, moe_arena;
+    struct step_buffer step_arena, moe_arena;
 };
 
 /* A sequence's caches: per layer a table of KV pages counted by reference and shared
@@ -120,7 +115,7 @@ enum splash_status flint_model_create(const struct splash_host *host, const stru
 void flint_model_destroy(struct flint_model *model);
 void flint_model_info(const struct flint_model *model, struct splash_model_info *info);
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
-void *flint_buffer_get(const struct flint_model *model, struct flint_buffer *b, size_t bytes);
+void *flint_buffer_get(const struct flint_model *model, struct step_buffer *b, size_t bytes);
 void flint_parallel(const struct flint_model *model, int64_t n, int64_t grain, splash_range_fn fn,
                     void *ctx);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "families/common/tensor_decls.h"
 #include "families/flint/flint.h"
 
 struct decls {
@@ -18,18 +19,7 @@ static void decl(const struct decls *d, int32_t il, const char *name, uint32_t a
                  uint32_t flags, int32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
                  uint32_t bind, void *dst)
 {
-    struct splash_tensor_decl t = {.layer = il,
-                                   .n_dims = n_dims,
-                                   .ne = {ne0, ne1, ne2, 1},
-                                   .accept = accept,
-                                   .flags = flags,
-                                   .bind = dst ? bind : SPLASH_BIND_NONE,
-                                   .dst = dst};
-    if (il >= 0)
-        snprintf(t.name, sizeof t.name, "blk.%d.%s", il, name);
-    else
-        snprintf(t.name, sizeof t.name, "%s", name);
-    d->emit(d->ctx, &t);
+    tensor_decls_emit(d->emit, d->ctx, il, name, accept, flags, n_dims, ne0, ne1, ne2, bind, dst);
 }
 
 /* A matrix of n_in inputs and n_out outputs (n_exp experts when > 1), bound as a weight. */
@@ -195,14 +185,9 @@ void flint_model_info(const struct flint_model *model, struct splash_model_info 
     info->n_ctx_max = c->n_ctx_train; /* no RoPE scaling: nothing past the native window */
 }
 
-void *flint_buffer_get(const struct flint_model *model, struct flint_buffer *b, size_t bytes)
+void *flint_buffer_get(const struct flint_model *model, struct step_buffer *b, size_t bytes)
 {
-    if (bytes > b->size) {
-        model->host->free_aligned(b->p);
-        b->p = model->host->alloc_aligned(64, bytes);
-        b->size = b->p ? bytes : 0;
-    }
-    return b->p;
+    return step_buffer_get(model->host, b, bytes);
 }
 
 void flint_parallel(const struct flint_model *model, int64_t n, int64_t grain, splash_range_fn fn,

@@ -8,33 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "families/common/kv_pages.h"
 #include "families/gpt_oss/gpt_oss.h"
 
-/* The reference count sits in a 64-byte header before the page, so the page keeps the
- * alignment and layout the kernels read. */
-#define PAGE_HEADER 64
-
-static int32_t *page_refs(void *page)
+/* The pages come from the host and are counted in cache_bytes. */
+static struct kv_pages pool(struct gptoss_model *model)
 {
-    return (int32_t *)((char *)page - PAGE_HEADER);
-}
-
-static void *page_alloc(struct gptoss_model *model)
-{
-    char *base = model->host->alloc_aligned(64, PAGE_HEADER + model->kv_page_bytes);
-    if (!base)
-        return NULL;
-    *(int32_t *)base = 1;
-    model->cache_bytes += PAGE_HEADER + model->kv_page_bytes;
-    return base + PAGE_HEADER;
+    return (struct kv_pages){model->host, model->kv_page_bytes, &model->cache_bytes};
 }
 
 static void page_unref(struct gptoss_model *model, void *page)
 {
-    if (!page || --*page_refs(page) > 0)
-        return;
-    model->cache_bytes -= PAGE_HEADER + model->kv_page_bytes;
-    model->host->free_aligned((char *)page - PAGE_HEADER);
+    struct kv_pages kp = pool(model);
+    kv_page_unref(&kp, page);
 }
 
 /* Room for `need` pages per layer in the page table and the sliding views. */
@@ -80,8 +66,9 @@ enum splash_status gptoss_seq_create(struct gptoss_model *model, struct gptoss_s
         free(seq);
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     }
+    struct kv_pages kp = pool(model);
     for (size_t i = 0; i < n_ring; i++)
-        if (!(seq->ring[i] = page_alloc(model))) {
+        if (!(seq->ring[i] = kv_page_alloc(&kp))) {
             gptoss_seq_destroy(model, seq);
             return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the sliding KV");
         }
@@ -167,12 +154,7 @@ enum splash_status gptoss_seq_share(struct gptoss_model *model, const struct gpt
         gptoss_seq_destroy(model, seq);
         return st;
     }
-    for (int32_t a = 0; a < model->n_full; a++)
-        for (int64_t p = 0; p < n_pages; p++) {
-            void *page = src->pages[(size_t)a * (size_t)src->cap_pages + (size_t)p];
-            ++*page_refs(page);
-            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p] = page;
-        }
+    kv_pages_share(seq->pages, seq->cap_pages, src->pages, src->cap_pages, model->n_full, n_pages);
     seq->n_pages = n_pages;
     seq->n_tokens = n_tokens;
     *out = seq;
@@ -216,33 +198,14 @@ enum splash_status gptoss_seq_reserve(struct gptoss_model *model, struct gptoss_
     if (st)
         return st;
     /* the page appended into: the sequence's own */
-    if (seq->n_tokens % GPTOSS_PAGE_TOKENS) {
-        int64_t p = seq->n_tokens / GPTOSS_PAGE_TOKENS;
-        for (int32_t a = 0; a < model->n_full; a++) {
-            void **slot = &seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p];
-            if (*page_refs(*slot) == 1)
-                continue;
-            void *copy = page_alloc(model);
-            if (!copy)
-                return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                      "out of memory copying a shared KV page");
-            memcpy(copy, *slot, model->kv_page_bytes);
-            page_unref(model, *slot);
-            *slot = copy;
-        }
-    }
+    struct kv_pages kp = pool(model);
+    if (seq->n_tokens % GPTOSS_PAGE_TOKENS &&
+        (st = kv_pages_own(&kp, seq->pages, seq->cap_pages, model->n_full,
+                           seq->n_tokens / GPTOSS_PAGE_TOKENS, err)))
+        return st;
     for (int64_t p = seq->n_pages; p < need; p++) {
-        for (int32_t a = 0; a < model->n_full; a++) {
-            void *page = page_alloc(model);
-            if (!page) {
-                while (a-- > 0) {
-                    page_unref(model, seq->pages[(size_t)a * seq->cap_pages + p]);
-                    seq->pages[(size_t)a * seq->cap_pages + p] = NULL;
-                }
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
-            }
-            seq->pages[(size_t)a * seq->cap_pages + p] = page;
-        }
+        if ((st = kv_pages_add(&kp, seq->pages, seq->cap_pages, model->n_full, p, err)))
+            return st;
         seq->n_pages = p + 1;
     }
     return SPLASH_OK;

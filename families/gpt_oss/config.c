@@ -3,52 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "families/common/meta_keys.h"
+#include "families/common/tensor_decls.h"
 #include "families/gpt_oss/gpt_oss.h"
-
-/* "gpt-oss.<suffix>" */
-static const char *key(char *buf, size_t size, const char *suffix)
-{
-    snprintf(buf, size, GPTOSS_ARCH ".%s", suffix);
-    return buf;
-}
-
-/* An integer key in [lo, hi]; optional keys absent leave *out as is. */
-static enum splash_status get_int(const struct splash_meta_api *api, const struct splash_meta *m,
-                                  const char *suffix, int optional, int64_t lo, int64_t hi,
-                                  int64_t *out, struct splash_err *err)
-{
-    char k[128];
-    key(k, sizeof k, suffix);
-    if (optional && !api->has(m, k))
-        return SPLASH_OK;
-    enum splash_status st = api->get_i64(m, k, out, err);
-    if (st)
-        return st;
-    if (*out < lo || *out > hi)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld (%lld to %lld served)",
-                              api->path(m), k, (long long)*out, (long long)lo, (long long)hi);
-    return SPLASH_OK;
-}
-
-/* A float key; optional keys absent leave *out as is. Must be finite and > 0 unless
- * zero_ok. */
-static enum splash_status get_float(const struct splash_meta_api *api, const struct splash_meta *m,
-                                    const char *suffix, int optional, int zero_ok, float *out,
-                                    struct splash_err *err)
-{
-    char k[128];
-    key(k, sizeof k, suffix);
-    if (optional && !api->has(m, k))
-        return SPLASH_OK;
-    double v;
-    enum splash_status st = api->get_f64(m, k, &v, err);
-    if (st)
-        return st;
-    if (!(v > 0.0 || (zero_ok && v == 0.0)) || v > 1e30)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: %g", api->path(m), k, v);
-    *out = (float)v;
-    return SPLASH_OK;
-}
 
 /* Which layers slide: attention.sliding_window_pattern as a per-layer bool array, or as
  * a period n (the last of every n layers full), else llama.cpp's gpt-oss default, every
@@ -58,7 +15,7 @@ static enum splash_status read_pattern(const struct splash_meta_api *api,
                                        struct splash_err *err)
 {
     char k[128];
-    key(k, sizeof k, "attention.sliding_window_pattern");
+    meta_key(k, sizeof k, GPTOSS_ARCH, "attention.sliding_window_pattern");
     int64_t period = 2;
     size_t len = 0;
     if (api->has(m, k) && api->arr_len(m, k, &len, NULL) == SPLASH_OK) {
@@ -74,8 +31,8 @@ static enum splash_status read_pattern(const struct splash_meta_api *api,
         }
     } else {
         enum splash_status st =
-            get_int(api, m, "attention.sliding_window_pattern", 1, 1, GPTOSS_MAX_LAYERS, &period,
-                    err);
+            meta_get_int(api, m, GPTOSS_ARCH, "attention.sliding_window_pattern", 1, 1,
+                         GPTOSS_MAX_LAYERS, &period, err);
         if (st)
             return st;
         for (int64_t il = 0; il < c->n_layers; il++)
@@ -95,7 +52,7 @@ static enum splash_status read_rope(const struct splash_meta_api *api, const str
     char k[128];
     enum splash_status st;
     float base = 10000.0f;
-    if ((st = get_float(api, m, "rope.freq_base", 1, 0, &base, err)))
+    if ((st = meta_get_float(api, m, GPTOSS_ARCH, "rope.freq_base", 1, 0, &base, err)))
         return st;
     c->rope = (struct splash_rope_args){.size = sizeof c->rope,
                                         .n_dims = c->n_rot,
@@ -107,7 +64,7 @@ static enum splash_status read_rope(const struct splash_meta_api *api, const str
                                         .n_ctx_orig = (int32_t)c->n_ctx_train};
     c->yarn_factor = 1.0;
     const char *type = "none";
-    key(k, sizeof k, "rope.scaling.type");
+    meta_key(k, sizeof k, GPTOSS_ARCH, "rope.scaling.type");
     if (api->has(m, k) && (st = api->get_str(m, k, &type, err)))
         return st;
     if (!strcmp(type, "none"))
@@ -117,15 +74,19 @@ static enum splash_status read_rope(const struct splash_meta_api *api, const str
                               "%s: %s: \"%s\" (none or yarn served)", api->path(m), k, type);
     float factor = 1.0f, ext = 1.0f;
     int64_t orig = c->n_ctx_train;
-    if ((st = get_float(api, m, "rope.scaling.factor", 0, 0, &factor, err)) ||
-        (st = get_int(api, m, "rope.scaling.original_context_length", 1, 1, c->n_ctx_train, &orig,
-                      err)) ||
-        (st = get_float(api, m, "rope.scaling.attn_factor", 1, 0, &c->rope.attn_factor, err)) ||
-        (st = get_float(api, m, "rope.scaling.yarn_attn_factor", 1, 0, &c->rope.attn_factor,
-                        err)) ||
-        (st = get_float(api, m, "rope.scaling.yarn_ext_factor", 1, 1, &ext, err)) ||
-        (st = get_float(api, m, "rope.scaling.yarn_beta_fast", 1, 0, &c->rope.beta_fast, err)) ||
-        (st = get_float(api, m, "rope.scaling.yarn_beta_slow", 1, 0, &c->rope.beta_slow, err)))
+    if ((st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.factor", 0, 0, &factor, err)) ||
+        (st = meta_get_int(api, m, GPTOSS_ARCH, "rope.scaling.original_context_length", 1, 1,
+                           c->n_ctx_train, &orig, err)) ||
+        (st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.attn_factor", 1, 0,
+                             &c->rope.attn_factor, err)) ||
+        (st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.yarn_attn_factor", 1, 0,
+                             &c->rope.attn_factor, err)) ||
+        (st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.yarn_ext_factor", 1, 1, &ext,
+                             err)) ||
+        (st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.yarn_beta_fast", 1, 0,
+                             &c->rope.beta_fast, err)) ||
+        (st = meta_get_float(api, m, GPTOSS_ARCH, "rope.scaling.yarn_beta_slow", 1, 0,
+                             &c->rope.beta_slow, err)))
         return st;
     c->yarn_factor = factor;
     c->rope.freq_scale = 1.0f / factor;
@@ -144,10 +105,7 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%s: gpt-oss loads from a GGUF only (no MLX layout is served)", path);
     int64_t v[12];
-    static const struct {
-        const char *suffix;
-        int64_t lo, hi;
-    } keys[] = {
+    static const struct meta_int_key keys[] = {
         {"context_length", 1, INT32_MAX},
         {"embedding_length", 1, 1 << 20},
         {"block_count", 1, GPTOSS_MAX_LAYERS},
@@ -161,9 +119,8 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
         {"expert_feed_forward_length", 1, 1 << 20},
     };
     enum splash_status st;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if ((st = get_int(api, m, keys[i].suffix, 0, keys[i].lo, keys[i].hi, &v[i], err)))
-            return st;
+    if ((st = meta_get_ints(api, m, GPTOSS_ARCH, keys, sizeof keys / sizeof keys[0], v, err)))
+        return st;
     c->n_ctx_train = v[0];
     c->n_embd = v[1];
     c->n_layers = v[2];
@@ -175,28 +132,21 @@ enum splash_status gptoss_config_read(const struct splash_host *host, const stru
     c->n_used = (int32_t)v[9];
     c->n_ff_exp = v[10];
     char k[128];
-    if (v[6] != v[5])
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %lld, key_length is %lld", path,
-                              key(k, sizeof k, "attention.value_length"), (long long)v[6],
-                              (long long)v[5]);
-    if (c->n_head % c->n_head_kv)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d query heads are not a multiple of %d KV heads", path,
-                              key(k, sizeof k, "attention.head_count"), c->n_head, c->n_head_kv);
-    if (c->n_used > c->n_expert)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %s: %d experts, but each token takes %d", path,
-                              key(k, sizeof k, "expert_count"), c->n_expert, c->n_used);
+    if ((st = meta_check_shapes(path, GPTOSS_ARCH, v[5], v[6], c->n_head, c->n_head_kv, c->n_expert,
+                                c->n_used, err)))
+        return st;
     int64_t n_rot = c->head_dim;
-    if ((st = get_int(api, m, "rope.dimension_count", 1, 2, c->head_dim, &n_rot, err)))
+    if ((st = meta_get_int(api, m, GPTOSS_ARCH, "rope.dimension_count", 1, 2, c->head_dim, &n_rot,
+                           err)))
         return st;
     if (n_rot % 2)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld is odd", path,
-                              key(k, sizeof k, "rope.dimension_count"), (long long)n_rot);
+                              meta_key(k, sizeof k, GPTOSS_ARCH, "rope.dimension_count"),
+                              (long long)n_rot);
     c->n_rot = (int32_t)n_rot;
     c->rms_eps = 1e-5f;
-    if ((st = get_float(api, m, "attention.layer_norm_rms_epsilon", 0, 0, &c->rms_eps, err)) ||
+    if ((st = meta_get_float(api, m, GPTOSS_ARCH, "attention.layer_norm_rms_epsilon", 0, 0,
+                             &c->rms_eps, err)) ||
         (st = read_pattern(api, m, c, err)) || (st = read_rope(api, m, c, err)))
         return st;
     const struct splash_tensor_info *te = api->tensor_find(m, "token_embd.weight");
@@ -229,18 +179,7 @@ static void decl(const struct decls *ds, int32_t il, const char *name, uint32_t 
                  uint32_t flags, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, uint32_t bind,
                  void *dst)
 {
-    struct splash_tensor_decl d = {.layer = il,
-                                   .n_dims = n_dims,
-                                   .ne = {ne0, ne1, ne2, 1},
-                                   .accept = accept,
-                                   .flags = flags,
-                                   .bind = dst ? bind : SPLASH_BIND_NONE,
-                                   .dst = dst};
-    if (il >= 0)
-        snprintf(d.name, sizeof d.name, "blk.%d.%s", il, name);
-    else
-        snprintf(d.name, sizeof d.name, "%s", name);
-    ds->emit(ds->ctx, &d);
+    tensor_decls_emit(ds->emit, ds->ctx, il, name, accept, flags, n_dims, ne0, ne1, ne2, bind, dst);
 }
 
 /* A matrix or a stack of experts (kernels weight), and a vector or table of floats. */

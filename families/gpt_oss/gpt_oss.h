@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "families/common/step_buffer.h"
 #include "splash/family.h"
 #include "splash/host.h"
 #include "splash/kernels.h"
@@ -61,12 +62,6 @@ struct gptoss_layer {
     int32_t slot;          /* index among layers of its kind (full or sliding) */
 };
 
-/* A grow-only buffer (gptoss_buffer_get). */
-struct gptoss_buffer {
-    void *p;
-    size_t size;
-};
-
 struct gptoss_model {
     const struct splash_host *host;
     const struct splash_kernels *k;
@@ -84,7 +79,7 @@ struct gptoss_model {
     uint64_t weight_bytes;
     int bound;               /* bind_tensors filled the layers (unbind on destroy) */
     uint64_t cache_bytes;    /* every sequence's pages and tables (cache.c) */
-    struct gptoss_buffer step_arena, moe_arena, logits;
+    struct step_buffer step_arena, moe_arena, logits;
     /* diagnostics for tests: attend on every layer as if none slid (the window ignored);
      * after routing, each row's top-k margin in layer il (the last chosen expert's logit
      * minus the best unchosen one's; +inf when every expert is chosen) */
@@ -111,7 +106,7 @@ enum splash_status gptoss_model_create(const struct splash_host *host, const str
 void gptoss_model_destroy(struct gptoss_model *model);
 void gptoss_model_info(const struct gptoss_model *model, struct splash_model_info *info);
 /* At least `bytes` of b (64-byte aligned, contents undefined), or NULL when out of memory. */
-void *gptoss_buffer_get(const struct gptoss_model *model, struct gptoss_buffer *b, size_t bytes);
+void *gptoss_buffer_get(const struct gptoss_model *model, struct step_buffer *b, size_t bytes);
 void gptoss_parallel(const struct gptoss_model *model, int64_t n, int64_t grain,
                      splash_range_fn fn, void *ctx);
 

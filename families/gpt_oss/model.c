@@ -146,14 +146,9 @@ void gptoss_model_info(const struct gptoss_model *model, struct splash_model_inf
     info->n_ctx_max = c->n_ctx_train; /* the header's YaRN is fixed: no context past it */
 }
 
-void *gptoss_buffer_get(const struct gptoss_model *model, struct gptoss_buffer *b, size_t bytes)
+void *gptoss_buffer_get(const struct gptoss_model *model, struct step_buffer *b, size_t bytes)
 {
-    if (bytes > b->size) {
-        model->host->free_aligned(b->p);
-        b->p = model->host->alloc_aligned(64, bytes);
-        b->size = b->p ? bytes : 0;
-    }
-    return b->p;
+    return step_buffer_get(model->host, b, bytes);
 }
 
 void gptoss_parallel(const struct gptoss_model *model, int64_t n, int64_t grain,

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "families/common/moe_route.h"
+#include "families/common/step_rows.h"
 #include "families/gpt_oss/gpt_oss.h"
 
 #define SWIGLU_LIMIT 7.0f
@@ -13,18 +15,7 @@
 
 void gptoss_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t *ids, float *w)
 {
-    /* selection: k passes, each the largest logit not yet taken (ties to the lower index) */
-    for (int32_t j = 0; j < k; j++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < n_expert; e++) {
-            int taken = 0;
-            for (int32_t i = 0; i < j && !taken; i++)
-                taken = ids[i] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
-                best = e;
-        }
-        ids[j] = best;
-    }
+    moe_route_top_k(logits, n_expert, k, ids);
     float mx = logits[ids[0]], sum = 0.0f;
     for (int32_t j = 0; j < k; j++) {
         w[j] = expf(logits[ids[j]] - mx);
@@ -60,8 +51,7 @@ static void route_range(void *ctx, int64_t begin, int64_t end, int thread)
     for (int64_t r = begin; r < end; r++) {
         gptoss_route_row(t->logits + r * t->c->n_expert, t->c->n_expert, K, t->ids + r * K,
                          t->w + r * K);
-        for (int32_t j = 0; j < K; j++)
-            memcpy(t->xk + (r * K + j) * E, t->x + r * E, (size_t)E * sizeof(float));
+        moe_route_spread(t->x + r * E, E, K, t->xk + r * K * E);
     }
 }
 
@@ -76,35 +66,6 @@ static void swiglu_range(void *ctx, int64_t begin, int64_t end, int thread)
     const struct swiglu_task *t = ctx;
     gptoss_swiglu_oai((end - begin) * t->width, t->g + begin * t->width, t->u + begin * t->width,
                       t->h + begin * t->width);
-}
-
-struct combine_task {
-    float *out;       /* (n, E) */
-    const float *y;   /* (n * K, E) */
-    const float *w;   /* (n, K) */
-    int64_t E;
-    int32_t K;
-};
-
-static void combine_range(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    const struct combine_task *t = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        float *o = t->out + r * t->E;
-        memset(o, 0, (size_t)t->E * sizeof *o);
-        for (int32_t j = 0; j < t->K; j++) {
-            const float *y = t->y + (r * t->K + j) * t->E;
-            float w = t->w[r * t->K + j];
-            for (int64_t i = 0; i < t->E; i++)
-                o[i] += w * y[i];
-        }
-    }
-}
-
-static int64_t rows_grain(int64_t width)
-{
-    int64_t g = 16384 / (width > 0 ? width : 1);
-    return g < 1 ? 1 : g;
 }
 
 /* Row r's top-k margin: the weakest chosen logit over the strongest unchosen one. */
@@ -148,7 +109,7 @@ enum splash_status gptoss_moe_forward(struct gptoss_model *model, const struct g
     k->matmul(pool, L->router, x, n, logits);
     k->add_bias(pool, logits, X, n, X, L->b_router, NULL, 0);
     struct route_task rt = {.c = c, .x = x, .logits = logits, .ids = ids, .w = w, .xk = xk};
-    gptoss_parallel(model, n, rows_grain(E * K), route_range, &rt);
+    gptoss_parallel(model, n, step_rows_grain(E * K), route_range, &rt);
     if (model->route_observer)
         for (int64_t r = 0; r < n; r++)
             model->route_observer(model->route_observer_ctx, il, r,
@@ -159,10 +120,11 @@ enum splash_status gptoss_moe_forward(struct gptoss_model *model, const struct g
     k->add_bias(pool, g, F, nk, F, L->b_gate, ids, F);
     k->add_bias(pool, u, F, nk, F, L->b_up, ids, F);
     struct swiglu_task st = {.g = g, .u = u, .h = h, .width = F};
-    gptoss_parallel(model, nk, rows_grain(F), swiglu_range, &st);
+    gptoss_parallel(model, nk, step_rows_grain(F), swiglu_range, &st);
     k->matmul_experts(pool, L->down, h, ids, nk, xk);
     k->add_bias(pool, xk, E, nk, E, L->b_down, ids, E);
-    struct combine_task ct = {.out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K};
-    gptoss_parallel(model, n, rows_grain(E * K), combine_range, &ct);
+    struct moe_route_combine ct = {
+        .out = out, .y = xk, .w = w, .E = E, .K = (int32_t)K, .overwrite = 1};
+    gptoss_parallel(model, n, step_rows_grain(E * K), moe_route_combine_range, &ct);
     return SPLASH_OK;
 }

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "families/qwen_moe/moe.h"
+#include "families/common/step_rows.h"
 #include "families/qwen_moe/expert_store.h"
+#include "families/qwen_moe/moe.h"
 
 /* ---- sizes ---------------------------------------------------------------------- */
 
@@ -424,12 +425,6 @@ static void combine_range(void *ctx, int64_t begin, int64_t end, int thread)
                             t->w + r * k, k, E);
 }
 
-static int64_t rows_grain(int64_t width)
-{
-    int64_t g = 16384 / (width > 0 ? width : 1);
-    return g < 1 ? 1 : g;
-}
-
 /* The routed experts' gate/up, SwiGLU and down over the rows whose experts `at` holds
  * (part tables: gate_up, down; or gate, up, down); other rows are left as they are. */
 static void experts_pass(struct hybrid_model *model, const struct moe_layer *L,
@@ -454,7 +449,7 @@ static void experts_pass(struct hybrid_model *model, const struct moe_layer *L,
     }
     /* every row: a row this pass skipped gets its SwiGLU again in its own pass, from the
      * same inputs, so the same bits */
-    hybrid_parallel(model, nk, rows_grain(F), swiglu_range, &st);
+    hybrid_parallel(model, nk, step_rows_grain(F), swiglu_range, &st);
     k->matmul_experts_at(pool, L->down, at[L->gate_up ? 1 : 2], h, ids, nk, xk);
 }
 
@@ -467,7 +462,7 @@ static void shared_expert(struct hybrid_model *model, const struct moe_layer *L,
     hybrid_matmuls(model, shw, 2, x, n, shout);
     struct swiglu_task sst = {
         .fn = L->simd->swiglu, .g = shg, .u = shu, .in_stride = S, .h = shg, .width = S};
-    hybrid_parallel(model, n, rows_grain(S), swiglu_range, &sst);
+    hybrid_parallel(model, n, step_rows_grain(S), swiglu_range, &sst);
     model->k->matmul(model->opts.pool, L->sh_down, shg, n, shy);
 }
 
@@ -518,7 +513,7 @@ static void streamed_forward(struct hybrid_model *model, const struct moe_layer 
         experts_pass(model, L, late, ids, nk, xk, gu, h);
     struct combine_task ct = {
         .L = L, .out = out, .sh = shy, .sh_scale = sh_scale, .y = xk, .w = w, .n_embd = E};
-    hybrid_parallel(model, n, rows_grain(E * (L->c.n_used + 1)), combine_range, &ct);
+    hybrid_parallel(model, n, step_rows_grain(E * (L->c.n_used + 1)), combine_range, &ct);
     if (decode)
         read_ahead(model, L, store, x, n, logits, ids, w);
 }
@@ -566,7 +561,7 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
                             .sh_scale = sh_scale,
                             .xk = xk,
                             .n_embd = E};
-    hybrid_parallel(model, n, rows_grain(E * K), route_range, &rt);
+    hybrid_parallel(model, n, step_rows_grain(E * K), route_range, &rt);
     if (L->observe)
         for (int64_t r = 0; r < n; r++)
             L->observe(L->observe_ctx, L->il, r,
@@ -591,7 +586,7 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
         st.u = gu + nk * F;
         st.in_stride = F;
     }
-    hybrid_parallel(model, nk, rows_grain(F), swiglu_range, &st);
+    hybrid_parallel(model, nk, step_rows_grain(F), swiglu_range, &st);
     /* routed experts' down projection, into xk's rows */
     k->matmul_experts(pool, L->down, h, ids, nk, xk);
     /* shared expert */
@@ -600,12 +595,12 @@ static void moe_forward(struct hybrid_model *model, void *layer_ffn, const float
     hybrid_matmuls(model, shw, 2, x, n, shout);
     struct swiglu_task sst = {
         .fn = L->simd->swiglu, .g = shg, .u = shu, .in_stride = S, .h = shg, .width = S};
-    hybrid_parallel(model, n, rows_grain(S), swiglu_range, &sst);
+    hybrid_parallel(model, n, step_rows_grain(S), swiglu_range, &sst);
     k->matmul(pool, L->sh_down, shg, n, shy);
     /* sum of the routed outputs by weight, plus the gated shared expert */
     struct combine_task ct = {
         .L = L, .out = out, .sh = shy, .sh_scale = sh_scale, .y = xk, .w = w, .n_embd = E};
-    hybrid_parallel(model, n, rows_grain(E * (K + 1)), combine_range, &ct);
+    hybrid_parallel(model, n, step_rows_grain(E * (K + 1)), combine_range, &ct);
 }
 
 static int64_t moe_scratch(const struct hybrid_config *cfg)
