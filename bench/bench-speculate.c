@@ -8,7 +8,7 @@
  *    first prompts of the draft's reference decode record and on a prompt that quotes a
  *    passage (where prompt lookup pays).
  *
- * usage: bench-speculate [-n TOKENS]   (default 128) */
+ * usage: bench-speculate [-n TOKENS] [--only verify|draft]   (default 128 tokens, both) */
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +24,7 @@
 #include "core/family.h"
 #include "core/model_load.h"
 #include "core/registry.h"
+#include "core/threadpool.h"
 #include "server/engine/engine.h"
 #include "server/engine/gen_params.h"
 #include "server/engine/protocol.h"
@@ -106,40 +107,56 @@ static int verify_cost(const struct splash_registry *r)
     }
     struct splash_lane l = {.seq = seq, .tokens = t, .n_tokens = 512, .pos0 = 0};
     int rc = splash_family_forward(f, lm->model, &l, 1, &err) ? -1 : 0;
-    double best1 = 1e30, best8 = 1e30, truncs = 0;
+    /* interleaved rounds, the best of each kind: a 1-row step; the same 8 rows with the
+     * last row's logits (the trunk's cost), with every row's (the head's), and armed (the
+     * rewind's save): the verify pass; then the rewind to half of them */
+    enum { STEP, LAST, ALL, VERIFY, REWIND, KINDS };
+    double best[KINDS];
+    unsigned long long sections[KINDS] = {0};
+    for (int k = 0; k < KINDS; k++)
+        best[k] = 1e30;
     int32_t pos = 512;
     for (int rep = 0; rep < REPS + 1 && !rc; rep++) {
-        /* a 1-row step */
-        l = (struct splash_lane){.seq = seq, .tokens = t + 512, .n_tokens = 1, .pos0 = pos,
-                                 .logits = logits};
-        double t0 = now();
-        rc |= splash_family_forward(f, lm->model, &l, 1, &err) ? -1 : 0;
-        double d1 = now() - t0;
-        pos++;
-        /* a verify: armed, 8 rows with every row's logits, then half of them dropped */
-        t0 = now();
-        rc |= splash_family_seq_keep_rows(f, lm->model, seq, ROWS, &err) ? -1 : 0;
-        l = (struct splash_lane){.seq = seq, .tokens = t + 512, .n_tokens = ROWS, .pos0 = pos,
-                                 .logits = logits, .logits_all = 1};
-        rc |= splash_family_forward(f, lm->model, &l, 1, &err) ? -1 : 0;
-        double d8 = now() - t0;
-        t0 = now();
-        rc |= splash_family_seq_truncate(f, lm->model, seq, pos + ROWS / 2, &err) ? -1 : 0;
-        double dt = now() - t0;
-        pos += ROWS / 2;
-        if (rep == 0)
-            continue; /* warm-up: buffers sized */
-        best1 = d1 < best1 ? d1 : best1;
-        best8 = d8 < best8 ? d8 : best8;
-        truncs += dt / REPS;
+        for (int k = 0; k < KINDS && !rc; k++) {
+            int rows = k == STEP ? 1 : ROWS;
+            unsigned long long s0 = splash_pool_sections(lm->pool);
+            double t0 = now();
+            if (k == REWIND) {
+                rc |= splash_family_seq_truncate(f, lm->model, seq, pos - ROWS / 2, &err) ? -1 : 0;
+                pos -= ROWS / 2;
+            } else {
+                if (k == VERIFY)
+                    rc |= splash_family_seq_keep_rows(f, lm->model, seq, ROWS, &err) ? -1 : 0;
+                l = (struct splash_lane){.seq = seq, .tokens = t + 512, .n_tokens = rows,
+                                         .pos0 = pos, .logits = logits,
+                                         .logits_all = k == ALL || k == VERIFY};
+                rc |= splash_family_forward(f, lm->model, &l, 1, &err) ? -1 : 0;
+                pos += rows;
+            }
+            double d = now() - t0;
+            sections[k] = splash_pool_sections(lm->pool) - s0;
+            if (rep > 0 && d < best[k]) /* round 0 warms up: buffers sized */
+                best[k] = d;
+        }
     }
+    double load[3] = {0};
+    getloadavg(load, 3);
     if (rc)
         fprintf(stderr, "bench-speculate: %s\n", err.msg);
     else
-        printf("verify cost, qwen35-0.8b Q4_K_M, %d threads, context 512:\n"
-               "  1-row step %.2f ms, %d-row verify %.2f ms (%.2fx, goal <= 1.3x), "
-               "rewind to 4 rows %.2f ms\n",
-               N_THREADS, best1 * 1e3, ROWS, best8 * 1e3, best8 / best1, truncs * 1e3);
+        printf("verify cost, qwen35-0.8b Q4_K_M, %d threads, context 512 on, best of %d interleaved "
+               "rounds, load average %.1f:\n"
+               "  1-row step %.2f ms, %d-row verify %.2f ms (%.2fx, goal <= 1.3x), rewind to %d "
+               "rows %.2f ms (verify + rewind %.2fx)\n"
+               "  the verify's %d rows: trunk and the last row's logits %.2f ms (%.2fx), every "
+               "row's logits +%.2f ms, the rewind's save +%.2f ms\n"
+               "  parallel sections: %llu a 1-row step, %llu a verify, %llu a rewind\n",
+               N_THREADS, REPS, load[0], best[STEP] * 1e3, ROWS, best[VERIFY] * 1e3,
+               best[VERIFY] / best[STEP], ROWS / 2, best[REWIND] * 1e3,
+               (best[VERIFY] + best[REWIND]) / best[STEP], ROWS, best[LAST] * 1e3,
+               best[LAST] / best[STEP], (best[ALL] - best[LAST]) * 1e3,
+               (best[VERIFY] - best[ALL]) * 1e3, sections[STEP], sections[VERIFY],
+               sections[REWIND]);
     splash_family_seq_destroy(f, lm->model, seq);
     free(logits);
     splash_model_unload(lm);
@@ -312,12 +329,22 @@ static int end_to_end(int n)
 int main(int argc, char **argv)
 {
     int n = 128;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "-n"))
             n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only"))
+            only = argv[++i];
+    if (only && strcmp(only, "verify") && strcmp(only, "draft")) {
+        fprintf(stderr, "bench-speculate: --only takes verify or draft, not '%s'\n", only);
+        return 2;
+    }
     struct splash_registry *r = splash_registry_global();
     splash_registry_add_builtins(r, splash_builtin_plugins);
-    int rc = end_to_end(n > 1 ? n : 128);
-    rc |= verify_cost(r);
+    int rc = 0;
+    if (!only || !strcmp(only, "draft"))
+        rc |= end_to_end(n > 1 ? n : 128);
+    if (!only || !strcmp(only, "verify"))
+        rc |= verify_cost(r);
     return rc ? 1 : 0;
 }

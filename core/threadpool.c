@@ -47,6 +47,7 @@ struct splash_pool {
     splash_range_fn fn;
     void *ctx;
     int64_t piece;
+    atomic_ullong sections; /* sections handed to the workers (splash_pool_sections) */
     _Alignas(CACHE_LINE) atomic_uint generation;
     _Alignas(CACHE_LINE) atomic_int pending; /* workers still inside the task */
     char pad[CACHE_LINE - sizeof(atomic_int)];
@@ -198,6 +199,12 @@ void splash_pool_destroy(struct splash_pool *p)
     free(p);
 }
 
+unsigned long long splash_pool_sections(const struct splash_pool *p)
+{
+    return p ? atomic_load_explicit(&((struct splash_pool *)p)->sections, memory_order_relaxed)
+             : 0;
+}
+
 int splash_pool_threads(const struct splash_pool *p)
 {
     return p ? p->n_threads : 1;
@@ -220,6 +227,7 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
     p->fn = fn;
     p->ctx = ctx;
     p->piece = piece;
+    atomic_fetch_add_explicit(&p->sections, 1, memory_order_relaxed);
     for (int t = 0; t < p->n_threads; t++) {
         int64_t b = n * t / p->n_threads;
         p->shares[t].end = n * (t + 1) / p->n_threads;

@@ -430,6 +430,11 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* Activation values below which the rows are quantized on the calling thread: a few
+ * microseconds of work, less than handing a section to the pool costs (a worker's
+ * wake-up; on a busy machine its time slice). A verify pass's 8 rows stay here. */
+#define ACT_PARALLEL_MIN_VALUES 65536
+
 /* Quantizes n activation rows (or points at the floats) for weight w. */
 static const void *prepare_act(struct splash_pool *pool, const struct splash_weight *w,
                                const float *x, int64_t n)
@@ -438,7 +443,7 @@ static const void *prepare_act(struct splash_pool *pool, const struct splash_wei
         return x;
     void *act = scratch_get(w->act_row_bytes * (size_t)n);
     struct quant_task q = {.w = w, .x = x, .act = act};
-    if (n >= 4)
+    if (n >= 4 && n * w->n_in >= ACT_PARALLEL_MIN_VALUES)
         splash_pool_parallel_for(pool, n, 1, quantize_rows, &q);
     else
         quantize_rows(&q, 0, n, 0);

@@ -2,7 +2,9 @@
  * and MoE tiny models and the trained stories model, int8 and bf16 KV, fp32 and bf16 GDN
  * state: each row of an 8-row verify forward gives the logits a token-by-token decode
  * gives at that position, bit for bit, and after truncating to any number of kept rows the
- * sequence decodes on exactly as one that was only ever fed those tokens. */
+ * sequence decodes on exactly as one that was only ever fed those tokens. On the 0.8B widths
+ * a verify forward hands the thread pool no more sections than a 1-row step does (and the
+ * save's copy). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,14 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "cli/modelgen/model_writer.h"
 #include "core/family.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "splash/family.h"
 #include "tests/support/model_run.h"
+#include "tests/support/preset.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -134,6 +139,55 @@ static void test_rewind_stories(void **state)
     rewind_case("qwen_hybrid", "models/qwen35-stories-Q8_0.gguf", SPLASH_KV_BF16, SPLASH_STATE_F32);
 }
 
+/* A verify pass's 8 rows on the 0.8B widths (4 layers, a small vocabulary): every matmul is
+ * split over the pool for one row already, and the rest (activation quantization, the
+ * gates, SwiGLU, the query split) is a few microseconds of work for 8 rows, so the verify
+ * opens the 1-row step's sections and the save's copy, not one more per element-wise op
+ * (each a hand-off, a time slice on a busy machine). */
+static void test_verify_sections(void **state)
+{
+    (void)state;
+    struct splash_model_shape *shape = test_preset("qwen35-0.8b");
+    struct splash_err err = {{0}};
+    if (splash_model_shape_parse_dims(shape, "block_count=4,vocab=4096", &err))
+        fail_msg("dims: %s", err.msg);
+    char path[] = "/tmp/splash-verify-sections-XXXXXX.gguf";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    close(fd);
+    struct splash_model_write_opts opts = {.mix = "Q8_0", .seed = 7, .pool = pool};
+    if (splash_model_write(splash_registry_global(), shape, &opts, path, NULL, &err))
+        fail_msg("write: %s", err.msg);
+    struct test_run r;
+    struct test_run_opts o = {.fam = test_family("qwen_hybrid"), .pool = pool,
+                              .kv_format = SPLASH_KV_INT8, .state_format = SPLASH_STATE_F32};
+    int skipped = test_run_open(&r, &o, path, "qwen35-0.8b widths");
+    unlink(path);
+    if (skipped)
+        return;
+    int32_t t[PROMPT + 1 + ROWS];
+    for (int i = 0; i < PROMPT + 1 + ROWS; i++)
+        t[i] = (int32_t)(i * 37 % 4096);
+    float *logits = malloc((size_t)ROWS * (size_t)r.info.n_vocab * sizeof *logits);
+    assert_non_null(logits);
+    void *seq;
+    assert_int_equal(splash_family_seq_create(r.fam, r.model, &seq, &err), SPLASH_OK);
+    feed(&r, seq, t, PROMPT, 0, NULL);
+    unsigned long long s0 = splash_pool_sections(pool);
+    feed(&r, seq, t + PROMPT, 1, PROMPT, logits);
+    unsigned long long step = splash_pool_sections(pool) - s0;
+    assert_int_equal(splash_family_seq_keep_rows(r.fam, r.model, seq, ROWS, &err), SPLASH_OK);
+    s0 = splash_pool_sections(pool);
+    feed(&r, seq, t + PROMPT + 1, ROWS, PROMPT + 1, logits);
+    unsigned long long verify = splash_pool_sections(pool) - s0;
+    if (verify > step + 1)
+        fail_msg("a %d-row verify opened %llu parallel sections, a 1-row step %llu", ROWS, verify,
+                 step);
+    splash_family_seq_destroy(r.fam, r.model, seq);
+    free(logits);
+    test_run_close(&r);
+}
+
 /* Outside the saved forward, a partial truncation is still refused with its reason; an
  * armed sequence refuses a forward longer than it was armed for. */
 static void test_rewind_refusals(void **state)
@@ -177,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_rewind_moe),
         cmocka_unit_test(test_rewind_stories),
         cmocka_unit_test(test_rewind_refusals),
+        cmocka_unit_test(test_verify_sections),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

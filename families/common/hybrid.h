@@ -204,10 +204,10 @@ struct hybrid_seq {
 /* What a verify forward saves so that seq_truncate can drop its rejected rows exactly:
  * each GDN layer's conv and delta-rule state as the forward found them, and the rows the
  * forward fed them (the conv's inputs; the delta rule's normalised q, k, v, decay and
- * beta). A truncation restores the states and runs the conv and the recurrence again over
- * the rows kept: the same kernel on the same inputs, so the same bits. One state copy per
- * layer on the way in, one recurrence pass on a partial acceptance, instead of a state
- * snapshot per row. */
+ * beta). A truncation takes the saved states back (the delta-rule block by a pointer swap)
+ * and runs the conv and the recurrence again over the rows kept: the same kernel on the
+ * same inputs, so the same bits. One parallel state copy on the way in, one recurrence
+ * pass on a partial acceptance, instead of a state snapshot per row. */
 struct hybrid_rewind {
     int32_t cap_rows;  /* rows the buffers hold */
     int32_t armed;     /* rows the next forward may feed and save (0: off) */
@@ -221,8 +221,11 @@ struct hybrid_rewind {
 /* family.h seq_keep_rows (hybrid_rewind.c). */
 enum splash_status hybrid_seq_keep_rows(struct hybrid_model *model, struct hybrid_seq *seq,
                                         int32_t n_rows, struct splash_err *err);
-/* The verify forward's saves, layer by layer (gdn_layer): the conv's input rows and
- * state before the conv, then the delta rule's inputs and state before the recurrence. */
+/* The verify forward's saves: every GDN layer's delta-rule state as the forward finds
+ * them, in one parallel copy before its first layer (hybrid_rewind_save_states); then
+ * layer by layer (gdn_layer) the conv's input rows and state before the conv, and the
+ * delta rule's inputs. */
+void hybrid_rewind_save_states(struct hybrid_model *model, struct hybrid_seq *seq);
 void hybrid_rewind_save_conv(struct hybrid_model *model, struct hybrid_seq *seq, int32_t slot,
                              const float *x, int64_t n);
 void hybrid_rewind_save_rule(struct hybrid_model *model, struct hybrid_seq *seq, int32_t slot,
@@ -336,6 +339,11 @@ enum splash_status hybrid_family_seq_save(void *model, const void *seq,
                                           void *ctx, struct splash_err *err);
 enum splash_status hybrid_family_seq_load(void *model, const void *buf, uint64_t size,
                                           void **seq, struct splash_err *err);
+
+/* Values an element-wise section's piece takes at least: below it the work (a few
+ * microseconds) costs less than handing it to the pool, so a verify pass's 8 rows run on
+ * the calling thread. */
+#define HYBRID_SECTION_MIN_VALUES 65536
 
 /* Element-wise helpers split over the pool. */
 void hybrid_parallel(struct hybrid_model *model, int64_t n, int64_t grain, splash_range_fn fn,

@@ -52,9 +52,12 @@ static void silu_gate_range(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
+/* Rows per piece of an element-wise section: at least HYBRID_SECTION_MIN_VALUES values, so
+ * a verify pass's or a small batch's rows run on the calling thread rather than pay a
+ * hand-off for a few microseconds of work (a prompt chunk's rows are still split). */
 static int64_t grain_rows(int64_t width)
 {
-    int64_t g = 8192 / (width > 0 ? width : 1);
+    int64_t g = HYBRID_SECTION_MIN_VALUES / (width > 0 ? width : 1);
     return g < 1 ? 1 : g;
 }
 
@@ -545,6 +548,11 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     s.mix = s.xn + n * E;
     s.cs = s.mix + n * E;
     s.scratch = s.cs + n * 2 * pairs;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        struct hybrid_seq *seq = lanes[l].seq;
+        if (seq->rewind && seq->rewind->armed && model->n_gdn > 0)
+            hybrid_rewind_save_states(model, seq);
+    }
     step_rows_offsets(lanes, n_lanes, row0);
     step_rows_embed(model->k, &model->tok_embd, lanes, n_lanes, row0, E, s.x);
     rope_cs(&s);

@@ -51,7 +51,7 @@ static void dense_forward(struct hybrid_model *model, void *layer_ffn, const flo
     float *y[2] = {gate, up};
     hybrid_matmuls(model, w, 2, x, n, y);
     struct swiglu_task t = {.act = model->act, .gate = gate, .up = up};
-    hybrid_parallel(model, n * ff, 16384, swiglu_range, &t);
+    hybrid_parallel(model, n * ff, HYBRID_SECTION_MIN_VALUES, swiglu_range, &t);
     model->k->matmul(model->opts.pool, f->down, gate, n, out);
 }
 

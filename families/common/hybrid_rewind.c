@@ -90,6 +90,29 @@ void hybrid_rewind_save_conv(struct hybrid_model *model, struct hybrid_seq *seq,
     memcpy(layer_rows(model, rw, slot), x, (size_t)n * cd * sizeof(float));
 }
 
+struct copy_task {
+    char *dst;
+    const char *src;
+    size_t n;
+};
+
+#define COPY_PIECE (64u << 10)
+
+static void copy_range(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    const struct copy_task *t = ctx;
+    size_t b = (size_t)begin * COPY_PIECE, e = (size_t)end * COPY_PIECE;
+    memcpy(t->dst + b, t->src + b, (e < t->n ? e : t->n) - b);
+}
+
+void hybrid_rewind_save_states(struct hybrid_model *model, struct hybrid_seq *seq)
+{
+    struct copy_task t = {.dst = seq->rewind->gdn_pre,
+                          .src = seq->gdn_state,
+                          .n = (size_t)model->n_gdn * model->gdn_state_bytes};
+    hybrid_parallel(model, (int64_t)((t.n + COPY_PIECE - 1) / COPY_PIECE), 4, copy_range, &t);
+}
+
 void hybrid_rewind_save_rule(struct hybrid_model *model, struct hybrid_seq *seq, int32_t slot,
                              const float *qkv, const float *g, const float *beta, int64_t n)
 {
@@ -97,9 +120,6 @@ void hybrid_rewind_save_rule(struct hybrid_model *model, struct hybrid_seq *seq,
     size_t cd = (size_t)model->cfg.conv_dim, nv = (size_t)model->cfg.n_v_heads;
     size_t cap = (size_t)rw->cap_rows;
     float *rows = layer_rows(model, rw, slot);
-    memcpy((char *)rw->gdn_pre + (size_t)slot * model->gdn_state_bytes,
-           (const char *)seq->gdn_state + (size_t)slot * model->gdn_state_bytes,
-           model->gdn_state_bytes);
     memcpy(rows + cap * cd, qkv, (size_t)n * cd * sizeof(float));
     memcpy(rows + 2 * cap * cd, g, (size_t)n * nv * sizeof(float));
     memcpy(rows + 2 * cap * cd + cap * nv, beta, (size_t)n * nv * sizeof(float));
@@ -137,6 +157,12 @@ enum splash_status hybrid_rewind_to(struct hybrid_model *model, struct hybrid_se
         free(args);
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory to rewind a verify pass");
     }
+    /* the states as the forward found them become the sequence's by a swap of the two
+     * blocks (same size and alignment) rather than a copy back; the forward's own states
+     * are not needed again */
+    void *pre = rw->gdn_pre;
+    rw->gdn_pre = seq->gdn_state;
+    seq->gdn_state = pre;
     for (int32_t slot = 0; slot < n_gdn; slot++) {
         const float *rows = layer_rows(model, rw, slot);
         const float *pre = (const float *)((const char *)rw->conv_pre +
@@ -150,8 +176,6 @@ enum splash_status hybrid_rewind_to(struct hybrid_model *model, struct hybrid_se
             memcpy(state + (int64_t)j * cd, src, (size_t)cd * sizeof(float));
         }
         void *gdn = (char *)seq->gdn_state + (size_t)slot * model->gdn_state_bytes;
-        memcpy(gdn, (const char *)rw->gdn_pre + (size_t)slot * model->gdn_state_bytes,
-               model->gdn_state_bytes);
         const float *qkv = rows + cap * (size_t)cd;
         args[slot] = (struct splash_gdn_args){
             .n_tokens = keep,
