@@ -108,11 +108,36 @@ static size_t head_elems(const struct splash_gdn_args *a)
 
 #define ROWS_PER_ITEM 8
 
+/* Tokens whose decays rec_rows takes at once (exp of each token's g, computed once per
+ * head rather than once per state row: the same value for every row). */
+#define REC_TOKENS 64
+
 /* Rows j0..j1 of value head h of one sequence, carried through all its tokens. */
 static void rec_rows(const struct kernel_vec *vec, const struct splash_gdn_args *a, int32_t h,
                      int32_t j0, int32_t j1, float *buf)
 {
     int32_t m = key_head(a, h);
+    if (!a->state_bf16 && vec->gdn_row_tokens) {
+        /* float32 state: each row through a block of tokens in registers */
+        float decay[REC_TOKENS];
+        for (int32_t t0 = 0; t0 < a->n_tokens; t0 += REC_TOKENS) {
+            int32_t nt = a->n_tokens - t0 < REC_TOKENS ? a->n_tokens - t0 : REC_TOKENS;
+            for (int32_t t = 0; t < nt; t++)
+                decay[t] = expf(a->g[(int64_t)(t0 + t) * a->n_v_heads + h]);
+            const float *k = a->k + t0 * a->qk_stride + (int64_t)m * a->d_k;
+            const float *q = a->q + t0 * a->qk_stride + (int64_t)m * a->d_k;
+            for (int32_t j = j0; j < j1; j++)
+                vec->gdn_row_tokens(a->d_k,
+                                    (float *)a->state + (size_t)h * head_elems(a) +
+                                        (size_t)j * (size_t)a->d_k,
+                                    nt, decay, k, q, a->qk_stride,
+                                    a->v + t0 * a->v_stride + (int64_t)h * a->d_v + j, a->v_stride,
+                                    a->beta + (int64_t)t0 * a->n_v_heads + h, a->n_v_heads,
+                                    a->out + t0 * a->out_stride + (int64_t)h * a->d_v + j,
+                                    a->out_stride);
+        }
+        return;
+    }
     for (int32_t j = j0; j < j1; j++) {
         size_t off = (size_t)h * head_elems(a) + (size_t)j * (size_t)a->d_k;
         float *s;

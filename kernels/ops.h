@@ -39,6 +39,13 @@ struct kernel_vec {
      * returns s.q. */
     float (*gdn_row)(int64_t n, float *s, float a, const float *k, const float *q, float vj,
                      float beta);
+    /* The same row through n_tok tokens (a verify pass's rows), the row held in registers
+     * between them: token t is gdn_row(n, s, a[t], k + t * kq_stride, q + t * kq_stride,
+     * v[t * v_stride], beta[t * nv]) into out[t * out_stride], the same steps in the same
+     * order, so the bits of n_tok calls of gdn_row. NULL: the kernel calls gdn_row. */
+    void (*gdn_row_tokens)(int64_t n, float *s, int32_t n_tok, const float *a, const float *k,
+                           const float *q, int64_t kq_stride, const float *v, int64_t v_stride,
+                           const float *beta, int64_t nv, float *out, int64_t out_stride);
     /* c[i * ldc + j] (accumulate ? += : =) dot(a + i * lda, b + j * ldb) over k elements,
      * for i < m, j < n: the small products of the chunked delta rule. */
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,

@@ -181,6 +181,57 @@ static float avx512_gdn_row(int64_t n, float *s, float a, const float *k, const 
     return o;
 }
 
+/* gdn_row through n_tok tokens with the row's nv vectors in registers: avx512_gdn_row's
+ * steps per token (n a multiple of 16), without its stores and reloads in between. */
+static inline __attribute__((always_inline)) void
+gdn_row_tokens_regs(const int nv, float *s, int32_t n_tok, const float *a, const float *k,
+                    const float *q, int64_t kq_stride, const float *v, int64_t v_stride,
+                    const float *beta, int64_t nvh, float *out, int64_t out_stride)
+{
+    __m512 r[16];
+    for (int i = 0; i < nv; i++)
+        r[i] = _mm512_loadu_ps(s + 16 * i);
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *kt = k + t * kq_stride, *qt = q + t * kq_stride;
+        __m512 va = _mm512_set1_ps(a[t]), acc = _mm512_setzero_ps();
+        for (int i = 0; i < nv; i++) {
+            r[i] = _mm512_mul_ps(r[i], va);
+            acc = _mm512_fmadd_ps(r[i], _mm512_loadu_ps(kt + 16 * i), acc);
+        }
+        float sk = _mm512_reduce_add_ps(acc);
+        float u = beta[t * nvh] * (v[t * v_stride] - sk);
+        __m512 vu = _mm512_set1_ps(u);
+        acc = _mm512_setzero_ps();
+        for (int i = 0; i < nv; i++) {
+            r[i] = _mm512_fmadd_ps(vu, _mm512_loadu_ps(kt + 16 * i), r[i]);
+            acc = _mm512_fmadd_ps(r[i], _mm512_loadu_ps(qt + 16 * i), acc);
+        }
+        out[t * out_stride] = _mm512_reduce_add_ps(acc);
+    }
+    for (int i = 0; i < nv; i++)
+        _mm512_storeu_ps(s + 16 * i, r[i]);
+}
+
+static void avx512_gdn_row_tokens(int64_t n, float *s, int32_t n_tok, const float *a,
+                                  const float *k, const float *q, int64_t kq_stride,
+                                  const float *v, int64_t v_stride, const float *beta, int64_t nvh,
+                                  float *out, int64_t out_stride)
+{
+    if (n == 128)
+        gdn_row_tokens_regs(8, s, n_tok, a, k, q, kq_stride, v, v_stride, beta, nvh, out,
+                            out_stride);
+    else if (n == 64)
+        gdn_row_tokens_regs(4, s, n_tok, a, k, q, kq_stride, v, v_stride, beta, nvh, out,
+                            out_stride);
+    else if (n == 256)
+        gdn_row_tokens_regs(16, s, n_tok, a, k, q, kq_stride, v, v_stride, beta, nvh, out,
+                            out_stride);
+    else
+        for (int32_t t = 0; t < n_tok; t++)
+            out[t * out_stride] = avx512_gdn_row(n, s, a[t], k + t * kq_stride, q + t * kq_stride,
+                                                 v[t * v_stride], beta[t * nvh]);
+}
+
 /* A 4 x 4 block of dot products: 16 accumulators, each input vector loaded once. */
 static void gemm_block4x4(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                           float *c, int64_t ldc, int accumulate)
@@ -408,6 +459,7 @@ const struct kernel_vec kernel_vec_avx512 = {
     .axpy_bf16 = avx512_axpy_bf16,
     .axpy_i8 = avx512_axpy_i8,
     .gdn_row = avx512_gdn_row,
+    .gdn_row_tokens = avx512_gdn_row_tokens,
     .gemm_nt = avx512_gemm_nt,
     .gemm_nn = avx512_gemm_nn,
     .conv_silu = avx512_conv_silu,

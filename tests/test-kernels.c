@@ -127,6 +127,53 @@ static void test_pool_runs_every_index_once(void **state)
 
 /* ---- primitives ------------------------------------------------------------------ */
 
+/* A row's multi-token delta rule (a verify pass's rows in registers) gives the bits of one
+ * gdn_row call per token of the same table, the state row and every output. */
+static void test_hybrid_gdn_row_tokens_match_row_calls(void **state)
+{
+    (void)state;
+    const int64_t lens[] = {64, 100, 128, 256};
+    const int32_t toks[] = {1, 5, 8, 15};
+    enum { NVH = 3, STRIDE = 300 };
+    int checked = 0;
+    for (size_t ti = 0; kernel_vec_tables[ti]; ti++) {
+        const struct kernel_vec *v = kernel_vec_tables[ti];
+        if (!v->gdn_row_tokens || !supported(v))
+            continue;
+        checked++;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+                int64_t n = lens[li];
+                int32_t nt = toks[ki];
+                float *k = rand_vec(nt * STRIDE, 0.2f), *q = rand_vec(nt * STRIDE, 0.2f);
+                float *vv = rand_vec(nt * 2, 1), *beta = rand_vec(nt * NVH, 1);
+                float *s1 = rand_vec(n, 1), *s2 = malloc((size_t)n * sizeof *s2);
+                float a[16], o1[32], o2[16];
+                assert_non_null(s2);
+                memcpy(s2, s1, (size_t)n * sizeof *s2);
+                for (int32_t t = 0; t < nt; t++) {
+                    a[t] = 0.8f + 0.01f * (float)t;
+                    beta[t * NVH] = 0.5f + 0.5f * beta[t * NVH] * beta[t * NVH];
+                }
+                v->gdn_row_tokens(n, s1, nt, a, k, q, STRIDE, vv, 2, beta, NVH, o1, 2);
+                for (int32_t t = 0; t < nt; t++)
+                    o2[t] = v->gdn_row(n, s2, a[t], k + t * STRIDE, q + t * STRIDE, vv[t * 2],
+                                       beta[t * NVH]);
+                for (int32_t t = 0; t < nt; t++)
+                    if (memcmp(&o1[2 * t], &o2[t], sizeof(float)))
+                        fail_msg("%s gdn_row_tokens n=%lld tokens=%d: output %d is %.9g, gdn_row "
+                                 "calls %.9g",
+                                 v->isa, (long long)n, nt, t, (double)o1[2 * t], (double)o2[t]);
+                if (memcmp(s1, s2, (size_t)n * sizeof *s1))
+                    fail_msg("%s gdn_row_tokens n=%lld tokens=%d: the state row differs from "
+                             "gdn_row calls'",
+                             v->isa, (long long)n, nt);
+                free(k), free(q), free(vv), free(beta), free(s1), free(s2);
+            }
+    }
+    print_message("gdn_row_tokens checked on %d table(s)\n", checked);
+}
+
 static void test_hybrid_vec_tables_match_reference(void **state)
 {
     const struct kernel_vec *ref = &kernel_vec_ref;
@@ -1012,6 +1059,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_runs_every_index_once),
         cmocka_unit_test(test_hybrid_vec_tables_match_reference),
+        cmocka_unit_test(test_hybrid_gdn_row_tokens_match_row_calls),
         cmocka_unit_test(test_hybrid_rmsnorm_l2norm_rope),
         cmocka_unit_test(test_add_bias),
         cmocka_unit_test(test_rope_table_yarn),
