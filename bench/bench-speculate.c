@@ -8,7 +8,8 @@
  *    first prompts of the draft's reference decode record and on a prompt that quotes a
  *    passage (where prompt lookup pays).
  *
- * usage: bench-speculate [-n TOKENS] [--only verify|draft]   (default 128 tokens, both) */
+ * usage: bench-speculate [-n TOKENS] [--only verify|draft|cycle]   (default 128 tokens, all;
+ *        cycle: a draft cycle's parts alone, draft: those and end to end) */
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/modelgen/model_writer.h"
+#include "core/draft.h"
 #include "core/family.h"
 #include "core/model_load.h"
 #include "core/registry.h"
@@ -28,6 +30,7 @@
 #include "server/engine/engine.h"
 #include "server/engine/gen_params.h"
 #include "server/engine/protocol.h"
+#include "server/engine/spec_draft.h"
 #include "server/engine/speculate.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -163,6 +166,114 @@ static int verify_cost(const struct splash_registry *r)
     return rc;
 }
 
+/* ---- a draft cycle's parts on the stories target ---------------------------------------- */
+
+/* In process, interleaved, the best of each: a plain 1-row step against a cycle's parts:
+ * the draft's 7 proposals, the 8-row verify with the taps, the rewind to the 4 rows kept
+ * and the draft's context taking their taps. */
+static int draft_cycle_cost(const struct splash_registry *r, const char *model, const char *dir)
+{
+    struct splash_err err = {{0}};
+    struct splash_model_opts mo = {.kv_format = SPLASH_KV_INT8, .state_format = SPLASH_STATE_F32};
+    struct splash_loaded_model *lm;
+    if (splash_model_load(r, model, &mo, N_THREADS, &lm, &err)) {
+        fprintf(stderr, "bench-speculate: %s\n", err.msg);
+        return -1;
+    }
+    struct splash_spec_draft d;
+    if (splash_spec_draft_load(&d, r, dir, lm->meta, lm->pool, &err)) {
+        fprintf(stderr, "bench-speculate: %s: %s\n", dir, err.msg);
+        splash_model_unload(lm);
+        return -1;
+    }
+    const struct splash_family_plugin *f = lm->family;
+    int64_t V = lm->info.n_vocab, width = splash_spec_draft_tap_width(&d);
+    enum { PROMPT_ROWS = 64, ROUND_ROWS = 1 + ROWS / 2 };
+    int32_t t[PROMPT_ROWS + (REPS + 1) * ROUND_ROWS + ROWS];
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        t[i] = (int32_t)((i * 7919u + 13) % (uint64_t)V);
+    float *logits = malloc((size_t)ROWS * (size_t)V * sizeof *logits);
+    float *taps = malloc((size_t)PROMPT_ROWS * (size_t)width * sizeof *taps);
+    int32_t proposals[ROWS];
+    void *seq = NULL, *dctx = NULL;
+    int rc = !logits || !taps || splash_family_seq_create(f, lm->model, &seq, &err) ||
+                     splash_draft_ctx_create(d.plugin, d.model, &dctx, &err)
+                 ? -1
+                 : 0;
+    const struct splash_taps tp = {.size = sizeof tp, .n_layers = d.info.n_taps,
+                                   .layers = d.info.tap_layers, .rows = &taps};
+    struct splash_lane l = {.seq = seq, .tokens = t, .n_tokens = PROMPT_ROWS, .pos0 = 0};
+    if (!rc)
+        rc = splash_family_forward_taps(f, lm->model, &l, 1, &tp, &err) ||
+                     splash_draft_append_context(d.plugin, d.model, dctx, taps, width, 0,
+                                                 PROMPT_ROWS, &err)
+                 ? -1
+                 : 0;
+    enum { STEP, PROPOSE, VERIFY, REWIND, APPEND, KINDS };
+    double best[KINDS];
+    for (int k = 0; k < KINDS; k++)
+        best[k] = 1e30;
+    int32_t pos = PROMPT_ROWS;
+    for (int rep = 0; rep < REPS + 1 && !rc; rep++) {
+        for (int k = 0; k < KINDS && !rc; k++) {
+            double t0 = now();
+            if (k == STEP) {
+                /* a plain decode step, then the draft's context takes its row */
+                l = (struct splash_lane){.seq = seq, .tokens = t + pos, .n_tokens = 1,
+                                         .pos0 = pos, .logits = logits};
+                rc = splash_family_forward_taps(f, lm->model, &l, 1, &tp, &err) ? -1 : 0;
+                t0 = now() - t0;
+                rc = rc || splash_draft_append_context(d.plugin, d.model, dctx, taps, width,
+                                                       pos, 1, &err) ? -1 : 0;
+                pos++;
+            } else if (k == PROPOSE) {
+                const struct splash_draft_block b = {.size = sizeof b, .anchor = t[pos],
+                                                     .pos = pos, .n_rows = ROWS - 1,
+                                                     .tokens = proposals};
+                rc = splash_draft_propose(d.plugin, d.model, dctx, &b, &err) ? -1 : 0;
+            } else if (k == VERIFY) {
+                rc = splash_family_seq_keep_rows(f, lm->model, seq, ROWS, &err) ? -1 : 0;
+                l = (struct splash_lane){.seq = seq, .tokens = t + pos, .n_tokens = ROWS,
+                                         .pos0 = pos, .logits = logits, .logits_all = 1};
+                rc = rc || splash_family_forward_taps(f, lm->model, &l, 1, &tp, &err) ? -1 : 0;
+            } else if (k == REWIND) {
+                rc = splash_family_seq_truncate(f, lm->model, seq, pos + ROWS / 2, &err) ? -1 : 0;
+            } else {
+                rc = splash_draft_append_context(d.plugin, d.model, dctx, taps, width, pos,
+                                                 ROWS / 2, &err) ? -1 : 0;
+                pos += ROWS / 2;
+            }
+            double dt = k == STEP ? t0 : now() - t0;
+            if (rep > 0 && dt < best[k])
+                best[k] = dt;
+        }
+    }
+    double load[3] = {0};
+    getloadavg(load, 3);
+    if (rc) {
+        fprintf(stderr, "bench-speculate: %s\n", err.msg);
+    } else {
+        double cycle = best[PROPOSE] + best[VERIFY] + best[REWIND] + best[APPEND];
+        printf("a draft cycle's parts, qwen35-stories Q8_0 + DFlash2, %d threads, best of %d "
+               "interleaved rounds, load average %.1f:\n"
+               "  plain 1-row step %.2f ms; cycle %.2f ms: draft's %d proposals %.2f ms, %d-row "
+               "verify %.2f ms, rewind to %d rows %.2f ms, draft context +%d rows %.2f ms\n"
+               "  break-even at %.2f tokens a cycle; at the reference's 3.98: %.2fx plain\n",
+               N_THREADS, REPS, load[0], best[STEP] * 1e3, cycle * 1e3, ROWS - 1,
+               best[PROPOSE] * 1e3, ROWS, best[VERIFY] * 1e3, ROWS / 2, best[REWIND] * 1e3,
+               ROWS / 2, best[APPEND] * 1e3, cycle / best[STEP], 3.98 * best[STEP] / cycle);
+    }
+    if (dctx)
+        splash_draft_ctx_destroy(d.plugin, d.model, dctx);
+    if (seq)
+        splash_family_seq_destroy(f, lm->model, seq);
+    free(taps);
+    free(logits);
+    splash_spec_draft_free(&d);
+    splash_model_unload(lm);
+    return rc;
+}
+
 /* ---- end to end on the stories target -------------------------------------------------- */
 
 struct engine_thread {
@@ -259,7 +370,7 @@ static void report(const char *name, const char *how, const struct run *off,
            on->cycles, !memcmp(on->first, off->first, sizeof on->first) ? "yes" : "NO");
 }
 
-static int end_to_end(int n)
+static int end_to_end(const struct splash_registry *r, int n)
 {
     const char *shared = getenv("SPLASH_TESTDATA");
     char model[PATH_MAX], draft[PATH_MAX], record[PATH_MAX];
@@ -267,6 +378,10 @@ static int end_to_end(int n)
     snprintf(model, sizeof model, "%s/models/qwen35-stories-Q8_0.gguf", dir);
     snprintf(draft, sizeof draft, "%s/drafts/qwen35-stories-DFlash2", dir);
     snprintf(record, sizeof record, "%s/drafts/qwen35-stories-DFlash2.decode.json", dir);
+    if (draft_cycle_cost(r, model, draft))
+        return -1;
+    if (n <= 0)
+        return 0; /* --only cycle */
     json_error_t jerr;
     json_t *rec = json_load_file(record, 0, &jerr);
     if (!rec) {
@@ -335,15 +450,15 @@ int main(int argc, char **argv)
             n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only"))
             only = argv[++i];
-    if (only && strcmp(only, "verify") && strcmp(only, "draft")) {
-        fprintf(stderr, "bench-speculate: --only takes verify or draft, not '%s'\n", only);
+    if (only && strcmp(only, "verify") && strcmp(only, "draft") && strcmp(only, "cycle")) {
+        fprintf(stderr, "bench-speculate: --only takes verify, draft or cycle, not '%s'\n", only);
         return 2;
     }
     struct splash_registry *r = splash_registry_global();
     splash_registry_add_builtins(r, splash_builtin_plugins);
     int rc = 0;
-    if (!only || !strcmp(only, "draft"))
-        rc |= end_to_end(n > 1 ? n : 128);
+    if (!only || !strcmp(only, "draft") || !strcmp(only, "cycle"))
+        rc |= end_to_end(r, only && !strcmp(only, "cycle") ? 0 : n > 1 ? n : 128);
     if (!only || !strcmp(only, "verify"))
         rc |= verify_cost(r);
     return rc ? 1 : 0;
