@@ -25,6 +25,8 @@
 
 #define CACHE_LINE 64
 
+#define GATE_CLOSED (1u << 30)
+
 /* One thread's share of a section: [next, end), claimed a piece at a time from the
  * front by its owner and, once their own share is done, by the others. */
 struct share {
@@ -49,8 +51,11 @@ struct splash_pool {
     int64_t piece;
     atomic_ullong sections; /* sections handed to the workers (splash_pool_sections) */
     _Alignas(CACHE_LINE) atomic_uint generation;
-    _Alignas(CACHE_LINE) atomic_int pending; /* workers still inside the task */
-    char pad[CACHE_LINE - sizeof(atomic_int)];
+    /* the section's gate: GATE_CLOSED once the caller has run (or taken) every piece, plus
+     * the workers inside it. A worker enters by adding itself and backs out, touching
+     * nothing, when the gate was closed; the caller waits only for those inside. */
+    _Alignas(CACHE_LINE) atomic_uint gate;
+    char pad[CACHE_LINE - sizeof(atomic_uint)];
 };
 
 struct worker_arg {
@@ -61,7 +66,7 @@ struct worker_arg {
 /* Each thread first runs its own contiguous share (claims on its own cache line cost
  * next to nothing), then helps the others with what is left of theirs, so equal
  * threads finish together within a small piece and one the OS took off its core is
- * covered by the rest. */
+ * covered by the rest (and, if it had not come in yet, does not hold the caller). */
 static void run_chunks(struct splash_pool *p, int thread)
 {
     int n_threads = p->n_threads;
@@ -108,8 +113,11 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             return NULL;
         seen = atomic_load(&p->generation);
-        run_chunks(p, index);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        /* a section the caller finished without this thread (it was off its core) is
+         * closed: nothing of it is read */
+        if (!(atomic_fetch_add_explicit(&p->gate, 1, memory_order_acquire) & GATE_CLOSED))
+            run_chunks(p, index);
+        atomic_fetch_sub_explicit(&p->gate, 1, memory_order_release);
     }
 }
 
@@ -163,6 +171,7 @@ struct splash_pool *splash_pool_create(int n_threads)
         free(p);
         return NULL;
     }
+    atomic_init(&p->gate, GATE_CLOSED);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     for (int i = 1; i < n_threads; i++) {
@@ -233,7 +242,13 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
         p->shares[t].end = n * (t + 1) / p->n_threads;
         atomic_store_explicit(&p->shares[t].next, b, memory_order_relaxed);
     }
-    atomic_store(&p->pending, p->n_threads - 1);
+    /* open the gate (the task above published with it); a worker backing out of the last
+     * section's closed gate is waited for, a moment */
+    for (unsigned closed = GATE_CLOSED;
+         !atomic_compare_exchange_weak_explicit(&p->gate, &closed, 0, memory_order_release,
+                                                memory_order_relaxed);
+         closed = GATE_CLOSED)
+        cpu_relax();
     atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->lock);
@@ -241,8 +256,12 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
         pthread_mutex_unlock(&p->lock);
     }
     run_chunks(p, 0);
-    /* a worker the OS took off its core holds us here: spin, then give the core away */
-    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+    /* every piece is run or being run: close the gate and wait for the workers inside it
+     * (each running its last piece). One the OS took off its core before it came in no
+     * longer holds the section: it will find the gate closed. */
+    atomic_fetch_or_explicit(&p->gate, GATE_CLOSED, memory_order_acq_rel);
+    for (int spins = 0;
+         atomic_load_explicit(&p->gate, memory_order_acquire) != GATE_CLOSED; spins++) {
         if (spins < SPIN_PAUSES)
             cpu_relax();
         else
