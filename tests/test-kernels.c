@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/host_impl.h"
 #include "core/threadpool.h"
@@ -79,6 +80,7 @@ struct cover_ctx {
     _Atomic int bad_range;
     int64_t n, grain;
     _Atomic int threads_seen;
+    int slow; /* each index a millisecond */
 };
 
 static void cover_range(void *ctx, int64_t begin, int64_t end, int thread)
@@ -86,8 +88,11 @@ static void cover_range(void *ctx, int64_t begin, int64_t end, int thread)
     struct cover_ctx *c = ctx;
     if (begin < 0 || end > c->n || begin >= end)
         c->bad_range = 1;
-    for (int64_t i = begin; i < end; i++)
+    for (int64_t i = begin; i < end; i++) {
+        if (c->slow)
+            usleep(1000);
         c->hits[i]++;
+    }
     c->threads_seen |= 1 << thread;
 }
 
@@ -112,11 +117,13 @@ static void test_pool_runs_every_index_once(void **state)
                              (long long)n, (long long)grains[gi], (long long)i, (int)c.hits[i]);
             free((void *)c.hits);
         }
-    /* a large section is shared: the worker joins (within a few tries on a busy machine) */
-    struct cover_ctx c = {.n = 1 << 20, .grain = 1};
+    /* a long section is shared: the worker joins (within a few tries on a busy machine; a
+     * short one the caller may finish before the worker is back on a core, and it then
+     * goes on without it) */
+    struct cover_ctx c = {.n = 64, .grain = 1, .slow = 1};
     c.hits = calloc((size_t)c.n, sizeof *c.hits);
     assert_non_null(c.hits);
-    for (int rep = 0; rep < 1000 && !both; rep++) {
+    for (int rep = 0; rep < 200 && !both; rep++) {
         c.threads_seen = 0;
         splash_pool_parallel_for(pool, c.n, 1, cover_range, &c);
         both = c.threads_seen == 3;
