@@ -1,8 +1,14 @@
-/* Speculative decoding benchmark (2 threads):
+/* Speculative decoding benchmark (2 threads), every figure the best of interleaved rounds
+ * with the load average beside it (the machine may be shared):
  *  - the cost of a verify pass: one lane of 8 rows (the anchor and 7 proposals, every
  *    row's logits, the sequence armed for a rewind, then truncated to a partial acceptance)
  *    against a 1-row decode step, on the Qwen3.5-0.8B shape (random weights, Q4_K_M, the
- *    file bench-model builds under build/bench-models/); the goal is <= 1.3x;
+ *    file bench-model builds under build/bench-models/); the goal is <= 1.3x. Beside it
+ *    where the verify's time goes (the trunk with the last row's logits, every row's
+ *    logits, the rewind's save) and the parallel sections each hands the pool;
+ *  - a draft cycle's parts on the stories target with its DFlash2 draft: the draft's
+ *    proposals, the verify with the taps, the rewind, the draft context's new rows, against
+ *    a plain step, and the tokens a cycle at which the cycle breaks even;
  *  - end-to-end greedy decode on the trained stories target, plain, with prompt lookup and
  *    with its trained DFlash2 draft: tokens/s, tokens per cycle and the speed-up, on the
  *    first prompts of the draft's reference decode record and on a prompt that quotes a
