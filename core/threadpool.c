@@ -244,11 +244,16 @@ void splash_pool_parallel_for(struct splash_pool *p, int64_t n, int64_t grain, s
     }
     /* open the gate (the task above published with it); a worker backing out of the last
      * section's closed gate is waited for, a moment */
-    for (unsigned closed = GATE_CLOSED;
-         !atomic_compare_exchange_weak_explicit(&p->gate, &closed, 0, memory_order_release,
-                                                memory_order_relaxed);
-         closed = GATE_CLOSED)
-        cpu_relax();
+    for (int spins = 0;; spins++) {
+        unsigned closed = GATE_CLOSED;
+        if (atomic_compare_exchange_weak_explicit(&p->gate, &closed, 0, memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+        if (spins < SPIN_PAUSES)
+            cpu_relax();
+        else
+            sched_yield(); /* that worker was taken off its core between its two steps */
+    }
     atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->lock);
