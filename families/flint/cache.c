@@ -146,11 +146,21 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
                               "not the window before %d",
                               (long long)src->n_tokens,
                               (long long)(src->swa_first * FLINT_PAGE_TOKENS), n_tokens);
+    return flint_seq_share(model, src, n_tokens, out, err);
+}
+
+enum splash_status flint_seq_share(struct flint_model *model, const struct flint_seq *src,
+                                   int64_t n_tokens, struct flint_seq **out, struct splash_err *err)
+{
+    int64_t n_pages = (n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
+    if (n_tokens < 0 || n_pages > src->n_pages)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a sequence of %lld tokens needs %lld pages, the source holds %lld",
+                              (long long)n_tokens, (long long)n_pages, (long long)src->n_pages);
     struct flint_seq *seq;
     enum splash_status st = flint_seq_create(model, &seq, err);
     if (st)
         return st;
-    int64_t n_pages = ((int64_t)n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
     if ((st = table_grow(model, seq, n_pages, err))) {
         flint_seq_destroy(model, seq);
         return st;
