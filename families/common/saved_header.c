@@ -16,8 +16,7 @@ int saved_header_write(const struct saved_layout *l, int64_t n_tokens,
     unsigned char h[sizeof l->magic + (1 + SAVED_HEADER_MAX_FIELDS) * sizeof(int64_t)];
     memcpy(h, l->magic, sizeof l->magic);
     memcpy(h + sizeof l->magic, &n_tokens, sizeof n_tokens);
-    memcpy(h + sizeof l->magic + sizeof n_tokens, l->fields,
-           (size_t)l->n_fields * sizeof(int64_t));
+    memcpy(h + sizeof l->magic + sizeof n_tokens, l->fields, (size_t)l->n_fields * sizeof(int64_t));
     return write(ctx, h, saved_header_bytes(l));
 }
 
@@ -29,7 +28,8 @@ enum splash_status saved_header_read(const struct saved_layout *l, const void *b
 {
     size_t head = saved_header_bytes(l);
     if (size < head)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "a saved sequence of %llu bytes is cut short",
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a saved sequence of %llu bytes is cut short",
                               (unsigned long long)size);
     const char *p = buf;
     int64_t n;

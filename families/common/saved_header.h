@@ -15,8 +15,8 @@
 
 /* A model's layout as its saved sequences state it. */
 struct saved_layout {
-    char magic[8];                            /* not NUL-terminated when 8 long */
-    int32_t n_fields;                         /* up to SAVED_HEADER_MAX_FIELDS */
+    char magic[8];    /* not NUL-terminated when 8 long */
+    int32_t n_fields; /* up to SAVED_HEADER_MAX_FIELDS */
     int64_t fields[SAVED_HEADER_MAX_FIELDS];
 };
 

@@ -27,8 +27,7 @@ static struct saved_layout layout_of(const struct flint_model *model)
 
 /* The pages a sliding layer keeps for a sequence of n tokens: [*first, *last] (none when n
  * is 0: *last < *first). */
-static void window_pages(const struct flint_model *model, int64_t n, int64_t *first,
-                         int64_t *last)
+static void window_pages(const struct flint_model *model, int64_t n, int64_t *first, int64_t *last)
 {
     int64_t from = n - model->cfg.window + 1;
     *first = from > 0 ? from / FLINT_PAGE_TOKENS : 0;
@@ -90,8 +89,8 @@ enum splash_status flint_seq_load(struct flint_model *model, const void *buf, ui
     struct saved_layout l = layout_of(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, buf, size, model->max_context, saved_bytes,
-                                              model, &n_tokens, &p, err);
+    enum splash_status st = saved_header_read(&l, buf, size, model->max_context, saved_bytes, model,
+                                              &n_tokens, &p, err);
     if (st)
         return st;
     struct flint_seq *seq;
