@@ -431,6 +431,48 @@ static void test_refuses_configs_naming_the_key(void **state)
     splash_meta_close(t);
 }
 
+/* A Flint target (its flat config.json, as model-check reads it before a download): its
+ * vocabulary keeps no mask token, so a draft's mask_token_id must be one of Flint's
+ * reserved special tokens, 150019 to 150143 (models.md); any other is refused by name. */
+static void test_flint_target_mask_token(void **state)
+{
+    struct test_config tt;
+    struct splash_meta *flint = test_config_open(
+        &tt, "/tmp/splash-draft-flint-XXXXXX",
+        "{\"model_type\": \"flint\", \"hidden_size\": 256, \"num_hidden_layers\": 8, "
+        "\"vocab_size\": 151552}");
+    static const struct {
+        int64_t mask;
+        int ok;
+    } cases[] = {{150019, 1}, {150143, 1}, {150080, 1}, {150018, 0}, {150144, 0}, {1000, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *c = release_config();
+        json_object_set_new(c, "vocab_size", json_integer(151552));
+        json_object_set_new(json_object_get(c, "dflash_config"), "mask_token_id",
+                            json_integer(cases[i].mask));
+        struct splash_draft_verdict v;
+        struct splash_err err = {{0}};
+        enum splash_status st = select_config(c, flint, &v, &err);
+        if (cases[i].ok && st)
+            fail_msg("mask %lld: refused: %s", (long long)cases[i].mask, err.msg);
+        if (!cases[i].ok &&
+            (!st || !strstr(err.msg, "dflash_config.mask_token_id is") ||
+             !strstr(err.msg, "not one of Flint's reserved special tokens (150019 to 150143)")))
+            fail_msg("mask %lld: status %d, \"%s\"", (long long)cases[i].mask, st, err.msg);
+        json_decref(c);
+    }
+    test_config_close(&tt);
+    /* a Qwen target takes any token of its vocabulary, as before */
+    struct splash_meta *t = open_target_meta();
+    json_t *c = release_config();
+    json_object_set_new(json_object_get(c, "dflash_config"), "mask_token_id", json_integer(1000));
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    assert_int_equal(select_config(c, t, &v, &err), SPLASH_OK);
+    json_decref(c);
+    splash_meta_close(t);
+}
+
 /* A config whose sizes disagree with its weights: the tensor is named with both shapes. */
 static void test_refuses_weights_of_another_shape(void **state)
 {
@@ -818,6 +860,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_configs_naming_the_key),
+        cmocka_unit_test(test_flint_target_mask_token),
         cmocka_unit_test(test_refuses_weights_of_another_shape),
         cmocka_unit_test(test_model_check_with_draft),
         cmocka_unit_test(test_refuses_a_scaled_token_table),

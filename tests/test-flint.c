@@ -959,10 +959,6 @@ static void runs_case(int kv)
         }
         fam->seq_destroy(r.model, forks[k]);
     }
-    /* a draft's taps are refused with the reason */
-    struct splash_taps taps = {.size = sizeof taps, .n_layers = 1, .layers = (int32_t[]){0}};
-    assert_int_equal(fam->forward_runs(r.model, &lane, NULL, 1, &taps, &err),
-                     SPLASH_ERR_UNSUPPORTED);
     fam->seq_destroy(r.model, a);
     fam->seq_destroy(r.model, b);
     assert_true(fam->cache_bytes(r.model) == 0);
@@ -977,6 +973,93 @@ static void test_forward_runs_bit_identical(void **state)
 {
     runs_case(SPLASH_KV_INT8);
     runs_case(SPLASH_KV_BF16);
+}
+
+/* A draft's taps (forward_taps): the residual stream after the layers asked for, the same
+ * from one call of 600 rows (cut in steps of 512) as from one token a call (F32 weights
+ * and KV: a rounding elsewhere may flip a near-tied routing choice), with the
+ * logits forward gives; forward_runs takes them too; layers out of order are refused. */
+static void test_forward_taps(void **state)
+{
+    enum { N = 600, L = 2 };
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "taps");
+    tiny_from_writer(&m, &o, 75, path);
+    struct test_run r;
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_F32};
+    test_run_open(&r, &ro, path, "flint-tiny");
+    assert_non_null(fam->forward_taps);
+    int32_t t[N];
+    prompt(t, N, 76);
+    const int32_t layers[L] = {0, 3};
+    const size_t W = (size_t)L * E;
+    float *whole = calloc((size_t)N * W, sizeof(float)), *step = calloc((size_t)N * W, sizeof(float));
+    float *runs_taps = calloc((size_t)N * W, sizeof(float));
+    float *la = malloc(NV * sizeof(float)), *lb = malloc(NV * sizeof(float));
+    struct splash_err err;
+    void *s1, *s2, *s3, *s4;
+    OK(fam->seq_create(r.model, &s1, &err));
+    OK(fam->seq_create(r.model, &s2, &err));
+    OK(fam->seq_create(r.model, &s3, &err));
+    OK(fam->seq_create(r.model, &s4, &err));
+    struct splash_lane lane = {.seq = s1, .tokens = t, .n_tokens = N, .logits = la};
+    struct splash_taps taps = {.size = sizeof taps, .n_layers = L, .layers = layers, .rows = &whole};
+    OK(fam->forward_taps(r.model, &lane, 1, &taps, &err));
+    for (int32_t i = 0; i < N; i++) {
+        float *row = step + i * W;
+        struct splash_lane one = {.seq = s2, .tokens = t + i, .n_tokens = 1, .pos0 = i};
+        struct splash_taps t1 = {.size = sizeof t1, .n_layers = L, .layers = layers, .rows = &row};
+        OK(fam->forward_taps(r.model, &one, 1, &t1, &err));
+    }
+    double worst = 0, norm = 0;
+    for (size_t i = 0; i < (size_t)N * W; i++) {
+        worst = fmax(worst, fabs((double)whole[i] - step[i]));
+        norm = fmax(norm, fabs((double)whole[i]));
+    }
+    printf("  taps of layers 0 and 3 over %d rows: largest %.3g, one call vs a token a call "
+           "%.2e apart\n", N, norm, worst);
+    assert_true(norm > 0.1);
+    assert_true(worst <= 1e-3 * norm);
+    /* the logits as forward gives them */
+    struct splash_lane plain = {.seq = s3, .tokens = t, .n_tokens = N, .logits = lb};
+    OK(fam->forward(r.model, &plain, 1, &err));
+    assert_memory_equal(la, lb, NV * sizeof(float));
+    /* forward_runs with taps: the rows of the same runs called one by one */
+    static const int32_t ends[] = {64, 100, 600};
+    struct splash_lane_runs ru = {.n = 3, .ends = ends};
+    struct splash_lane rl = {.seq = s4, .tokens = t, .n_tokens = N, .logits = lb};
+    taps.rows = &runs_taps;
+    OK(fam->forward_runs(r.model, &rl, &ru, 1, &taps, &err));
+    void *s5;
+    OK(fam->seq_create(r.model, &s5, &err));
+    for (int k = 0, from = 0; k < 3; from = ends[k++]) {
+        float *row = whole + (size_t)from * W;
+        struct splash_lane part = {.seq = s5, .tokens = t + from, .n_tokens = ends[k] - from,
+                                   .pos0 = from, .logits = k == 2 ? la : NULL};
+        struct splash_taps tk = {.size = sizeof tk, .n_layers = L, .layers = layers, .rows = &row};
+        OK(fam->forward_taps(r.model, &part, 1, &tk, &err));
+    }
+    assert_memory_equal(runs_taps, whole, (size_t)N * W * sizeof(float));
+    assert_memory_equal(la, lb, NV * sizeof(float));
+    /* layers out of order */
+    const int32_t bad[L] = {3, 0};
+    taps.layers = bad;
+    lane = (struct splash_lane){.seq = s1, .tokens = t, .n_tokens = 1, .pos0 = N};
+    assert_int_equal(fam->forward_taps(r.model, &lane, 1, &taps, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "taps: layer 0 is not one of 4 layers in ascending order"));
+    void *seqs[] = {s1, s2, s3, s4, s5};
+    for (int i = 0; i < 5; i++)
+        fam->seq_destroy(r.model, seqs[i]);
+    free(whole);
+    free(step);
+    free(runs_taps);
+    free(la);
+    free(lb);
+    test_run_close(&r);
+    unlink(path);
+    tiny_free(&m);
 }
 
 /* A growing byte buffer for seq_save. */
@@ -1369,6 +1452,7 @@ int main(void)
         cmocka_unit_test(test_long_sequence_sliding_pages),
         cmocka_unit_test(test_forward_runs_bit_identical),
         cmocka_unit_test(test_seq_save_load),
+        cmocka_unit_test(test_forward_taps),
         cmocka_unit_test(test_engine_hits_bit_identical),
         cmocka_unit_test(test_model_check),
         cmocka_unit_test(test_context_past_native_refused),

@@ -151,3 +151,37 @@ int64_t step_rows_grain(int64_t width)
     int64_t g = 16384 / (width > 0 ? width : 1);
     return g < 1 ? 1 : g;
 }
+
+enum splash_status step_rows_check_taps(const struct splash_taps *taps, int64_t n_layers,
+                                        struct splash_err *err)
+{
+    if (taps->size < sizeof *taps || taps->n_layers <= 0 || !taps->layers || !taps->rows)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "taps: no layers or rows");
+    for (int32_t i = 0; i < taps->n_layers; i++)
+        if (taps->layers[i] < 0 || taps->layers[i] >= n_layers ||
+            (i && taps->layers[i] <= taps->layers[i - 1]))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "taps: layer %d is not one of %lld layers in ascending order",
+                                  taps->layers[i], (long long)n_layers);
+    return SPLASH_OK;
+}
+
+void step_rows_write_taps(const struct splash_taps *taps, const struct splash_lane *lanes,
+                          int32_t n_lanes, const int64_t *row0, const float *x, int64_t n_embd,
+                          int64_t il)
+{
+    int32_t slot = 0;
+    while (slot < taps->n_layers && taps->layers[slot] != il)
+        slot++;
+    if (slot == taps->n_layers)
+        return;
+    int64_t width = (int64_t)taps->n_layers * n_embd;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        float *rows = taps->rows[l];
+        if (!rows)
+            continue;
+        for (int32_t i = 0; i < lanes[l].n_tokens; i++)
+            memcpy(rows + i * width + (int64_t)slot * n_embd, x + (row0[l] + i) * n_embd,
+                   (size_t)n_embd * sizeof(float));
+    }
+}

@@ -58,6 +58,18 @@ void step_rows_logits(const struct step_rows_head *h, const struct splash_lane *
                       int32_t n_lanes, const int64_t *row0, const float *x, float *xs,
                       float *tmp);
 
+/* The taps a caller asks for (a draft's, family ABI 1.3): ascending layers of a model of
+ * n_layers, a row pointer per lane. */
+enum splash_status step_rows_check_taps(const struct splash_taps *taps, int64_t n_layers,
+                                        struct splash_err *err);
+
+/* Copies the residual stream x (rows of n_embd) of every lane's rows into its taps, at
+ * the slot of layer il when the taps ask for it (taps->rows[l], row i: n_layers * n_embd
+ * floats, layer slot after slot; a NULL row pointer: none for that lane). */
+void step_rows_write_taps(const struct splash_taps *taps, const struct splash_lane *lanes,
+                          int32_t n_lanes, const int64_t *row0, const float *x, int64_t n_embd,
+                          int64_t il);
+
 /* Rows per parallel task when each row is `width` floats of work: about 16K floats a
  * task, at least one row. */
 int64_t step_rows_grain(int64_t width);

@@ -161,9 +161,10 @@ extern const struct splash_family_preset flint_presets[];
 
 /* forward.c */
 /* runs: NULL, or per lane its runs (forward_runs): each run attends as a call of its own
- * would, and restore points are taken at the run ends asked for. */
+ * would, and restore points are taken at the run ends asked for. taps: NULL, or the
+ * draft's taps of every row (forward_taps). */
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
                                  const struct splash_lane_runs *runs, int32_t n_lanes,
-                                 struct splash_err *err);
+                                 const struct splash_taps *taps, struct splash_err *err);
 
 #endif

@@ -3,9 +3,11 @@
  * layer's window (0 for a full layer) and its sinks; RoPE only where the layer has it.
  * A lane given as runs (forward_runs) attends once per run, as the call of its own each
  * run stands for, and hands out restore points at the run ends asked for: each shares the
- * lane's pages from the step's start (the step writes their rows). */
+ * lane's pages from the step's start (the step writes their rows). A draft's taps take
+ * the residual stream after the layers it reads, row by row. */
 #include <math.h>
 
+#include "families/common/step_rows.h"
 #include "families/flint/flint.h"
 
 struct step {
@@ -137,7 +139,7 @@ static void forks_end(struct step *s, int ok)
 
 static enum splash_status forward_step(struct flint_model *model, const struct splash_lane *lanes,
                                        const struct splash_lane_runs *runs, int32_t n_lanes,
-                                       struct splash_err *err)
+                                       const struct splash_taps *taps, struct splash_err *err)
 {
     const struct flint_config *c = &model->cfg;
     const struct splash_kernels *k = model->k;
@@ -208,6 +210,8 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
             return st;
         }
         step_rows_add(model->host, model->opts.pool, s.x, s.mix, n * E);
+        if (taps)
+            step_rows_write_taps(taps, lanes, n_lanes, s.row0, s.x, E, il);
     }
     /* xn is free by now and holds the m <= n rows asked for */
     step_rows_logits(&model->head, lanes, n_lanes, s.row0, s.x, s.xn, logit_rows);
@@ -221,8 +225,13 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
 
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
                                  const struct splash_lane_runs *runs, int32_t n_lanes,
-                                 struct splash_err *err)
+                                 const struct splash_taps *taps, struct splash_err *err)
 {
+    if (taps) {
+        enum splash_status st = step_rows_check_taps(taps, model->cfg.n_layers, err);
+        if (st)
+            return st;
+    }
     int64_t n = 0;
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
@@ -238,7 +247,8 @@ enum splash_status flint_forward(struct flint_model *model, const struct splash_
         n += ln->n_tokens;
     }
     if (n <= FLINT_UBATCH)
-        return forward_step(model, lanes, runs, n_lanes, err);
+        return forward_step(model, lanes, runs, n_lanes, taps, err);
+    int64_t tap_width = taps ? (int64_t)taps->n_layers * model->cfg.n_embd : 0;
     /* too many rows for one step: each lane run by run, a run in pieces of FLINT_UBATCH
      * tokens from its start (as a call per run would cut it), its restore point after its
      * last piece */
@@ -259,13 +269,22 @@ enum splash_status flint_forward(struct flint_model *model, const struct splash_
                     sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
                 else if (ln->logits && last)
                     sub.logits = ln->logits;
+                /* this piece's rows of the lane's taps */
+                float *tap_rows =
+                    taps && taps->rows[l] ? taps->rows[l] + (int64_t)off * tap_width : NULL;
+                const struct splash_taps sub_taps = {.size = sizeof sub_taps,
+                                                     .n_layers = taps ? taps->n_layers : 0,
+                                                     .layers = taps ? taps->layers : NULL,
+                                                     .rows = &tap_rows};
                 /* the run's restore point, if asked for, at its last piece's end */
                 const uint8_t want = 1;
-                struct splash_lane_runs point = {.n = 1, .ends = &len, .fork = &want,
+                struct splash_lane_runs point = {.n = 1,
+                                                 .ends = &len,
+                                                 .fork = &want,
                                                  .forks = ru && ru->fork ? &ru->forks[r] : NULL};
                 int at_end = off + len == to && ru && ru->fork && ru->fork[r];
-                enum splash_status st =
-                    forward_step(model, &sub, at_end ? &point : NULL, 1, err);
+                enum splash_status st = forward_step(model, &sub, at_end ? &point : NULL, 1,
+                                                     taps ? &sub_taps : NULL, err);
                 if (st)
                     return st;
             }

@@ -79,16 +79,21 @@ static enum splash_status fl_seq_truncate(void *model, void *seq, int32_t n_keep
 static enum splash_status fl_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                      struct splash_err *err)
 {
-    return flint_forward(model, lanes, NULL, n_lanes, err);
+    return flint_forward(model, lanes, NULL, n_lanes, NULL, err);
+}
+
+static enum splash_status fl_forward_taps(void *model, const struct splash_lane *lanes,
+                                          int32_t n_lanes, const struct splash_taps *taps,
+                                          struct splash_err *err)
+{
+    return flint_forward(model, lanes, NULL, n_lanes, taps, err);
 }
 
 static enum splash_status fl_forward_runs(void *model, const struct splash_lane *lanes,
                                           const struct splash_lane_runs *runs, int32_t n_lanes,
                                           const struct splash_taps *taps, struct splash_err *err)
 {
-    if (taps)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "flint gives no draft taps");
-    return flint_forward(model, lanes, runs, n_lanes, err);
+    return flint_forward(model, lanes, runs, n_lanes, taps, err);
 }
 
 static uint64_t fl_seq_saved_bytes(const void *model, int32_t n_tokens)
@@ -158,6 +163,7 @@ static const struct splash_family_plugin fl_plugin = {
     .forward = fl_forward,
     .seq_fork = fl_seq_fork,
     .cache_bytes = fl_cache_bytes,
+    .forward_taps = fl_forward_taps,
     .seq_keep_rows = fl_seq_keep_rows,
     .forward_runs = fl_forward_runs,
     .seq_saved_bytes = fl_seq_saved_bytes,
