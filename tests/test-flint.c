@@ -43,6 +43,7 @@
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "cli/modelgen/model_writer.h"
+#include "tests/support/blob.h"
 #include "tests/support/engine_thread.h"
 #include "tests/support/gguf_copy.h"
 #include "tests/support/model_run.h"
@@ -1062,25 +1063,6 @@ static void test_forward_taps(void **state)
     tiny_free(&m);
 }
 
-/* A growing byte buffer for seq_save. */
-struct blob {
-    char *p;
-    size_t n, cap;
-};
-
-static int blob_write(void *ctx, const void *bytes, size_t n)
-{
-    struct blob *b = ctx;
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, bytes, n);
-    b->n += n;
-    return 0;
-}
-
 /* A sequence saved as bytes (the SSD tier) and loaded back goes on to the bits of the one
  * saved: every full layer's pages, and of each sliding layer only the pages its window
  * reads. A blob cut short, of another layout, or past the context is refused. */
@@ -1103,8 +1085,8 @@ static void test_seq_save_load(void **state)
         OK(fam->seq_create(r.model, &seq, &err));
         struct splash_lane ln = {.seq = seq, .tokens = t, .n_tokens = SPLIT};
         OK(fam->forward(r.model, &ln, 1, &err));
-        struct blob b = {0};
-        OK(fam->seq_save(r.model, seq, blob_write, &b, &err));
+        struct test_blob b = {0};
+        OK(fam->seq_save(r.model, seq, test_blob_write, &b, &err));
         assert_int_equal(b.n, fam->seq_saved_bytes(r.model, SPLIT));
         /* 2 full layers of 4 pages, 2 sliding layers of 1: 10 pages and the header */
         size_t page = ((struct flint_model *)r.model)->kv_page_bytes;

@@ -461,6 +461,18 @@ static void test_qwen_hybrid_lanes_independent(void **state)
 
 /* ---- model-check ----------------------------------------------------------------------- */
 
+/* A config.json of Qwen3.5-0.8B's shape. */
+static const char qwen35_08b_config[] =
+    "{\"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true, \"text_config\": {"
+    "\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"num_hidden_layers\": 24,"
+    "\"intermediate_size\": 3584, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
+    "\"head_dim\": 256, \"max_position_embeddings\": 262144, \"vocab_size\": 248320,"
+    "\"rms_norm_eps\": 1e-6, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128,"
+    "\"linear_value_head_dim\": 128, \"linear_num_key_heads\": 16,"
+    "\"linear_num_value_heads\": 16, \"full_attention_interval\": 4,"
+    "\"rope_parameters\": {\"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25,"
+    "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
+
 static void test_qwen_hybrid_check_config_and_tensors(void **state)
 {
     char path[512];
@@ -484,16 +496,7 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
     splash_meta_close(m);
 
     /* a config.json of Qwen3.5-0.8B's shape is named, with its draft */
-    const char *cfg =
-        "{\"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true, \"text_config\": {"
-        "\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"num_hidden_layers\": 24,"
-        "\"intermediate_size\": 3584, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
-        "\"head_dim\": 256, \"max_position_embeddings\": 262144, \"vocab_size\": 248320,"
-        "\"rms_norm_eps\": 1e-6, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128,"
-        "\"linear_value_head_dim\": 128, \"linear_num_key_heads\": 16,"
-        "\"linear_num_value_heads\": 16, \"full_attention_interval\": 4,"
-        "\"rope_parameters\": {\"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25,"
-        "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
+    const char *cfg = qwen35_08b_config;
     struct test_config cf;
     m = test_config_open(&cf, "/tmp/splash-qh-XXXXXX", cfg);
     assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
@@ -578,16 +581,7 @@ static void test_qwen_hybrid_config_errors_name_the_key(void **state)
         {"[11, 11, 10]", "[11, 11, 20]",
          ": text_config.rope_parameters.mrope_section: RoPE sections cover 42 pairs of 64 rotary"},
     };
-    const char *cfg =
-        "{\"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true, \"text_config\": {"
-        "\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"num_hidden_layers\": 24,"
-        "\"intermediate_size\": 3584, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
-        "\"head_dim\": 256, \"max_position_embeddings\": 262144, \"vocab_size\": 248320,"
-        "\"rms_norm_eps\": 1e-6, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128,"
-        "\"linear_value_head_dim\": 128, \"linear_num_key_heads\": 16,"
-        "\"linear_num_value_heads\": 16, \"full_attention_interval\": 4,"
-        "\"rope_parameters\": {\"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25,"
-        "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
+    const char *cfg = qwen35_08b_config;
     assert_int_equal(check_json(cfg, &err), SPLASH_OK);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char json[2048];

@@ -14,8 +14,7 @@ struct step {
     struct flint_model *model;
     const struct splash_lane *lanes;
     const struct splash_lane_runs *runs; /* NULL, or a lane's runs (n 0: one run) */
-    struct flint_seq ***forks;           /* NULL, or per lane its restore points being made
-                                            (a slot per run, NULL where none is wanted) */
+    struct step_rows_points points;      /* the restore points being made */
     int32_t n_lanes;
     int64_t n;
     int64_t *row0;                 /* first row of each lane */
@@ -95,46 +94,25 @@ static void attn_layer(struct step *s, int32_t il)
     k->matmul(pool, L->wo, s->att, n, s->mix);
 }
 
-/* The restore points the lanes' runs ask for, made at the step's start: each shares the
- * lane's pages up to its run's end (reserved already; the step writes their rows). One
- * memory refuses is left out. slots: n_lanes pointers, then a slot per run. */
-static void forks_begin(struct step *s, struct flint_seq ***slots, struct flint_seq **all)
+/* A restore point: the lane's pages up to its run's end shared at the step's start (the
+ * step writes their rows); once the step is done, its sliding layers' pages before its
+ * window let go. */
+static void *point_share(void *model, void *seq, int64_t n_tokens)
 {
-    s->forks = NULL;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane_runs *ru = s->runs ? &s->runs[l] : NULL;
-        slots[l] = NULL;
-        if (!ru || !ru->fork)
-            continue;
-        slots[l] = all;
-        for (int32_t r = 0; r < ru->n; r++) {
-            struct splash_err ignored;
-            all[r] = NULL;
-            if (ru->fork[r])
-                flint_seq_share(s->model, s->lanes[l].seq,
-                                (int64_t)s->lanes[l].pos0 + ru->ends[r], &all[r], &ignored);
-        }
-        all += ru->n;
-        s->forks = slots;
-    }
+    struct flint_seq *point = NULL;
+    struct splash_err ignored;
+    flint_seq_share(model, seq, n_tokens, &point, &ignored);
+    return point;
 }
 
-/* Hands the restore points out, their sliding layers' pages before the window let go
- * (the step done), or drops them (it failed). */
-static void forks_end(struct step *s, int ok)
+static void point_keep(void *model, void *point)
 {
-    for (int32_t l = 0; s->forks && l < s->n_lanes; l++) {
-        if (!s->forks[l])
-            continue;
-        for (int32_t r = 0; r < s->runs[l].n; r++) {
-            struct flint_seq *point = s->forks[l][r];
-            if (ok && point)
-                flint_seq_release_swa(s->model, point);
-            else
-                flint_seq_destroy(s->model, point);
-            s->runs[l].forks[r] = ok ? point : NULL;
-        }
-    }
+    flint_seq_release_swa(model, point);
+}
+
+static void point_destroy(void *model, void *point)
+{
+    flint_seq_destroy(model, point);
 }
 
 static enum splash_status forward_step(struct flint_model *model, const struct splash_lane *lanes,
@@ -166,22 +144,21 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
         ((size_t)n * (size_t)(3 * E + 2 * pairs + 2 * qd + 2 * kvd) + logit_floats + 15) &
         ~(size_t)15;
     int64_t n_runs = 0; /* an attention lane per run (a lane of one run: one) */
-    int64_t n_slots = 0; /* restore points' slots */
-    for (int32_t l = 0; l < n_lanes; l++) {
+    for (int32_t l = 0; l < n_lanes; l++)
         n_runs += runs && runs[l].n > 1 ? runs[l].n : 1;
-        n_slots += runs && runs[l].fork ? runs[l].n : 0;
-    }
     size_t tail = (size_t)n_runs * sizeof(struct splash_attn_lane) +
-                  (size_t)n_lanes * (sizeof(int64_t) + sizeof(struct flint_seq **)) +
-                  (size_t)n_slots * sizeof(struct flint_seq *);
+                  (size_t)n_lanes * sizeof(int64_t) + step_rows_points_bytes(runs, n_lanes);
     float *arena = flint_buffer_get(model, &model->step_arena, floats * sizeof(float) + tail);
     if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
     struct step s = {.model = model, .lanes = lanes, .runs = runs, .n_lanes = n_lanes, .n = n};
     s.attn = (struct splash_attn_lane *)(arena + floats);
     s.row0 = (int64_t *)(s.attn + n_runs);
-    struct flint_seq ***fork_slots = (struct flint_seq ***)(s.row0 + n_lanes);
-    forks_begin(&s, fork_slots, (struct flint_seq **)(fork_slots + n_lanes));
+    s.points = (struct step_rows_points){.model = model,
+                                         .share = point_share,
+                                         .destroy = point_destroy,
+                                         .keep = point_keep};
+    step_rows_points_begin(&s.points, lanes, runs, n_lanes, s.row0 + n_lanes);
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;
@@ -206,7 +183,7 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
         k->rmsnorm(model->opts.pool, s.x, E, L->ffn_norm, s.xn, E, n, E, c->rms_eps);
         enum splash_status st = flint_ffn_forward(model, il, s.xn, n, s.mix, err);
         if (st) {
-            forks_end(&s, 0);
+            step_rows_points_end(&s.points, runs, n_lanes, 0);
             return st;
         }
         step_rows_add(model->host, model->opts.pool, s.x, s.mix, n * E);
@@ -219,8 +196,15 @@ static enum splash_status forward_step(struct flint_model *model, const struct s
         ((struct flint_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
         flint_seq_release_swa(model, lanes[l].seq);
     }
-    forks_end(&s, 1);
+    step_rows_points_end(&s.points, runs, n_lanes, 1);
     return SPLASH_OK;
+}
+
+static enum splash_status step_of(void *model, const struct splash_lane *lanes,
+                                  const struct splash_lane_runs *runs, int32_t n_lanes,
+                                  const struct splash_taps *taps, struct splash_err *err)
+{
+    return forward_step(model, lanes, runs, n_lanes, taps, err);
 }
 
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
@@ -248,48 +232,7 @@ enum splash_status flint_forward(struct flint_model *model, const struct splash_
     }
     if (n <= FLINT_UBATCH)
         return forward_step(model, lanes, runs, n_lanes, taps, err);
-    int64_t tap_width = taps ? (int64_t)taps->n_layers * model->cfg.n_embd : 0;
-    /* too many rows for one step: each lane run by run, a run in pieces of FLINT_UBATCH
-     * tokens from its start (as a call per run would cut it), its restore point after its
-     * last piece */
-    for (int32_t l = 0; l < n_lanes; l++) {
-        const struct splash_lane *ln = &lanes[l];
-        const struct splash_lane_runs *ru = runs && runs[l].n ? &runs[l] : NULL;
-        for (int32_t r = 0, from = 0; r < (ru ? ru->n : 1); r++) {
-            int32_t to = ru ? ru->ends[r] : ln->n_tokens;
-            for (int32_t off = from; off < to; off += FLINT_UBATCH) {
-                int32_t len = to - off < FLINT_UBATCH ? to - off : FLINT_UBATCH;
-                int last = off + len == ln->n_tokens;
-                struct splash_lane sub = {.seq = ln->seq,
-                                          .tokens = ln->tokens + off,
-                                          .n_tokens = len,
-                                          .pos0 = ln->pos0 + off,
-                                          .logits_all = ln->logits_all};
-                if (ln->logits && ln->logits_all)
-                    sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
-                else if (ln->logits && last)
-                    sub.logits = ln->logits;
-                /* this piece's rows of the lane's taps */
-                float *tap_rows =
-                    taps && taps->rows[l] ? taps->rows[l] + (int64_t)off * tap_width : NULL;
-                const struct splash_taps sub_taps = {.size = sizeof sub_taps,
-                                                     .n_layers = taps ? taps->n_layers : 0,
-                                                     .layers = taps ? taps->layers : NULL,
-                                                     .rows = &tap_rows};
-                /* the run's restore point, if asked for, at its last piece's end */
-                const uint8_t want = 1;
-                struct splash_lane_runs point = {.n = 1,
-                                                 .ends = &len,
-                                                 .fork = &want,
-                                                 .forks = ru && ru->fork ? &ru->forks[r] : NULL};
-                int at_end = off + len == to && ru && ru->fork && ru->fork[r];
-                enum splash_status st = forward_step(model, &sub, at_end ? &point : NULL, 1,
-                                                     taps ? &sub_taps : NULL, err);
-                if (st)
-                    return st;
-            }
-            from = to;
-        }
-    }
-    return SPLASH_OK;
+    /* too many rows for one step: each lane run by run, in pieces of FLINT_UBATCH */
+    return step_rows_pieces(model, step_of, lanes, runs, n_lanes, taps, FLINT_UBATCH,
+                            model->cfg.n_vocab, model->cfg.n_embd, err);
 }
