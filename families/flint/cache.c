@@ -195,3 +195,29 @@ enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq
     }
     return SPLASH_OK;
 }
+
+enum splash_status flint_seq_blank(struct flint_model *model, int64_t n_tokens, int64_t swa_first,
+                                   struct flint_seq **out, struct splash_err *err)
+{
+    int64_t n_pages = (n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
+    struct flint_seq *seq;
+    enum splash_status st = flint_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    if ((st = table_grow(model, seq, n_pages, err))) {
+        flint_seq_destroy(model, seq);
+        return st;
+    }
+    struct kv_pages kp = pool(model);
+    seq->n_pages = n_pages; /* a failure frees what was allocated (NULL the rest) */
+    seq->swa_first = model->cfg.n_swa ? swa_first : 0;
+    for (int64_t il = 0; il < n_layers(model); il++)
+        for (int64_t p = model->cfg.is_swa[il] ? seq->swa_first : 0; p < n_pages; p++)
+            if (!(seq->pages[il * seq->cap_pages + p] = kv_page_alloc(&kp))) {
+                flint_seq_destroy(model, seq);
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
+    seq->n_tokens = n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}

@@ -131,6 +131,10 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
  * included (a restore point taken at a step's start: the step writes their rows). */
 enum splash_status flint_seq_share(struct flint_model *model, const struct flint_seq *src,
                                    int64_t n_tokens, struct flint_seq **out, struct splash_err *err);
+/* A sequence of n_tokens whose pages are allocated, their rows unwritten: every page of a
+ * full layer, a sliding layer's from page swa_first on (seq_load fills them). */
+enum splash_status flint_seq_blank(struct flint_model *model, int64_t n_tokens, int64_t swa_first,
+                                   struct flint_seq **out, struct splash_err *err);
 /* Pages for the sequence to hold n_tokens, the page it appends into its own. */
 enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq *seq,
                                      int64_t n_tokens, struct splash_err *err);

@@ -3,10 +3,8 @@
  * hold the tokens, then per sliding layer only the pages its window still reads (from the
  * page of position n - window + 1 on), layer by layer in order. A loaded sequence holds
  * what a live one keeps at least: the window before its end. */
-#include <stdlib.h>
 #include <string.h>
 
-#include "families/common/kv_pages.h"
 #include "families/common/saved_header.h"
 #include "families/flint/flint.h"
 
@@ -93,29 +91,17 @@ enum splash_status flint_seq_load(struct flint_model *model, const void *buf, ui
                                               &n_tokens, &p, err);
     if (st)
         return st;
-    struct flint_seq *seq;
-    if ((st = flint_seq_create(model, &seq, err)))
-        return st;
-    /* the pages as a step reserves them, then the sliding layers' before the window let go */
-    if ((st = flint_seq_reserve(model, seq, n_tokens, err))) {
-        flint_seq_destroy(model, seq);
-        return st;
-    }
-    struct kv_pages kp = {model->host, model->kv_page_bytes, &model->cache_bytes};
     int64_t first, last;
     window_pages(model, n_tokens, &first, &last);
+    struct flint_seq *seq;
+    if ((st = flint_seq_blank(model, n_tokens, first, &seq, err)))
+        return st;
     for (int64_t il = 0; il < model->cfg.n_layers; il++) {
         int64_t from, to;
         layer_pages(model, il, n_tokens, &from, &to);
-        for (int64_t pg = 0; pg < from; pg++) {
-            kv_page_unref(&kp, seq->pages[il * seq->cap_pages + pg]);
-            seq->pages[il * seq->cap_pages + pg] = NULL;
-        }
         for (int64_t pg = from; pg <= to; pg++, p += model->kv_page_bytes)
             memcpy(seq->pages[il * seq->cap_pages + pg], p, model->kv_page_bytes);
     }
-    seq->swa_first = model->cfg.n_swa ? first : 0;
-    seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;
 }
