@@ -199,39 +199,33 @@ static void axpy_float(const struct kernel_vec *vec, const struct splash_kv_page
  * f32 tiles for batches of 64 rows or more; this form serves every batch, so a sequence's
  * logits do not depend on how it was cut into steps. The gpt-oss oracle's nets turn the
  * f16 accumulator's rounding into different expert choices: an f32 accumulator agrees
- * with it on argmax for 80-85 of 87 rows, this form on 85-87. */
+ * with it on argmax for 80-85 of 87 rows, this form on 85-87. The table's round_f16,
+ * dot_f16 and acc_f16 rows do the per-key work (F16C conversions in the AVX2 and AVX-512
+ * rows), each giving the scalar row's bits. */
 #define ATTN_F16_MAX_HD 1024 /* head sizes the f16 form holds on the stack */
 
 static void attn_head_f16(const struct attn_task *t, const float *q, int32_t g, int64_t first,
                           int64_t n_kv, float sink, int has_sink, float *o)
 {
     const struct splash_kv_pages *kv = t->kv;
+    const struct kernel_vec *vec = t->vec;
     int32_t hd = kv->head_dim;
     float qh[ATTN_F16_MAX_HD];
     uint16_t acc[ATTN_F16_MAX_HD];
-    for (int32_t d = 0; d < hd; d++) {
-        qh[d] = splash_fp16_to_fp32(splash_fp32_to_fp16(q[d]));
-        acc[d] = 0;
-    }
+    vec->round_f16(hd, q, qh);
+    memset(acc, 0, (size_t)hd * sizeof *acc);
     float mx = -INFINITY, sum = 0.0f;
     for (int64_t p = first; p < n_kv; p++) {
         const uint16_t *k = kv_row(kv, 0, p, g, NULL), *v = kv_row(kv, 1, p, g, NULL);
-        double dot = 0.0;
-        for (int32_t d = 0; d < hd; d++)
-            dot += (double)(qh[d] * splash_fp16_to_fp32(k[d]));
-        float s = (float)dot * t->scale;
+        float s = (float)vec->dot_f16(hd, qh, k) * t->scale;
         float ms = 1.0f, vs = 1.0f;
         if (s > mx) {
             ms = expf(mx - s); /* 0 at the first key */
             mx = s;
-            for (int32_t d = 0; d < hd; d++)
-                acc[d] = splash_fp32_to_fp16(splash_fp16_to_fp32(acc[d]) * ms);
         } else {
             vs = expf(s - mx);
         }
-        for (int32_t d = 0; d < hd; d++)
-            acc[d] = splash_fp32_to_fp16(
-                fmaf(splash_fp16_to_fp32(v[d]), vs, splash_fp16_to_fp32(acc[d])));
+        vec->acc_f16(hd, acc, v, ms, vs);
         sum = sum * ms + vs;
     }
     for (int32_t d = 0; d < hd; d++)

@@ -64,6 +64,17 @@ struct kernel_vec {
     void (*silu)(int64_t n, const float *x, float *y);
     /* y[i] = exp(x[i] - m) (y may equal x); returns the sum of y. x[i] = -inf gives 0. */
     float (*exp_sum)(int64_t n, const float *x, float m, float *y);
+    /* The f16 cache's attention (llama.cpp's arithmetic, kernels/attention.c), whose SIMD
+     * rows give the scalar's bits: */
+    /* y[i] = x[i] rounded to f16 (to nearest even) and widened back */
+    void (*round_f16)(int64_t n, const float *x, float *y);
+    /* sum a[i] * f16 b[i], each product in float (exact for an f16-rounded a) and the sum
+     * in double: the scalar's order wherever the double sums are exact, as they are for
+     * products within 2^29 of each other */
+    double (*dot_f16)(int64_t n, const float *a, const uint16_t *b);
+    /* acc[i] = f16(f16(acc[i] * ms) when ms != 1, then f16(fma(v[i], vs, acc[i]))): one
+     * key's value into an f16 accumulator, rounded after the rescale and the add */
+    void (*acc_f16)(int64_t n, uint16_t *acc, const uint16_t *v, float ms, float vs);
 };
 
 extern const struct kernel_vec kernel_vec_ref;

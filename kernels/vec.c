@@ -140,6 +140,29 @@ static float ref_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
+static void ref_round_f16(int64_t n, const float *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = splash_fp16_to_fp32(splash_fp32_to_fp16(x[i]));
+}
+
+static double ref_dot_f16(int64_t n, const float *a, const uint16_t *b)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)(a[i] * splash_fp16_to_fp32(b[i]));
+    return s;
+}
+
+static void ref_acc_f16(int64_t n, uint16_t *acc, const uint16_t *v, float ms, float vs)
+{
+    if (ms != 1.0f)
+        for (int64_t i = 0; i < n; i++)
+            acc[i] = splash_fp32_to_fp16(splash_fp16_to_fp32(acc[i]) * ms);
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = splash_fp32_to_fp16(fmaf(splash_fp16_to_fp32(v[i]), vs, splash_fp16_to_fp32(acc[i])));
+}
+
 const struct kernel_vec kernel_vec_ref = {
     .isa = "scalar",
     .cpu_requires = 0,
@@ -158,6 +181,9 @@ const struct kernel_vec kernel_vec_ref = {
     .conv_silu = ref_conv_silu,
     .silu = ref_silu,
     .exp_sum = ref_exp_sum,
+    .round_f16 = ref_round_f16,
+    .dot_f16 = ref_dot_f16,
+    .acc_f16 = ref_acc_f16,
 };
 
 const struct kernel_vec *const kernel_vec_tables[] = {

@@ -362,9 +362,60 @@ static float avx2_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
+/* ---- the f16 cache's attention: the scalar's bits (F16C conversions round to nearest
+ * even, as splash_fp32_to_fp16 does; the products are exact in float) ---- */
+
+static void avx2_round_f16(int64_t n, const float *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++)
+        y[i] = splash_fp16_to_fp32(splash_fp32_to_fp16(x[i]));
+}
+
+static double avx2_dot_f16(int64_t n, const float *a, const uint16_t *b)
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 p = _mm256_mul_ps(_mm256_loadu_ps(a + i),
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    double l[4], h[4];
+    _mm256_storeu_pd(l, lo);
+    _mm256_storeu_pd(h, hi);
+    double s = ((l[0] + h[0]) + (l[1] + h[1])) + ((l[2] + h[2]) + (l[3] + h[3]));
+    for (; i < n; i++)
+        s += (double)(a[i] * splash_fp16_to_fp32(b[i]));
+    return s;
+}
+
+static void avx2_acc_f16(int64_t n, uint16_t *acc, const uint16_t *v, float ms, float vs)
+{
+    const __m256 m = _mm256_set1_ps(ms), w = _mm256_set1_ps(vs);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(acc + i)));
+        if (ms != 1.0f)
+            a = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(a, m), _MM_FROUND_TO_NEAREST_INT));
+        a = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))), w, a);
+        _mm_storeu_si128((__m128i *)(acc + i), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        float a = splash_fp16_to_fp32(acc[i]);
+        if (ms != 1.0f)
+            a = splash_fp16_to_fp32(splash_fp32_to_fp16(a * ms));
+        acc[i] = splash_fp32_to_fp16(fmaf(splash_fp16_to_fp32(v[i]), vs, a));
+    }
+}
+
 const struct kernel_vec kernel_vec_avx2 = {
     .isa = "avx2",
-    .cpu_requires = SPLASH_CPU_AVX2 | SPLASH_CPU_FMA,
+    .cpu_requires = SPLASH_CPU_AVX2 | SPLASH_CPU_FMA | SPLASH_CPU_F16C,
     .dot = avx2_dot,
     .axpy = avx2_axpy,
     .scale = avx2_scale,
@@ -380,4 +431,7 @@ const struct kernel_vec kernel_vec_avx2 = {
     .conv_silu = avx2_conv_silu,
     .silu = avx2_silu,
     .exp_sum = avx2_exp_sum,
+    .round_f16 = avx2_round_f16,
+    .dot_f16 = avx2_dot_f16,
+    .acc_f16 = avx2_acc_f16,
 };

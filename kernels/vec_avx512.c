@@ -1,5 +1,6 @@
 /* AVX-512 vector primitives of the kernels (scalar reference: vec.c). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/ops.h"
 #include "splash/fp.h"
@@ -445,10 +446,63 @@ static float avx512_exp_sum(int64_t n, const float *x, float m, float *y)
     return _mm512_reduce_add_ps(acc);
 }
 
+/* ---- the f16 cache's attention: the scalar's bits (conversions round to nearest even,
+ * as splash_fp32_to_fp16 does; the products are exact in float) ---- */
+
+static void avx512_round_f16(int64_t n, const float *x, float *y)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++)
+        y[i] = splash_fp16_to_fp32(splash_fp32_to_fp16(x[i]));
+}
+
+static double avx512_dot_f16(int64_t n, const float *a, const uint16_t *b)
+{
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 p = _mm512_mul_ps(_mm512_loadu_ps(a + i),
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i))));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+    }
+    double l[8], h[8];
+    _mm512_storeu_pd(l, lo);
+    _mm512_storeu_pd(h, hi);
+    double s = (((l[0] + h[0]) + (l[1] + h[1])) + ((l[2] + h[2]) + (l[3] + h[3]))) +
+               (((l[4] + h[4]) + (l[5] + h[5])) + ((l[6] + h[6]) + (l[7] + h[7])));
+    for (; i < n; i++)
+        s += (double)(a[i] * splash_fp16_to_fp32(b[i]));
+    return s;
+}
+
+static void avx512_acc_f16(int64_t n, uint16_t *acc, const uint16_t *v, float ms, float vs)
+{
+    const __m512 m = _mm512_set1_ps(ms), w = _mm512_set1_ps(vs);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(acc + i)));
+        if (ms != 1.0f)
+            a = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(a, m), _MM_FROUND_TO_NEAREST_INT));
+        a = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i))), w, a);
+        _mm256_storeu_si256((__m256i *)(acc + i), _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        float a = splash_fp16_to_fp32(acc[i]);
+        if (ms != 1.0f)
+            a = splash_fp16_to_fp32(splash_fp32_to_fp16(a * ms));
+        acc[i] = splash_fp32_to_fp16(fmaf(splash_fp16_to_fp32(v[i]), vs, a));
+    }
+}
+
 const struct kernel_vec kernel_vec_avx512 = {
     .isa = "avx512",
     .cpu_requires =
-        SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512DQ,
+        SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL | SPLASH_CPU_AVX512DQ |
+        SPLASH_CPU_F16C,
     .dot = avx512_dot,
     .axpy = avx512_axpy,
     .scale = avx512_scale,
@@ -465,4 +519,7 @@ const struct kernel_vec kernel_vec_avx512 = {
     .conv_silu = avx512_conv_silu,
     .silu = avx512_silu,
     .exp_sum = avx512_exp_sum,
+    .round_f16 = avx512_round_f16,
+    .dot_f16 = avx512_dot_f16,
+    .acc_f16 = avx512_acc_f16,
 };

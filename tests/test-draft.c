@@ -20,8 +20,6 @@
 #include <unistd.h>
 
 #include "core/draft.h"
-#include "core/gguf.h"
-#include "core/gguf_write.h"
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/model_check.h"
@@ -68,28 +66,49 @@ static void open_target(struct test_run *t)
                      0);
 }
 
-static struct splash_meta *open_draft(void)
+/* The draft in dir (relative to the testdata directory, or absolute). */
+static struct splash_meta *open_draft_at(const char *dir)
 {
-    char dir[512];
+    char path[512];
     struct splash_meta *m = NULL;
     struct splash_err err = {{0}};
-    enum splash_status st =
-        splash_draft_open(splash_registry_global(),
-                          test_testdata_path(dir, sizeof dir, "drafts/qwen35-stories-DFlash2"), 0,
-                          &m, &err);
-    if (st)
-        fail_msg("draft: %s", err.msg);
+    if (splash_draft_open(splash_registry_global(), test_testdata_path(path, sizeof path, dir), 0,
+                          &m, &err))
+        fail_msg("draft %s: %s", dir, err.msg);
     return m;
+}
+
+static struct splash_meta *open_draft(void)
+{
+    return open_draft_at("drafts/qwen35-stories-DFlash2");
+}
+
+/* A draft selected for a target and created: its plugin, verdict, model and info. */
+struct draft_made {
+    const struct splash_draft_plugin *dp;
+    struct splash_draft_verdict v;
+    void *dm;
+    struct splash_draft_info di;
+};
+
+/* Selects the draft for target (a refusal fails the test) and creates it: create's status,
+ * its refusal in err. */
+static enum splash_status draft_make(struct splash_meta *draft, struct splash_meta *target,
+                                     const struct splash_draft_opts *o, struct draft_made *d,
+                                     struct splash_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (splash_draft_select(splash_registry_global(), draft, target, &d->dp, &d->v, err))
+        fail_msg("select: %s", err->msg);
+    return splash_draft_create(splash_registry_global(), d->dp, draft, target, o, &d->dm, &d->di,
+                               err);
 }
 
 /* The stories target with its DFlash2 draft selected and created. */
 struct draft_run {
     struct test_run t;
     struct splash_meta *meta;
-    const struct splash_draft_plugin *dp;
-    struct splash_draft_verdict v;
-    void *dm;
-    struct splash_draft_info di;
+    struct draft_made made;
 };
 
 static void draft_run_open(struct draft_run *d, const struct splash_draft_opts *o)
@@ -98,16 +117,13 @@ static void draft_run_open(struct draft_run *d, const struct splash_draft_opts *
     open_target(&d->t);
     d->meta = open_draft();
     struct splash_err err = {{0}};
-    if (splash_draft_select(splash_registry_global(), d->meta, d->t.meta, &d->dp, &d->v, &err))
-        fail_msg("select: %s", err.msg);
-    if (splash_draft_create(splash_registry_global(), d->dp, d->meta, d->t.meta, o, &d->dm,
-                            &d->di, &err))
+    if (draft_make(d->meta, d->t.meta, o, &d->made, &err))
         fail_msg("create: %s", err.msg);
 }
 
 static void draft_run_close(struct draft_run *d)
 {
-    splash_draft_destroy(d->dp, d->dm);
+    splash_draft_destroy(d->made.dp, d->made.dm);
     splash_meta_close(d->meta);
     test_run_close(&d->t);
 }
@@ -244,16 +260,20 @@ static void run_cycles(const struct splash_draft_plugin *dp, void *dm,
     }
 }
 
-static json_t *load_decode(void)
+/* A JSON file of the testdata directory (fails the test when it does not parse). */
+static json_t *load_json(const char *rel)
 {
     char path[512];
     json_error_t je;
-    json_t *d = json_load_file(
-        test_testdata_path(path, sizeof path, "drafts/qwen35-stories-DFlash2.decode.json"), 0,
-        &je);
+    json_t *d = json_load_file(test_testdata_path(path, sizeof path, rel), 0, &je);
     if (!d)
-        fail_msg("decode.json: %s", je.text);
+        fail_msg("%s: %s", rel, je.text);
     return d;
+}
+
+static json_t *load_decode(void)
+{
+    return load_json("drafts/qwen35-stories-DFlash2.decode.json");
 }
 
 /* keep_stored: 1 the exact F32 path, 0 the projections in af4g64. */
@@ -262,10 +282,10 @@ static void agreement_run(int keep_stored, double min_rows)
     struct draft_run r;
     const struct splash_draft_opts o = {.pool = pool, .keep_stored = keep_stored};
     draft_run_open(&r, &o);
-    const struct splash_draft_plugin *dp = r.dp;
-    void *dm = r.dm;
-    const struct splash_draft_info di = r.di;
-    assert_string_equal(r.v.architecture, "DFlash2");
+    const struct splash_draft_plugin *dp = r.made.dp;
+    void *dm = r.made.dm;
+    const struct splash_draft_info di = r.made.di;
+    assert_string_equal(r.made.v.architecture, "DFlash2");
     assert_int_equal(di.block_size, 8);
     assert_int_equal(di.n_taps, 4);
     json_t *d = load_decode();
@@ -306,14 +326,7 @@ static void test_proposals_match_reference_af4g64(void **state)
 
 static json_t *release_config(void)
 {
-    char path[512];
-    json_error_t je;
-    json_t *c = json_load_file(
-        test_testdata_path(path, sizeof path, "drafts/qwen35-stories-DFlash2/config.json"), 0,
-        &je);
-    if (!c)
-        fail_msg("config.json: %s", je.text);
-    return c;
+    return load_json("drafts/qwen35-stories-DFlash2/config.json");
 }
 
 static struct splash_meta *open_target_meta(void)
@@ -326,6 +339,21 @@ static struct splash_meta *open_target_meta(void)
                               SPLASH_GGUF_HEADERS_ONLY, &m, &err),
         SPLASH_OK);
     return m;
+}
+
+/* splash_draft_select of the config c against target: its status, the verdict in v and a
+ * refusal in err. */
+static enum splash_status select_config(json_t *c, struct splash_meta *target,
+                                        struct splash_draft_verdict *v, struct splash_err *err)
+{
+    char *text = json_dumps(c, 0);
+    struct test_config tc;
+    struct splash_meta *m = test_config_open(&tc, "/tmp/splash-draft-cfg-XXXXXX", text);
+    const struct splash_draft_plugin *dp = NULL;
+    enum splash_status st = splash_draft_select(splash_registry_global(), m, target, &dp, v, err);
+    test_config_close(&tc);
+    free(text);
+    return st;
 }
 
 /* The release's config with one change: key (dotted) set to the JSON value, or removed
@@ -350,18 +378,12 @@ static void refused(struct splash_meta *target, const char *key, const char *val
     } else {
         json_object_del(obj, leaf);
     }
-    char *text = json_dumps(c, 0);
-    struct test_config tc;
-    struct splash_meta *m = test_config_open(&tc, "/tmp/splash-draft-cfg-XXXXXX", text);
-    const struct splash_draft_plugin *dp = NULL;
     struct splash_draft_verdict v;
     struct splash_err err = {{0}};
-    enum splash_status st = splash_draft_select(splash_registry_global(), m, target, &dp, &v, &err);
+    enum splash_status st = select_config(c, target, &v, &err);
     if (st == SPLASH_OK || !strstr(err.msg, named))
         fail_msg("%s = %s: status %d, \"%s\" does not name %s", key, value ? value : "(removed)",
                  st, err.msg, named);
-    test_config_close(&tc);
-    free(text);
     json_decref(c);
 }
 
@@ -370,17 +392,11 @@ static void test_refuses_configs_naming_the_key(void **state)
     struct splash_meta *t = open_target_meta();
     /* the release's config is accepted */
     json_t *c = release_config();
-    char *text = json_dumps(c, 0);
-    struct test_config tc;
-    struct splash_meta *m = test_config_open(&tc, "/tmp/splash-draft-cfg-XXXXXX", text);
-    const struct splash_draft_plugin *dp = NULL;
     struct splash_draft_verdict v;
     struct splash_err err = {{0}};
-    if (splash_draft_select(splash_registry_global(), m, t, &dp, &v, &err))
+    if (select_config(c, t, &v, &err))
         fail_msg("release config: %s", err.msg);
     assert_string_equal(v.summary, "1 layer, hidden 256, block 8, taps 1,3,5,6, window 2048");
-    test_config_close(&tc);
-    free(text);
     json_decref(c);
 
     refused(t, "hidden_size", "512", "hidden_size is 512, the target's hidden size is 256");
@@ -412,6 +428,48 @@ static void test_refuses_configs_naming_the_key(void **state)
     refused(t, "architectures", "[\"EagleDraftModel\"]",
             "draft architecture EagleDraftModel is not one Splash runs");
     refused(t, "architectures", NULL, "architectures is missing");
+    splash_meta_close(t);
+}
+
+/* A Flint target (its flat config.json, as model-check reads it before a download): its
+ * vocabulary keeps no mask token, so a draft's mask_token_id must be one of Flint's
+ * reserved special tokens, 150019 to 150143 (models.md); any other is refused by name. */
+static void test_flint_target_mask_token(void **state)
+{
+    struct test_config tt;
+    struct splash_meta *flint = test_config_open(
+        &tt, "/tmp/splash-draft-flint-XXXXXX",
+        "{\"model_type\": \"flint\", \"hidden_size\": 256, \"num_hidden_layers\": 8, "
+        "\"vocab_size\": 151552}");
+    static const struct {
+        int64_t mask;
+        int ok;
+    } cases[] = {{150019, 1}, {150143, 1}, {150080, 1}, {150018, 0}, {150144, 0}, {1000, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *c = release_config();
+        json_object_set_new(c, "vocab_size", json_integer(151552));
+        json_object_set_new(json_object_get(c, "dflash_config"), "mask_token_id",
+                            json_integer(cases[i].mask));
+        struct splash_draft_verdict v;
+        struct splash_err err = {{0}};
+        enum splash_status st = select_config(c, flint, &v, &err);
+        if (cases[i].ok && st)
+            fail_msg("mask %lld: refused: %s", (long long)cases[i].mask, err.msg);
+        if (!cases[i].ok &&
+            (!st || !strstr(err.msg, "dflash_config.mask_token_id is") ||
+             !strstr(err.msg, "not one of Flint's reserved special tokens (150019 to 150143)")))
+            fail_msg("mask %lld: status %d, \"%s\"", (long long)cases[i].mask, st, err.msg);
+        json_decref(c);
+    }
+    test_config_close(&tt);
+    /* a Qwen target takes any token of its vocabulary, as before */
+    struct splash_meta *t = open_target_meta();
+    json_t *c = release_config();
+    json_object_set_new(json_object_get(c, "dflash_config"), "mask_token_id", json_integer(1000));
+    struct splash_draft_verdict v;
+    struct splash_err err = {{0}};
+    assert_int_equal(select_config(c, t, &v, &err), SPLASH_OK);
+    json_decref(c);
     splash_meta_close(t);
 }
 
@@ -485,20 +543,14 @@ static void test_loads_through_an_index(void **state)
 
     struct test_run t;
     open_target(&t);
-    struct splash_meta *dm = NULL;
-    assert_int_equal(splash_draft_open(splash_registry_global(), dir, 0, &dm, &err), SPLASH_OK);
+    struct splash_meta *dm = open_draft_at(dir);
     assert_int_equal(splash_meta_api_get()->n_tensors(dm), n_weights + 1);
     assert_non_null(splash_meta_api_get()->tensor_find(dm, "mask_embedding"));
-    const struct splash_draft_plugin *dp = NULL;
-    struct splash_draft_verdict v;
-    assert_int_equal(splash_draft_select(splash_registry_global(), dm, t.meta, &dp, &v, &err),
-                     SPLASH_OK);
-    void *model = NULL;
-    struct splash_draft_info di;
+    struct draft_made d;
     const struct splash_draft_opts o = {.pool = pool};
-    if (splash_draft_create(splash_registry_global(), dp, dm, t.meta, &o, &model, &di, &err))
+    if (draft_make(dm, t.meta, &o, &d, &err))
         fail_msg("create: %s", err.msg);
-    splash_draft_destroy(dp, model);
+    splash_draft_destroy(d.dp, d.dm);
     splash_meta_close(dm);
     test_run_close(&t);
     const char *made[] = {"model-00001-of-00001.safetensors", "mask_embedding.safetensors",
@@ -515,48 +567,22 @@ static void test_loads_through_an_index(void **state)
 static void test_refuses_a_scaled_token_table(void **state)
 {
     char src[512];
-    struct splash_gguf *g;
+    char *path = test_gguf_with_tensor(
+        test_testdata_path(src, sizeof src, "models/qwen35-stories-Q8_0.gguf"), "token_embd.scale",
+        1, 1.0f);
     struct splash_err err = {{0}};
-    if (splash_gguf_open(test_testdata_path(src, sizeof src, "models/qwen35-stories-Q8_0.gguf"), 0,
-                         &g, &err))
-        fail_msg("%s", err.msg);
-    struct splash_gguf_writer *w = splash_gguf_writer_create();
-    for (size_t i = 0; i < g->n_kv; i++)
-        test_gguf_copy_kv(w, &g->kv[i]);
-    for (size_t i = 0; i < g->n_tensors; i++) {
-        const struct splash_tensor_info *t = &g->tensors[i].info;
-        assert_int_equal(splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, t->ne,
-                                                       t->data, t->n_bytes, &err),
-                         SPLASH_OK);
-    }
-    const float one = 1.0f;
-    const int64_t ne[1] = {1};
-    assert_int_equal(splash_gguf_writer_add_tensor(w, "token_embd.scale", 0 /* F32 */, 1, ne, &one,
-                                                   sizeof one, &err),
-                     SPLASH_OK);
-    char path[] = "/tmp/splash-draft-scale-XXXXXX.gguf";
-    close(mkstemps(path, 5));
-    assert_int_equal(splash_gguf_writer_write_file(w, path, &err), SPLASH_OK);
-    splash_gguf_writer_destroy(w);
-    splash_gguf_close(g);
     struct splash_meta *t = NULL, *dmeta = open_draft();
     assert_int_equal(splash_meta_open_gguf(path, 0, &t, &err), SPLASH_OK);
     splash_meta_bind_formats(t, splash_registry_global());
-    const struct splash_draft_plugin *dp = NULL;
-    struct splash_draft_verdict v;
-    assert_int_equal(splash_draft_select(splash_registry_global(), dmeta, t, &dp, &v, &err),
-                     SPLASH_OK);
-    void *dm = NULL;
-    struct splash_draft_info di;
+    struct draft_made made;
     const struct splash_draft_opts o = {.pool = pool};
-    assert_int_equal(
-        splash_draft_create(splash_registry_global(), dp, dmeta, t, &o, &dm, &di, &err),
-        SPLASH_ERR_UNSUPPORTED);
+    assert_int_equal(draft_make(dmeta, t, &o, &made, &err), SPLASH_ERR_UNSUPPORTED);
     assert_string_equal(err.msg,
                         "target: token_embd.scale (a per-tensor scale) is not one the draft reads");
     splash_meta_close(t);
     splash_meta_close(dmeta);
     unlink(path);
+    free(path);
 }
 
 /* model-check --draft-model: the draft against the target it would serve with. */
@@ -594,9 +620,9 @@ static void test_context_rollback_and_candidates(void **state)
     struct draft_run r;
     const struct splash_draft_opts o = {.pool = pool};
     draft_run_open(&r, &o);
-    const struct splash_draft_plugin *dp = r.dp;
-    void *dm = r.dm;
-    const struct splash_draft_info di = r.di;
+    const struct splash_draft_plugin *dp = r.made.dp;
+    void *dm = r.made.dm;
+    const struct splash_draft_info di = r.made.di;
     struct splash_err err = {{0}};
     assert_int_equal(di.top_k, 16);
     json_t *d = load_decode();
@@ -673,9 +699,9 @@ static void test_context_past_the_window(void **state)
     struct draft_run r;
     const struct splash_draft_opts o = {.pool = NULL};
     draft_run_open(&r, &o);
-    const struct splash_draft_plugin *dp = r.dp;
-    void *dm = r.dm;
-    const struct splash_draft_info di = r.di;
+    const struct splash_draft_plugin *dp = r.made.dp;
+    void *dm = r.made.dm;
+    const struct splash_draft_info di = r.made.di;
     struct splash_err err = {{0}};
     const int32_t n = 2100;
     const int64_t width = (int64_t)di.n_taps * di.n_embd;
@@ -834,6 +860,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_configs_naming_the_key),
+        cmocka_unit_test(test_flint_target_mask_token),
         cmocka_unit_test(test_refuses_weights_of_another_shape),
         cmocka_unit_test(test_model_check_with_draft),
         cmocka_unit_test(test_refuses_a_scaled_token_table),

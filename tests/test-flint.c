@@ -10,6 +10,7 @@
  * bound. Also: the router against hand-computed values, lanes and forks, the flat
  * configuration, and model-check's refusals (an F32 token table, a context past the
  * native window, the header's patterns and stop tokens). */
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/family.h"
@@ -34,10 +36,15 @@
 #include "families/flint/flint.h"
 #include "server/chat/chat_format.h"
 #include "server/chat_setup.h"
+#include "server/engine/engine.h"
+#include "server/engine/protocol.h"
+#include "server/text/tokenizer/tokenizer.h"
 #include "splash/family.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "cli/modelgen/model_writer.h"
+#include "tests/support/blob.h"
+#include "tests/support/engine_thread.h"
 #include "tests/support/gguf_copy.h"
 #include "tests/support/model_run.h"
 #include "tests/support/preset.h"
@@ -890,6 +897,350 @@ static void test_long_sequence_sliding_pages(void **state)
     tiny_free(&m);
 }
 
+/* ---- the prefix cache: runs, restore points, sequences as bytes ------------------------- */
+
+/* forward once per run from pos0 to the last of ends[]; the last token's logits */
+static void forward_each_run(struct test_run *r, void *seq, const int32_t *t, const int32_t *ends,
+                             int n_runs, int32_t pos0, float *logits)
+{
+    struct splash_err err;
+    for (int k = 0; k < n_runs; k++) {
+        if (ends[k] <= pos0)
+            continue;
+        struct splash_lane ln = {.seq = seq, .tokens = t + pos0, .n_tokens = ends[k] - pos0,
+                                 .pos0 = pos0, .logits = k == n_runs - 1 ? logits : NULL};
+        OK(fam->forward(r->model, &ln, 1, &err));
+        pos0 = ends[k];
+    }
+}
+
+/* A prompt chunk of several runs in one call (forward_runs) gives the bits of a call per
+ * run, and each restore point it hands out resumes the prompt to those bits: the sliding
+ * layers' pages (window 6) are let go of as the lane goes, so a point must keep its own
+ * window; over 512 rows the call is cut in steps. */
+static void runs_case(int kv)
+{
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1, .mix = "Q8_0"};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "runs");
+    tiny_from_writer(&m, &o, 71, path);
+    struct test_run r;
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = kv};
+    test_run_open(&r, &ro, path, "flint-tiny");
+    assert_non_null(fam->forward_runs);
+    static const int32_t ends[] = {64, 100, 130, 133, 134, 198, 262, 390, 400, 720, 723};
+    enum { N_RUNS = sizeof ends / sizeof ends[0], N = 723 };
+    int32_t t[N];
+    prompt(t, N, 72);
+    float *want = malloc(NV * sizeof *want), *got = malloc(NV * sizeof *got);
+    struct splash_err err;
+    void *a, *b;
+    OK(fam->seq_create(r.model, &a, &err));
+    forward_each_run(&r, a, t, ends, N_RUNS, 0, want);
+    uint8_t fork[N_RUNS] = {0};
+    void *forks[N_RUNS];
+    fork[1] = fork[3] = fork[4] = fork[8] = fork[9] = fork[N_RUNS - 1] = 1;
+    OK(fam->seq_create(r.model, &b, &err));
+    struct splash_lane lane = {.seq = b, .tokens = t, .n_tokens = N, .logits = got};
+    struct splash_lane_runs runs = {.n = N_RUNS, .ends = ends, .fork = fork, .forks = forks};
+    OK(fam->forward_runs(r.model, &lane, &runs, 1, NULL, &err));
+    assert_memory_equal(got, want, NV * sizeof *got);
+    for (int k = 0; k < N_RUNS; k++) {
+        if (!fork[k]) {
+            assert_null(forks[k]);
+            continue;
+        }
+        assert_non_null(forks[k]);
+        assert_int_equal(((struct flint_seq *)forks[k])->n_tokens, ends[k]);
+        if (k < N_RUNS - 1) {
+            forward_each_run(&r, forks[k], t, ends, N_RUNS, ends[k], got);
+            if (memcmp(got, want, NV * sizeof *got))
+                fail_msg("kv %d: resumed from the point at %d: other logits", kv, ends[k]);
+        }
+        fam->seq_destroy(r.model, forks[k]);
+    }
+    fam->seq_destroy(r.model, a);
+    fam->seq_destroy(r.model, b);
+    assert_true(fam->cache_bytes(r.model) == 0);
+    free(want);
+    free(got);
+    test_run_close(&r);
+    unlink(path);
+    tiny_free(&m);
+}
+
+static void test_forward_runs_bit_identical(void **state)
+{
+    runs_case(SPLASH_KV_INT8);
+    runs_case(SPLASH_KV_BF16);
+}
+
+/* A draft's taps (forward_taps): the residual stream after the layers asked for, the same
+ * from one call of 600 rows (cut in steps of 512) as from one token a call (F32 weights
+ * and KV: a rounding elsewhere may flip a near-tied routing choice), with the
+ * logits forward gives; forward_runs takes them too; layers out of order are refused. */
+static void test_forward_taps(void **state)
+{
+    enum { N = 600, L = 2 };
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "taps");
+    tiny_from_writer(&m, &o, 75, path);
+    struct test_run r;
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_F32};
+    test_run_open(&r, &ro, path, "flint-tiny");
+    assert_non_null(fam->forward_taps);
+    int32_t t[N];
+    prompt(t, N, 76);
+    const int32_t layers[L] = {0, 3};
+    const size_t W = (size_t)L * E;
+    float *whole = calloc((size_t)N * W, sizeof(float)), *step = calloc((size_t)N * W, sizeof(float));
+    float *runs_taps = calloc((size_t)N * W, sizeof(float));
+    float *la = malloc(NV * sizeof(float)), *lb = malloc(NV * sizeof(float));
+    struct splash_err err;
+    void *s1, *s2, *s3, *s4;
+    OK(fam->seq_create(r.model, &s1, &err));
+    OK(fam->seq_create(r.model, &s2, &err));
+    OK(fam->seq_create(r.model, &s3, &err));
+    OK(fam->seq_create(r.model, &s4, &err));
+    struct splash_lane lane = {.seq = s1, .tokens = t, .n_tokens = N, .logits = la};
+    struct splash_taps taps = {.size = sizeof taps, .n_layers = L, .layers = layers, .rows = &whole};
+    OK(fam->forward_taps(r.model, &lane, 1, &taps, &err));
+    for (int32_t i = 0; i < N; i++) {
+        float *row = step + i * W;
+        struct splash_lane one = {.seq = s2, .tokens = t + i, .n_tokens = 1, .pos0 = i};
+        struct splash_taps t1 = {.size = sizeof t1, .n_layers = L, .layers = layers, .rows = &row};
+        OK(fam->forward_taps(r.model, &one, 1, &t1, &err));
+    }
+    double worst = 0, norm = 0;
+    for (size_t i = 0; i < (size_t)N * W; i++) {
+        worst = fmax(worst, fabs((double)whole[i] - step[i]));
+        norm = fmax(norm, fabs((double)whole[i]));
+    }
+    printf("  taps of layers 0 and 3 over %d rows: largest %.3g, one call vs a token a call "
+           "%.2e apart\n", N, norm, worst);
+    assert_true(norm > 0.1);
+    assert_true(worst <= 1e-3 * norm);
+    /* the logits as forward gives them */
+    struct splash_lane plain = {.seq = s3, .tokens = t, .n_tokens = N, .logits = lb};
+    OK(fam->forward(r.model, &plain, 1, &err));
+    assert_memory_equal(la, lb, NV * sizeof(float));
+    /* forward_runs with taps: the rows of the same runs called one by one */
+    static const int32_t ends[] = {64, 100, 600};
+    struct splash_lane_runs ru = {.n = 3, .ends = ends};
+    struct splash_lane rl = {.seq = s4, .tokens = t, .n_tokens = N, .logits = lb};
+    taps.rows = &runs_taps;
+    OK(fam->forward_runs(r.model, &rl, &ru, 1, &taps, &err));
+    void *s5;
+    OK(fam->seq_create(r.model, &s5, &err));
+    for (int k = 0, from = 0; k < 3; from = ends[k++]) {
+        float *row = whole + (size_t)from * W;
+        struct splash_lane part = {.seq = s5, .tokens = t + from, .n_tokens = ends[k] - from,
+                                   .pos0 = from, .logits = k == 2 ? la : NULL};
+        struct splash_taps tk = {.size = sizeof tk, .n_layers = L, .layers = layers, .rows = &row};
+        OK(fam->forward_taps(r.model, &part, 1, &tk, &err));
+    }
+    assert_memory_equal(runs_taps, whole, (size_t)N * W * sizeof(float));
+    assert_memory_equal(la, lb, NV * sizeof(float));
+    /* layers out of order */
+    const int32_t bad[L] = {3, 0};
+    taps.layers = bad;
+    lane = (struct splash_lane){.seq = s1, .tokens = t, .n_tokens = 1, .pos0 = N};
+    assert_int_equal(fam->forward_taps(r.model, &lane, 1, &taps, &err), SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "taps: layer 0 is not one of 4 layers in ascending order"));
+    void *seqs[] = {s1, s2, s3, s4, s5};
+    for (int i = 0; i < 5; i++)
+        fam->seq_destroy(r.model, seqs[i]);
+    free(whole);
+    free(step);
+    free(runs_taps);
+    free(la);
+    free(lb);
+    test_run_close(&r);
+    unlink(path);
+    tiny_free(&m);
+}
+
+/* A sequence saved as bytes (the SSD tier) and loaded back goes on to the bits of the one
+ * saved: every full layer's pages, and of each sliding layer only the pages its window
+ * reads. A blob cut short, of another layout, or past the context is refused. */
+static void test_seq_save_load(void **state)
+{
+    enum { N = 300, SPLIT = 237 }; /* mid-page; the window (6) within page 3 */
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1, .mix = "Q8_0"};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "saved");
+    tiny_from_writer(&m, &o, 81, path);
+    int32_t t[N];
+    prompt(t, N, 82);
+    for (int kv = SPLASH_KV_INT8; kv <= SPLASH_KV_BF16; kv++) {
+        struct test_run r;
+        struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = kv};
+        test_run_open(&r, &ro, path, "flint-tiny");
+        struct splash_err err;
+        void *seq, *loaded;
+        OK(fam->seq_create(r.model, &seq, &err));
+        struct splash_lane ln = {.seq = seq, .tokens = t, .n_tokens = SPLIT};
+        OK(fam->forward(r.model, &ln, 1, &err));
+        struct test_blob b = {0};
+        OK(fam->seq_save(r.model, seq, test_blob_write, &b, &err));
+        assert_int_equal(b.n, fam->seq_saved_bytes(r.model, SPLIT));
+        /* 2 full layers of 4 pages, 2 sliding layers of 1: 10 pages and the header */
+        size_t page = ((struct flint_model *)r.model)->kv_page_bytes;
+        assert_int_equal(b.n, 10 * page + 80);
+        OK(fam->seq_load(r.model, b.p, b.n, &loaded, &err));
+        float *want = malloc((size_t)(N - SPLIT) * NV * sizeof *want);
+        float *got = malloc((size_t)(N - SPLIT) * NV * sizeof *got);
+        struct splash_lane rest = {.tokens = t + SPLIT, .n_tokens = N - SPLIT, .pos0 = SPLIT,
+                                   .logits_all = 1};
+        rest.seq = seq, rest.logits = want;
+        OK(fam->forward(r.model, &rest, 1, &err));
+        rest.seq = loaded, rest.logits = got;
+        OK(fam->forward(r.model, &rest, 1, &err));
+        assert_memory_equal(got, want, (size_t)(N - SPLIT) * NV * sizeof *got);
+        fam->seq_destroy(r.model, loaded);
+        /* refused: a byte short; another window in the header; a token count past the
+         * context; another magic */
+        assert_int_equal(fam->seq_load(r.model, b.p, b.n - 1, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "has"));
+        int64_t v;
+        memcpy(&v, b.p + 8 + 8 + 4 * 8, sizeof v); /* the window field */
+        assert_int_equal(v, WINDOW);
+        v++;
+        memcpy(b.p + 8 + 8 + 4 * 8, &v, sizeof v);
+        assert_int_equal(fam->seq_load(r.model, b.p, b.n, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "not this model's layout"));
+        v--;
+        memcpy(b.p + 8 + 8 + 4 * 8, &v, sizeof v);
+        int64_t n_big = 1 << 20;
+        memcpy(b.p + 8, &n_big, sizeof n_big);
+        assert_int_equal(fam->seq_load(r.model, b.p, b.n, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "1048576 tokens, past"));
+        b.p[0] ^= 1;
+        assert_int_equal(fam->seq_load(r.model, b.p, b.n, &loaded, &err), SPLASH_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "not this model's layout"));
+        free(b.p);
+        free(want);
+        free(got);
+        fam->seq_destroy(r.model, seq);
+        assert_true(fam->cache_bytes(r.model) == 0);
+        test_run_close(&r);
+    }
+    unlink(path);
+    tiny_free(&m);
+}
+
+/* The engine serving Flint resumes a conversation at its reuse boundary (<|assistant|>, the
+ * FLINT format's) and from the same prompt again: the hit reports its cached tokens and
+ * streams the cold engine's tokens and log-probabilities bit for bit. */
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void hit_case(const char *path, int kv, double temperature)
+{
+    struct splash_tokenizer *tok;
+    struct splash_err err;
+    OK(splash_tokenizer_load(path, &tok, &err));
+    int32_t reuse = splash_tokenizer_find_special(tok, "<|assistant|>");
+    splash_tokenizer_destroy(tok);
+    assert_true(reuse >= 0);
+    /* system, user, assistant, a long user turn, the opening */
+    static const int segs[] = {150, 70, 40, 300, 3};
+    int32_t p[600], q[600];
+    int bounds[4], n = 0;
+    uint64_t rng = 91;
+    for (int s = 0; s < 5; s++) {
+        for (int i = 0; i < segs[s]; i++)
+            p[n++] = (int32_t)(test_splitmix64(&rng) % EOT);
+        if (s < 4) {
+            p[n++] = reuse;
+            bounds[s] = n;
+        }
+    }
+    const struct splash_engine_opts eo = {.n_threads = 1, .kv_format = kv, .max_context = 1024,
+                                          .max_lanes = 2, .prefill_chunk = 64,
+                                          .decode_share = 0.5};
+    struct test_engine e;
+    struct test_result cold, prev, hit;
+    struct splash_submit sub = {.reuse_token = reuse};
+    splash_gen_params_init(&sub.params);
+    sub.params.max_tokens = 8;
+    sub.params.logprobs = 1;
+    sub.params.sampling.temperature = (float)temperature;
+    sub.params.sampling.seed = 42;
+    sub.params.has_seed = 1;
+#define RUN(id, toks, len, res)                                                                 \
+    do {                                                                                      \
+        sub.prompt = (toks), sub.n_prompt = (size_t)(len);                                    \
+        OK(splash_frame_write_submit(e.fd, (id), &sub, &err));                                \
+        test_engine_collect(&e, (id), (res));                                                 \
+        if (!(res)->done)                                                                     \
+            fail_msg("request %d: %s", (id), (res)->message);                                 \
+    } while (0)
+    test_engine_start_opts(&e, path, &eo);
+    RUN(1, p, n, &cold);
+    assert_int_equal(cold.cached, 0);
+    test_engine_stop(&e);
+    /* the previous turn: up to the long user turn's end, then an opening of its own */
+    test_engine_start_opts(&e, path, &eo);
+    memcpy(q, p, (size_t)bounds[2] * sizeof *q);
+    q[bounds[2]] = 5;
+    q[bounds[2] + 1] = 6;
+    RUN(1, q, bounds[2] + 2, &prev);
+    RUN(2, p, n, &hit);
+    char label[96];
+    snprintf(label, sizeof label, "flint kv %d t %.1f, turn boundary", kv, temperature);
+    printf("  %s: %lld of %d prompt tokens cached\n", label, (long long)hit.cached, n);
+    assert_int_equal(hit.cached, bounds[2]);
+    test_result_assert_same(label, &hit, &cold, "cold");
+    RUN(3, p, n, &hit);
+    snprintf(label, sizeof label, "flint kv %d t %.1f, same prompt", kv, temperature);
+    assert_int_equal(hit.cached, bounds[3]);
+    test_result_assert_same(label, &hit, &cold, "cold");
+    test_engine_stop(&e);
+    /* the SSD tier (seq_save / seq_load): a persistent cache's clean stop writes the
+     * points, and the next engine resumes from them read back */
+    char root[] = "/tmp/splash-flint-persist-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct splash_engine_opts po = eo;
+    po.cache_disk = 64 << 20;
+    po.persistent_cache = 1;
+    po.cache_dir = root;
+    po.cache_lock_wait = 0.3;
+    test_engine_start_opts(&e, path, &po);
+    RUN(1, p, n, &prev);
+    test_engine_stop(&e);
+    test_engine_start_opts(&e, path, &po);
+    RUN(2, p, n, &hit);
+    snprintf(label, sizeof label, "flint kv %d t %.1f, read back from the SSD tier", kv,
+             temperature);
+    printf("  %s: %lld cached\n", label, (long long)hit.cached);
+    assert_int_equal(hit.cached, bounds[3]);
+    test_result_assert_same(label, &hit, &cold, "cold");
+    test_engine_stop(&e);
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+#undef RUN
+}
+
+static void test_engine_hits_bit_identical(void **state)
+{
+    struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1, .mix = "Q8_0"};
+    struct tiny m;
+    char path[256];
+    tmp_path(path, sizeof path, "engine");
+    tiny_from_writer(&m, &o, 93, path);
+    hit_case(path, SPLASH_KV_INT8, 0);
+    hit_case(path, SPLASH_KV_BF16, 0.9);
+    unlink(path);
+    tiny_free(&m);
+}
+
 /* model-check on a file written with o: SPLASH_OK or the refusal's text in msg. A file that
  * passes also has the server choose its chat format from the family's verdict: FLINT. */
 static enum splash_status check_file(const struct tiny_opts *o, char *msg, size_t size,
@@ -1081,6 +1432,10 @@ int main(void)
         cmocka_unit_test(test_token_table_scale),
         cmocka_unit_test(test_lanes_and_forks),
         cmocka_unit_test(test_long_sequence_sliding_pages),
+        cmocka_unit_test(test_forward_runs_bit_identical),
+        cmocka_unit_test(test_seq_save_load),
+        cmocka_unit_test(test_forward_taps),
+        cmocka_unit_test(test_engine_hits_bit_identical),
         cmocka_unit_test(test_model_check),
         cmocka_unit_test(test_context_past_native_refused),
         cmocka_unit_test(test_text_config),

@@ -26,6 +26,7 @@
 #include "core/threadpool.h"
 #include "families/gpt_oss/gpt_oss.h"
 #include "splash/family.h"
+#include "tests/support/blob.h"
 #include "tests/support/golden.h"
 #include "tests/support/model_run.h"
 #include "tests/support/testdata.h"
@@ -490,25 +491,6 @@ static void test_fork_and_truncate(void **state)
     splash_meta_close(meta);
 }
 
-/* A growing byte buffer for seq_save. */
-struct blob {
-    char *p;
-    size_t n, cap;
-};
-
-static int blob_write(void *ctx, const void *bytes, size_t n)
-{
-    struct blob *b = ctx;
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, bytes, n);
-    b->n += n;
-    return 0;
-}
-
 /* A sequence saved as bytes (the SSD tier) and loaded back goes on to the same bits as the
  * one that was saved: its full layers' pages, and of each sliding layer only the pages its
  * window reads (a long sequence saves far less than every layer's KV). A blob of another
@@ -529,8 +511,8 @@ static void test_seq_save_load(void **state)
         assert_int_equal(fam->seq_create(model, &seq, &err), SPLASH_OK);
         struct splash_lane lane = {.seq = seq, .tokens = tokens, .n_tokens = SPLIT};
         assert_int_equal(fam->forward(model, &lane, 1, &err), SPLASH_OK);
-        struct blob b = {0};
-        assert_int_equal(fam->seq_save(model, seq, blob_write, &b, &err), SPLASH_OK);
+        struct test_blob b = {0};
+        assert_int_equal(fam->seq_save(model, seq, test_blob_write, &b, &err), SPLASH_OK);
         assert_int_equal(b.n, fam->seq_saved_bytes(model, SPLIT));
         /* 4 pages of each full layer, 1 of each sliding one (positions 221-236): 10 pages */
         assert_true(b.n < 11 * info.kv_page_bytes / 2);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/host_impl.h"
@@ -283,6 +284,39 @@ static void test_hybrid_vec_tables_match_reference(void **state)
                 close_or_fail(what, e1, e2, n, 2e-6);
                 close_or_fail(what, &s1, &s2, 1, 2e-6 * sqrt((double)n));
                 free(ex), free(e1), free(e2);
+            }
+            /* the f16 cache's attention rows: the scalar's bits */
+            {
+                float *fx = rand_vec(n, 3), *r1 = malloc((size_t)n * 4), *r2 = malloc((size_t)n * 4);
+                uint16_t *fv = malloc((size_t)n * 2), *a1 = malloc((size_t)n * 2),
+                         *a2 = malloc((size_t)n * 2);
+                fx[0] = 70000.0f; /* past f16: Inf */
+                if (n > 3)
+                    fx[3] = 3e-6f; /* an f16 subnormal */
+                v->round_f16(n, fx, r1);
+                ref->round_f16(n, fx, r2);
+                snprintf(what, sizeof what, "%s round_f16 n=%lld", v->isa, (long long)n);
+                if (memcmp(r1, r2, (size_t)n * 4))
+                    fail_msg("%s: not the scalar's bits", what);
+                for (int64_t i = 0; i < n; i++) {
+                    fv[i] = splash_fp32_to_fp16(b[i]);
+                    a1[i] = a2[i] = splash_fp32_to_fp16(w[i]);
+                }
+                ref->round_f16(n, a, r2);
+                double d1 = v->dot_f16(n, r2, fv), d2 = ref->dot_f16(n, r2, fv);
+                snprintf(what, sizeof what, "%s dot_f16 n=%lld", v->isa, (long long)n);
+                if (memcmp(&d1, &d2, sizeof d1))
+                    fail_msg("%s: %.17g, the scalar %.17g", what, d1, d2);
+                static const float ms[] = {1.0f, 0.37f, 0.0f}, vs[] = {0.81f, 1.0f, 1.0f};
+                for (int c = 0; c < 3; c++) {
+                    v->acc_f16(n, a1, fv, ms[c], vs[c]);
+                    ref->acc_f16(n, a2, fv, ms[c], vs[c]);
+                    snprintf(what, sizeof what, "%s acc_f16 n=%lld ms %g", v->isa, (long long)n,
+                             (double)ms[c]);
+                    if (memcmp(a1, a2, (size_t)n * 2))
+                        fail_msg("%s: not the scalar's bits", what);
+                }
+                free(fx), free(r1), free(r2), free(fv), free(a1), free(a2);
             }
             /* conv_silu: n channels, 3 tokens, kw 4, the first rows from the state */
             {
@@ -764,6 +798,83 @@ static void test_attention_window_sinks_matches_naive(void **state)
     }
 }
 
+/* An f16 cache's attention (llama.cpp's arithmetic) gives the scalar row's bits in every
+ * SIMD row: head sizes of whole and partial vectors, decode and prefill rows, a window
+ * across pages and sinks. */
+static void test_attention_f16_simd_equals_scalar(void **state)
+{
+    /* head_dim, pos0, n_q, window, sinks */
+    const int64_t cases[][5] = {{64, 200, 1, 0, 1},  {64, 0, 130, 0, 0}, {128, 90, 40, 33, 1},
+                                {40, 17, 5, 0, 1},   {200, 300, 2, 0, 0}, {8, 60, 70, 9, 1}};
+    const int32_t n_kv = 2, n_head = 8;
+    float sinks[8];
+    for (int h = 0; h < n_head; h++)
+        sinks[h] = 2.0f * frand();
+    int compared = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int32_t hd = (int32_t)cases[ci][0];
+        const int64_t pos0 = cases[ci][1], n_q = cases[ci][2], n = pos0 + n_q;
+        float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
+        float *q = rand_vec(n_q * n_head * hd, 1);
+        float *out = malloc((size_t)(n_q * n_head * hd) * 4),
+              *expect = malloc((size_t)(n_q * n_head * hd) * 4);
+        struct kv_fixture f;
+        kv_init(&f, SPLASH_KV_F16, 64, n_kv, hd, n);
+        kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+        struct splash_attn_args a = {.size = sizeof a, .kv = &f.kv, .q = q,
+                                     .q_stride = n_head * hd, .n_q = n_q, .n_head = n_head,
+                                     .pos0 = pos0, .scale = 1.0f / sqrtf((float)hd),
+                                     .out = expect, .out_stride = n_head * hd,
+                                     .window = (int32_t)cases[ci][3],
+                                     .sinks = cases[ci][4] ? sinks : NULL};
+        kernel_attend_with(&kernel_vec_ref, pool, &a);
+        a.out = out;
+        for (size_t t = 0; kernel_vec_tables[t]; t++) {
+            if (kernel_vec_tables[t] == &kernel_vec_ref || !supported(kernel_vec_tables[t]))
+                continue;
+            kernel_attend_with(kernel_vec_tables[t], pool, &a);
+            for (int64_t i = 0; i < n_q * n_head * hd; i++)
+                if (memcmp(&out[i], &expect[i], sizeof *out))
+                    fail_msg("f16 attention %s hd %d pos0 %lld n %lld: element %lld %.9g, the "
+                             "scalar %.9g", kernel_vec_tables[t]->isa, hd, (long long)pos0,
+                             (long long)n_q, (long long)i, out[i], expect[i]);
+            compared++;
+        }
+        kv_free(&f);
+        free(k), free(v), free(q), free(out), free(expect);
+    }
+    printf("  f16 attention: %d SIMD runs equal the scalar bit for bit\n", compared);
+    /* what the rows save: 256 prefill rows over 512 keys, head 64, one thread's CPU time,
+     * the scalar and each SIMD row in turn (printed, not held to a bound) */
+    const int32_t hd = 64;
+    const int64_t pos0 = 256, n_q = 256, n = pos0 + n_q;
+    float *k = rand_vec(n * n_kv * hd, 2), *v = rand_vec(n * n_kv * hd, 1);
+    float *q = rand_vec(n_q * n_head * hd, 1), *out = malloc((size_t)(n_q * n_head * hd) * 4);
+    struct kv_fixture f;
+    kv_init(&f, SPLASH_KV_F16, 64, n_kv, hd, n);
+    kernel_kv_store(pool, &f.kv, 0, n, k, n_kv * hd, v, n_kv * hd);
+    struct splash_attn_args a = {.size = sizeof a, .kv = &f.kv, .q = q, .q_stride = n_head * hd,
+                                 .n_q = n_q, .n_head = n_head, .pos0 = pos0, .scale = 0.125f,
+                                 .out = out, .out_stride = n_head * hd};
+    double ms[4] = {0};
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t t = 0; kernel_vec_tables[t] && t < 4; t++) {
+            if (!supported(kernel_vec_tables[t]))
+                continue;
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+            kernel_attend_with(kernel_vec_tables[t], NULL, &a);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+            ms[t] += ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 2;
+        }
+    for (size_t t = 0; kernel_vec_tables[t] && t < 4; t++)
+        if (supported(kernel_vec_tables[t]))
+            printf("  f16 attention, %lld rows over %lld keys: %s %.1f ms\n", (long long)n_q,
+                   (long long)n, kernel_vec_tables[t]->isa, ms[t]);
+    kv_free(&f);
+    free(k), free(v), free(q), free(out);
+}
+
 /* attend_lanes walks lanes by the caller's element size (lanes inside larger structs) and
  * gives each lane, window and sinks included, exactly what attend gives it alone. */
 static void test_attend_lanes_element_size_window_sinks(void **state)
@@ -1074,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_hybrid_attention_matches_naive),
         cmocka_unit_test(test_hybrid_attention_lanes_match_alone),
         cmocka_unit_test(test_attention_window_sinks_matches_naive),
+        cmocka_unit_test(test_attention_f16_simd_equals_scalar),
         cmocka_unit_test(test_attend_lanes_element_size_window_sinks),
         cmocka_unit_test(test_hybrid_gdn_conv_matches_naive),
         cmocka_unit_test(test_hybrid_gdn_matches_naive),

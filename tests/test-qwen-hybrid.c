@@ -16,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/family.h"
+#include "core/gguf.h"
+#include "core/gguf_write.h"
 #include "core/host_impl.h"
 #include "core/meta.h"
 #include "core/registry.h"
@@ -25,6 +28,7 @@
 #include "splash/family.h"
 #include "tests/support/config_file.h"
 #include "tests/support/decls.h"
+#include "tests/support/gguf_copy.h"
 #include "tests/support/golden.h"
 #include "tests/support/model_run.h"
 #include "tests/support/testdata.h"
@@ -457,6 +461,18 @@ static void test_qwen_hybrid_lanes_independent(void **state)
 
 /* ---- model-check ----------------------------------------------------------------------- */
 
+/* A config.json of Qwen3.5-0.8B's shape. */
+static const char qwen35_08b_config[] =
+    "{\"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true, \"text_config\": {"
+    "\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"num_hidden_layers\": 24,"
+    "\"intermediate_size\": 3584, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
+    "\"head_dim\": 256, \"max_position_embeddings\": 262144, \"vocab_size\": 248320,"
+    "\"rms_norm_eps\": 1e-6, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128,"
+    "\"linear_value_head_dim\": 128, \"linear_num_key_heads\": 16,"
+    "\"linear_num_value_heads\": 16, \"full_attention_interval\": 4,"
+    "\"rope_parameters\": {\"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25,"
+    "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
+
 static void test_qwen_hybrid_check_config_and_tensors(void **state)
 {
     char path[512];
@@ -480,16 +496,7 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
     splash_meta_close(m);
 
     /* a config.json of Qwen3.5-0.8B's shape is named, with its draft */
-    const char *cfg =
-        "{\"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true, \"text_config\": {"
-        "\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"num_hidden_layers\": 24,"
-        "\"intermediate_size\": 3584, \"num_attention_heads\": 8, \"num_key_value_heads\": 2,"
-        "\"head_dim\": 256, \"max_position_embeddings\": 262144, \"vocab_size\": 248320,"
-        "\"rms_norm_eps\": 1e-6, \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 128,"
-        "\"linear_value_head_dim\": 128, \"linear_num_key_heads\": 16,"
-        "\"linear_num_value_heads\": 16, \"full_attention_interval\": 4,"
-        "\"rope_parameters\": {\"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25,"
-        "\"mrope_section\": [11, 11, 10], \"mrope_interleaved\": true}}}";
+    const char *cfg = qwen35_08b_config;
     struct test_config cf;
     m = test_config_open(&cf, "/tmp/splash-qh-XXXXXX", cfg);
     assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
@@ -502,10 +509,98 @@ static void test_qwen_hybrid_check_config_and_tensors(void **state)
     test_config_close(&cf);
 }
 
+/* check_config's verdict on a config.json: SPLASH_OK or the refusal in err */
+static enum splash_status check_json(const char *json, struct splash_err *err)
+{
+    struct test_config cf;
+    struct splash_family_verdict v;
+    struct splash_meta *m = test_config_open(&cf, "/tmp/splash-qh-XXXXXX", json);
+    enum splash_status st = splash_family_check_config(splash_registry_global(), fam, m, &v, err);
+    test_config_close(&cf);
+    return st;
+}
+
+/* A shape the kernels cannot run is refused naming the key at fault, as the source spells
+ * it: qwen35.* in a GGUF, text_config.* in a config.json. Before, "4 query heads over 0 KV
+ * heads" said which numbers but not where they came from. */
+static void test_qwen_hybrid_config_errors_name_the_key(void **state)
+{
+    (void)state;
+    /* a GGUF: the tiny model with one key rewritten */
+    char src[512], path[] = "/tmp/splash-qh-kv-XXXXXX";
+    test_testdata_path(src, sizeof src, "models/qwen35-tiny-Q8_0.gguf");
+    struct splash_gguf *g;
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_gguf_open(src, 0, &g, &err), SPLASH_OK);
+    struct splash_gguf_writer *w = splash_gguf_writer_create();
+    for (size_t i = 0; i < g->n_kv; i++)
+        test_gguf_copy_kv(w, &g->kv[i]);
+    assert_int_equal(splash_gguf_writer_set_u32(w, "qwen35.attention.head_count_kv", 0, &err),
+                     SPLASH_OK);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const struct splash_tensor_info *t = &g->tensors[i].info;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        assert_int_equal(splash_gguf_writer_add_tensor(w, t->name, t->dtype, t->n_dims, ne, t->data,
+                                                       t->n_bytes, &err),
+                         SPLASH_OK);
+    }
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(splash_gguf_writer_write_file(w, path, &err), SPLASH_OK);
+    splash_gguf_writer_destroy(w);
+    splash_gguf_close(g);
+    struct splash_meta *m;
+    assert_int_equal(splash_meta_open_gguf(path, SPLASH_GGUF_HEADERS_ONLY, &m, &err), SPLASH_OK);
+    struct splash_family_verdict v;
+    assert_int_equal(splash_family_check_config(splash_registry_global(), fam, m, &v, &err),
+                     SPLASH_ERR_UNSUPPORTED);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, ": qwen35.attention.head_count_kv: 4 query heads over 0 KV heads"));
+    splash_meta_close(m);
+    unlink(path);
+
+    /* config.json: Qwen3.5-0.8B's shape with one value changed */
+    static const struct {
+        const char *from, *to, *want;
+    } bad[] = {
+        {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 0",
+         ": text_config.num_key_value_heads: 8 query heads over 0 KV heads"},
+        {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3",
+         ": text_config.num_key_value_heads: 8 query heads over 3 KV heads"},
+        {"\"head_dim\": 256", "\"head_dim\": 255", ": text_config.head_dim: head_dim 255"},
+        {"\"linear_num_key_heads\": 16", "\"linear_num_key_heads\": 0",
+         ": text_config.linear_num_key_heads: 16 GDN value heads over 0 key heads"},
+        {"\"linear_key_head_dim\": 128", "\"linear_key_head_dim\": 2048",
+         ": text_config.linear_key_head_dim: GDN head dims 2048 / 128"},
+        {"\"linear_conv_kernel_dim\": 4", "\"linear_conv_kernel_dim\": 32",
+         ": text_config.linear_conv_kernel_dim: GDN conv kernel 32 (1 to 16)"},
+        {"\"rms_norm_eps\": 1e-6", "\"rms_norm_eps\": 0", ": text_config.rms_norm_eps: RMS epsilon 0"},
+        {"\"hidden_size\": 1024", "\"hidden_size\": 0",
+         ": text_config.hidden_size: an empty model dimension"},
+        {"[11, 11, 10]", "[11, 11, 20]",
+         ": text_config.rope_parameters.mrope_section: RoPE sections cover 42 pairs of 64 rotary"},
+    };
+    const char *cfg = qwen35_08b_config;
+    assert_int_equal(check_json(cfg, &err), SPLASH_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[2048];
+        const char *at = strstr(cfg, bad[i].from);
+        assert_non_null(at);
+        snprintf(json, sizeof json, "%.*s%s%s", (int)(at - cfg), cfg, bad[i].to,
+                 at + strlen(bad[i].from));
+        assert_int_not_equal(check_json(json, &err), SPLASH_OK);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("%s -> %s: refused as '%s', not naming '%s'", bad[i].from, bad[i].to,
+                     err.msg, bad[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen_hybrid_check_config_and_tensors),
+        cmocka_unit_test(test_qwen_hybrid_config_errors_name_the_key),
         cmocka_unit_test(test_qwen_hybrid_stories_logits),
         cmocka_unit_test(test_qwen_hybrid_stories_greedy),
         cmocka_unit_test(test_qwen_hybrid_cache_formats_close),

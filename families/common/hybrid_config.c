@@ -238,43 +238,71 @@ enum splash_status hybrid_config_read(const struct splash_host *host, const stru
     if ((st = read_rope(&r, cfg, err)))
         return st;
 
-    /* what the kernels can run */
+#define KEY(gguf, json) key_of(&r, gguf, json)
+    /* what the kernels can run; each refusal names the key as this source spells it */
     if (cfg->n_layers < 1 || cfg->n_layers > HYBRID_MAX_LAYERS)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %lld layers (1 to %d served)", path,
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %lld layers (1 to %d served)",
+                              path, KEY("block_count", "num_hidden_layers"),
                               (long long)cfg->n_layers, HYBRID_MAX_LAYERS);
-    if (cfg->n_embd < 1 || (dense && cfg->n_ff < 1) || cfg->n_vocab < 1 || cfg->n_ctx_train < 1)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: empty model dimensions", path);
+    const char *empty = cfg->n_embd < 1          ? KEY("embedding_length", "hidden_size")
+                        : dense && cfg->n_ff < 1 ? KEY("feed_forward_length", "intermediate_size")
+                        : cfg->n_vocab < 1 ? (r.gguf ? "token_embd.weight" : KEY("", "vocab_size"))
+                        : cfg->n_ctx_train < 1 ? KEY("context_length", "max_position_embeddings")
+                                               : NULL;
+    if (empty)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: an empty model dimension", path,
+                              empty);
     if (cfg->n_head < 1 || cfg->n_head_kv < 1 || cfg->n_head % cfg->n_head_kv ||
         cfg->n_head / cfg->n_head_kv > 64)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %d query heads over %d KV heads",
-                              path, cfg->n_head, cfg->n_head_kv);
+        return splash_err_set(
+            err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %d query heads over %d KV heads", path,
+            cfg->n_head < 1 ? KEY("attention.head_count", "num_attention_heads")
+                            : KEY("attention.head_count_kv", "num_key_value_heads"),
+            cfg->n_head, cfg->n_head_kv);
     if (cfg->head_dim < 2 || cfg->head_dim % 2 || cfg->n_rot < 0 || cfg->n_rot > cfg->head_dim ||
         cfg->n_rot % 2 || cfg->n_rot / 2 > HYBRID_MAX_ROPE_PAIRS)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: head_dim %d with %d rotary dims",
-                              path, cfg->head_dim, cfg->n_rot);
-    if (cfg->n_k_heads < 1 || cfg->n_v_heads < 1 || cfg->n_v_heads % cfg->n_k_heads)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: %d GDN value heads over %d key heads", path, cfg->n_v_heads,
-                              cfg->n_k_heads);
+                              "%s: %s: head_dim %d with %d rotary dims", path,
+                              cfg->head_dim < 2 || cfg->head_dim % 2
+                                  ? KEY("attention.key_length", "head_dim")
+                                  : KEY("rope.dimension_count", "partial_rotary_factor"),
+                              cfg->head_dim, cfg->n_rot);
+    if (cfg->n_k_heads < 1 || cfg->n_v_heads < 1 || cfg->n_v_heads % cfg->n_k_heads)
+        return splash_err_set(
+            err, SPLASH_ERR_UNSUPPORTED, "%s: %s: %d GDN value heads over %d key heads", path,
+            cfg->n_k_heads < 1 ? KEY("ssm.group_count", "linear_num_key_heads")
+                               : KEY("ssm.time_step_rank", "linear_num_value_heads"),
+            cfg->n_v_heads, cfg->n_k_heads);
     if (cfg->d_k < 1 || cfg->d_k > 1024 || cfg->d_v < 1)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: GDN head dims %d / %d", path,
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: GDN head dims %d / %d", path,
+                              cfg->d_k < 1 || cfg->d_k > 1024
+                                  ? KEY("ssm.state_size", "linear_key_head_dim")
+                                  : KEY("ssm.inner_size", "linear_value_head_dim"),
                               cfg->d_k, cfg->d_v);
     if (cfg->conv_kernel < 1 || cfg->conv_kernel > 16)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: GDN conv kernel %d", path,
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s: GDN conv kernel %d (1 to 16)",
+                              path, KEY("ssm.conv_kernel", "linear_conv_kernel_dim"),
                               cfg->conv_kernel);
-    if (!(cfg->rms_eps > 0.0f) || !(cfg->rope_base > 0.0))
-        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: RMS epsilon %g, RoPE base %g", path,
-                              (double)cfg->rms_eps, cfg->rope_base);
+    if (!(cfg->rms_eps > 0.0f))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: RMS epsilon %g", path,
+                              KEY("attention.layer_norm_rms_epsilon", "rms_norm_eps"),
+                              (double)cfg->rms_eps);
+    if (!(cfg->rope_base > 0.0))
+        return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: RoPE base %g", path,
+                              KEY("rope.freq_base", "rope_theta"), cfg->rope_base);
     int32_t sect = 0;
+    const char *sect_key = KEY("rope.dimension_sections", "rope_parameters.mrope_section");
     for (int i = 0; i < 4; i++) {
         if (cfg->rope_sections[i] < 0)
-            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: negative RoPE section", path);
+            return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %s: a negative RoPE section", path,
+                                  sect_key);
         sect += cfg->rope_sections[i];
     }
     if (sect > cfg->n_rot / 2)
         return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%s: RoPE sections cover %d pairs of %d rotary dims", path, sect,
-                              cfg->n_rot);
+                              "%s: %s: RoPE sections cover %d pairs of %d rotary dims", path,
+                              sect_key, sect, cfg->n_rot);
+#undef KEY
     cfg->conv_dim = 2 * (int64_t)cfg->n_k_heads * cfg->d_k + (int64_t)cfg->n_v_heads * cfg->d_v;
     if ((st = read_layer_types(&r, cfg, err)))
         return st;

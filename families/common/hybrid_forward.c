@@ -421,26 +421,6 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     return SPLASH_OK;
 }
 
-/* Copies the residual stream of every row into its lane's taps, at the slot of layer il
- * (taps->rows[l], row i: n_layers * n_embd floats, layer slot after slot). */
-static void write_taps(const struct step *s, const struct splash_taps *taps, int64_t il)
-{
-    int32_t slot = 0;
-    while (slot < taps->n_layers && taps->layers[slot] != il)
-        slot++;
-    if (slot == taps->n_layers)
-        return;
-    int64_t E = s->model->cfg.n_embd, width = (int64_t)taps->n_layers * E;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        float *rows = taps->rows[l];
-        if (!rows)
-            continue;
-        for (int32_t i = 0; i < s->lanes[l].n_tokens; i++)
-            memcpy(rows + i * width + (int64_t)slot * E, s->x + (s->row0[l] + i) * E,
-                   (size_t)E * sizeof(float));
-    }
-}
-
 /* Restore points of this step: a fork of each lane's sequence at every run end asked
  * for but its last, sharing the pages reserve_pages made (the step writes their rows)
  * and given each GDN layer's state as the layer passes the run's end. */
@@ -573,7 +553,7 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
             break;
         add_into(model, s.x, s.mix, n * E);
         if (taps)
-            write_taps(&s, taps, il);
+            step_rows_write_taps(taps, lanes, n_lanes, s.row0, s.x, E, il);
     }
     enum splash_status st = model->ffn_status;
     if (st) {
@@ -591,21 +571,6 @@ static enum splash_status forward_step(struct hybrid_model *model, const struct 
     }
     forks_end(&s, fork_slots, st == SPLASH_OK);
     return st;
-}
-
-/* The taps a caller asks for: ascending layers of this model, a row pointer per lane. */
-static enum splash_status check_taps(const struct hybrid_model *model,
-                                     const struct splash_taps *taps, struct splash_err *err)
-{
-    if (taps->size < sizeof *taps || taps->n_layers <= 0 || !taps->layers || !taps->rows)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "taps: no layers or rows");
-    for (int32_t i = 0; i < taps->n_layers; i++)
-        if (taps->layers[i] < 0 || taps->layers[i] >= model->cfg.n_layers ||
-            (i && taps->layers[i] <= taps->layers[i - 1]))
-            return splash_err_set(err, SPLASH_ERR_INVALID,
-                                  "taps: layer %d is not one of %lld layers in ascending order",
-                                  taps->layers[i], (long long)model->cfg.n_layers);
-    return SPLASH_OK;
 }
 
 /* The furthest place from off, at most limit, where a step may end and the next start
@@ -638,7 +603,7 @@ static enum splash_status forward_all(struct hybrid_model *model, const struct s
                                       const struct splash_taps *taps, struct splash_err *err)
 {
     if (taps) {
-        enum splash_status st = check_taps(model, taps, err);
+        enum splash_status st = step_rows_check_taps(taps, model->cfg.n_layers, err);
         if (st)
             return st;
     }

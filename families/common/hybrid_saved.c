@@ -6,35 +6,27 @@
 #include <string.h>
 
 #include "families/common/hybrid.h"
+#include "families/common/saved_header.h"
 
-#define SAVED_MAGIC "SPLSEQ1"
-
-struct saved_header {
-    char magic[8];
-    int64_t n_tokens;
-    int64_t page_tokens, kv_page_bytes, n_attn;
-    int64_t n_gdn, gdn_state_bytes, conv_state_bytes;
-};
-
-static uint64_t saved_bytes(const struct hybrid_model *model, int64_t n_tokens)
+/* The layout a blob states: page size, attention layers, GDN layers and state sizes. */
+static struct saved_layout layout_of(const struct hybrid_model *model)
 {
-    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
-    return sizeof(struct saved_header) +
-           (uint64_t)model->cfg.n_attn * (uint64_t)n_pages * model->kv_page_bytes +
-           (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
+    return (struct saved_layout){.magic = "SPLSEQ1",
+                                 .n_fields = 6,
+                                 .fields = {model->page_tokens, (int64_t)model->kv_page_bytes,
+                                            model->cfg.n_attn, model->n_gdn,
+                                            (int64_t)model->gdn_state_bytes,
+                                            (int64_t)model->conv_state_bytes}};
 }
 
-static struct saved_header header_of(const struct hybrid_model *model, int64_t n_tokens)
+static uint64_t saved_bytes(const void *model_, int64_t n_tokens)
 {
-    struct saved_header h = {.n_tokens = n_tokens,
-                             .page_tokens = model->page_tokens,
-                             .kv_page_bytes = (int64_t)model->kv_page_bytes,
-                             .n_attn = model->cfg.n_attn,
-                             .n_gdn = model->n_gdn,
-                             .gdn_state_bytes = (int64_t)model->gdn_state_bytes,
-                             .conv_state_bytes = (int64_t)model->conv_state_bytes};
-    memcpy(h.magic, SAVED_MAGIC, sizeof h.magic);
-    return h;
+    const struct hybrid_model *model = model_;
+    struct saved_layout l = layout_of(model);
+    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
+    return saved_header_bytes(&l) +
+           (uint64_t)model->cfg.n_attn * (uint64_t)n_pages * model->kv_page_bytes +
+           (uint64_t)model->n_gdn * (model->gdn_state_bytes + model->conv_state_bytes);
 }
 
 uint64_t hybrid_family_seq_saved_bytes(const void *model, int32_t n_tokens)
@@ -48,9 +40,9 @@ enum splash_status hybrid_family_seq_save(void *model_, const void *seq_,
 {
     const struct hybrid_model *model = model_;
     const struct hybrid_seq *seq = seq_;
-    struct saved_header h = header_of(model, seq->n_tokens);
+    struct saved_layout l = layout_of(model);
     int64_t n_pages = (seq->n_tokens + model->page_tokens - 1) / model->page_tokens;
-    int stop = write(ctx, &h, sizeof h);
+    int stop = saved_header_write(&l, seq->n_tokens, write, ctx);
     for (int32_t a = 0; a < model->cfg.n_attn && !stop; a++)
         for (int64_t pg = 0; pg < n_pages && !stop; pg++)
             stop = write(ctx, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg],
@@ -67,31 +59,22 @@ enum splash_status hybrid_family_seq_load(void *model_, const void *buf, uint64_
                                           void **out, struct splash_err *err)
 {
     struct hybrid_model *model = model_;
-    struct saved_header h;
-    if (size < sizeof h)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "a saved sequence of %llu bytes is cut short",
-                              (unsigned long long)size);
-    memcpy(&h, buf, sizeof h);
-    struct saved_header want = header_of(model, h.n_tokens);
-    if (memcmp(h.magic, SAVED_MAGIC, sizeof h.magic) || h.n_tokens < 0 ||
-        h.n_tokens > model->max_context || memcmp(&h, &want, sizeof h))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "a saved sequence's header is not this model's layout");
-    if (size != saved_bytes(model, h.n_tokens))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "a saved sequence of %lld tokens has %llu bytes, not %llu",
-                              (long long)h.n_tokens, (unsigned long long)size,
-                              (unsigned long long)saved_bytes(model, h.n_tokens));
-    struct hybrid_seq *seq;
-    enum splash_status st = hybrid_seq_create(model, &seq, err);
+    struct saved_layout l = layout_of(model);
+    int64_t n_tokens;
+    const char *p;
+    enum splash_status st = saved_header_read(&l, buf, size, model->max_context, saved_bytes,
+                                              model, &n_tokens, &p, err);
     if (st)
         return st;
-    int64_t n_pages = (h.n_tokens + model->page_tokens - 1) / model->page_tokens;
+    struct hybrid_seq *seq;
+    st = hybrid_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
     if ((st = hybrid_seq_pages_grow(model, seq, n_pages, err))) {
         hybrid_seq_destroy(model, seq);
         return st;
     }
-    const char *p = (const char *)buf + sizeof h;
     for (int64_t pg = 0; pg < n_pages; pg++) {
         seq->n_pages = pg + 1; /* a failure frees what this page's layers got (NULL the rest) */
         for (int32_t a = 0; a < model->cfg.n_attn; a++) {
@@ -109,7 +92,7 @@ enum splash_status hybrid_family_seq_load(void *model_, const void *buf, uint64_
     memcpy(seq->gdn_state, p, (size_t)model->n_gdn * model->gdn_state_bytes);
     p += (size_t)model->n_gdn * model->gdn_state_bytes;
     memcpy(seq->conv_state, p, (size_t)model->n_gdn * model->conv_state_bytes);
-    seq->n_tokens = h.n_tokens;
+    seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;
 }

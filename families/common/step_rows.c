@@ -151,3 +151,130 @@ int64_t step_rows_grain(int64_t width)
     int64_t g = 16384 / (width > 0 ? width : 1);
     return g < 1 ? 1 : g;
 }
+
+enum splash_status step_rows_check_taps(const struct splash_taps *taps, int64_t n_layers,
+                                        struct splash_err *err)
+{
+    if (taps->size < sizeof *taps || taps->n_layers <= 0 || !taps->layers || !taps->rows)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "taps: no layers or rows");
+    for (int32_t i = 0; i < taps->n_layers; i++)
+        if (taps->layers[i] < 0 || taps->layers[i] >= n_layers ||
+            (i && taps->layers[i] <= taps->layers[i - 1]))
+            return splash_err_set(err, SPLASH_ERR_INVALID,
+                                  "taps: layer %d is not one of %lld layers in ascending order",
+                                  taps->layers[i], (long long)n_layers);
+    return SPLASH_OK;
+}
+
+void step_rows_write_taps(const struct splash_taps *taps, const struct splash_lane *lanes,
+                          int32_t n_lanes, const int64_t *row0, const float *x, int64_t n_embd,
+                          int64_t il)
+{
+    int32_t slot = 0;
+    while (slot < taps->n_layers && taps->layers[slot] != il)
+        slot++;
+    if (slot == taps->n_layers)
+        return;
+    int64_t width = (int64_t)taps->n_layers * n_embd;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        float *rows = taps->rows[l];
+        if (!rows)
+            continue;
+        for (int32_t i = 0; i < lanes[l].n_tokens; i++)
+            memcpy(rows + i * width + (int64_t)slot * n_embd, x + (row0[l] + i) * n_embd,
+                   (size_t)n_embd * sizeof(float));
+    }
+}
+
+enum splash_status step_rows_pieces(void *model, step_rows_step_fn step,
+                                    const struct splash_lane *lanes,
+                                    const struct splash_lane_runs *runs, int32_t n_lanes,
+                                    const struct splash_taps *taps, int32_t ubatch,
+                                    int64_t n_vocab, int64_t n_embd, struct splash_err *err)
+{
+    int64_t tap_width = taps ? (int64_t)taps->n_layers * n_embd : 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        const struct splash_lane_runs *ru = runs && runs[l].n ? &runs[l] : NULL;
+        for (int32_t r = 0, from = 0; r < (ru ? ru->n : 1); r++) {
+            int32_t to = ru ? ru->ends[r] : ln->n_tokens;
+            for (int32_t off = from; off < to; off += ubatch) {
+                int32_t len = to - off < ubatch ? to - off : ubatch;
+                int last = off + len == ln->n_tokens;
+                struct splash_lane sub = {.seq = ln->seq,
+                                          .tokens = ln->tokens + off,
+                                          .n_tokens = len,
+                                          .pos0 = ln->pos0 + off,
+                                          .logits_all = ln->logits_all};
+                if (ln->logits && ln->logits_all)
+                    sub.logits = ln->logits + (size_t)off * (size_t)n_vocab;
+                else if (ln->logits && last)
+                    sub.logits = ln->logits;
+                /* this piece's rows of the lane's taps */
+                float *tap_rows =
+                    taps && taps->rows[l] ? taps->rows[l] + (int64_t)off * tap_width : NULL;
+                const struct splash_taps sub_taps = {.size = sizeof sub_taps,
+                                                     .n_layers = taps ? taps->n_layers : 0,
+                                                     .layers = taps ? taps->layers : NULL,
+                                                     .rows = &tap_rows};
+                /* the run's restore point, if asked for, at its last piece's end */
+                const uint8_t want = 1;
+                struct splash_lane_runs point = {.n = 1, .ends = &len, .fork = &want,
+                                                 .forks = ru && ru->fork ? &ru->forks[r] : NULL};
+                int at_end = off + len == to && ru && ru->fork && ru->fork[r];
+                enum splash_status st = step(model, &sub, at_end ? &point : NULL, 1,
+                                             taps ? &sub_taps : NULL, err);
+                if (st)
+                    return st;
+            }
+            from = to;
+        }
+    }
+    return SPLASH_OK;
+}
+
+size_t step_rows_points_bytes(const struct splash_lane_runs *runs, int32_t n_lanes)
+{
+    size_t n = 0;
+    for (int32_t l = 0; runs && l < n_lanes; l++)
+        n += runs[l].fork ? (size_t)runs[l].n : 0;
+    return ((size_t)n_lanes + n) * sizeof(void *);
+}
+
+void step_rows_points_begin(struct step_rows_points *pt, const struct splash_lane *lanes,
+                            const struct splash_lane_runs *runs, int32_t n_lanes, void *mem)
+{
+    void ***slots = mem;
+    void **all = (void **)(slots + n_lanes);
+    pt->forks = NULL;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane_runs *ru = runs ? &runs[l] : NULL;
+        slots[l] = NULL;
+        if (!ru || !ru->fork)
+            continue;
+        slots[l] = all;
+        for (int32_t r = 0; r < ru->n; r++)
+            all[r] = ru->fork[r] ? pt->share(pt->model, lanes[l].seq,
+                                             (int64_t)lanes[l].pos0 + ru->ends[r])
+                                 : NULL;
+        all += ru->n;
+        pt->forks = slots;
+    }
+}
+
+void step_rows_points_end(struct step_rows_points *pt, const struct splash_lane_runs *runs,
+                          int32_t n_lanes, int ok)
+{
+    for (int32_t l = 0; pt->forks && l < n_lanes; l++) {
+        if (!pt->forks[l])
+            continue;
+        for (int32_t r = 0; r < runs[l].n; r++) {
+            void *point = pt->forks[l][r];
+            if (ok && point && pt->keep)
+                pt->keep(pt->model, point);
+            if (!ok && point)
+                pt->destroy(pt->model, point);
+            runs[l].forks[r] = ok ? point : NULL;
+        }
+    }
+}

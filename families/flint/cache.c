@@ -146,11 +146,21 @@ enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_
                               "not the window before %d",
                               (long long)src->n_tokens,
                               (long long)(src->swa_first * FLINT_PAGE_TOKENS), n_tokens);
+    return flint_seq_share(model, src, n_tokens, out, err);
+}
+
+enum splash_status flint_seq_share(struct flint_model *model, const struct flint_seq *src,
+                                   int64_t n_tokens, struct flint_seq **out, struct splash_err *err)
+{
+    int64_t n_pages = (n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
+    if (n_tokens < 0 || n_pages > src->n_pages)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "a sequence of %lld tokens needs %lld pages, the source holds %lld",
+                              (long long)n_tokens, (long long)n_pages, (long long)src->n_pages);
     struct flint_seq *seq;
     enum splash_status st = flint_seq_create(model, &seq, err);
     if (st)
         return st;
-    int64_t n_pages = ((int64_t)n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
     if ((st = table_grow(model, seq, n_pages, err))) {
         flint_seq_destroy(model, seq);
         return st;
@@ -183,5 +193,31 @@ enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq
             return st;
         seq->n_pages = p + 1;
     }
+    return SPLASH_OK;
+}
+
+enum splash_status flint_seq_blank(struct flint_model *model, int64_t n_tokens, int64_t swa_first,
+                                   struct flint_seq **out, struct splash_err *err)
+{
+    int64_t n_pages = (n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
+    struct flint_seq *seq;
+    enum splash_status st = flint_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    if ((st = table_grow(model, seq, n_pages, err))) {
+        flint_seq_destroy(model, seq);
+        return st;
+    }
+    struct kv_pages kp = pool(model);
+    seq->n_pages = n_pages; /* a failure frees what was allocated (NULL the rest) */
+    seq->swa_first = model->cfg.n_swa ? swa_first : 0;
+    for (int64_t il = 0; il < n_layers(model); il++)
+        for (int64_t p = model->cfg.is_swa[il] ? seq->swa_first : 0; p < n_pages; p++)
+            if (!(seq->pages[il * seq->cap_pages + p] = kv_page_alloc(&kp))) {
+                flint_seq_destroy(model, seq);
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
+    seq->n_tokens = n_tokens;
+    *out = seq;
     return SPLASH_OK;
 }

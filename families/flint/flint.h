@@ -127,6 +127,14 @@ enum splash_status flint_seq_truncate(struct flint_model *model, struct flint_se
                                       int32_t n_keep, struct splash_err *err);
 enum splash_status flint_seq_fork(struct flint_model *model, const struct flint_seq *src,
                                   int32_t n_tokens, struct flint_seq **out, struct splash_err *err);
+/* A new sequence of n_tokens sharing src's pages that hold them, src's reserved pages
+ * included (a restore point taken at a step's start: the step writes their rows). */
+enum splash_status flint_seq_share(struct flint_model *model, const struct flint_seq *src,
+                                   int64_t n_tokens, struct flint_seq **out, struct splash_err *err);
+/* A sequence of n_tokens whose pages are allocated, their rows unwritten: every page of a
+ * full layer, a sliding layer's from page swa_first on (seq_load fills them). */
+enum splash_status flint_seq_blank(struct flint_model *model, int64_t n_tokens, int64_t swa_first,
+                                   struct flint_seq **out, struct splash_err *err);
 /* Pages for the sequence to hold n_tokens, the page it appends into its own. */
 enum splash_status flint_seq_reserve(struct flint_model *model, struct flint_seq *seq,
                                      int64_t n_tokens, struct splash_err *err);
@@ -135,6 +143,14 @@ void flint_seq_release_swa(struct flint_model *model, struct flint_seq *seq);
 /* The most pages a sliding layer of one sequence holds (the window, the slack and a step's
  * rows). */
 int64_t flint_swa_pages(const struct flint_model *model);
+
+/* saved.c: a sequence as bytes (seq_save / seq_load) for the prefix cache's SSD tier */
+uint64_t flint_seq_saved_bytes(const struct flint_model *model, int64_t n_tokens);
+enum splash_status flint_seq_save(const struct flint_model *model, const struct flint_seq *seq,
+                                  int (*write)(void *ctx, const void *bytes, size_t n), void *ctx,
+                                  struct splash_err *err);
+enum splash_status flint_seq_load(struct flint_model *model, const void *buf, uint64_t size,
+                                  struct flint_seq **out, struct splash_err *err);
 
 /* ffn.c: out (n, n_embd) = layer il's FFN of x (n, n_embd), the ffn_norm'ed rows. */
 enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, const float *x,
@@ -148,7 +164,11 @@ void flint_route_row(const float *logits, int32_t n_expert, int32_t k, int32_t g
 extern const struct splash_family_preset flint_presets[];
 
 /* forward.c */
+/* runs: NULL, or per lane its runs (forward_runs): each run attends as a call of its own
+ * would, and restore points are taken at the run ends asked for. taps: NULL, or the
+ * draft's taps of every row (forward_taps). */
 enum splash_status flint_forward(struct flint_model *model, const struct splash_lane *lanes,
-                                 int32_t n_lanes, struct splash_err *err);
+                                 const struct splash_lane_runs *runs, int32_t n_lanes,
+                                 const struct splash_taps *taps, struct splash_err *err);
 
 #endif

@@ -79,7 +79,43 @@ static enum splash_status fl_seq_truncate(void *model, void *seq, int32_t n_keep
 static enum splash_status fl_forward(void *model, const struct splash_lane *lanes, int32_t n_lanes,
                                      struct splash_err *err)
 {
-    return flint_forward(model, lanes, n_lanes, err);
+    return flint_forward(model, lanes, NULL, n_lanes, NULL, err);
+}
+
+static enum splash_status fl_forward_taps(void *model, const struct splash_lane *lanes,
+                                          int32_t n_lanes, const struct splash_taps *taps,
+                                          struct splash_err *err)
+{
+    return flint_forward(model, lanes, NULL, n_lanes, taps, err);
+}
+
+static enum splash_status fl_forward_runs(void *model, const struct splash_lane *lanes,
+                                          const struct splash_lane_runs *runs, int32_t n_lanes,
+                                          const struct splash_taps *taps, struct splash_err *err)
+{
+    return flint_forward(model, lanes, runs, n_lanes, taps, err);
+}
+
+static uint64_t fl_seq_saved_bytes(const void *model, int32_t n_tokens)
+{
+    return flint_seq_saved_bytes(model, n_tokens);
+}
+
+static enum splash_status fl_seq_save(void *model, const void *seq,
+                                      int (*write)(void *ctx, const void *bytes, size_t n),
+                                      void *ctx, struct splash_err *err)
+{
+    return flint_seq_save(model, seq, write, ctx, err);
+}
+
+static enum splash_status fl_seq_load(void *model, const void *buf, uint64_t size, void **seq,
+                                      struct splash_err *err)
+{
+    struct flint_seq *s;
+    enum splash_status st = flint_seq_load(model, buf, size, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
 }
 
 static enum splash_status fl_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
@@ -127,7 +163,12 @@ static const struct splash_family_plugin fl_plugin = {
     .forward = fl_forward,
     .seq_fork = fl_seq_fork,
     .cache_bytes = fl_cache_bytes,
+    .forward_taps = fl_forward_taps,
     .seq_keep_rows = fl_seq_keep_rows,
+    .forward_runs = fl_forward_runs,
+    .seq_saved_bytes = fl_seq_saved_bytes,
+    .seq_save = fl_seq_save,
+    .seq_load = fl_seq_load,
     .presets = flint_presets,
 };
 

@@ -18,8 +18,7 @@ struct step {
     struct gptoss_model *model;
     const struct splash_lane *lanes;
     const struct splash_lane_runs *runs; /* NULL, or a lane's runs (n 0: one run) */
-    struct gptoss_seq ***forks;          /* NULL, or per lane its restore points being made
-                                            (a slot per run, NULL where none is wanted) */
+    struct step_rows_points points;      /* the restore points being made */
     int32_t n_lanes;
     int64_t n;
     int64_t *row0;                  /* first row of each lane */
@@ -84,8 +83,9 @@ static struct splash_attn_lane lane_rows(const struct step *s, const struct gpto
  * now that the layer has stored the run's rows. */
 static void keep_ring(const struct step *s, int32_t l, int32_t r, const struct gptoss_layer *L)
 {
-    if (s->forks && s->forks[l] && s->forks[l][r])
-        gptoss_seq_copy_ring(s->model, s->lanes[l].seq, L->slot, s->forks[l][r]);
+    void ***forks = s->points.forks;
+    if (forks && forks[l] && forks[l][r])
+        gptoss_seq_copy_ring(s->model, s->lanes[l].seq, L->slot, forks[l][r]);
 }
 
 static void attn_layer(struct step *s, const struct gptoss_layer *L, int32_t il)
@@ -172,46 +172,20 @@ static enum splash_status logits_out(struct step *s, struct splash_err *err)
     return SPLASH_OK;
 }
 
-/* The restore points the lanes' runs ask for, made at the step's start: each shares the
- * full-layer pages up to its run's end (reserved already; the step writes their rows) and
- * takes the sliding rings as each layer passes that end (keep_ring). One memory refuses is
- * left out. slots: n_lanes pointers, then a slot per run. */
-static void forks_begin(struct step *s, struct gptoss_seq ***slots, struct gptoss_seq **all)
+/* A restore point: the full layers' pages up to its run's end shared at the step's start
+ * (reserved already; the step writes their rows); each sliding ring is copied as its
+ * layer passes the run's end (keep_ring). */
+static void *point_share(void *model, void *seq, int64_t n_tokens)
 {
-    s->forks = NULL;
-    for (int32_t l = 0; l < s->n_lanes; l++) {
-        const struct splash_lane_runs *ru = s->runs ? &s->runs[l] : NULL;
-        slots[l] = NULL;
-        if (!ru || !ru->fork)
-            continue;
-        slots[l] = all;
-        for (int32_t r = 0; r < ru->n; r++) {
-            struct splash_err ignored;
-            all[r] = NULL;
-            if (ru->fork[r])
-                gptoss_seq_share(s->model, s->lanes[l].seq, (int64_t)s->lanes[l].pos0 + ru->ends[r],
-                                 &all[r], &ignored);
-        }
-        all += ru->n;
-        s->forks = slots;
-    }
+    struct gptoss_seq *point = NULL;
+    struct splash_err ignored;
+    gptoss_seq_share(model, seq, n_tokens, &point, &ignored);
+    return point;
 }
 
-/* Hands the restore points out (the step done) or drops them (it failed). */
-static void forks_end(struct step *s, int ok)
+static void point_destroy(void *model, void *point)
 {
-    for (int32_t l = 0; s->forks && l < s->n_lanes; l++) {
-        if (!s->forks[l])
-            continue;
-        for (int32_t r = 0; r < s->runs[l].n; r++) {
-            if (ok) {
-                s->runs[l].forks[r] = s->forks[l][r];
-            } else {
-                gptoss_seq_destroy(s->model, s->forks[l][r]);
-                s->runs[l].forks[r] = NULL;
-            }
-        }
-    }
+    gptoss_seq_destroy(model, point);
 }
 
 static enum splash_status forward_step(struct gptoss_model *model, const struct splash_lane *lanes,
@@ -238,20 +212,17 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
     int64_t n_runs = 0; /* an attention lane per run (a lane of one run: one) */
     for (int32_t l = 0; l < n_lanes; l++)
         n_runs += runs && runs[l].n > 1 ? runs[l].n : 1;
-    int64_t n_slots = 0; /* restore points' slots */
-    for (int32_t l = 0; runs && l < n_lanes; l++)
-        n_slots += runs[l].fork ? runs[l].n : 0;
     size_t tail = (size_t)n_runs * sizeof(struct splash_attn_lane) +
-                  (size_t)n_lanes * (sizeof(int64_t) + sizeof(struct gptoss_seq **)) +
-                  (size_t)n_slots * sizeof(struct gptoss_seq *);
+                  (size_t)n_lanes * sizeof(int64_t) + step_rows_points_bytes(runs, n_lanes);
     float *arena = gptoss_buffer_get(model, &model->step_arena, floats * sizeof(float) + tail);
     if (!arena)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %lld rows", (long long)n);
     struct step s = {.model = model, .lanes = lanes, .runs = runs, .n_lanes = n_lanes, .n = n};
     s.attn = (struct splash_attn_lane *)(arena + floats);
     s.row0 = (int64_t *)(s.attn + n_runs);
-    struct gptoss_seq ***fork_slots = (struct gptoss_seq ***)(s.row0 + n_lanes);
-    forks_begin(&s, fork_slots, (struct gptoss_seq **)(fork_slots + n_lanes));
+    s.points = (struct step_rows_points){
+        .model = model, .share = point_share, .destroy = point_destroy};
+    step_rows_points_begin(&s.points, lanes, runs, n_lanes, s.row0 + n_lanes);
     s.x = arena;
     s.xn = s.x + n * E;
     s.mix = s.xn + n * E;
@@ -273,7 +244,7 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
         model->k->rmsnorm(model->opts.pool, s.x, E, L->post_norm, s.xn, E, n, E, c->rms_eps);
         enum splash_status st = gptoss_moe_forward(model, L, il, s.xn, n, s.mix, err);
         if (st) {
-            forks_end(&s, 0);
+            step_rows_points_end(&s.points, runs, n_lanes, 0);
             return st;
         }
         add_into(model, s.x, s.mix, n * E);
@@ -282,8 +253,16 @@ static enum splash_status forward_step(struct gptoss_model *model, const struct 
     if (!st)
         for (int32_t l = 0; l < n_lanes; l++)
             ((struct gptoss_seq *)lanes[l].seq)->n_tokens += lanes[l].n_tokens;
-    forks_end(&s, st == SPLASH_OK);
+    step_rows_points_end(&s.points, runs, n_lanes, st == SPLASH_OK);
     return st;
+}
+
+static enum splash_status step_of(void *model, const struct splash_lane *lanes,
+                                  const struct splash_lane_runs *runs, int32_t n_lanes,
+                                  const struct splash_taps *taps, struct splash_err *err)
+{
+    (void)taps; /* gpt_oss gives no taps: its pieces are asked for none */
+    return forward_step(model, lanes, runs, n_lanes, err);
 }
 
 enum splash_status gptoss_forward(struct gptoss_model *model, const struct splash_lane *lanes,
@@ -306,38 +285,7 @@ enum splash_status gptoss_forward(struct gptoss_model *model, const struct splas
     }
     if (n <= GPTOSS_UBATCH)
         return forward_step(model, lanes, runs, n_lanes, err);
-    /* too many rows for one step: each lane run by run, a run in pieces of GPTOSS_UBATCH
-     * tokens from its start (as a call per run would cut it), its restore point after its
-     * last piece */
-    for (int32_t l = 0; l < n_lanes; l++) {
-        const struct splash_lane *ln = &lanes[l];
-        const struct splash_lane_runs *ru = runs && runs[l].n ? &runs[l] : NULL;
-        for (int32_t r = 0, from = 0; r < (ru ? ru->n : 1); r++) {
-            int32_t to = ru ? ru->ends[r] : ln->n_tokens;
-            for (int32_t off = from; off < to; off += GPTOSS_UBATCH) {
-                int32_t len = to - off < GPTOSS_UBATCH ? to - off : GPTOSS_UBATCH;
-                int last = off + len == ln->n_tokens;
-                struct splash_lane sub = {.seq = ln->seq,
-                                          .tokens = ln->tokens + off,
-                                          .n_tokens = len,
-                                          .pos0 = ln->pos0 + off,
-                                          .logits_all = ln->logits_all};
-                if (ln->logits && ln->logits_all)
-                    sub.logits = ln->logits + (size_t)off * (size_t)model->cfg.n_vocab;
-                else if (ln->logits && last)
-                    sub.logits = ln->logits;
-                /* the run's restore point, if asked for, at its last piece's end */
-                const uint8_t want = 1;
-                struct splash_lane_runs point = {.n = 1, .ends = &len, .fork = &want,
-                                                 .forks = ru && ru->fork ? &ru->forks[r] : NULL};
-                int at_end = off + len == to && ru && ru->fork && ru->fork[r];
-                enum splash_status st =
-                    forward_step(model, &sub, at_end ? &point : NULL, 1, err);
-                if (st)
-                    return st;
-            }
-            from = to;
-        }
-    }
-    return SPLASH_OK;
+    /* too many rows for one step: each lane run by run, in pieces of GPTOSS_UBATCH */
+    return step_rows_pieces(model, step_of, lanes, runs, n_lanes, NULL, GPTOSS_UBATCH,
+                            model->cfg.n_vocab, model->cfg.n_embd, err);
 }

@@ -6,16 +6,18 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "families/common/saved_header.h"
 #include "families/gpt_oss/gpt_oss.h"
 
-#define SAVED_MAGIC "SPLGOSS1"
-
-struct saved_header {
-    char magic[8];
-    int64_t n_tokens;
-    int64_t page_tokens, kv_page_bytes, kv_format;
-    int64_t n_full, n_swa, window, ring_pages;
-};
+/* The layout a blob states: pages, KV format, layer counts and the sliding window. */
+static struct saved_layout layout_of(const struct gptoss_model *model)
+{
+    return (struct saved_layout){
+        .magic = "SPLGOSS1",
+        .n_fields = 7,
+        .fields = {GPTOSS_PAGE_TOKENS, (int64_t)model->kv_page_bytes, model->opts.kv_format,
+                   model->n_full, model->cfg.n_swa, model->cfg.window, model->ring_pages}};
+}
 
 /* The logical pages a sliding layer keeps for a sequence of n tokens: [*first, *last]
  * (none when n is 0: *last < *first). */
@@ -27,29 +29,22 @@ static void window_pages(const struct gptoss_model *model, int64_t n, int64_t *f
     *last = n > 0 ? (n - 1) / GPTOSS_PAGE_TOKENS : -1;
 }
 
-uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_tokens)
+static uint64_t saved_bytes(const void *model_, int64_t n_tokens)
 {
+    const struct gptoss_model *model = model_;
+    struct saved_layout l = layout_of(model);
     int64_t first, last;
     window_pages(model, n_tokens, &first, &last);
     int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
-    return sizeof(struct saved_header) +
+    return saved_header_bytes(&l) +
            ((uint64_t)model->n_full * (uint64_t)n_pages +
             (uint64_t)model->cfg.n_swa * (uint64_t)(last - first + 1)) *
                model->kv_page_bytes;
 }
 
-static struct saved_header header_of(const struct gptoss_model *model, int64_t n_tokens)
+uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_tokens)
 {
-    struct saved_header h = {.n_tokens = n_tokens,
-                             .page_tokens = GPTOSS_PAGE_TOKENS,
-                             .kv_page_bytes = (int64_t)model->kv_page_bytes,
-                             .kv_format = model->opts.kv_format,
-                             .n_full = model->n_full,
-                             .n_swa = model->cfg.n_swa,
-                             .window = model->cfg.window,
-                             .ring_pages = model->ring_pages};
-    memcpy(h.magic, SAVED_MAGIC, sizeof h.magic);
-    return h;
+    return saved_bytes(model, n_tokens);
 }
 
 /* Ring page of sliding layer `slot` that holds logical page p. */
@@ -63,10 +58,10 @@ enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struc
                                    int (*write)(void *ctx, const void *bytes, size_t n),
                                    void *ctx, struct splash_err *err)
 {
-    struct saved_header h = header_of(model, seq->n_tokens);
+    struct saved_layout l = layout_of(model);
     int64_t n_pages = (seq->n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
     window_pages(model, seq->n_tokens, &first, &last);
-    int stop = write(ctx, &h, sizeof h);
+    int stop = saved_header_write(&l, seq->n_tokens, write, ctx);
     for (int32_t a = 0; a < model->n_full && !stop; a++)
         for (int64_t p = 0; p < n_pages && !stop; p++)
             stop = write(ctx, seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)p],
@@ -81,33 +76,24 @@ enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struc
 enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, uint64_t size,
                                    struct gptoss_seq **out, struct splash_err *err)
 {
-    struct saved_header h;
-    if (size < sizeof h)
-        return splash_err_set(err, SPLASH_ERR_INVALID, "a saved sequence of %llu bytes is cut short",
-                              (unsigned long long)size);
-    memcpy(&h, buf, sizeof h);
-    struct saved_header want = header_of(model, h.n_tokens);
-    if (memcmp(h.magic, SAVED_MAGIC, sizeof h.magic) || h.n_tokens < 0 ||
-        h.n_tokens > model->max_context || memcmp(&h, &want, sizeof h))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "a saved sequence's header is not this model's layout");
-    if (size != gptoss_seq_saved_bytes(model, h.n_tokens))
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "a saved sequence of %lld tokens has %llu bytes, not %llu",
-                              (long long)h.n_tokens, (unsigned long long)size,
-                              (unsigned long long)gptoss_seq_saved_bytes(model, h.n_tokens));
+    struct saved_layout l = layout_of(model);
+    int64_t n_tokens;
+    const char *p;
+    enum splash_status st = saved_header_read(&l, buf, size, model->max_context, saved_bytes,
+                                              model, &n_tokens, &p, err);
+    if (st)
+        return st;
     struct gptoss_seq *seq;
-    enum splash_status st = gptoss_seq_create(model, &seq, err);
+    st = gptoss_seq_create(model, &seq, err);
     if (st)
         return st;
     /* the full layers' pages to hold the tokens, as a step would reserve them */
-    if ((st = gptoss_seq_reserve(model, seq, h.n_tokens, err))) {
+    if ((st = gptoss_seq_reserve(model, seq, n_tokens, err))) {
         gptoss_seq_destroy(model, seq);
         return st;
     }
-    int64_t n_pages = (h.n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
-    window_pages(model, h.n_tokens, &first, &last);
-    const char *p = (const char *)buf + sizeof h;
+    int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
+    window_pages(model, n_tokens, &first, &last);
     for (int32_t a = 0; a < model->n_full; a++)
         for (int64_t pg = 0; pg < n_pages; pg++, p += model->kv_page_bytes)
             memcpy(seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg], p,
@@ -115,7 +101,7 @@ enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, 
     for (int32_t slot = 0; slot < model->cfg.n_swa; slot++)
         for (int64_t pg = first; pg <= last; pg++, p += model->kv_page_bytes)
             memcpy(ring_page(model, seq, slot, pg), p, model->kv_page_bytes);
-    seq->n_tokens = h.n_tokens;
+    seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;
 }

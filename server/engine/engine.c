@@ -1289,11 +1289,11 @@ static int step(struct engine *e)
             struct splash_prefill_plan plan = plan_of(r);
             e->capture_req = r;
             e->capture_lane = i;
-            if (r->pos < r->n_fill)
+            if (r->pos < r->n_fill || splash_plan_is_boundary(&plan, r->pos))
                 splash_ecache_capture(&e->cache, &plan, r->pos, r->seq,
                                       boundaries_after(&plan, r->pos), &r->last_point,
                                       counted_bytes(e));
-            else if (r->n_gen > 0)
+            if (r->pos >= r->n_fill && r->n_gen > 0)
                 r->state = REQ_DECODE;
             e->capture_req = NULL;
         }

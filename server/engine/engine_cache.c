@@ -301,7 +301,10 @@ int32_t splash_ecache_peek(struct splash_engine_cache *c, const struct splash_pr
 static int wants(const struct splash_prefill_plan *plan, int32_t pos, int32_t n_boundaries_after,
                  int32_t last_point)
 {
-    if (!splash_plan_is_cut(plan, pos))
+    /* a prompt that ends at a turn boundary (FLINT's ends with its reuse token,
+     * <|assistant|>) is resumed there by the next turn */
+    int at_end = pos == plan->n && splash_plan_is_boundary(plan, pos);
+    if (!splash_plan_is_cut(plan, pos) && !at_end)
         return -1;
     if (splash_plan_is_boundary(plan, pos) && n_boundaries_after < SPLASH_TURN_POINTS)
         return SPLASH_POINT_TURN;

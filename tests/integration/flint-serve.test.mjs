@@ -128,3 +128,25 @@ test("a forced call is parsed through the Anthropic Messages API", async () => {
   assert.equal(typeof use.input.city, "string");
   assert.equal(msg.stop_reason, "tool_use");
 });
+
+test("a second turn resumes at the first turn's <|assistant|> and reports its cached tokens", async () => {
+  const system = { role: "system", content: "You are a careful assistant who answers in short sentences." };
+  const first = [system, { role: "user", content: "Tell me about the little robot and its quiet street." }];
+  const one = await openai.chat.completions.create({ model: "test/stories", messages: first,
+                                                    max_tokens: 8, temperature: 0 });
+  const reply = one.choices[0].message.content ?? "";
+  const second = [...first, { role: "assistant", content: reply },
+                  { role: "user", content: "And what did it see in the windows?" }];
+  const ask = () => openai.chat.completions.create({ model: "test/stories", messages: second,
+                                                     max_tokens: 8, temperature: 0 });
+  const two = await ask();
+  assert.equal(two.usage.prompt_tokens_details?.cached_tokens, one.usage.prompt_tokens,
+               JSON.stringify(two.usage));
+  assert.ok(two.usage.prompt_tokens > one.usage.prompt_tokens);
+  // asked again: resumed at the same boundary (its own end, <|assistant|>, leaves no token
+  // to feed for the first logits), to the same answer
+  const again = await ask();
+  assert.equal(again.usage.prompt_tokens_details.cached_tokens, one.usage.prompt_tokens,
+               JSON.stringify(again.usage));
+  assert.equal(again.choices[0].message.content, two.choices[0].message.content);
+});

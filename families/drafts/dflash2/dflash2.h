@@ -25,6 +25,10 @@
 #define DFLASH2_WINDOW 2048
 #define DFLASH2_MIN_BLOCK 8
 #define DFLASH2_CONV_GROUP 16
+/* Flint's vocabulary keeps no mask token: its draft takes one of Flint's reserved special
+ * tokens (models.md "Drafts": 150019 to 150143) */
+#define DFLASH2_FLINT_FIRST_MASK 150019
+#define DFLASH2_FLINT_LAST_MASK 150143
 #define DFLASH2_GROUP (DFLASH2_HEADS / DFLASH2_KV_HEADS) /* query heads per KV head */
 
 /* The block attention's inner loops, per CPU (dflash2_block.c, dflash2_attn_avx2.c). */

@@ -242,6 +242,17 @@ static enum splash_status check_tensors(const struct reader *r, const struct dfl
     return SPLASH_OK;
 }
 
+/* A Flint target: a GGUF of architecture flint, or Flint's flat config.json. */
+static int target_is_flint(const struct splash_host *host, const struct splash_meta *t)
+{
+    const struct splash_meta_api *api = host->meta;
+    const char *name = NULL;
+    struct splash_err e;
+    if (api->source(t) == SPLASH_META_GGUF)
+        return !api->get_str(t, "general.architecture", &name, &e) && !strcmp(name, "flint");
+    return !api->get_str(t, "model_type", &name, &e) && !strcmp(name, "flint");
+}
+
 enum splash_status dflash2_config_read(const struct splash_host *host,
                                        const struct splash_meta *draft,
                                        const struct splash_meta *target,
@@ -319,6 +330,12 @@ enum splash_status dflash2_config_read(const struct splash_host *host,
                               "config.json: dflash_config.mask_token_id is %lld, not a token of "
                               "the target's vocabulary of %lld",
                               (long long)v, (long long)cfg->n_vocab);
+    if (target_is_flint(host, target) &&
+        (v < DFLASH2_FLINT_FIRST_MASK || v > DFLASH2_FLINT_LAST_MASK))
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "config.json: dflash_config.mask_token_id is %lld, not one of Flint's "
+                              "reserved special tokens (%d to %d) a Flint draft masks with",
+                              (long long)v, DFLASH2_FLINT_FIRST_MASK, DFLASH2_FLINT_LAST_MASK);
     cfg->mask_token = (int32_t)v;
     if ((st = get_int(&r, "dflash_config.block_size", &v, 0, 1)))
         return st;
