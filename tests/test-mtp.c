@@ -1,6 +1,7 @@
 /* The model's own MTP (nextn) block as the proposer (families/drafts/nextn): make-model's
  * qwen35-tiny-mtp (llama.cpp's blk.8.nextn.* layout) decodes with --speculative mtp exactly
- * as without it (tokens and logprobs bit for bit, int8 and bf16 KV, three lanes at once);
+ * as without it (tokens and logprobs bit for bit, int8 and bf16 KV, three lanes at once),
+ * and so does qwen35moe-tiny-mtp, whose block's FFN is the mixture of experts;
  * a "bigram" edit of it, whose trunk and block pass the token's embedding straight to the
  * head (every output projection zero, eh_proj the identity on the token's half), has a
  * block that predicts what the target says, so its proposals are accepted: the rows read
@@ -36,6 +37,7 @@ extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 static char random_path[] = "/tmp/splash-mtp-random-XXXXXX.gguf";
 static char bigram_path[] = "/tmp/splash-mtp-bigram-XXXXXX.gguf";
+static char moe_path[] = "/tmp/splash-mtp-moe-XXXXXX.gguf";
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -120,10 +122,19 @@ static int setup(void **state)
     if (fd < 0)
         return -1;
     close(fd);
+    fd = mkstemps(moe_path, 5);
+    if (fd < 0)
+        return -1;
+    close(fd);
     struct splash_model_write_opts opts = {.mix = "Q8_0", .seed = 7, .n_threads = 2};
     struct splash_err err;
     if (splash_model_write(splash_registry_global(), test_preset("qwen35-tiny-mtp"), &opts,
                            random_path, NULL, &err) != SPLASH_OK) {
+        fprintf(stderr, "make-model: %s\n", err.msg);
+        return -1;
+    }
+    if (splash_model_write(splash_registry_global(), test_preset("qwen35moe-tiny-mtp"), &opts,
+                           moe_path, NULL, &err) != SPLASH_OK) {
         fprintf(stderr, "make-model: %s\n", err.msg);
         return -1;
     }
@@ -136,6 +147,7 @@ static int teardown(void **state)
     (void)state;
     unlink(random_path);
     unlink(bigram_path);
+    unlink(moe_path);
     return 0;
 }
 
@@ -224,6 +236,8 @@ static void test_mtp_greedy_identical(void **state)
     for (int k = 0; k < 2; k++) {
         int64_t acc, prop;
         greedy_case(random_path, "random", kvs[k], &acc, &prop);
+        assert_true(prop > 0);
+        greedy_case(moe_path, "random MoE", kvs[k], &acc, &prop);
         assert_true(prop > 0);
         greedy_case(bigram_path, "bigram", kvs[k], &acc, &prop);
         /* the block says what the target says: nearly every proposal is accepted */

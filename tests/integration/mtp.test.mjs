@@ -68,14 +68,16 @@ for (const kv of ["int8", "bf16"]) {
 test("--speculative auto picks the MTP layers where the GGUF has them and there is no draft", async () => {
   const auto = await decode([], mtpModel);
   assert.equal(auto.status.speculation.mode, "mtp");
+  const moe = await decode([], moeMtpModel);
+  assert.equal(moe.status.speculation.mode, "mtp");
+  assert.match(moe.log, /Draft · the model's own: NextN qwen35moe block 4 \(of 1\), .*8 experts \(2 used\)/);
   const stories = await decode([], storiesModel);
   assert.equal(stories.status.speculation.mode, "ngram");
 });
 
-test("--speculative mtp is refused for a model without MTP layers, and for a MoE MTP block, naming the model", async () => {
+test("--speculative mtp is refused for a model without MTP layers, naming the model", async () => {
   for (const [model, why] of [
     [storiesModel, /--speculative mtp: qwen35-stories-Q8_0\.gguf: the model has no MTP \(nextn\) layers/],
-    [moeMtpModel, /--speculative mtp: .*qwen35moe-tiny-mtp\.gguf: the MTP block's FFN is a mixture of experts/],
   ]) {
     const r = spawnSync(splash, ["serve", "--model", "test/stories", "--model-dir", model, "--port", String(await freePort()),
                                  "--speculative", "mtp"], { encoding: "utf8", timeout: 30000 });

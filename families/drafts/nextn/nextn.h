@@ -3,7 +3,8 @@
  * Row p of the block reads the token at p and the target's hidden state at p - 1 (the
  * residual stream after its last layer, before the final norm: the draft's one tap):
  * x = eh_proj [enorm(embed(t_p)), hnorm(h_{p-1})], then a full-attention decoder block
- * of the trunk's shape (gated attention with q/k norms and IMROPE, SwiGLU FFN), then
+ * of the trunk's shape (gated attention with q/k norms and IMROPE, the SwiGLU FFN or, in a
+ * qwen35moe file, the trunk's mixture of experts with its shared expert), then
  * shared_head_norm and the head predict t_{p+1}. A block chains: each proposal's row reads
  * the proposal and the previous row's normed output. The block's attention keeps its own
  * keys and values of the last `window` positions in BF16 pages. Names are prefixed nextn_
@@ -23,11 +24,16 @@
 #define NEXTN_WINDOW 2048    /* positions the block attends (the last ones) */
 #define NEXTN_PAGE_TOKENS 64 /* KV page size of the block's own cache */
 #define NEXTN_MAX_PAIRS 512
+#define NEXTN_MAX_USED 64 /* experts a token takes */
 
 /* The target's sizes the block runs at, read from its GGUF header. */
 struct nextn_config {
     char arch[32];
     int64_t n_embd, n_vocab, n_ff;
+    /* a MoE block (qwen35moe): routed experts (softmax, top-k renormalised) and a shared
+     * expert scaled by the sigmoid of its scalar gate; n_ff is then 0 */
+    int32_t moe, n_expert, n_used;
+    int64_t n_ff_exp, n_ff_shexp; /* n_ff_shexp 0: no shared expert */
     int32_t n_layers; /* the trunk's (block_count - nextn_predict_layers) */
     int32_t n_nextn;
     int32_t n_head, n_head_kv, head_dim, n_rot;
@@ -51,6 +57,8 @@ struct nextn_model {
     struct nextn_config cfg;
     const struct splash_tensor_info *embd;
     struct splash_weight *eh_proj, *wq, *wk, *wv, *wo, *gate, *up, *down, *head;
+    struct splash_weight *router, *gate_exps, *up_exps, *down_exps, *sh_gate, *sh_up, *sh_down;
+    float *sh_inp; /* the shared expert's scalar gate (n_embd), or NULL */
     float *enorm, *hnorm, *attn_norm, *post_norm, *q_norm, *k_norm, *head_norm;
     float rope_freq[NEXTN_MAX_PAIRS];
     uint8_t rope_on[NEXTN_MAX_PAIRS]; /* 0: an IMROPE pair that reads position 0 (text) */

@@ -33,10 +33,11 @@ static enum splash_status get_i32(const struct reader *r, const char *key, int32
     return st;
 }
 
-/* Block tensor NAME of layer il (or a global one, il < 0) of shape ne0 x ne1; optional
- * ones may be absent (0 returned in *found). */
-static enum splash_status want(const struct reader *r, int32_t il, const char *name, int64_t ne0,
-                               int64_t ne1, int optional, int *found, struct splash_err *err)
+/* Block tensor NAME of layer il (or a global one, il < 0) of shape ne0 x ne1 (x ne2);
+ * optional ones may be absent (0 returned in *found). */
+static enum splash_status want3(const struct reader *r, int32_t il, const char *name,
+                                int64_t ne0, int64_t ne1, int64_t ne2, int optional, int *found,
+                                struct splash_err *err)
 {
     char n[128];
     if (il >= 0)
@@ -50,14 +51,67 @@ static enum splash_status want(const struct reader *r, int32_t il, const char *n
         return optional ? SPLASH_OK
                         : splash_err_set(err, SPLASH_ERR_NOT_FOUND,
                                          "%s: the MTP block's %s is missing", r->path, n);
-    int64_t e1 = t->n_dims > 1 ? t->ne[1] : 1;
-    if (t->ne[0] != ne0 || e1 != ne1 || t->n_dims > 2)
+    int64_t e1 = t->n_dims > 1 ? t->ne[1] : 1, e2 = t->n_dims > 2 ? t->ne[2] : 1;
+    if (t->ne[0] != ne0 || e1 != ne1 || e2 != ne2 || t->n_dims > 3)
         return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%s: %s is %lld x %lld, the MTP block needs %lld x %lld", r->path, n,
-                              (long long)t->ne[0], (long long)e1, (long long)ne0, (long long)ne1);
+                              "%s: %s is %lld x %lld x %lld, the MTP block needs %lld x %lld x "
+                              "%lld",
+                              r->path, n, (long long)t->ne[0], (long long)e1, (long long)e2,
+                              (long long)ne0, (long long)ne1, (long long)ne2);
     if (!t->format)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s is of a type (%s) no format "
                               "plugin reads", r->path, n, t->type_name ? t->type_name : "?");
+    return SPLASH_OK;
+}
+
+static enum splash_status want(const struct reader *r, int32_t il, const char *name, int64_t ne0,
+                               int64_t ne1, int optional, int *found, struct splash_err *err)
+{
+    return want3(r, il, name, ne0, ne1, 1, optional, found, err);
+}
+
+/* The MoE block's sizes ({arch}.expert_count, expert_used_count; the widths from its
+ * tensors) and its tensors held to them. */
+static enum splash_status read_moe(const struct reader *r, struct nextn_config *cfg, int32_t il,
+                                   struct splash_err *err)
+{
+    enum splash_status st;
+    char n[96];
+    if ((st = get_i32(r, "expert_count", &cfg->n_expert, err)) ||
+        (st = get_i32(r, "expert_used_count", &cfg->n_used, err)))
+        return st;
+    if (cfg->n_used < 1 || cfg->n_used > NEXTN_MAX_USED || cfg->n_used > cfg->n_expert)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: %s.expert_used_count: %d of %d experts (1 to %d served)",
+                              r->path, r->arch, cfg->n_used, cfg->n_expert, NEXTN_MAX_USED);
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_up_exps.weight", il);
+    if (r->api->tensor_find(r->m, n))
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: the MTP block's experts fuse gate and up (%s), which the MTP "
+                              "proposer does not run",
+                              r->path, n);
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_exps.weight", il);
+    const struct splash_tensor_info *g = r->api->tensor_find(r->m, n);
+    if (!g)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: the MTP block's %s is missing",
+                              r->path, n);
+    cfg->n_ff_exp = g->n_dims > 1 ? g->ne[1] : 1;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", il);
+    const struct splash_tensor_info *sg = r->api->tensor_find(r->m, n);
+    cfg->n_ff_shexp = sg && sg->n_dims > 1 ? sg->ne[1] : 0;
+    const int64_t e = cfg->n_embd, x = cfg->n_expert, ff = cfg->n_ff_exp, sh = cfg->n_ff_shexp;
+    if ((st = want(r, il, "ffn_gate_inp.weight", e, x, 0, NULL, err)) ||
+        (st = want3(r, il, "ffn_gate_exps.weight", e, ff, x, 0, NULL, err)) ||
+        (st = want3(r, il, "ffn_up_exps.weight", e, ff, x, 0, NULL, err)) ||
+        (st = want3(r, il, "ffn_down_exps.weight", ff, e, x, 0, NULL, err)))
+        return st;
+    if (sh > 0 &&
+        ((st = want(r, il, "ffn_gate_inp_shexp.weight", e, 1, 0, NULL, err)) ||
+         (st = want(r, il, "ffn_gate_shexp.weight", e, sh, 0, NULL, err)) ||
+         (st = want(r, il, "ffn_up_shexp.weight", e, sh, 0, NULL, err)) ||
+         (st = want(r, il, "ffn_down_shexp.weight", sh, e, 0, NULL, err))))
+        return st;
+    cfg->moe = 1;
     return SPLASH_OK;
 }
 
@@ -135,21 +189,21 @@ enum splash_status nextn_config_read(const struct splash_host *host, const struc
                               r.path);
     cfg->n_vocab = te->ne[1];
 
-    /* the first MTP block, right after the trunk; a MoE block is not run here */
+    /* the first MTP block, right after the trunk: a dense FFN, or a MoE one */
     const int32_t il = cfg->n_layers;
     char n[96];
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", il);
-    if (api->tensor_find(m, n))
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "%s: the MTP block's FFN is a mixture of experts (%s), which the "
-                              "MTP proposer does not run",
-                              r.path, n);
-    snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", il);
-    const struct splash_tensor_info *fg = api->tensor_find(m, n);
-    if (!fg)
-        return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: the MTP block's %s is missing",
-                              r.path, n);
-    cfg->n_ff = fg->n_dims > 1 ? fg->ne[1] : 1;
+    if (api->tensor_find(m, n)) {
+        if ((st = read_moe(&r, cfg, il, err)))
+            return st;
+    } else {
+        snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", il);
+        const struct splash_tensor_info *fg = api->tensor_find(m, n);
+        if (!fg)
+            return splash_err_set(err, SPLASH_ERR_NOT_FOUND, "%s: the MTP block's %s is missing",
+                                  r.path, n);
+        cfg->n_ff = fg->n_dims > 1 ? fg->ne[1] : 1;
+    }
     const int64_t e = cfg->n_embd, qd = (int64_t)cfg->n_head * cfg->head_dim,
                   kvd = (int64_t)cfg->n_head_kv * cfg->head_dim, ff = cfg->n_ff;
     int has_embd = 0, has_head = 0, has_norm = 0, has_output = 0;
@@ -164,9 +218,9 @@ enum splash_status nextn_config_read(const struct splash_host *host, const struc
         (st = want(&r, il, "attn_output.weight", qd, e, 0, NULL, err)) ||
         (st = want(&r, il, "attn_q_norm.weight", cfg->head_dim, 1, 0, NULL, err)) ||
         (st = want(&r, il, "attn_k_norm.weight", cfg->head_dim, 1, 0, NULL, err)) ||
-        (st = want(&r, il, "ffn_gate.weight", e, ff, 0, NULL, err)) ||
-        (st = want(&r, il, "ffn_up.weight", e, ff, 0, NULL, err)) ||
-        (st = want(&r, il, "ffn_down.weight", ff, e, 0, NULL, err)) ||
+        (!cfg->moe && ((st = want(&r, il, "ffn_gate.weight", e, ff, 0, NULL, err)) ||
+                       (st = want(&r, il, "ffn_up.weight", e, ff, 0, NULL, err)) ||
+                       (st = want(&r, il, "ffn_down.weight", ff, e, 0, NULL, err)))) ||
         (st = want(&r, il, "nextn.embed_tokens.weight", e, cfg->n_vocab, 1, &has_embd, err)) ||
         (st = want(&r, il, "nextn.shared_head_head.weight", e, cfg->n_vocab, 1, &has_head, err)) ||
         (st = want(&r, il, "nextn.shared_head_norm.weight", e, 1, 1, &has_norm, err)) ||
@@ -194,6 +248,9 @@ enum splash_status nextn_config_read(const struct splash_host *host, const struc
 
 void nextn_config_summary(const struct nextn_config *cfg, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s block %d (of %d), hidden %lld, block %d, window %d", cfg->arch,
-             cfg->n_layers, cfg->n_nextn, (long long)cfg->n_embd, NEXTN_BLOCK, NEXTN_WINDOW);
+    int n = snprintf(buf, size, "%s block %d (of %d), hidden %lld, block %d, window %d",
+                     cfg->arch, cfg->n_layers, cfg->n_nextn, (long long)cfg->n_embd, NEXTN_BLOCK,
+                     NEXTN_WINDOW);
+    if (cfg->moe && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", %d experts (%d used)", cfg->n_expert, cfg->n_used);
 }

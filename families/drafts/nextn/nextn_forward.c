@@ -11,6 +11,16 @@
 #define KV_BF16 1     /* enum splash_kv_format */
 #define CHUNK_ROWS 64 /* context rows per pass */
 
+/* The FFN's widest intermediate row: the dense FFN's, or a MoE row's routed experts (each
+ * its own row) and shared expert side by side, and the router's logits. */
+static int64_t ffn_width(const struct nextn_config *c)
+{
+    if (!c->moe)
+        return c->n_ff;
+    return (int64_t)c->n_used * (c->n_ff_exp + c->n_embd) + c->n_ff_shexp + c->n_embd +
+           c->n_expert;
+}
+
 struct rows {
     float *emb, *cat, *x, *xn, *qg, *kk, *vv, *q, *att, *y, *g, *u, *cs;
 };
@@ -20,7 +30,7 @@ static size_t rows_floats(const struct nextn_model *m, int64_t n)
     const struct nextn_config *c = &m->cfg;
     int64_t e = c->n_embd, qd = (int64_t)c->n_head * c->head_dim,
             kvd = (int64_t)c->n_head_kv * c->head_dim;
-    return (size_t)(n * (e + 2 * e + e + e + 2 * qd + 2 * kvd + 2 * qd + e + 2 * c->n_ff +
+    return (size_t)(n * (e + 2 * e + e + e + 2 * qd + 2 * kvd + 2 * qd + e + 2 * ffn_width(c) +
                          c->n_rot + 16) + 16 * 8);
 }
 
@@ -43,8 +53,8 @@ static void rows_carve(const struct nextn_model *m, float *buf, int64_t n, struc
     TAKE(q, n * qd);
     TAKE(att, n * qd);
     TAKE(y, n * e);
-    TAKE(g, n * c->n_ff);
-    TAKE(u, n * c->n_ff);
+    TAKE(g, n * ffn_width(c));
+    TAKE(u, n * ffn_width(c));
     TAKE(cs, n * c->n_rot + 16);
 #undef TAKE
 }
@@ -62,6 +72,75 @@ static struct splash_kv_pages kv_of(const struct nextn_model *m, const struct ne
 static float sigmoidf(float v)
 {
     return 1.0f / (1.0f + expf(-v));
+}
+
+static void swiglu(float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* One row's MoE FFN (out, n_embd) of its post-attention-normed x: softmax over the
+ * router's logits in fp32, the top n_used (ties to the lower expert) renormalised, each
+ * chosen expert's SwiGLU weighted by it, plus the shared expert scaled by the sigmoid of
+ * its scalar gate. g and u: ffn_width floats each. */
+static void moe_row(struct nextn_model *m, const float *x, float *g, float *u, float *out)
+{
+    const struct nextn_config *c = &m->cfg;
+    const struct splash_kernels *k = m->k;
+    const int64_t e = c->n_embd, ff = c->n_ff_exp, K = c->n_used;
+    float *logits = u + K * (ff + e) + c->n_ff_shexp + e; /* the tail of u */
+    k->matmul(m->pool, m->router, x, 1, logits);
+    float mx = logits[0];
+    for (int32_t j = 1; j < c->n_expert; j++)
+        mx = logits[j] > mx ? logits[j] : mx;
+    int32_t ids[NEXTN_MAX_USED];
+    float w[NEXTN_MAX_USED];
+    /* the k largest (the softmax keeps the order; renormalised, its sum cancels) */
+    for (int32_t j = 0; j < K; j++) {
+        int32_t best = -1;
+        for (int32_t x2 = 0; x2 < c->n_expert; x2++) {
+            int taken = 0;
+            for (int32_t q = 0; q < j; q++)
+                taken |= ids[q] == x2;
+            if (!taken && (best < 0 || logits[x2] > logits[best]))
+                best = x2;
+        }
+        ids[j] = best;
+    }
+    double sum = 0;
+    for (int32_t j = 0; j < K; j++)
+        sum += (w[j] = expf(logits[ids[j]] - mx));
+    for (int32_t j = 0; j < K; j++)
+        w[j] = (float)(w[j] / sum);
+    /* the routed experts, each chosen one a row of its own */
+    float *xk = g + K * ff; /* K x e: the row repeated */
+    for (int32_t j = 0; j < K; j++)
+        memcpy(xk + j * e, x, (size_t)e * sizeof *x);
+    k->matmul_experts(m->pool, m->gate_exps, xk, ids, K, g);
+    k->matmul_experts(m->pool, m->up_exps, xk, ids, K, u);
+    swiglu(g, u, K * ff);
+    float *y = u; /* K x e */
+    k->matmul_experts(m->pool, m->down_exps, g, ids, K, y);
+    for (int64_t i = 0; i < e; i++) {
+        float acc = 0;
+        for (int32_t j = 0; j < K; j++)
+            acc += w[j] * y[j * e + i];
+        out[i] = acc;
+    }
+    if (c->n_ff_shexp > 0) {
+        float *sg = g + K * (ff + e), *su = u + K * (ff + e), *sy = sg + c->n_ff_shexp;
+        k->matmul(m->pool, m->sh_gate, x, 1, sg);
+        k->matmul(m->pool, m->sh_up, x, 1, su);
+        swiglu(sg, su, c->n_ff_shexp);
+        k->matmul(m->pool, m->sh_down, sg, 1, sy);
+        float s = 0;
+        for (int64_t i = 0; i < e; i++)
+            s += x[i] * m->sh_inp[i];
+        s = 1.0f / (1.0f + expf(-s));
+        for (int64_t i = 0; i < e; i++)
+            out[i] += s * sy[i];
+    }
 }
 
 /* Rows p0 .. p0 + n - 1 (tokens and the taps before each, h + i * e; NULL row 0 reads
@@ -140,12 +219,17 @@ static void block_rows(struct nextn_model *m, struct nextn_ctx *c, int32_t p0, i
     for (int64_t i = 0; i < n * e; i++)
         r->x[i] += r->y[i];
     k->rmsnorm(pool, r->x, e, m->post_norm, r->xn, e, n, e, eps);
-    const struct splash_weight *fw[2] = {m->gate, m->up};
-    float *fy[2] = {r->g, r->u};
-    k->matmul_many(pool, fw, 2, r->xn, n, fy);
-    for (int64_t i = 0; i < n * cf->n_ff; i++)
-        r->g[i] = r->g[i] / (1.0f + expf(-r->g[i])) * r->u[i];
-    k->matmul(pool, m->down, r->g, n, r->y);
+    if (cf->moe) {
+        for (int32_t i = 0; i < n; i++)
+            moe_row(m, r->xn + (int64_t)i * e, r->g, r->u, r->y + (int64_t)i * e);
+    } else {
+        const struct splash_weight *fw[2] = {m->gate, m->up};
+        float *fy[2] = {r->g, r->u};
+        k->matmul_many(pool, fw, 2, r->xn, n, fy);
+        for (int64_t i = 0; i < n * cf->n_ff; i++)
+            r->g[i] = r->g[i] / (1.0f + expf(-r->g[i])) * r->u[i];
+        k->matmul(pool, m->down, r->g, n, r->y);
+    }
     for (int64_t i = 0; i < n * e; i++)
         r->x[i] += r->y[i];
     k->rmsnorm(pool, r->x, e, m->head_norm, out, e, n, e, eps);

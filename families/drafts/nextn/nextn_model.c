@@ -107,9 +107,22 @@ enum splash_status nextn_model_create(const struct splash_host *host,
     W(wk, "attn_k.weight");
     W(wv, "attn_v.weight");
     W(wo, "attn_output.weight");
-    W(gate, "ffn_gate.weight");
-    W(up, "ffn_up.weight");
-    W(down, "ffn_down.weight");
+    if (m->cfg.moe) {
+        W(router, "ffn_gate_inp.weight");
+        W(gate_exps, "ffn_gate_exps.weight");
+        W(up_exps, "ffn_up_exps.weight");
+        W(down_exps, "ffn_down_exps.weight");
+        if (m->cfg.n_ff_shexp > 0) {
+            W(sh_gate, "ffn_gate_shexp.weight");
+            W(sh_up, "ffn_up_shexp.weight");
+            W(sh_down, "ffn_down_shexp.weight");
+            F(sh_inp, "ffn_gate_inp_shexp.weight");
+        }
+    } else {
+        W(gate, "ffn_gate.weight");
+        W(up, "ffn_up.weight");
+        W(down, "ffn_down.weight");
+    }
     F(enorm, "nextn.enorm.weight");
     F(hnorm, "nextn.hnorm.weight");
     F(attn_norm, "attn_norm.weight");
@@ -137,13 +150,15 @@ void nextn_model_destroy(struct nextn_model *m)
 {
     if (!m)
         return;
-    struct splash_weight *ws[] = {m->eh_proj, m->wq, m->wk,   m->wv,  m->wo,
-                                  m->gate,    m->up, m->down, m->head};
+    struct splash_weight *ws[] = {m->eh_proj,   m->wq,      m->wk,        m->wv,
+                                  m->wo,        m->gate,    m->up,        m->down,
+                                  m->head,      m->router,  m->gate_exps, m->up_exps,
+                                  m->down_exps, m->sh_gate, m->sh_up,     m->sh_down};
     for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
         if (ws[i])
             m->k->weight_destroy(ws[i]);
     float *fs[] = {m->enorm,  m->hnorm,  m->attn_norm, m->post_norm,
-                   m->q_norm, m->k_norm, m->head_norm};
+                   m->q_norm, m->k_norm, m->head_norm, m->sh_inp};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++)
         if (fs[i])
             m->host->free_aligned(fs[i]);
