@@ -126,6 +126,40 @@ enum splash_status splash_draft_select(const struct splash_registry *r,
     return SPLASH_OK;
 }
 
+enum splash_status splash_draft_select_nextn(const struct splash_registry *r,
+                                             const struct splash_meta *target,
+                                             const struct splash_draft_plugin **plugin,
+                                             struct splash_draft_verdict *verdict,
+                                             struct splash_err *err)
+{
+    for (size_t i = 0; i < splash_registry_n_drafts(r); i++) {
+        const struct splash_draft_plugin *p = splash_registry_draft(r, i);
+        int claimed = 0;
+        for (size_t j = 0; p->architectures && p->architectures[j]; j++)
+            claimed |= !strcmp(p->architectures[j], SPLASH_DRAFT_NEXTN);
+        if (!claimed)
+            continue;
+        /* its rows read the tokens too, which blocks carry from ABI 1.5 */
+        if (p->header.abi_minor < 5)
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "draft plugin %s predates ABI 1.5: its blocks carry no tokens",
+                                  p->header.name);
+        memset(verdict, 0, sizeof *verdict);
+        enum splash_status st = p->check(splash_registry_host(r), target, target, verdict, err);
+        if (st)
+            return st;
+        if (verdict->score <= 0)
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "%s: draft plugin %s declined the model's MTP layers",
+                                  base_name(target->path), p->header.name);
+        *plugin = p;
+        return SPLASH_OK;
+    }
+    return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                          "%s: no draft plugin runs a model's MTP layers (%s)",
+                          base_name(target->path), SPLASH_DRAFT_NEXTN);
+}
+
 enum splash_status splash_draft_create(const struct splash_registry *r,
                                        const struct splash_draft_plugin *p,
                                        const struct splash_meta *draft,

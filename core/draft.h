@@ -27,6 +27,18 @@ enum splash_status splash_draft_select(const struct splash_registry *r,
                                        struct splash_draft_verdict *verdict,
                                        struct splash_err *err);
 
+/* The architecture name a draft plugin claims for a model's own MTP (nextn) layers, which it
+ * reads from the target's file: the target's meta is the draft's too. */
+#define SPLASH_DRAFT_NEXTN "NextN"
+
+/* The draft plugin that runs the target's own MTP layers, held to the target's file (its
+ * check): an error names the model and why (no nextn layers, a block it does not run). */
+enum splash_status splash_draft_select_nextn(const struct splash_registry *r,
+                                             const struct splash_meta *target,
+                                             const struct splash_draft_plugin **plugin,
+                                             struct splash_draft_verdict *verdict,
+                                             struct splash_err *err);
+
 /* create with r's host; info is filled. */
 enum splash_status splash_draft_create(const struct splash_registry *r,
                                        const struct splash_draft_plugin *p,

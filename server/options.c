@@ -56,7 +56,7 @@ static const struct opt opts_table[] = {
     {"--decode-share", "X", "decode time owed per unit of prefill time (0.5)"},
     {"--disable-ane", NULL, "accepted; there is no Neural Engine on this platform"},
     {"--activations", "auto", "int8 activations where faster (bf16 is refused: not implemented)"},
-    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: the draft, else prompt lookup)"},
+    {"--speculative", "auto|dflash|mtp|ngram|off", "how decode cycles propose tokens to verify (auto: the draft, else the model's MTP layers, else prompt lookup)"},
     {"--verify-rows", "auto|all", "rows each decode cycle verifies (auto: the budget's rule; all: every row the output limit leaves)"},
     {"--allow-idle-sleep", NULL, "accepted; nothing to keep awake on this platform"},
     {"--threads", "N", "worker threads (physical cores)"},
@@ -425,10 +425,6 @@ int splash_serve_opts_parse(struct splash_serve_opts *o, int argc, char **argv, 
     if (!strcmp(o->speculative, "dflash") && !o->draft_model && !hub)
         return fail(msg, msg_size, "--speculative dflash: needs --draft-model PATH (a local DFlash2 "
                                    "draft) with --model-dir or --demo%s",
-                    "", NULL);
-    if (!strcmp(o->speculative, "mtp"))
-        return fail(msg, msg_size, "--speculative mtp: this build does not run a model's MTP (nextn) "
-                                   "layers as a proposer; auto or ngram speculate by prompt lookup%s",
                     "", NULL);
     if (o->ple_memory || o->sparse_kv_memory)
         return fail(msg, msg_size, "%s: not available in this build (weights and caches stay "

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/model_check.h"
@@ -339,6 +340,50 @@ static void test_draft_config(void **state)
     rmdir(dir);
 }
 
+/* A local model's family draft comes from the Hugging Face cache as it stands: the
+ * snapshot refs/main names, when it holds config.json; nothing without the ref or the file
+ * (the Hub is never asked). */
+static void test_draft_cached(void **state)
+{
+    (void)state;
+    char cache[] = "/tmp/splash-hub-cached-XXXXXX", path[PATH_MAX], dir[PATH_MAX];
+    struct splash_err err;
+    assert_non_null(mkdtemp(cache));
+    assert_int_equal(splash_hub_draft_cached(cache, "incoai/Qwen3.5-0.8B-DFlash2", dir,
+                                             sizeof dir, &err),
+                     SPLASH_OK);
+    assert_string_equal(dir, ""); /* no such repository in the cache */
+    char repo[PATH_MAX];
+    assert_true(splash_hub_cache_repo_dir(cache, "incoai", "Qwen3.5-0.8B-DFlash2", repo,
+                                          sizeof repo) >= 0);
+    assert_int_equal(splash_hub_cache_write_ref(repo, "main", SHA, &err), SPLASH_OK);
+    assert_int_equal(splash_hub_draft_cached(cache, "incoai/Qwen3.5-0.8B-DFlash2", dir,
+                                             sizeof dir, &err),
+                     SPLASH_OK);
+    assert_string_equal(dir, ""); /* a ref, but no snapshot with config.json */
+    snprintf(path, sizeof path, "%.3000s/snapshots", repo);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%.3000s/snapshots/%s", repo, SHA);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%.3000s/snapshots/%s/config.json", repo, SHA);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{}\n", f);
+    fclose(f);
+    assert_int_equal(splash_hub_draft_cached(cache, "incoai/Qwen3.5-0.8B-DFlash2", dir,
+                                             sizeof dir, &err),
+                     SPLASH_OK);
+    char want[PATH_MAX];
+    snprintf(want, sizeof want, "%.3000s/snapshots/%s", repo, SHA);
+    assert_string_equal(dir, want);
+    assert_int_equal(splash_hub_draft_cached(cache, "not-a-repo", dir, sizeof dir, &err),
+                     SPLASH_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "not OWNER/REPO"));
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_urls_and_links),
         cmocka_unit_test(test_shards_and_projectors),
         cmocka_unit_test(test_draft_config),
+        cmocka_unit_test(test_draft_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

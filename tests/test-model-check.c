@@ -42,6 +42,7 @@ struct edit {
     int all_f16;               /* rewrite every quantized matrix as F16 */
     const char *arch;          /* another general.architecture */
     int nextn;                 /* an MTP block after the last layer, as llama.cpp writes it */
+    int nextn_no_eh_proj;      /* ... without its input projection */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -128,8 +129,9 @@ static char *edited_copy(const char *name, const struct edit *e)
         }
         int64_t ne[4] = {2 * n_embd, n_embd, 1, 1};
         snprintf(name, sizeof name, "blk.%lld.nextn.eh_proj.weight", (long long)blocks);
-        splash_gguf_writer_add_tensor(w, name, 0, 2, ne, mtp_f32, (uint64_t)(2 * n_embd * n_embd) * 4,
-                                      &err);
+        if (!e->nextn_no_eh_proj)
+            splash_gguf_writer_add_tensor(w, name, 0, 2, ne, mtp_f32,
+                                          (uint64_t)(2 * n_embd * n_embd) * 4, &err);
     }
     char *out = strdup("/tmp/splash-model-check-XXXXXX.gguf");
     int fd = mkstemps(out, 5);
@@ -179,6 +181,22 @@ static void test_model_check_nextn_layers_not_counted(void **state)
         fail_msg("with an MTP block: %s", res.problems ? res.problems : "?");
     assert_non_null(strstr(res.verdict.summary, "8 layers (2 attention)"));
     assert_non_null(strstr(res.verdict.summary, "1 MTP layer"));
+    splash_check_result_free(&res);
+    unlink(path);
+    free(path);
+}
+
+/* The MTP block is held to the trunk's shapes like any layer: one without its input
+ * projection is refused, naming the tensor and the block. */
+static void test_model_check_nextn_block_checked(void **state)
+{
+    struct edit e = {.nextn = 1, .nextn_no_eh_proj = 1};
+    char *path = edited_copy("qwen35-tiny-Q4_K_M.gguf", &e);
+    struct splash_check_result res;
+    assert_int_not_equal(check(path, &res), SPLASH_OK);
+    assert_non_null(res.problems);
+    if (!strstr(res.problems, "nextn.eh_proj.weight in 1 layer (8)"))
+        fail_msg("problems: %s", res.problems);
     splash_check_result_free(&res);
     unlink(path);
     free(path);
@@ -396,6 +414,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_check_passes_reference_models),
         cmocka_unit_test(test_model_check_nextn_layers_not_counted),
+        cmocka_unit_test(test_model_check_nextn_block_checked),
         cmocka_unit_test(test_model_check_names_missing_tensor_and_layers),
         cmocka_unit_test(test_model_check_names_unsupported_type),
         cmocka_unit_test(test_model_check_names_wrong_shape),

@@ -318,7 +318,7 @@ void hybrid_config_summary(const struct hybrid_config *cfg, char *buf, size_t si
                      (long long)cfg->n_embd, (long long)cfg->n_layers, cfg->n_attn,
                      (long long)cfg->n_vocab);
     if (cfg->n_nextn > 0 && n > 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, ", %d MTP layer%s (not run)", cfg->n_nextn,
+        snprintf(buf + n, size - (size_t)n, ", %d MTP layer%s (a draft: --speculative mtp)", cfg->n_nextn,
                  cfg->n_nextn == 1 ? "" : "s");
 }
 
@@ -408,6 +408,34 @@ enum splash_status hybrid_declare(const struct splash_host *host, const struct s
             weight(&h, il, "ssm_out.weight", lin, inner, e, HYBRID_DST(&h, L->ssm_out));
         }
         ffn->declare(&h, il, L ? L->ffn : NULL);
+    }
+    /* The MTP (nextn) blocks after the trunk, in llama.cpp's layout: a full-attention layer
+     * with the block's own input projection and norms. Checked and written (make-model),
+     * never bound: the trunk does not run them; the NextN draft (families/drafts/nextn)
+     * reads them from the file. The block's own token table, head and head norm are
+     * optional (the model's stand in). */
+    struct hybrid_decls hn = h;
+    hn.model = NULL;
+    const uint32_t opt = SPLASH_DECL_OPTIONAL;
+    for (int32_t il = (int32_t)c->n_layers; il < (int32_t)c->n_layers + c->n_nextn; il++) {
+        weight(&hn, il, "nextn.eh_proj.weight", lin | f32, 2 * e, e, NULL);
+        floats(&hn, il, "nextn.enorm.weight", flt, e, 1, NULL);
+        floats(&hn, il, "nextn.hnorm.weight", flt, e, 1, NULL);
+        hybrid_decl(&hn, il, "nextn.embed_tokens.weight", lin, opt, 2, e, c->n_vocab, 1,
+                    SPLASH_BIND_NONE, NULL);
+        hybrid_decl(&hn, il, "nextn.shared_head_head.weight", lin, opt, 2, e, c->n_vocab, 1,
+                    SPLASH_BIND_NONE, NULL);
+        hybrid_decl(&hn, il, "nextn.shared_head_norm.weight", flt, opt, 1, e, 1, 1,
+                    SPLASH_BIND_NONE, NULL);
+        floats(&hn, il, "attn_norm.weight", flt, e, 1, NULL);
+        floats(&hn, il, "post_attention_norm.weight", flt, e, 1, NULL);
+        weight(&hn, il, "attn_q.weight", lin, e, 2 * q_dim, NULL);
+        weight(&hn, il, "attn_k.weight", lin, e, kv_dim, NULL);
+        weight(&hn, il, "attn_v.weight", lin, e, kv_dim, NULL);
+        weight(&hn, il, "attn_output.weight", lin, q_dim, e, NULL);
+        floats(&hn, il, "attn_q_norm.weight", flt, c->head_dim, 1, NULL);
+        floats(&hn, il, "attn_k_norm.weight", flt, c->head_dim, 1, NULL);
+        ffn->declare(&hn, il, NULL);
     }
     return SPLASH_OK;
 }

@@ -94,6 +94,10 @@ static const struct splash_preset_value qh_27b_4l[] = {
     {0}};
 static const struct splash_preset_value qh_tiny[] = {
     HYBRID_PRESET_TRUNK(4096, 256, 8, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4), {0}};
+/* qwen35-tiny with an MTP block after its 8 layers (llama.cpp's blk.8.nextn.* layout) */
+static const struct splash_preset_value qh_tiny_mtp[] = {
+    HYBRID_PRESET_TRUNK(4096, 256, 9, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4),
+    HYBRID_PRESET_U32("nextn_predict_layers", 1), {0}};
 static const struct splash_preset_value qh_demo[] = {
     HYBRID_PRESET_TRUNK(32768, 256, 4, 768, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4), {0}};
 
@@ -104,6 +108,8 @@ static const struct splash_family_preset qh_presets[] = {
      151936, 0, qh_27b_4l, "qwen"},
     {"qwen35-tiny", QH_ARCH, "the test data's tiny dense model (README section 2)", 2048, 1,
      qh_tiny, "qwen"},
+    {"qwen35-tiny-mtp", QH_ARCH, "qwen35-tiny with an MTP (nextn) block after its 8 layers",
+     2048, 1, qh_tiny_mtp, "qwen"},
     {"qwen35-demo", QH_ARCH, "a small shape that builds in well under a second (tests)", 2304, 1,
      qh_demo, "qwen"},
     {0}};

@@ -165,6 +165,10 @@ static const struct splash_preset_value qm_64e_4l[] = {
 static const struct splash_preset_value qm_tiny[] = {
     HYBRID_PRESET_TRUNK(4096, 256, 4, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4),
     QM_PRESET_EXPERTS(8, 2, 256, 256), {0}};
+/* qwen35moe-tiny with an MTP block after its 4 layers (llama.cpp's blk.4.nextn.* layout) */
+static const struct splash_preset_value qm_tiny_mtp[] = {
+    HYBRID_PRESET_TRUNK(4096, 256, 5, 512, 4, 2, 64, 16, 4, 2, 2, 0, 2, 4, 64, 64, 4),
+    QM_PRESET_EXPERTS(8, 2, 256, 256), HYBRID_PRESET_U32("nextn_predict_layers", 1), {0}};
 
 static const struct splash_family_preset qm_presets[] = {
     {"qwen35moe-35b-a3b-4l", QM_ARCH,
@@ -174,6 +178,8 @@ static const struct splash_family_preset qm_presets[] = {
      151936, 0, qm_64e_4l, "qwen"},
     {"qwen35moe-tiny", QM_ARCH, "the test data's tiny MoE model (README section 2)", 2048, 1,
      qm_tiny, "qwen"},
+    {"qwen35moe-tiny-mtp", QM_ARCH, "qwen35moe-tiny with an MTP (nextn) block after its 4 layers",
+     2048, 1, qm_tiny_mtp, "qwen"},
     {0}};
 
 static const struct splash_family_plugin qm_plugin = {

@@ -66,6 +66,11 @@ struct splash_draft_block {
                                scores at temperature 1): the proposal distribution q of a
                                row given the proposals before it (0 off the candidates) */
     float *confidence;      /* out or NULL: n_rows, the largest candidate probability */
+    /* ABI 1.5 (read only where size covers it): the sequence's tokens at positions
+     * 0 .. pos (history[pos] is the anchor), for a draft whose rows read the tokens beside
+     * the taps (the model's own MTP block, which draws row p from the token at p and the
+     * taps of p - 1) */
+    const int32_t *history;
 };
 
 struct splash_draft_plugin {

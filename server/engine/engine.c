@@ -376,7 +376,9 @@ static struct request *find(struct engine *e, uint64_t id)
  * prompt lookup, or nothing. */
 static const char *spec_mode_name(const struct engine *e)
 {
-    return e->draft.model ? "dflash" : e->proposer ? e->proposer->name : "off";
+    return e->draft.model ? (e->draft.meta ? "dflash" : "mtp")
+           : e->proposer  ? e->proposer->name
+                          : "off";
 }
 
 /* The rule that sets how many rows a cycle verifies (server.md --verify-rows). */
@@ -951,7 +953,12 @@ static int32_t draft_propose(struct engine *e, struct request *r, int32_t max)
                                          .uniforms = sampled ? u : NULL,
                                          .tokens = r->verify + 1,
                                          .cand_tokens = sampled ? r->cand_ids : NULL,
-                                         .cand_probs = sampled ? r->cand_p : NULL};
+                                         .cand_probs = sampled ? r->cand_p : NULL,
+                                         /* the MTP block's rows read the tokens too */
+                                         .history = r->cap_tokens >= 0 &&
+                                                            r->n_prompt + r->n_gen == r->pos + 1
+                                                        ? r->prompt
+                                                        : NULL};
     struct splash_err err;
     if (splash_draft_propose(e->draft.plugin, e->draft.model, r->dctx, &b, &err)) {
         splash_log(SPLASH_LOG_INFO, NULL, "Request %llu decodes without its draft: %s",
@@ -1309,6 +1316,19 @@ static int step(struct engine *e)
     return 0;
 }
 
+/* Whether the target's file states MTP (nextn) layers ({arch}.nextn_predict_layers > 0). */
+static int has_nextn_layers(const struct splash_meta *m)
+{
+    const struct splash_meta_api *api = splash_meta_api_get();
+    const char *arch = NULL;
+    char key[96];
+    int64_t n = 0;
+    if (api->get_str(m, "general.architecture", &arch, NULL) != SPLASH_OK || !arch)
+        return 0;
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", arch);
+    return api->has(m, key) && api->get_i64(m, key, &n, NULL) == SPLASH_OK && n > 0;
+}
+
 /* The proposer --speculative asks for, or a refusal naming why it cannot run here. */
 static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
 {
@@ -1321,10 +1341,6 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
     if (mode == SPLASH_SPEC_DFLASH && !want_draft)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "--speculative dflash: no draft to load (--draft-model PATH)");
-    if (mode == SPLASH_SPEC_MTP)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                              "--speculative mtp: this build does not run a model's MTP (nextn) "
-                              "layers as a proposer; ngram or auto speculate by prompt lookup");
     if (!splash_family_can_keep_rows(e->lm->family)) {
         if (mode == SPLASH_SPEC_NGRAM)
             return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
@@ -1336,18 +1352,39 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
                    family);
         return SPLASH_OK;
     }
-    if (want_draft) {
+    /* the model's own MTP layers: asked for, or under auto without a draft where the file
+     * has them (a block the proposer does not run leaves auto to prompt lookup) */
+    int want_mtp = mode == SPLASH_SPEC_MTP || (mode == SPLASH_SPEC_AUTO && !want_draft &&
+                                               has_nextn_layers(e->lm->meta));
+    if (want_draft || want_mtp) {
         enum splash_status st;
         if (!splash_family_has_taps(e->lm->family))
             return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                  "--draft-model: family plugin %s writes no draft taps", family);
-        if ((st = splash_spec_draft_load(&e->draft, splash_registry_global(), dm, e->lm->meta,
-                                         e->lm->pool, err)))
+                                  "%s: family plugin %s writes no draft taps",
+                                  want_draft ? "--draft-model" : "--speculative mtp", family);
+        if (want_draft)
+            st = splash_spec_draft_load(&e->draft, splash_registry_global(), dm, e->lm->meta,
+                                        e->lm->pool, err);
+        else
+            st = splash_spec_draft_load_nextn(&e->draft, splash_registry_global(), e->lm->meta,
+                                              e->lm->pool, err);
+        if (st && want_mtp && mode == SPLASH_SPEC_AUTO) {
+            splash_log(SPLASH_LOG_INFO, NULL, "Speculation · the model's MTP layers are not used: %s",
+                       err->msg);
+        } else if (st) {
+            if (want_mtp) {
+                char why[sizeof err->msg];
+                snprintf(why, sizeof why, "%s", err->msg);
+                return splash_err_set(err, st, "--speculative mtp: %.200s", why);
+            }
             return st;
+        }
+    }
+    if (e->draft.model) {
         if (!(e->tap_rows = calloc((size_t)e->max_lanes + 1, sizeof *e->tap_rows)))
             return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the draft's taps");
-        splash_log(SPLASH_LOG_INFO, NULL, "Draft · %s: %s %s", dm, e->draft.verdict.architecture,
-                   e->draft.verdict.summary);
+        splash_log(SPLASH_LOG_INFO, NULL, "Draft · %s: %s %s", want_draft ? dm : "the model's own",
+                   e->draft.verdict.architecture, e->draft.verdict.summary);
         /* restore points keep the draft's context, so a resumed request drafts */
         if (splash_spec_draft_can_keep(&e->draft))
             e->cache.hooks = (struct splash_point_hooks){.kept = point_kept,
@@ -1372,8 +1409,10 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
     e->budget_on = (moe || !e->draft.model) && !e->opts->verify_rows_all;
     splash_budget_init(&e->budget);
     splash_log(SPLASH_LOG_INFO, NULL, "Speculation · %s: up to %d proposals a cycle; verify rows: %s",
-               e->draft.model ? "the DFlash2 draft (prompt lookup where its context is "
-                                "incomplete)"
+               e->draft.model ? (e->draft.meta ? "the DFlash2 draft (prompt lookup where its "
+                                                 "context is incomplete)"
+                                               : "the model's MTP layers (prompt lookup where "
+                                                 "their context is incomplete)")
                               : "prompt lookup (n-gram) where the conversation repeats itself",
                SPLASH_SPEC_MAX_ROWS - 1,
                e->budget_on ? (moe ? "the budget's (a MoE target: each row routes its own "

@@ -31,6 +31,25 @@ enum splash_status splash_spec_draft_load(struct splash_spec_draft *d,
     return SPLASH_OK;
 }
 
+enum splash_status splash_spec_draft_load_nextn(struct splash_spec_draft *d,
+                                                const struct splash_registry *r,
+                                                const struct splash_meta *target,
+                                                struct splash_pool *pool, struct splash_err *err)
+{
+    memset(d, 0, sizeof *d);
+    enum splash_status st;
+    if ((st = splash_draft_select_nextn(r, target, &d->plugin, &d->verdict, err)))
+        return st;
+    const struct splash_draft_opts opts = {.pool = pool};
+    if ((st = splash_draft_create(r, d->plugin, target, target, &opts, &d->model, &d->info,
+                                  err))) {
+        d->model = NULL;
+        splash_spec_draft_free(d);
+        return st;
+    }
+    return SPLASH_OK;
+}
+
 void splash_spec_draft_free(struct splash_spec_draft *d)
 {
     while (d->points)

@@ -27,7 +27,7 @@ struct splash_spec_draft_point {
 
 struct splash_spec_draft {
     const struct splash_draft_plugin *plugin;
-    struct splash_meta *meta;
+    struct splash_meta *meta; /* the draft's checkpoint (NULL: the target's own MTP layers) */
     void *model;
     struct splash_draft_info info;
     struct splash_draft_verdict verdict;
@@ -43,6 +43,12 @@ enum splash_status splash_spec_draft_load(struct splash_spec_draft *d,
                                           const struct splash_registry *r, const char *dir,
                                           const struct splash_meta *target,
                                           struct splash_pool *pool, struct splash_err *err);
+/* The target's own MTP (nextn) layers as its draft (the target's meta is the draft's, not
+ * owned); the refusal names the model and why. */
+enum splash_status splash_spec_draft_load_nextn(struct splash_spec_draft *d,
+                                                const struct splash_registry *r,
+                                                const struct splash_meta *target,
+                                                struct splash_pool *pool, struct splash_err *err);
 void splash_spec_draft_free(struct splash_spec_draft *d);
 /* 1 when the plugin forks contexts (ABI 1.4): restore points can keep them. */
 int splash_spec_draft_can_keep(const struct splash_spec_draft *d);

@@ -240,3 +240,32 @@ enum splash_status splash_hub_draft_local(const char *dir, const struct splash_r
                             dir);
     return st;
 }
+
+enum splash_status splash_hub_draft_cached(const char *cache, const char *repo_id, char *dir,
+                                           size_t size, struct splash_err *err)
+{
+    dir[0] = 0;
+    const char *slash = strchr(repo_id, '/');
+    char owner[128], repo_dir[PATH_MAX], commit[41], config[PATH_MAX];
+    if (!slash || slash == repo_id || !slash[1] || strchr(slash + 1, '/') ||
+        (size_t)(slash - repo_id) >= sizeof owner)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: not OWNER/REPO", repo_id);
+    snprintf(owner, sizeof owner, "%.*s", (int)(slash - repo_id), repo_id);
+    if (splash_hub_cache_repo_dir(cache, owner, slash + 1, repo_dir, sizeof repo_dir) < 0)
+        return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: path too long", repo_id);
+    struct splash_err e;
+    uint64_t bytes = 0;
+    /* the default branch's commit as the cache last saw it, its config.json inside the cache */
+    if (splash_hub_cache_read_ref(repo_dir, "main", commit, &e) != SPLASH_OK ||
+        splash_hub_cache_resolve(repo_dir, commit, "config.json", config, sizeof config, &bytes,
+                                 &e) != SPLASH_OK)
+        return SPLASH_OK;
+    if (splash_hub_cache_snapshot_path(repo_dir, commit, "", dir, size) < 0) {
+        dir[0] = 0;
+        return splash_err_set(err, SPLASH_ERR_INVALID, "draft %.200s: path too long", repo_id);
+    }
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = 0;
+    return SPLASH_OK;
+}

@@ -57,4 +57,10 @@ enum splash_status splash_hub_draft_local(const char *dir, const struct splash_r
                                           const char *target_path, struct splash_hub_draft *out,
                                           struct splash_err *err);
 
+/* The snapshot of repo_id (OWNER/REPO) that the Hugging Face cache under `cache` holds at
+ * refs/main, with its config.json, into dir (a local model's family draft, taken without
+ * asking the Hub); dir "" when the cache has none. */
+enum splash_status splash_hub_draft_cached(const char *cache, const char *repo_id, char *dir,
+                                           size_t size, struct splash_err *err);
+
 #endif

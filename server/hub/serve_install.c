@@ -5,9 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/model_check.h"
 #include "core/registry.h"
 #include "core/target.h"
 #include "server/console.h"
+#include "server/hub/draft.h"
+#include "server/hub/env.h"
 #include "server/hub/install.h"
 #include "server/hub/prepare.h"
 #include "server/hub/retire.h"
@@ -74,6 +77,34 @@ int splash_hub_serve_install(const struct splash_serve_opts *o, char *path, size
     return 0;
 }
 
+/* A local model's family draft, as --model installs it beside a Hub target: the snapshot
+ * the Hugging Face cache already holds (a local model starts without asking the Hub); dir ""
+ * when the family names none for the model's size or the cache lacks it (said in a line). */
+static void family_draft_cached(const char *target, char *dir, size_t size)
+{
+    dir[0] = 0;
+    struct splash_check_result res;
+    struct splash_err err;
+    struct splash_hub_env env;
+    memset(&res, 0, sizeof res);
+    if (splash_model_check(splash_registry_global(), target, &res, &err) != SPLASH_OK ||
+        !res.ok || !res.verdict.draft_repo[0]) {
+        splash_check_result_free(&res);
+        return;
+    }
+    if (splash_hub_env_read(&env, &err) != SPLASH_OK ||
+        splash_hub_draft_cached(env.cache, res.verdict.draft_repo, dir, size, &err) != SPLASH_OK)
+        dir[0] = 0;
+    if (!dir[0])
+        splash_console_line(SPLASH_CONSOLE_OUT,
+                            "Draft · the family names %s for %s, which the Hugging Face cache "
+                            "does not hold; decoding without it (--draft-model %s fetches it)",
+                            res.verdict.draft_repo, res.verdict.size_name[0] ? res.verdict.size_name
+                                                                             : "this model",
+                            res.verdict.draft_repo);
+    splash_check_result_free(&res);
+}
+
 int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size_t path_size,
                              char *draft_path, size_t draft_size, char *msg, size_t msg_size)
 {
@@ -91,6 +122,32 @@ int splash_hub_serve_prepare(const struct splash_serve_opts *o, char *path, size
     if (splash_hub_hold(prep.dir) < 0)
         splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
                                                 "preparation may remove it", prep.dir);
+    /* without --draft-model: the family's draft where the Hub cache holds it, prepared
+     * beside the target as --draft-model DIR would be */
+    char cached[PATH_MAX] = "";
+    if (!o->draft_model && !strcmp(o->speculative, "auto"))
+        family_draft_cached(prep.target, cached, sizeof cached);
+    if (cached[0]) {
+        struct splash_prepared with;
+        if (splash_prepare_local_model(splash_registry_global(), o->model_dir,
+                                       colon ? colon + 1 : NULL, cached, o->mmproj, NULL, &with,
+                                       &err) == SPLASH_OK) {
+            if (splash_hub_hold(with.dir) < 0)
+                splash_console_line(SPLASH_CONSOLE_ERR, "Warning · %s: cannot hold it; a newer "
+                                                        "preparation may remove it", with.dir);
+            prep = with;
+            draft = cached;
+            splash_console_line(SPLASH_CONSOLE_OUT,
+                                "Draft · %s from the Hugging Face cache, the family's for this "
+                                "model; decode cycles draft with it (--draft-model none turns it "
+                                "off)",
+                                cached);
+        } else {
+            splash_console_line(SPLASH_CONSOLE_OUT,
+                                "Draft · %s from the Hugging Face cache is not used: %s", cached,
+                                err.msg);
+        }
+    }
     snprintf(path, path_size, "%s", prep.target);
     /* the draft's files as the assembly links them, checked with the target's */
     draft_path[0] = 0;

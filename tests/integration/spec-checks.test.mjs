@@ -28,7 +28,6 @@ test("refused at startup: options whose machinery this build lacks (drafts, visi
   for (const [args, why] of [
     [["--draft-model", "/nowhere"], /--draft-model: \/nowhere holds no readable config\.json/],
     [["--speculative", "dflash"], /--speculative dflash: needs --draft-model PATH/],
-    [["--speculative", "mtp"], /--speculative mtp: this build does not run a model's MTP/],
     [["--speculative", "eagle"], /--speculative: eagle \(auto, dflash, mtp, ngram or off\)/],
     [["--expert-memory", "0"], /--expert-memory: 0 holds no expert/],
     [["--ple-memory", "1G"], /--ple-memory: not available in this build/],

@@ -17,7 +17,7 @@ struct test_engine {
 };
 
 /* Starts the engine with opts o on a testdata model (path relative to the testdata
- * directory; o's fd and model_path are filled here); fails the test when it does not
+ * directory, or an absolute one; o's fd and model_path are filled here); fails the test when it does not
  * answer READY. */
 void test_engine_start_opts(struct test_engine *t, const char *file,
                             const struct splash_engine_opts *o);
