@@ -21,6 +21,7 @@
 #include "core/host_impl.h"
 #include "core/memory_plan.h"
 #include "server/engine/expert_memory.h"
+#include "server/engine/expert_memory_elastic.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
@@ -114,6 +115,7 @@ struct engine {
     int32_t *closers;
     int n_closers;
     struct splash_engine_cache cache; /* prefix cache and the caches' memory */
+    struct splash_expert_elastic elastic; /* an automatic expert store's elastic chunks */
     /* speculative decoding: the proposer (NULL: off), verify rows' logits, the counts */
     struct splash_proposer *proposer;
     struct splash_spec_draft draft; /* draft.model NULL: no draft */
@@ -395,6 +397,12 @@ static json_t *expert_use_json(const struct splash_expert_use *u)
                      (json_int_t)u->read_ahead_used, "hit_rate",
                      u->routed ? 1.0 - (double)u->read / (double)u->routed : 0.0, "bytes_read",
                      (json_int_t)u->bytes_read, "read_seconds", u->read_seconds);
+}
+
+static void console_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
 }
 
 /* The streamed experts' store (server.md "Streamed experts"), or NULL when the model's
@@ -1447,6 +1455,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     }
     if (experts_line[0])
         fprintf(stderr, "%s\n", experts_line);
+    splash_expert_elastic_init(&e.elastic, e.lm->family, e.lm->model);
+    splash_expert_elastic_start(&e.elastic, console_line, NULL);
     if ((opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
             &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
         send_error(&e, 0, "capacity_exhausted", err.msg);
@@ -1542,13 +1552,17 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     int status = 0;
     while (!e.stopping) {
         /* idle: wait for a frame, or while the SSD tier writes, for its next turn */
+        int idle_ms = splash_ecache_idle_wait_ms(&e.cache);
+        if (e.elastic.on && (idle_ms < 0 || idle_ms > 1000))
+            idle_ms = 1000; /* the expert store samples memory pressure each second */
         if (read_frames(&e, e.reqs ? (e.n_active || !splash_ecache_reading(&e.cache) ? 0 : 5)
-                                   : splash_ecache_idle_wait_ms(&e.cache)) < 0)
+                                   : idle_ms) < 0)
             break;
         if (step(&e) < 0) {
             status = 3;
             break;
         }
+        splash_expert_elastic_tick(&e.elastic, console_line, NULL); /* between commands */
         splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }
     while (e.reqs)

@@ -7,10 +7,12 @@
 
 static enum splash_status load(const struct splash_registry *reg, const char *path,
                                const struct splash_model_opts *mo, int n_threads, uint64_t bytes,
-                               struct splash_loaded_model **out, struct splash_err *err)
+                               int elastic, struct splash_loaded_model **out,
+                               struct splash_err *err)
 {
     struct splash_model_opts o = *mo;
     o.expert_memory = bytes;
+    o.expert_elastic = elastic;
     return splash_model_load(reg, path, &o, n_threads, out, err);
 }
 
@@ -41,7 +43,7 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
     enum splash_status st;
     if (expert_memory == UINT64_MAX || expert_memory) {
         int off = expert_memory == UINT64_MAX;
-        if ((st = load(reg, path, mo, n_threads, off ? 0 : expert_memory, out, err)))
+        if ((st = load(reg, path, mo, n_threads, off ? 0 : expert_memory, 0, out, err)))
             return st;
         store_line(*out, off ? "--expert-memory off" : "--expert-memory", line, line_size);
         if (!off && !(*out)->info.routed_expert_bytes)
@@ -51,7 +53,7 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
     }
     /* auto: the model's sizes from its smallest store */
     struct splash_loaded_model *lm;
-    if ((st = load(reg, path, mo, n_threads, SPLASH_EXPERTS_SMALLEST, &lm, err)))
+    if ((st = load(reg, path, mo, n_threads, SPLASH_EXPERTS_SMALLEST, 0, &lm, err)))
         return st;
     const struct splash_model_info i = lm->info;
     if (!i.routed_expert_bytes || !i.expert_store_bytes) {
@@ -81,7 +83,8 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
         return SPLASH_OK;
     }
     splash_model_unload(lm);
-    if ((st = load(reg, path, mo, n_threads, bytes, out, err)))
+    /* an automatic store is elastic: it starts at its floor (elastic_start takes the rest) */
+    if ((st = load(reg, path, mo, n_threads, bytes, 1, out, err)))
         return st;
     store_line(*out, why, line, line_size);
     return SPLASH_OK;
