@@ -450,6 +450,18 @@ static void send_status(struct engine *e, uint64_t id)
     json_decref(b);
 }
 
+/* The expert store after a chunk went or came back, for /status. */
+static void send_experts(struct engine *e)
+{
+    json_t *se = experts_status(e);
+    if (!se)
+        return;
+    json_t *b = json_pack("{s:o}", "streamed_experts", se);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, 0, b, &err);
+    json_decref(b);
+}
+
 /* Drops the mapped weights' pages; the next step faults them back from the files. */
 static void release_weights(struct engine *e)
 {
@@ -1562,7 +1574,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
             status = 3;
             break;
         }
-        splash_expert_elastic_tick(&e.elastic, console_line, NULL); /* between commands */
+        if (splash_expert_elastic_tick(&e.elastic, console_line, NULL)) /* between commands */
+            send_experts(&e);
         splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }
     while (e.reqs)
