@@ -471,9 +471,14 @@ static void release_weights(struct engine *e)
         if (m->parts[i]->map && madvise(m->parts[i]->map, m->parts[i]->map_size, MADV_DONTNEED) == 0)
             released += m->parts[i]->map_size;
     size_t images = splash_matmul_release_images();
+    uint64_t chunks = splash_expert_elastic_release(&e->elastic, console_line, NULL);
     splash_log(SPLASH_LOG_INFO, NULL,
-               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights",
-               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
+               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights, "
+               "%.1f MiB of the expert store's elastic chunks",
+               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0),
+               (double)chunks / (1024.0 * 1024.0));
+    if (chunks)
+        send_experts(e);
 }
 
 /* Reads every frame that is ready; waits up to wait_ms for the first (-1: as long as it
@@ -1574,7 +1579,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
             status = 3;
             break;
         }
-        if (splash_expert_elastic_tick(&e.elastic, console_line, NULL)) /* between commands */
+        if (splash_expert_elastic_tick(&e.elastic, e.reqs != NULL, console_line, NULL))
             send_experts(&e);
         splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }

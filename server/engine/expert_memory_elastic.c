@@ -130,11 +130,28 @@ int splash_expert_elastic_start(struct splash_expert_elastic *x,
     return n;
 }
 
-int splash_expert_elastic_tick(struct splash_expert_elastic *x,
+uint64_t splash_expert_elastic_release(struct splash_expert_elastic *x,
+                                       void (*log)(void *ctx, const char *line), void *ctx)
+{
+    if (!x->on)
+        return 0;
+    uint64_t all = 0, bytes;
+    while ((bytes = splash_family_expert_resize(x->family, x->model, 0, 0))) {
+        chunk_line(x, "gave back", bytes, "the weights are released", log, ctx);
+        all += bytes;
+    }
+    x->released = 1;
+    x->last_unrest = splash_expert_elastic_now(x);
+    return all;
+}
+
+int splash_expert_elastic_tick(struct splash_expert_elastic *x, int busy,
                                void (*log)(void *ctx, const char *line), void *ctx)
 {
     if (!x->on)
         return 0;
+    if (busy)
+        x->released = 0;
     double now = splash_expert_elastic_now(x);
     if (now - x->last_sample < 1.0 && now >= x->last_sample)
         return 0;
@@ -150,7 +167,7 @@ int splash_expert_elastic_tick(struct splash_expert_elastic *x,
         chunk_line(x, "gave back", bytes, m.why, log, ctx);
         return -1;
     }
-    if (now - x->last_unrest < SPLASH_EXPERT_CALM_SECONDS)
+    if (x->released || now - x->last_unrest < SPLASH_EXPERT_CALM_SECONDS)
         return 0;
     x->last_unrest = now; /* a try, taken or not, waits 30 s for the next */
     return take_back(x, &m.room, log, ctx);

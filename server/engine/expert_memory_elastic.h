@@ -44,6 +44,7 @@ struct splash_expert_elastic {
     void *model;
     const char *psi_path, *meminfo_path, *clock_path; /* the hooks, or NULL */
     double last_sample, last_unrest;
+    int released; /* the weights were released: no chunk comes back until a request runs */
 };
 
 /* on: the model's store is elastic (its floor below its cap). Reads the hooks. */
@@ -55,8 +56,14 @@ double splash_expert_elastic_now(const struct splash_expert_elastic *x);
  * chunks taken; a line for each goes to log. */
 int splash_expert_elastic_start(struct splash_expert_elastic *x,
                                 void (*log)(void *ctx, const char *line), void *ctx);
-/* Between commands: -1 a chunk was given back, 1 one was taken back, 0 neither. */
-int splash_expert_elastic_tick(struct splash_expert_elastic *x,
+/* Between commands: -1 a chunk was given back, 1 one was taken back, 0 neither. busy:
+ * requests are in the engine (after a release, the weights are back). */
+int splash_expert_elastic_tick(struct splash_expert_elastic *x, int busy,
                                void (*log)(void *ctx, const char *line), void *ctx);
+/* The weights' release (idle, POST /v1/memory/release): every chunk above the floor goes;
+ * they come back a chunk at a time, as after pressure, once requests run again. Returns
+ * the bytes given back. */
+uint64_t splash_expert_elastic_release(struct splash_expert_elastic *x,
+                                       void (*log)(void *ctx, const char *line), void *ctx);
 
 #endif

@@ -82,7 +82,7 @@ test("a size for a model without routed experts says it does nothing", async () 
 
 // Elastic chunks: the memory hooks stand in for /proc/pressure/memory and /proc/meminfo
 // (in their own formats), the clock hook for the engine's seconds.
-test("an automatic store gives chunks back under memory pressure and takes them back after 30 s of calm", async () => {
+test("an automatic store gives chunks back under memory pressure and with released weights, and takes them back after 30 s of calm", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-elastic-"));
   const put = (name, text) => {
     fs.writeFileSync(path.join(dir, name + ".tmp"), text);
@@ -153,6 +153,23 @@ test("an automatic store gives chunks back under memory pressure and takes them 
     assert.match(server.output(), /Expert store gave back a chunk of [\d.]+ MiB \(the host has 512\.0 MiB free \(MemAvailable\), under its 1 GiB margin\)/);
     const again = await complete(server, "Once upon a time");
     assert.equal(again.body.choices[0].text, want);
+    // released weights take the elastic chunks with them; they come back once requests
+    // run again, after 30 s of calm
+    put("meminfo", meminfo(16 * 1024 * 1024));
+    put("clock", String(calmFrom + 100));
+    se = await until("regrow before the release", (s) => s.regrows === elastic + 2);
+    const rel = await fetch(`${server.url}/v1/memory/release`, { method: "POST" });
+    assert.equal(rel.status, 200);
+    se = await until("release", (s) => s.shrinks === elastic + 2);
+    assert.equal(se.chunks, se.cap_chunks - elastic);
+    assert.match(server.output(), /Expert store gave back a chunk of [\d.]+ MiB \(the weights are released\)/);
+    put("clock", String(calmFrom + 200));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await status()).regrows, elastic + 2, "nothing comes back while released");
+    const after = await complete(server, "Once upon a time");
+    assert.equal(after.body.choices[0].text, want);
+    put("clock", String(calmFrom + 201));
+    await until("regrow after the release", (s) => s.regrows === elastic + 3);
   } finally {
     assert.equal(await server.stop(), 0);
     fs.rmSync(dir, { recursive: true, force: true });
