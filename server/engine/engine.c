@@ -1463,7 +1463,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
         send_error(&e, 0, "capacity_exhausted", err.msg);
         return 1;
     }
-    char experts_line[256];
+    char experts_line[384];
     if (splash_expert_memory_load(reg, opts->model_path, &mo, opts->n_threads,
                                   opts->expert_memory, opts->max_context, e.max_lanes, &budget,
                                   &e.lm, experts_line, sizeof experts_line, &err) != SPLASH_OK) {

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "core/family.h"
+
 #define MIB (1024.0 * 1024.0)
 
 static enum splash_status load(const struct splash_registry *reg, const char *path,
@@ -25,12 +27,18 @@ static void store_line(const struct splash_loaded_model *lm, const char *why, ch
     else if (!i->expert_store_bytes)
         snprintf(line, size, "Experts · %.1f MiB of routed experts load whole (%s)",
                  (double)i->routed_expert_bytes / MIB, why);
-    else
+    else {
+        struct splash_expert_stats s;
+        char floor[96] = "";
+        if (splash_family_expert_stats(lm->family, lm->model, &s) && s.floor_bytes < s.cap_bytes)
+            snprintf(floor, sizeof floor, ", its floor %.1f MiB; the chunks above it elastic",
+                     (double)s.floor_bytes / MIB);
         snprintf(line, size,
-                 "Experts · streamed: a store of %.1f MiB for %.1f MiB of routed experts (%s; "
+                 "Experts · streamed: a store of %.1f MiB%s for %.1f MiB of routed experts (%s; "
                  "the smallest is %.1f MiB)",
-                 (double)i->expert_store_bytes / MIB, (double)i->routed_expert_bytes / MIB, why,
-                 (double)i->expert_store_min_bytes / MIB);
+                 (double)i->expert_store_bytes / MIB, floor, (double)i->routed_expert_bytes / MIB,
+                 why, (double)i->expert_store_min_bytes / MIB);
+    }
 }
 
 enum splash_status splash_expert_memory_load(const struct splash_registry *reg, const char *path,

@@ -37,7 +37,7 @@ test("auto streams them under that budget and answers as the all-resident server
   assert.equal(await whole.stop(), 0);
   const server = await startServer(tight, { model });
   try {
-    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB for 3\.6 MiB/);
+    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB(, its floor [\d.]+ MiB; the chunks above it elastic)? for 3\.6 MiB/);
     for (let i = 0; i < prompts.length; i++) {
       const { status, body } = await complete(server, prompts[i]);
       assert.equal(status, 200, JSON.stringify(body));
@@ -114,6 +114,7 @@ test("an automatic store gives chunks back under memory pressure and with releas
     // it starts at its floor and takes its chunks where the host has room
     let se = await status();
     assert.ok(se.floor_bytes < se.cap_bytes, JSON.stringify(se));
+    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB, its floor [\d.]+ MiB; the chunks above it elastic for 3\.6 MiB/);
     assert.equal(se.chunks, se.cap_chunks);
     const elastic = se.regrows;
     assert.ok(elastic >= 1, JSON.stringify(se));
