@@ -247,7 +247,8 @@ static enum splash_status mix_alloc(const struct splash_host *host, struct es_mi
     if (floor < n_slots) {
         uint64_t per = ES_CHUNK_BYTES / m->slot_bytes;
         per = per ? per : 1;
-        m->slots_per_chunk = (int32_t)(per < (uint64_t)(n_slots - floor) ? per : (uint64_t)(n_slots - floor));
+        uint64_t above = (uint64_t)(n_slots - floor);
+        m->slots_per_chunk = (int32_t)(per < above ? per : above);
         m->first_chunk_slots = floor;
         m->n_chunks = 1 + (n_slots - floor + m->slots_per_chunk - 1) / m->slots_per_chunk;
         m->floor_chunks = 1;

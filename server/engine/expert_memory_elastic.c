@@ -51,8 +51,9 @@ int splash_memory_sample_read(const char *psi_path, const char *meminfo_path,
         snprintf(out->why, sizeof out->why, "memory pressure: PSI some avg10 %.2f%%",
                  out->some10);
     else if (out->room < SPLASH_MEMORY_MARGIN)
-        snprintf(out->why, sizeof out->why, "the host has %.1f MiB free (%s), under its 1 GiB margin",
-                 (double)out->room / MIB, b.bound);
+        snprintf(out->why, sizeof out->why,
+                 "the host has %.1f MiB free (%s), under its 1 GiB margin", (double)out->room / MIB,
+                 b.bound);
     out->short_of_memory = out->why[0] != 0;
     return 0;
 }
@@ -94,8 +95,9 @@ static void chunk_line(const struct splash_expert_elastic *x, const char *verb, 
     struct splash_expert_stats s;
     splash_family_expert_stats(x->family, x->model, &s);
     char line[384];
-    snprintf(line, sizeof line, "Expert store %s a chunk of %.1f MiB (%s) · %d of %d chunks live, %d slots",
-             verb, (double)bytes / MIB, why, s.chunks, s.cap_chunks, s.slots);
+    snprintf(line, sizeof line,
+             "Expert store %s a chunk of %.1f MiB (%s) · %d of %d chunks live, %d slots", verb,
+             (double)bytes / MIB, why, s.chunks, s.cap_chunks, s.slots);
     log(ctx, line);
 }
 
@@ -105,11 +107,12 @@ static int take_back(struct splash_expert_elastic *x, uint64_t *room,
 {
     if (*room <= SPLASH_MEMORY_MARGIN)
         return 0;
-    uint64_t bytes = splash_family_expert_resize(x->family, x->model, 1, *room - SPLASH_MEMORY_MARGIN);
+    uint64_t spare = *room - SPLASH_MEMORY_MARGIN;
+    uint64_t bytes = splash_family_expert_resize(x->family, x->model, 1, spare);
     if (!bytes)
         return 0;
     char why[128];
-    snprintf(why, sizeof why, "%.1f MiB free beside the 1 GiB margin", (double)(*room - SPLASH_MEMORY_MARGIN) / MIB);
+    snprintf(why, sizeof why, "%.1f MiB free beside the 1 GiB margin", (double)spare / MIB);
     chunk_line(x, "took back", bytes, why, log, ctx);
     *room -= bytes; /* the chunk's pages count once touched: count them now */
     return 1;
