@@ -71,7 +71,7 @@ static int ensure_model(const struct splash_registry *r, const char *mix, char *
     struct splash_err err = {{0}};
     printf("building %s (once) ...\n", path);
     fflush(stdout);
-    if (splash_model_write(r, splash_model_shape_find(SHAPE), &opts, path, &stats, &err)) {
+    if (splash_model_write_preset(r, SHAPE, &opts, path, &stats, &err)) {
         fprintf(stderr, "bench-experts: %s\n", err.msg);
         return -1;
     }

@@ -282,6 +282,13 @@ int splash_family_expert_stats(const struct splash_family_plugin *f, const void 
     return f->expert_stats ? f->expert_stats(model, out) : 0;
 }
 
+uint64_t splash_family_expert_resize(const struct splash_family_plugin *f, void *model,
+                                     int32_t grow, uint64_t max_bytes)
+{
+    return f->header.abi_minor >= 5 && f->expert_resize ? f->expert_resize(model, grow, max_bytes)
+                                                        : 0;
+}
+
 uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
                                    uint64_t counted)
 {

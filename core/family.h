@@ -78,6 +78,10 @@ int splash_family_expert_stats(const struct splash_family_plugin *f, const void 
                                struct splash_expert_stats *out);
 uint64_t splash_family_cache_bytes(const struct splash_family_plugin *f, const void *model,
                                    uint64_t counted);
+/* family.h expert_resize: the bytes of the chunk taken (grow 1) or given back (grow 0);
+ * 0 when there is none, or the plugin predates ABI 1.5. */
+uint64_t splash_family_expert_resize(const struct splash_family_plugin *f, void *model,
+                                     int32_t grow, uint64_t max_bytes);
 
 /* 1 when the family writes a draft's taps (family.h forward_taps, ABI 1.3). */
 int splash_family_has_taps(const struct splash_family_plugin *f);

@@ -49,10 +49,80 @@ static int read_meminfo(const char *path, uint64_t *available)
     return found;
 }
 
+/* The process's own group in self_cgroup's lines: the v2 one ("0::/path", v1 0) or the
+ * v1 memory controller's ("N:...memory...:/path", v1 1). Returns 0 and the path, or -1. */
+static int own_group(const char *self_cgroup, int v1, char *path, size_t size)
+{
+    FILE *f = fopen(self_cgroup, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int found = -1;
+    while (found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/')
+            continue;
+        *c1 = *c2 = 0; /* line: the hierarchy's number; c1 + 1: its controllers */
+        int match = 0;
+        if (!v1) {
+            match = !strcmp(line, "0") && c1 + 1 == c2;
+        } else {
+            for (char *tok = strtok(c1 + 1, ","); tok && !match; tok = strtok(NULL, ","))
+                match = !strcmp(tok, "memory");
+        }
+        if (match && strlen(c2 + 1) < size) {
+            snprintf(path, size, "%s", c2 + 1);
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The least room the limits leave along the process's group and its ancestors, under the
+ * hierarchy at base (limit_file/usage_file in each group; limits of 2^60 or more are
+ * none). Returns 1 when some level has a limit. */
+static int group_room(const char *base, const char *group, const char *limit_file,
+                      const char *usage_file, uint64_t *room)
+{
+    char g[1024], path[1600];
+    snprintf(g, sizeof g, "%s", group);
+    int limited = 0;
+    for (;;) {
+        size_t len = strlen(g);
+        while (len > 1 && g[len - 1] == '/')
+            g[--len] = 0;
+        uint64_t limit, usage;
+        snprintf(path, sizeof path, "%s%s/%s", base, len > 1 ? g : "", limit_file);
+        if (read_u64_file(path, &limit) == 0 && limit < (1ull << 60)) {
+            snprintf(path, sizeof path, "%s%s/%s", base, len > 1 ? g : "", usage_file);
+            if (read_u64_file(path, &usage) != 0)
+                usage = 0;
+            uint64_t r = limit > usage ? limit - usage : 0;
+            if (!limited || r < *room)
+                *room = r;
+            limited = 1;
+        }
+        char *slash = strrchr(g, '/');
+        if (len <= 1 || !slash)
+            return limited;
+        slash[slash == g ? 1 : 0] = 0; /* the parent; "/" is the last */
+    }
+}
+
 enum splash_status splash_memory_budget_read(uint64_t max_memory, const char *meminfo_path,
                                              const char *cgroup_dir,
                                              struct splash_memory_budget *b,
                                              struct splash_err *err)
+{
+    return splash_memory_budget_read_at(max_memory, meminfo_path, cgroup_dir, NULL, b, err);
+}
+
+enum splash_status splash_memory_budget_read_at(uint64_t max_memory, const char *meminfo_path,
+                                                const char *cgroup_dir, const char *self_cgroup,
+                                                struct splash_memory_budget *b,
+                                                struct splash_err *err)
 {
     memset(b, 0, sizeof *b);
     b->max_memory = max_memory;
@@ -60,24 +130,21 @@ enum splash_status splash_memory_budget_read(uint64_t max_memory, const char *me
         return splash_err_set(err, SPLASH_ERR_IO, "%s: no MemAvailable line",
                               meminfo_path ? meminfo_path : "/proc/meminfo");
     b->cgroup_room = UINT64_MAX;
-    char path[512];
+    /* the process's own group and its ancestors (a unit's MemoryMax=, a container's
+     * limit), v2 first, then v1's memory controller; the hierarchy's root where the
+     * process's group is not known */
     const char *dir = cgroup_dir ? cgroup_dir : "/sys/fs/cgroup";
-    uint64_t limit, usage;
-    snprintf(path, sizeof path, "%s/memory.max", dir);
-    if (read_u64_file(path, &limit) == 0 && limit != UINT64_MAX) {
-        snprintf(path, sizeof path, "%s/memory.current", dir);
-        if (read_u64_file(path, &usage) != 0)
-            usage = 0;
-        b->cgroup_room = limit > usage ? limit - usage : 0;
+    const char *self = self_cgroup ? self_cgroup : "/proc/self/cgroup";
+    char group[1024], v1_base[600];
+    uint64_t left;
+    if (group_room(dir, own_group(self, 0, group, sizeof group) ? "/" : group, "memory.max",
+                   "memory.current", &left)) {
+        b->cgroup_room = left;
     } else {
-        /* cgroup v1 */
-        snprintf(path, sizeof path, "%s/memory/memory.limit_in_bytes", dir);
-        if (read_u64_file(path, &limit) == 0 && limit < (1ull << 60)) {
-            snprintf(path, sizeof path, "%s/memory/memory.usage_in_bytes", dir);
-            if (read_u64_file(path, &usage) != 0)
-                usage = 0;
-            b->cgroup_room = limit > usage ? limit - usage : 0;
-        }
+        snprintf(v1_base, sizeof v1_base, "%s/memory", dir);
+        if (group_room(v1_base, own_group(self, 1, group, sizeof group) ? "/" : group,
+                       "memory.limit_in_bytes", "memory.usage_in_bytes", &left))
+            b->cgroup_room = left;
     }
     uint64_t room = b->mem_available;
     b->bound = "MemAvailable";

@@ -32,6 +32,14 @@ enum splash_status splash_memory_budget_read(uint64_t max_memory, const char *me
                                              const char *cgroup_dir,
                                              struct splash_memory_budget *b,
                                              struct splash_err *err);
+/* The same with the process's cgroup membership read from self_cgroup (NULL:
+ * /proc/self/cgroup): the limit of its own group and of each ancestor counts, the least
+ * room they leave, so a systemd unit's MemoryMax= or a container's limit is found below
+ * the hierarchy's root. */
+enum splash_status splash_memory_budget_read_at(uint64_t max_memory, const char *meminfo_path,
+                                                const char *cgroup_dir, const char *self_cgroup,
+                                                struct splash_memory_budget *b,
+                                                struct splash_err *err);
 
 /* Plans the context: requested 0 = the native window. Past the native window YaRN
  * scales by requested / native, up to model_limit (0: the family's info->n_ctx_max, or

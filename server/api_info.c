@@ -138,7 +138,6 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
     int admitted = app->admitted;
     uint64_t total = app->requests_total, gen = app->tokens_generated;
     json_t *cache = app->prefix_cache ? json_deep_copy(app->prefix_cache) : NULL;
-    json_t *experts = app->streamed_experts ? json_deep_copy(app->streamed_experts) : NULL;
     pthread_mutex_unlock(&app->lock);
     reply->json = json_pack(
         "{s:s, s:O?, s:{s:s, s:s?, s:i}, s:{s:I, s:b}, s:{s:i, s:i}, s:{s:I}, s:{s:I, s:I}}",
@@ -154,7 +153,8 @@ void splash_api_info_status(void *appv, const struct splash_http_request *req,
                                   splash_later_system_name((enum splash_later_system)app->later_system),
                                   "format", app->format ? app->format->name : ""));
     json_object_set_new(reply->json, "memory_plan", memory_plan_json(info));
-    /* the streamed experts' store as the last request left it, else as the engine started
+    json_t *experts = splash_engine_client_experts(app->engine);
+    /* the streamed experts' store as the engine last reported it, else as it started
      * (null: its experts load whole) */
     if (!experts && json_is_object(json_object_get(info, "streamed_experts")))
         experts = json_deep_copy(json_object_get(info, "streamed_experts"));

@@ -49,7 +49,6 @@ struct splash_app {
     size_t max_token_bytes;  /* the longest token's bytes: bounds a prompt's tokens from below */
     uint64_t request_seq;
     json_t *prefix_cache;            /* the engine's prefix cache as its last request left it */
-    json_t *streamed_experts;        /* its streamed experts' store, likewise (NULL: none) */
     /* speculative decoding, summed over the requests' DONE frames (/metrics) */
     uint64_t draft_proposed, draft_accepted, draft_cycles;
     json_t *speculation;             /* the engine's speculation rule as its READY/DONE gave it */

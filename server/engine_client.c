@@ -64,6 +64,7 @@ struct splash_engine_client {
     uint64_t next_id;
     struct splash_pending *pending;
     json_t *info;
+    json_t *experts; /* the streamed experts' store as the engine last reported it, or NULL */
     int64_t first_context; /* the first engine's context, which restarts ask for */
     pthread_t supervisor;
     pthread_mutex_t write_lock;
@@ -391,6 +392,8 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
         if (c->info)
             json_decref(c->info);
         c->info = json_incref(f->body);
+        json_decref(c->experts); /* a new engine's store: its READY frame has it */
+        c->experts = NULL;
         if (!c->first_context)
             c->first_context = (int64_t)json_integer_value(json_object_get(f->body, "n_ctx"));
         c->ready_in = now_s() - c->started_at;
@@ -402,6 +405,12 @@ static void route(struct splash_engine_client *c, struct splash_frame *f)
         pthread_mutex_lock(&c->lock);
         c->last_status_reply = now_s();
         c->last_status_sent = 0;
+        /* the engine reports its expert store when it gives a chunk back or takes one */
+        json_t *se = json_object_get(f->body, "streamed_experts");
+        if (json_is_object(se)) {
+            json_decref(c->experts);
+            c->experts = json_deep_copy(se);
+        }
         pthread_mutex_unlock(&c->lock);
         return;
     }
@@ -672,6 +681,22 @@ enum splash_engine_state splash_engine_client_state(struct splash_engine_client 
     }
     pthread_mutex_unlock(&c->lock);
     return s;
+}
+
+void splash_engine_client_note_experts(struct splash_engine_client *c, json_t *experts)
+{
+    pthread_mutex_lock(&c->lock);
+    json_decref(c->experts);
+    c->experts = json_deep_copy(experts);
+    pthread_mutex_unlock(&c->lock);
+}
+
+json_t *splash_engine_client_experts(struct splash_engine_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    json_t *se = c->experts ? json_deep_copy(c->experts) : NULL;
+    pthread_mutex_unlock(&c->lock);
+    return se;
 }
 
 json_t *splash_engine_client_info(struct splash_engine_client *c)

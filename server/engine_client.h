@@ -56,6 +56,11 @@ enum splash_engine_state splash_engine_client_wait_ready(struct splash_engine_cl
 enum splash_engine_state splash_engine_client_state(struct splash_engine_client *c, char *why,
                                                     size_t why_size, int *retry_after);
 json_t *splash_engine_client_info(struct splash_engine_client *c);
+/* The streamed experts' store as the engine last reported it (a request's end, or a chunk
+ * given back or taken back): a copy, or NULL before any report of this engine (its READY
+ * frame's then stands). */
+void splash_engine_client_note_experts(struct splash_engine_client *c, json_t *experts);
+json_t *splash_engine_client_experts(struct splash_engine_client *c);
 int splash_engine_client_restarts(struct splash_engine_client *c);
 /* The exit status serve should end with once the engine stopped for good (69). */
 int splash_engine_client_exit_status(struct splash_engine_client *c);

@@ -298,12 +298,8 @@ int splash_gen_next(struct splash_gen *g, struct splash_tok_bytes *out, int time
             pthread_mutex_unlock(&g->app->lock);
         }
         json_t *se = json_object_get(ev.body, "streamed_experts");
-        if (json_is_object(se)) {
-            pthread_mutex_lock(&g->app->lock);
-            json_decref(g->app->streamed_experts);
-            g->app->streamed_experts = json_deep_copy(se);
-            pthread_mutex_unlock(&g->app->lock);
-        }
+        if (json_is_object(se))
+            splash_engine_client_note_experts(g->app->engine, se);
     } else {
         g->done = 1;
         const char *code = json_string_value(json_object_get(ev.body, "code"));

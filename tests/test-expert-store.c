@@ -105,11 +105,18 @@ static void test_arc_keeps_what_decode_routes_again(void **state)
 
 /* ---- bitwise against all experts loaded --------------------------------------------------- */
 
-static void open_model(const char *path, uint64_t expert_memory, struct test_run *r)
+static void open_store(const char *path, uint64_t expert_memory, int elastic,
+                       struct test_run *r)
 {
     struct test_run_opts o = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_BF16,
-                              .state_format = SPLASH_STATE_F32, .expert_memory = expert_memory};
+                              .state_format = SPLASH_STATE_F32, .expert_memory = expert_memory,
+                              .expert_elastic = elastic};
     test_run_open(r, &o, path, path);
+}
+
+static void open_model(const char *path, uint64_t expert_memory, struct test_run *r)
+{
+    open_store(path, expert_memory, 0, r);
 }
 
 static int streams(const struct test_run *r)
@@ -257,6 +264,76 @@ static void test_streamed_bitwise_all_resident(void **state)
         test_run_close(&mid);
         test_golden_free(&g);
     }
+}
+
+/* ---- elastic chunks ----------------------------------------------------------------------- */
+
+/* An elastic store (--expert-memory auto) starts at its floor, takes its chunk back and
+ * gives it back again, the experts in it copied below: outputs bitwise all-resident's at
+ * every size, and its counters say what happened. */
+static void test_elastic_chunks_bitwise(void **state)
+{
+    struct test_golden g;
+    assert_int_equal(test_golden_load("qwen35moe-tiny-Q4_K_M", &g), 0);
+    char path[512], rel[256];
+    snprintf(rel, sizeof rel, "models/%s", json_string_value(json_object_get(g.json, "file")));
+    test_testdata_path(path, sizeof path, rel);
+    struct test_run whole, el;
+    struct run_out ref, o;
+    open_model(path, 0, &whole);
+    run_all(&whole, &g, &ref);
+    /* most of the experts: the floor (85% of the slots) is above a layer's */
+    uint64_t most = whole.info.routed_expert_bytes * 3 / 4;
+    open_store(path, most, 1, &el);
+    struct splash_expert_stats s;
+    assert_true(moe_expert_stats(el.model, &s));
+    assert_true(s.floor_bytes < s.cap_bytes);
+    assert_int_equal(el.info.expert_store_bytes, s.cap_bytes); /* the plan counts its cap */
+    int32_t cap_chunks = s.cap_chunks, floor_chunks = s.chunks, floor_slots = s.slots;
+    assert_true(s.chunks < cap_chunks);
+    assert_int_equal(s.arena_bytes + s.staging_bytes < s.floor_bytes + 1, 1);
+    /* at the floor, nothing to give back */
+    assert_int_equal(fam->expert_resize(el.model, 0, 0), 0);
+    /* a chunk larger than the room is not taken */
+    assert_int_equal(fam->expert_resize(el.model, 1, 1), 0);
+    run_all(&el, &g, &o);
+    same_bits("qwen35moe-tiny-Q4_K_M", "elastic store at its floor", &o, &ref, &g);
+    run_free(&o);
+    /* every chunk back: the cap's slots */
+    while (fam->expert_resize(el.model, 1, UINT64_MAX))
+        ;
+    moe_expert_stats(el.model, &s);
+    assert_int_equal(s.chunks, cap_chunks);
+    assert_true(s.slots > floor_slots);
+    assert_int_equal(s.regrows, (uint64_t)(cap_chunks - floor_chunks));
+    run_all(&el, &g, &o);
+    same_bits("qwen35moe-tiny-Q4_K_M", "elastic store at its cap", &o, &ref, &g);
+    run_free(&o);
+    moe_expert_stats(el.model, &s);
+    int32_t resident_at_cap = s.resident;
+    assert_true(resident_at_cap > floor_slots); /* experts lie in the elastic chunks */
+    /* give them all back: the experts that fit stay, copied below */
+    int gave = 0;
+    while (fam->expert_resize(el.model, 0, 0))
+        gave++;
+    assert_int_equal(gave, cap_chunks - floor_chunks);
+    moe_expert_stats(el.model, &s);
+    assert_int_equal(s.shrinks, (uint64_t)gave);
+    assert_int_equal(s.slots, floor_slots);
+    assert_int_equal(s.resident, floor_slots);
+    uint64_t read_before = s.decode.read + s.prefill.read;
+    run_all(&el, &g, &o);
+    same_bits("qwen35moe-tiny-Q4_K_M", "elastic store given back", &o, &ref, &g);
+    moe_expert_stats(el.model, &s);
+    assert_true(s.decode.read + s.prefill.read > read_before);
+    printf("  elastic: floor %d slots in %d chunks, the cap %d chunks, %d experts resident at "
+           "the cap, of %d\n",
+           floor_slots, floor_chunks, cap_chunks, resident_at_cap, s.experts);
+    run_free(&o);
+    run_free(&ref);
+    test_run_close(&el);
+    test_run_close(&whole);
+    test_golden_free(&g);
 }
 
 /* ---- sizes -------------------------------------------------------------------------------- */
@@ -425,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),
+        cmocka_unit_test(test_elastic_chunks_bitwise),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

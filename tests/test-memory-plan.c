@@ -73,6 +73,49 @@ static void test_budget_takes_the_tighter_bound(void **state)
     assert_true(b.usable == 19 * GIB);
 }
 
+/* The process's own cgroup and its ancestors (a systemd unit's MemoryMax=, a container's
+ * group), as /proc/self/cgroup names it, not only the hierarchy's root. */
+static void test_budget_reads_the_process_group(void **state)
+{
+    char meminfo[128], self[128], sub[192];
+    snprintf(meminfo, sizeof meminfo, "%s/meminfo", dir);
+    snprintf(self, sizeof self, "%s/self-cgroup", dir);
+    snprintf(sub, sizeof sub, "%s/system.slice/splash.service", dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s %s/memory/lxc/box", sub, dir);
+    assert_int_equal(system(cmd), 0);
+    write_file("memory.max", "max\n");
+    write_file("system.slice/splash.service/memory.max", "4294967296\n");
+    write_file("system.slice/splash.service/memory.current", "1073741824\n");
+    write_file("self-cgroup", "12:cpu,cpuacct:/system.slice/splash.service\n"
+                              "0::/system.slice/splash.service\n");
+    struct splash_memory_budget b;
+    struct splash_err err;
+    /* the unit's 4 GiB with 1 GiB used: 3 GiB, less the margin */
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 3 * GIB);
+    assert_true(b.usable == 2 * GIB);
+    assert_string_equal(b.bound, "cgroup memory.max");
+    /* a parent's tighter limit counts */
+    write_file("system.slice/memory.max", "3221225472\n");
+    write_file("system.slice/memory.current", "1610612736\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 1610612736ull);
+    /* cgroup v1: the memory controller's group */
+    write_file("self-cgroup", "5:memory:/lxc/box\n3:cpu:/\n0::/\n");
+    write_file("memory/lxc/box/memory.limit_in_bytes", "2147483648\n");
+    write_file("memory/lxc/box/memory.usage_in_bytes", "536870912\n");
+    write_file("memory/memory.limit_in_bytes", "9223372036854771712\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 1610612736ull);
+    assert_string_equal(b.bound, "cgroup memory.max");
+    /* a group with no limit anywhere: MemAvailable */
+    write_file("memory/lxc/box/memory.limit_in_bytes", "9223372036854771712\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == UINT64_MAX);
+    assert_string_equal(b.bound, "MemAvailable");
+}
+
 static void test_plan_context_and_yarn(void **state)
 {
     struct splash_memory_budget b = {.usable = 4 * GIB, .bound = "MemAvailable"};
@@ -164,6 +207,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_serves_less),
         cmocka_unit_test(test_budget_takes_the_tighter_bound),
+        cmocka_unit_test(test_budget_reads_the_process_group),
         cmocka_unit_test(test_plan_context_and_yarn),
         cmocka_unit_test(test_ceiling_is_the_familys),
     };

@@ -157,3 +157,44 @@ void es_arc_drop(struct es_arc *a, int32_t key)
     }
     unlink_key(a, key);
 }
+
+int32_t es_arc_evict(struct es_arc *a)
+{
+    return replace(a, 0, NULL, NULL);
+}
+
+int32_t es_arc_take_free_below(struct es_arc *a, int32_t lim)
+{
+    for (int32_t i = a->n_free - 1; i >= 0; i--)
+        if (a->free_slots[i] < lim) {
+            int32_t slot = a->free_slots[i];
+            a->free_slots[i] = a->free_slots[--a->n_free];
+            return slot;
+        }
+    return -1;
+}
+
+void es_arc_move(struct es_arc *a, int32_t key, int32_t slot)
+{
+    a->free_slots[a->n_free++] = a->node[key].slot;
+    a->node[key].slot = slot;
+}
+
+void es_arc_set_slots(struct es_arc *a, int32_t c)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < a->n_free; i++)
+        if (a->free_slots[i] < c)
+            a->free_slots[n++] = a->free_slots[i];
+    a->n_free = n;
+    /* the new slots, the lowest handed out first */
+    for (int32_t s = c - 1; s >= a->c; s--)
+        a->free_slots[a->n_free++] = s;
+    a->c = c;
+    if (a->p > c)
+        a->p = c;
+    while (a->len[ES_ARC_T1] + a->len[ES_ARC_B1] > c && a->len[ES_ARC_B1] > 0)
+        drop_ghost(a, ES_ARC_B1);
+    while (a->len[0] + a->len[1] + a->len[2] + a->len[3] > 2 * c && a->len[ES_ARC_B2] > 0)
+        drop_ghost(a, ES_ARC_B2);
+}

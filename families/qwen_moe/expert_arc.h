@@ -51,4 +51,16 @@ int32_t es_arc_admit(struct es_arc *a, int32_t key, int again, int (*pinned)(voi
 /* key leaves the cache (its slot's contents are not to be trusted): the slot is free. */
 void es_arc_drop(struct es_arc *a, int32_t key);
 
+/* Elastic chunks (expert_store.c): the ARC's victim, as a miss would choose it with
+ * nothing pinned, goes to its ghost list and frees its slot; returns its key or -1. */
+int32_t es_arc_evict(struct es_arc *a);
+/* A free slot below lim, taken from the free slots, or -1. */
+int32_t es_arc_take_free_below(struct es_arc *a, int32_t lim);
+/* Resident key moves to slot (just taken from the free slots); its old slot is free. */
+void es_arc_move(struct es_arc *a, int32_t key, int32_t slot);
+/* The cache's slots become 0..c (c at most es_arc_init's n_slots): free slots at or
+ * above c are forgotten (the caller emptied them first), new ones below c are free, and
+ * the target and the ghost lists shrink with c. */
+void es_arc_set_slots(struct es_arc *a, int32_t c);
+
 #endif

@@ -15,6 +15,8 @@
 #define ES_SMALL_CHUNKS 4
 #define ES_SLOT_ALIGN 64
 #define ES_MAX_LAYERS 256
+/* an elastic store's floor: the share of its slots it never gives back */
+#define ES_FLOOR_SHARE 0.85
 
 /* Layers whose experts share parts, formats and shapes: one slot layout. */
 struct es_mix {
@@ -25,6 +27,9 @@ struct es_mix {
     size_t slot_bytes;
     int32_t n_layers;                 /* layers of the mix: keys are (index, expert) */
     int32_t n_slots, slots_per_chunk, n_chunks;
+    int32_t first_chunk_slots; /* chunk 0 (an elastic store's floor); the rest slots_per_chunk */
+    int32_t floor_chunks;      /* chunks never given back */
+    int32_t live_chunks, live_slots; /* chunks 0..live_chunks hold memory */
     char **chunks;
     struct es_arc arc;
     int32_t *slot_key;                /* slot -> key, -1 when free */
@@ -169,8 +174,9 @@ void es_sizes(const struct es_layer_src *layers, int32_t n_layers, uint64_t *rou
 
 static void mix_free(const struct splash_host *host, struct es_mix *m)
 {
-    for (int32_t c = 0; c < m->n_chunks; c++)
-        host->free_aligned(m->chunks[c]);
+    for (int32_t c = 0; m->chunks && c < m->n_chunks; c++)
+        if (m->chunks[c])
+            host->free_aligned(m->chunks[c]);
     free(m->chunks);
     free(m->slot_key);
     es_arc_free(&m->arc);
@@ -199,43 +205,104 @@ void es_destroy(struct es_store *s)
     free(s);
 }
 
-/* The mix's slots in chunks: about 1 GiB each, a quarter of the slots each in a small store. */
+/* Chunk c's first slot and its slots. */
+static int32_t chunk_lo(const struct es_mix *m, int32_t c)
+{
+    return c == 0 ? 0 : m->first_chunk_slots + (c - 1) * m->slots_per_chunk;
+}
+
+static int32_t chunk_slots(const struct es_mix *m, int32_t c)
+{
+    int32_t hi = c + 1 < m->n_chunks ? chunk_lo(m, c + 1) : m->n_slots;
+    return hi - chunk_lo(m, c);
+}
+
+static enum splash_status chunk_alloc(const struct splash_host *host, struct es_mix *m, int32_t c,
+                                      struct splash_err *err)
+{
+    size_t bytes = (size_t)chunk_slots(m, c) * m->slot_bytes;
+    m->chunks[c] = host->alloc_aligned(4096, bytes);
+    if (!m->chunks[c])
+        return splash_err_set(err, SPLASH_ERR_NOMEM,
+                              "out of memory for the expert store's chunk %d (%.1f MiB)", c,
+                              (double)bytes / 1048576.0);
+    return SPLASH_OK;
+}
+
+/* The mix's slots in chunks. A fixed store: about 1 GiB each, a quarter of the slots each
+ * in a small store. An elastic one: its floor (85% of the slots, at least a layer's
+ * experts) in chunk 0, the rest in chunks of about 1 GiB, which start released. */
 static enum splash_status mix_alloc(const struct splash_host *host, struct es_mix *m,
-                                    int32_t n_slots, struct splash_err *err)
+                                    int32_t n_slots, int elastic, struct splash_err *err)
 {
     m->n_slots = n_slots;
-    uint64_t per = ES_CHUNK_BYTES / m->slot_bytes;
-    if ((uint64_t)n_slots * m->slot_bytes < ES_SMALL_CHUNKS * ES_CHUNK_BYTES)
-        per = ((uint64_t)n_slots + ES_SMALL_CHUNKS - 1) / ES_SMALL_CHUNKS;
-    m->slots_per_chunk = (int32_t)(per ? per : 1);
-    m->n_chunks = (n_slots + m->slots_per_chunk - 1) / m->slots_per_chunk;
+    int32_t floor = n_slots;
+    if (elastic) {
+        floor = (int32_t)((double)n_slots * ES_FLOOR_SHARE + 0.999);
+        if (floor < m->n_expert)
+            floor = m->n_expert;
+        if (floor > n_slots)
+            floor = n_slots;
+    }
+    if (floor < n_slots) {
+        uint64_t per = ES_CHUNK_BYTES / m->slot_bytes;
+        per = per ? per : 1;
+        uint64_t above = (uint64_t)(n_slots - floor);
+        m->slots_per_chunk = (int32_t)(per < above ? per : above);
+        m->first_chunk_slots = floor;
+        m->n_chunks = 1 + (n_slots - floor + m->slots_per_chunk - 1) / m->slots_per_chunk;
+        m->floor_chunks = 1;
+    } else {
+        uint64_t per = ES_CHUNK_BYTES / m->slot_bytes;
+        if ((uint64_t)n_slots * m->slot_bytes < ES_SMALL_CHUNKS * ES_CHUNK_BYTES)
+            per = ((uint64_t)n_slots + ES_SMALL_CHUNKS - 1) / ES_SMALL_CHUNKS;
+        m->slots_per_chunk = (int32_t)(per ? per : 1);
+        m->first_chunk_slots = m->slots_per_chunk;
+        m->n_chunks = (n_slots + m->slots_per_chunk - 1) / m->slots_per_chunk;
+        m->floor_chunks = m->n_chunks;
+    }
     m->chunks = calloc((size_t)m->n_chunks, sizeof *m->chunks);
     m->slot_key = malloc((size_t)n_slots * sizeof *m->slot_key);
     if (!m->chunks || !m->slot_key || es_arc_init(&m->arc, n_slots, m->n_layers * m->n_expert))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for the expert store");
     for (int32_t s = 0; s < n_slots; s++)
         m->slot_key[s] = -1;
-    for (int32_t c = 0; c < m->n_chunks; c++) {
-        int32_t slots = n_slots - c * m->slots_per_chunk < m->slots_per_chunk
-                            ? n_slots - c * m->slots_per_chunk
-                            : m->slots_per_chunk;
-        m->chunks[c] = host->alloc_aligned(4096, (size_t)slots * m->slot_bytes);
-        if (!m->chunks[c])
-            return splash_err_set(err, SPLASH_ERR_NOMEM,
-                                  "out of memory for the expert store's chunk %d (%.1f MiB)", c,
-                                  (double)slots * (double)m->slot_bytes / 1048576.0);
+    for (int32_t c = 0; c < m->floor_chunks; c++) {
+        enum splash_status st = chunk_alloc(host, m, c, err);
+        if (st)
+            return st;
     }
+    m->live_chunks = m->floor_chunks;
+    m->live_slots = m->live_chunks < m->n_chunks ? chunk_lo(m, m->live_chunks) : n_slots;
+    es_arc_set_slots(&m->arc, m->live_slots);
     return SPLASH_OK;
 }
 
 static char *slot_at(const struct es_mix *m, int32_t slot)
 {
-    return m->chunks[slot / m->slots_per_chunk] + (size_t)(slot % m->slots_per_chunk) * m->slot_bytes;
+    if (slot < m->first_chunk_slots)
+        return m->chunks[0] + (size_t)slot * m->slot_bytes;
+    int32_t r = slot - m->first_chunk_slots;
+    return m->chunks[1 + r / m->slots_per_chunk] + (size_t)(r % m->slots_per_chunk) * m->slot_bytes;
+}
+
+/* The store's live chunks, slots and arena in its counters. */
+static void count_live(struct es_store *s)
+{
+    s->st.chunks = s->st.slots = 0;
+    s->arena_bytes = 0;
+    for (int32_t k = 0; k < s->n_mixes; k++) {
+        const struct es_mix *m = &s->mixes[k];
+        s->st.chunks += m->live_chunks;
+        s->st.slots += m->live_slots;
+        s->arena_bytes += (uint64_t)m->live_slots * m->slot_bytes;
+    }
+    s->st.arena_bytes = s->arena_bytes;
 }
 
 enum splash_status es_create(const struct splash_host *host, const struct es_layer_src *layers,
-                             int32_t n_layers, uint64_t bytes, struct es_store **out,
-                             struct splash_err *err)
+                             int32_t n_layers, uint64_t bytes, int elastic,
+                             struct es_store **out, struct splash_err *err)
 {
     uint64_t routed, smallest;
     if (n_layers > ES_MAX_LAYERS)
@@ -325,11 +392,15 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
     }
     s->staging_bytes = (uint64_t)readers * er_staging_bytes(max_part_bytes(layers, n_layers));
     s->bytes = overhead;
+    uint64_t cap_arena = 0, floor_arena = 0;
     for (int32_t k = 0; k < s->n_mixes; k++) {
         struct es_mix *m = &s->mixes[k];
-        if ((st = mix_alloc(host, m, slots[k], err)))
+        if ((st = mix_alloc(host, m, slots[k], elastic, err)))
             goto fail;
-        s->arena_bytes += (uint64_t)m->n_slots * m->slot_bytes;
+        cap_arena += (uint64_t)m->n_slots * m->slot_bytes;
+        floor_arena += (uint64_t)(m->floor_chunks < m->n_chunks ? chunk_lo(m, m->floor_chunks)
+                                                                 : m->n_slots) *
+                       m->slot_bytes;
         s->stamp[k] = calloc((size_t)m->n_layers * (size_t)m->n_expert, sizeof *s->stamp[k]);
         s->ahead_stamp[k] =
             calloc((size_t)m->n_layers * (size_t)m->n_expert, sizeof *s->ahead_stamp[k]);
@@ -337,11 +408,11 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
             st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        s->st.chunks += m->n_chunks;
-        s->st.slots += m->n_slots;
+        s->st.cap_chunks += m->n_chunks;
         s->st.experts += m->n_layers * m->n_expert;
     }
-    s->bytes += s->arena_bytes;
+    s->bytes += cap_arena;
+    count_live(s);
     for (int p = 0; p < ES_MAX_PARTS; p++) {
         s->now[p] = calloc((size_t)s->max_expert, sizeof(void *));
         s->late[p] = calloc((size_t)s->max_expert, sizeof(void *));
@@ -360,9 +431,8 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
                             max_part_bytes(layers, n_layers), err)))
         goto fail;
     s->readers_on = 1;
-    s->st.cap_bytes = s->st.floor_bytes = s->bytes;
-    s->st.cap_chunks = s->st.chunks;
-    s->st.arena_bytes = s->arena_bytes;
+    s->st.cap_bytes = s->bytes;
+    s->st.floor_bytes = overhead + floor_arena;
     s->st.staging_bytes = s->staging_bytes;
     s->st.readers = readers;
     *out = s;
@@ -605,4 +675,67 @@ void es_stats_get(const struct es_store *s, struct splash_expert_stats *out)
 uint64_t es_bytes(const struct es_store *s)
 {
     return s->bytes;
+}
+
+/* Gives back mix m's last live chunk: its experts move to free slots below it, the ARC's
+ * victims evicted first where the slots below are too few. */
+static uint64_t give_back(struct es_store *s, struct es_mix *m)
+{
+    int32_t c = m->live_chunks - 1, lo = chunk_lo(m, c);
+    while (m->arc.len[ES_ARC_T1] + m->arc.len[ES_ARC_T2] > lo) {
+        int32_t victim = es_arc_evict(&m->arc);
+        if (victim < 0)
+            break;
+        for (int32_t k = 0; k < m->live_slots; k++)
+            if (m->slot_key[k] == victim) {
+                m->slot_key[k] = -1;
+                break;
+            }
+    }
+    for (int32_t slot = lo; slot < m->live_slots; slot++) {
+        int32_t key = m->slot_key[slot];
+        if (key < 0)
+            continue;
+        int32_t dst = es_arc_take_free_below(&m->arc, lo);
+        memcpy(slot_at(m, dst), slot_at(m, slot), m->slot_bytes);
+        es_arc_move(&m->arc, key, dst);
+        m->slot_key[dst] = key;
+        m->slot_key[slot] = -1;
+    }
+    es_arc_set_slots(&m->arc, lo);
+    s->host->free_aligned(m->chunks[c]);
+    m->chunks[c] = NULL;
+    m->live_chunks = c;
+    m->live_slots = lo;
+    return (uint64_t)chunk_slots(m, c) * m->slot_bytes;
+}
+
+uint64_t es_resize(struct es_store *s, int grow, uint64_t max_bytes)
+{
+    struct splash_err err;
+    if (s->failed || s->n_jobs || settle_ahead(s, &err))
+        return 0;
+    uint64_t bytes = 0;
+    if (grow) {
+        for (int32_t k = 0; k < s->n_mixes && !bytes; k++) {
+            struct es_mix *m = &s->mixes[k];
+            int32_t c = m->live_chunks;
+            if (c == m->n_chunks || (uint64_t)chunk_slots(m, c) * m->slot_bytes > max_bytes ||
+                chunk_alloc(s->host, m, c, &err))
+                continue;
+            m->live_chunks = c + 1;
+            m->live_slots = m->live_chunks < m->n_chunks ? chunk_lo(m, m->live_chunks) : m->n_slots;
+            es_arc_set_slots(&m->arc, m->live_slots);
+            bytes = (uint64_t)chunk_slots(m, c) * m->slot_bytes;
+            s->st.regrows++;
+        }
+    } else {
+        for (int32_t k = s->n_mixes - 1; k >= 0 && !bytes; k--)
+            if (s->mixes[k].live_chunks > s->mixes[k].floor_chunks) {
+                bytes = give_back(s, &s->mixes[k]);
+                s->st.shrinks++;
+            }
+    }
+    count_live(s);
+    return bytes;
 }

@@ -43,8 +43,8 @@ void es_sizes(const struct es_layer_src *layers, int32_t n_layers, uint64_t *rou
  * the layers' experts. Refuses a size below the smallest, naming both, and experts whose
  * bytes are not in a file. */
 enum splash_status es_create(const struct splash_host *host, const struct es_layer_src *layers,
-                             int32_t n_layers, uint64_t bytes, struct es_store **out,
-                             struct splash_err *err);
+                             int32_t n_layers, uint64_t bytes, int elastic,
+                             struct es_store **out, struct splash_err *err);
 void es_destroy(struct es_store *s);
 
 /* Layer il's round: ids[0..n) are the experts its rows route (< 0: none). now[p][e] gets
@@ -64,5 +64,13 @@ void es_read_ahead(struct es_store *s, int32_t il, const int32_t *ids, int64_t n
 /* The store's counters, as the family ABI reports them. */
 void es_stats_get(const struct es_store *s, struct splash_expert_stats *out);
 uint64_t es_bytes(const struct es_store *s);
+
+/* Elastic chunks (elastic = 1 at es_create: the slots above 85% of the store lie in
+ * chunks of about 1 GiB that start released; a fixed store has none). Between commands:
+ * grow = 1 takes back the first released chunk of at most max_bytes; grow = 0 gives back
+ * the last live one above the floor, its experts copied to free slots below it (the
+ * ARC's victims evicted to make room). Returns the chunk's bytes, 0 when there is none
+ * to take or give (or the store has failed). */
+uint64_t es_resize(struct es_store *s, int grow, uint64_t max_bytes);
 
 #endif

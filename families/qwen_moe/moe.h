@@ -52,6 +52,9 @@ void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx);
 /* The streamed experts' counters of a qwen_moe model (family.h expert_stats): 1, or 0
  * when its experts load whole. */
 int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out);
+/* family.h expert_resize: takes back (grow 1) or gives back (grow 0) one elastic chunk of
+ * the store; its bytes, or 0. */
+uint64_t moe_expert_resize(void *hybrid_model, int32_t grow, uint64_t max_bytes);
 
 /* ---- element-wise kernels (moe_math.c, moe_avx2.c) ------------------------------- */
 

@@ -220,17 +220,19 @@ static enum splash_status moe_model_ready(struct hybrid_model *model, struct spl
         for (int32_t p = 0; p < src->n_parts; p++)
             src->w[p] = w[p];
     }
-    enum splash_status st = es_create(model->host, mm->src, n_layers, mm->budget, &mm->store, err);
+    enum splash_status st = es_create(model->host, mm->src, n_layers, mm->budget,
+                                      model->opts.expert_elastic, &mm->store, err);
     if (st)
         return st;
     struct splash_expert_stats s;
     es_stats_get(mm->store, &s);
     model->host->log(SPLASH_LOG_INFO, "qwen_moe",
-                     "Streamed experts · a store of %.1f MiB (%d slots of %d experts, %.1f MiB "
-                     "in %d chunks, %d readers) for %.1f MiB of routed experts; the smallest is "
-                     "%.1f MiB",
-                     (double)s.cap_bytes / 1048576.0, s.slots, s.experts,
-                     (double)s.arena_bytes / 1048576.0, s.chunks, s.readers,
+                     "Streamed experts · a store of %.1f MiB, its floor %.1f MiB (%d slots of %d "
+                     "experts live, %.1f MiB in %d of %d chunks, %d readers) for %.1f MiB of "
+                     "routed experts; the smallest is %.1f MiB",
+                     (double)s.cap_bytes / 1048576.0, (double)s.floor_bytes / 1048576.0, s.slots,
+                     s.experts, (double)s.arena_bytes / 1048576.0, s.chunks, s.cap_chunks,
+                     s.readers,
                      (double)mm->routed / 1048576.0, (double)mm->smallest / 1048576.0);
     return SPLASH_OK;
 }
@@ -267,6 +269,13 @@ int moe_expert_stats(const void *hybrid_model, struct splash_expert_stats *out)
         return 0;
     es_stats_get(mm->store, out);
     return 1;
+}
+
+uint64_t moe_expert_resize(void *hybrid_model, int32_t grow, uint64_t max_bytes)
+{
+    struct hybrid_model *model = hybrid_model;
+    struct moe_model *mm = model->ffn_model;
+    return mm && mm->store ? es_resize(mm->store, grow, max_bytes) : 0;
 }
 
 /* A file fuses gate and up when it holds ffn_gate_up_exps (llama.cpp's

@@ -146,6 +146,11 @@ static int qm_expert_stats(const void *model, struct splash_expert_stats *out)
     return moe_expert_stats(model, out);
 }
 
+static uint64_t qm_expert_resize(void *model, int32_t grow, uint64_t max_bytes)
+{
+    return moe_expert_resize(model, grow, max_bytes);
+}
+
 static const char *const qm_gguf_architectures[] = {QM_ARCH, NULL};
 static const char *const qm_model_types[] = {"qwen3_5_moe", "qwen3_5_moe_text", NULL};
 
@@ -206,6 +211,7 @@ static const struct splash_family_plugin qm_plugin = {
     .seq_load = hybrid_family_seq_load,
     .presets = qm_presets,
     .expert_stats = qm_expert_stats,
+    .expert_resize = qm_expert_resize,
 };
 
 static const struct splash_plugin_header *qm_entry(const struct splash_host *host)

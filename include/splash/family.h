@@ -143,6 +143,11 @@ struct splash_model_opts {
      * stream through a store of at most this many bytes (SPLASH_EXPERTS_SMALLEST: the
      * smallest store the model allows). A family without routed experts ignores it. */
     uint64_t expert_memory;
+    /* ---- ABI 1.5 ---- */
+    /* 1: the store is elastic (--expert-memory auto): its slots above the floor (85%)
+     * lie in chunks it starts without, which the engine has it take and give back
+     * (expert_resize); 0: a store of exactly expert_memory bytes. */
+    int32_t expert_elastic;
 };
 
 #define SPLASH_EXPERTS_SMALLEST UINT64_MAX
@@ -357,6 +362,13 @@ struct splash_family_plugin {
     /* The streamed experts' store of model (struct splash_expert_stats): 1, or 0 when its
      * experts load whole (out untouched). */
     int (*expert_stats)(const void *model, struct splash_expert_stats *out);
+
+    /* ---- ABI 1.5: elastic expert chunks. NULL in an older plugin (a fixed store). ---- */
+
+    /* Between commands: grow = 1 takes back one chunk the elastic store lacks, of at most
+     * max_bytes; grow = 0 gives back its last chunk above the floor. Returns the chunk's
+     * bytes, 0 when there is none (or the experts load whole). */
+    uint64_t (*expert_resize)(void *model, int32_t grow, uint64_t max_bytes);
 };
 
 #endif

@@ -21,6 +21,7 @@
 #include "core/host_impl.h"
 #include "core/memory_plan.h"
 #include "server/engine/expert_memory.h"
+#include "server/engine/expert_memory_elastic.h"
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
@@ -114,6 +115,7 @@ struct engine {
     int32_t *closers;
     int n_closers;
     struct splash_engine_cache cache; /* prefix cache and the caches' memory */
+    struct splash_expert_elastic elastic; /* an automatic expert store's elastic chunks */
     /* speculative decoding: the proposer (NULL: off), verify rows' logits, the counts */
     struct splash_proposer *proposer;
     struct splash_spec_draft draft; /* draft.model NULL: no draft */
@@ -399,6 +401,12 @@ static json_t *expert_use_json(const struct splash_expert_use *u)
                      (json_int_t)u->bytes_read, "read_seconds", u->read_seconds);
 }
 
+static void console_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
 /* The streamed experts' store (server.md "Streamed experts"), or NULL when the model's
  * experts load whole. */
 static json_t *experts_status(const struct engine *e)
@@ -444,6 +452,18 @@ static void send_status(struct engine *e, uint64_t id)
     json_decref(b);
 }
 
+/* The expert store after a chunk went or came back, for /status. */
+static void send_experts(struct engine *e)
+{
+    json_t *se = experts_status(e);
+    if (!se)
+        return;
+    json_t *b = json_pack("{s:o}", "streamed_experts", se);
+    struct splash_err err;
+    splash_frame_write(e->opts->fd, SPLASH_FRAME_STATUS, 0, b, &err);
+    json_decref(b);
+}
+
 /* Drops the mapped weights' pages; the next step faults them back from the files. */
 static void release_weights(struct engine *e)
 {
@@ -453,9 +473,14 @@ static void release_weights(struct engine *e)
         if (m->parts[i]->map && madvise(m->parts[i]->map, m->parts[i]->map_size, MADV_DONTNEED) == 0)
             released += m->parts[i]->map_size;
     size_t images = splash_matmul_release_images();
+    uint64_t chunks = splash_expert_elastic_release(&e->elastic, console_line, NULL);
     splash_log(SPLASH_LOG_INFO, NULL,
-               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights",
-               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0));
+               "Memory released · %.1f MiB of mapped weights, %.1f MiB of repacked weights, "
+               "%.1f MiB of the expert store's elastic chunks",
+               (double)released / (1024.0 * 1024.0), (double)images / (1024.0 * 1024.0),
+               (double)chunks / (1024.0 * 1024.0));
+    if (chunks)
+        send_experts(e);
 }
 
 /* Reads every frame that is ready; waits up to wait_ms for the first (-1: as long as it
@@ -1477,7 +1502,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
         send_error(&e, 0, "capacity_exhausted", err.msg);
         return 1;
     }
-    char experts_line[256];
+    char experts_line[384];
     if (splash_expert_memory_load(reg, opts->model_path, &mo, opts->n_threads,
                                   opts->expert_memory, opts->max_context, e.max_lanes, &budget,
                                   &e.lm, experts_line, sizeof experts_line, &err) != SPLASH_OK) {
@@ -1486,6 +1511,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     }
     if (experts_line[0])
         fprintf(stderr, "%s\n", experts_line);
+    splash_expert_elastic_init(&e.elastic, e.lm->family, e.lm->model);
+    splash_expert_elastic_start(&e.elastic, console_line, NULL);
     if ((opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
             &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {
         send_error(&e, 0, "capacity_exhausted", err.msg);
@@ -1581,13 +1608,18 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     int status = 0;
     while (!e.stopping) {
         /* idle: wait for a frame, or while the SSD tier writes, for its next turn */
+        int idle_ms = splash_ecache_idle_wait_ms(&e.cache);
+        if (e.elastic.on && (idle_ms < 0 || idle_ms > 1000))
+            idle_ms = 1000; /* the expert store samples memory pressure each second */
         if (read_frames(&e, e.reqs ? (e.n_active || !splash_ecache_reading(&e.cache) ? 0 : 5)
-                                   : splash_ecache_idle_wait_ms(&e.cache)) < 0)
+                                   : idle_ms) < 0)
             break;
         if (step(&e) < 0) {
             status = 3;
             break;
         }
+        if (splash_expert_elastic_tick(&e.elastic, e.reqs != NULL, console_line, NULL))
+            send_experts(&e);
         splash_ecache_tick(&e.cache, counted_bytes(&e)); /* the SSD tier's writes */
     }
     while (e.reqs)

@@ -3,14 +3,18 @@
 
 #include <stdio.h>
 
+#include "core/family.h"
+
 #define MIB (1024.0 * 1024.0)
 
 static enum splash_status load(const struct splash_registry *reg, const char *path,
                                const struct splash_model_opts *mo, int n_threads, uint64_t bytes,
-                               struct splash_loaded_model **out, struct splash_err *err)
+                               int elastic, struct splash_loaded_model **out,
+                               struct splash_err *err)
 {
     struct splash_model_opts o = *mo;
     o.expert_memory = bytes;
+    o.expert_elastic = elastic;
     return splash_model_load(reg, path, &o, n_threads, out, err);
 }
 
@@ -23,12 +27,18 @@ static void store_line(const struct splash_loaded_model *lm, const char *why, ch
     else if (!i->expert_store_bytes)
         snprintf(line, size, "Experts · %.1f MiB of routed experts load whole (%s)",
                  (double)i->routed_expert_bytes / MIB, why);
-    else
+    else {
+        struct splash_expert_stats s;
+        char floor[96] = "";
+        if (splash_family_expert_stats(lm->family, lm->model, &s) && s.floor_bytes < s.cap_bytes)
+            snprintf(floor, sizeof floor, ", its floor %.1f MiB; the chunks above it elastic",
+                     (double)s.floor_bytes / MIB);
         snprintf(line, size,
-                 "Experts · streamed: a store of %.1f MiB for %.1f MiB of routed experts (%s; "
+                 "Experts · streamed: a store of %.1f MiB%s for %.1f MiB of routed experts (%s; "
                  "the smallest is %.1f MiB)",
-                 (double)i->expert_store_bytes / MIB, (double)i->routed_expert_bytes / MIB, why,
-                 (double)i->expert_store_min_bytes / MIB);
+                 (double)i->expert_store_bytes / MIB, floor, (double)i->routed_expert_bytes / MIB,
+                 why, (double)i->expert_store_min_bytes / MIB);
+    }
 }
 
 enum splash_status splash_expert_memory_load(const struct splash_registry *reg, const char *path,
@@ -41,7 +51,7 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
     enum splash_status st;
     if (expert_memory == UINT64_MAX || expert_memory) {
         int off = expert_memory == UINT64_MAX;
-        if ((st = load(reg, path, mo, n_threads, off ? 0 : expert_memory, out, err)))
+        if ((st = load(reg, path, mo, n_threads, off ? 0 : expert_memory, 0, out, err)))
             return st;
         store_line(*out, off ? "--expert-memory off" : "--expert-memory", line, line_size);
         if (!off && !(*out)->info.routed_expert_bytes)
@@ -51,7 +61,7 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
     }
     /* auto: the model's sizes from its smallest store */
     struct splash_loaded_model *lm;
-    if ((st = load(reg, path, mo, n_threads, SPLASH_EXPERTS_SMALLEST, &lm, err)))
+    if ((st = load(reg, path, mo, n_threads, SPLASH_EXPERTS_SMALLEST, 0, &lm, err)))
         return st;
     const struct splash_model_info i = lm->info;
     if (!i.routed_expert_bytes || !i.expert_store_bytes) {
@@ -81,7 +91,8 @@ enum splash_status splash_expert_memory_load(const struct splash_registry *reg, 
         return SPLASH_OK;
     }
     splash_model_unload(lm);
-    if ((st = load(reg, path, mo, n_threads, bytes, out, err)))
+    /* an automatic store is elastic: it starts at its floor (elastic_start takes the rest) */
+    if ((st = load(reg, path, mo, n_threads, bytes, 1, out, err)))
         return st;
     store_line(*out, why, line, line_size);
     return SPLASH_OK;

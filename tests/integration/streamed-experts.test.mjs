@@ -1,9 +1,12 @@
 // Streamed experts (server.md "Streamed experts"): a MoE whose all-resident load the
 // --max-memory budget refuses serves with its experts streamed, answering greedy requests
 // as the all-resident server does; a read error fails one request, naming the file, and
-// the server serves the next.
+// the server serves the next; an automatic store gives its elastic chunks back under
+// memory pressure and takes them back after 30 s of calm.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { startServer, testdata } from "./harness.mjs";
 
@@ -34,7 +37,7 @@ test("auto streams them under that budget and answers as the all-resident server
   assert.equal(await whole.stop(), 0);
   const server = await startServer(tight, { model });
   try {
-    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB for 3\.6 MiB/);
+    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB(, its floor [\d.]+ MiB; the chunks above it elastic)? for 3\.6 MiB/);
     for (let i = 0; i < prompts.length; i++) {
       const { status, body } = await complete(server, prompts[i]);
       assert.equal(status, 200, JSON.stringify(body));
@@ -74,5 +77,102 @@ test("a size for a model without routed experts says it does nothing", async () 
     assert.equal(status.streamed_experts, null);
   } finally {
     assert.equal(await server.stop(), 0);
+  }
+});
+
+// Elastic chunks: the memory hooks stand in for /proc/pressure/memory and /proc/meminfo
+// (in their own formats), the clock hook for the engine's seconds.
+test("an automatic store gives chunks back under memory pressure and with released weights, and takes them back after 30 s of calm", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "splash-elastic-"));
+  const put = (name, text) => {
+    fs.writeFileSync(path.join(dir, name + ".tmp"), text);
+    fs.renameSync(path.join(dir, name + ".tmp"), path.join(dir, name));
+  };
+  const psi = (some, full) =>
+    `some avg10=${some} avg60=0.00 avg300=0.00 total=1000\nfull avg10=${full} avg60=0.00 avg300=0.00 total=500\n`;
+  const meminfo = (kb) => `MemTotal:       33554432 kB\nMemFree:         1000000 kB\nMemAvailable:   ${kb} kB\n`;
+  put("psi", psi("0.00", "0.00"));
+  put("meminfo", meminfo(16 * 1024 * 1024));
+  put("clock", "0");
+  const whole = await startServer(["--expert-memory", "off"], { model });
+  const want = (await complete(whole, "Once upon a time")).body.choices[0].text;
+  assert.equal(await whole.stop(), 0);
+  const server = await startServer(["--max-memory", "9M", "--max-context", "2K"], {
+    model, env: { SPLASH_TEST_PSI_FILE: path.join(dir, "psi"),
+                  SPLASH_TEST_MEMINFO_FILE: path.join(dir, "meminfo"),
+                  SPLASH_TEST_CLOCK_FILE: path.join(dir, "clock") } });
+  const status = async () => (await (await fetch(`${server.url}/status`)).json()).streamed_experts;
+  const until = async (what, ok) => {
+    for (let i = 0; i < 100; i++) {
+      const se = await status();
+      if (ok(se)) return se;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.fail(`${what}: ${JSON.stringify(await status())}\n${server.output()}`);
+  };
+  try {
+    // it starts at its floor and takes its chunks where the host has room
+    let se = await status();
+    assert.ok(se.floor_bytes < se.cap_bytes, JSON.stringify(se));
+    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB, its floor [\d.]+ MiB; the chunks above it elastic for 3\.6 MiB/);
+    assert.equal(se.chunks, se.cap_chunks);
+    const elastic = se.regrows;
+    assert.ok(elastic >= 1, JSON.stringify(se));
+    assert.match(server.output(), /Expert store took back a chunk of [\d.]+ MiB \([\d.]+ MiB free beside the 1 GiB margin\)/);
+    // PSI says memory is short: a chunk a second goes, down to the floor
+    put("psi", psi("35.00", "0.50"));
+    for (let t = 1; t <= elastic; t++) {
+      put("clock", String(t));
+      se = await until(`shrink ${t}`, (s) => s.shrinks === t);
+    }
+    assert.equal(se.chunks, se.cap_chunks - elastic);
+    assert.match(server.output(), /Expert store gave back a chunk of [\d.]+ MiB \(memory pressure: PSI some avg10 35\.00%\) · \d+ of \d+ chunks live/);
+    put("clock", String(elastic + 1));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await status()).shrinks, elastic, "never below the floor");
+    // the floor serves as all-resident does
+    const got = await complete(server, "Once upon a time");
+    assert.equal(got.status, 200, JSON.stringify(got.body));
+    assert.equal(got.body.choices[0].text, want);
+    // calm, but not for 30 s: nothing comes back
+    put("psi", psi("0.00", "0.00"));
+    const calmFrom = elastic + 1;
+    put("clock", String(calmFrom + 29));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await status()).regrows, elastic);
+    // after 30 s of calm one chunk comes back, and the next 30 s later
+    put("clock", String(calmFrom + 31));
+    se = await until("regrow", (s) => s.regrows === elastic + 1);
+    assert.match(server.output(), /Expert store took back a chunk of [\d.]+ MiB \([\d.]+ MiB free beside the 1 GiB margin\) · \d+ of \d+ chunks live/);
+    put("clock", String(calmFrom + 45));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await status()).regrows, elastic + 1);
+    // the host's room under the 1 GiB margin is a shortage too
+    put("meminfo", meminfo(512 * 1024));
+    put("clock", String(calmFrom + 46));
+    se = await until("shrink under the margin", (s) => s.shrinks === elastic + 1);
+    assert.match(server.output(), /Expert store gave back a chunk of [\d.]+ MiB \(the host has 512\.0 MiB free \(MemAvailable\), under its 1 GiB margin\)/);
+    const again = await complete(server, "Once upon a time");
+    assert.equal(again.body.choices[0].text, want);
+    // released weights take the elastic chunks with them; they come back once requests
+    // run again, after 30 s of calm
+    put("meminfo", meminfo(16 * 1024 * 1024));
+    put("clock", String(calmFrom + 100));
+    se = await until("regrow before the release", (s) => s.regrows === elastic + 2);
+    const rel = await fetch(`${server.url}/v1/memory/release`, { method: "POST" });
+    assert.equal(rel.status, 200);
+    se = await until("release", (s) => s.shrinks === elastic + 2);
+    assert.equal(se.chunks, se.cap_chunks - elastic);
+    assert.match(server.output(), /Expert store gave back a chunk of [\d.]+ MiB \(the weights are released\)/);
+    put("clock", String(calmFrom + 200));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await status()).regrows, elastic + 2, "nothing comes back while released");
+    const after = await complete(server, "Once upon a time");
+    assert.equal(after.body.choices[0].text, want);
+    put("clock", String(calmFrom + 201));
+    await until("regrow after the release", (s) => s.regrows === elastic + 3);
+  } finally {
+    assert.equal(await server.stop(), 0);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

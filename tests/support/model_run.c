@@ -44,7 +44,7 @@ int test_run_open(struct test_run *r, const struct test_run_opts *o, const char 
     }
     struct splash_model_opts opts = {
         .pool = o->pool, .kv_format = o->kv_format, .state_format = o->state_format,
-        .expert_memory = o->expert_memory};
+        .expert_memory = o->expert_memory, .expert_elastic = o->expert_elastic};
     if (splash_family_model_create(splash_registry_global(), r->fam, r->meta, &opts, &r->model,
                                    &r->info, &err))
         fail_msg("%s: %s", label, err.msg);

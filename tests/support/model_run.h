@@ -25,6 +25,7 @@ struct test_run_opts {
      * plugin yet, rather than leave it to model_create */
     int skip_unformatted;
     uint64_t expert_memory; /* splash_model_opts' (0: experts load whole) */
+    int32_t expert_elastic; /* splash_model_opts' (1: the store starts at its floor) */
 };
 
 /* The registered family plugin of that name (in the global registry); fails the test when
