@@ -805,6 +805,7 @@ static void test_disk_cache_persistent_leftovers(void **state)
     free(got);
     /* the place of what was skipped takes new entries */
     assert_int_equal(splash_disk_cache_put(d, t, 50, 1, blob, sizeof blob), 1);
+    splash_disk_cache_probation_passed(d); /* a clean stop (test_persistent_probation) */
     splash_disk_cache_close(d);
     assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
     splash_disk_cache_stats(d, &st);
@@ -893,6 +894,138 @@ static void test_namespace_sweep(void **state)
     assert_int_equal(splash_cache_namespace_sweep(missing, 0, time(NULL), &bytes), 0);
     assert_false(exists(root, "missing"));
     assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+/* A namespace's data file of `bytes` bytes written (so its blocks count), modified days
+ * ago, and a lock file of the same age. */
+static void sized_namespace(const char *root, const char *name, size_t bytes, int days)
+{
+    aged_file(root, name, "lock", days);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/data", root, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char *buf = malloc(bytes);
+    memset(buf, 0x33, bytes);
+    assert_int_equal(write(fd, buf, bytes), (ssize_t)bytes);
+    free(buf);
+    close(fd);
+    struct timespec t[2] = {{time(NULL) - (time_t)days * 86400, 0},
+                            {time(NULL) - (time_t)days * 86400, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* server.md "Persistent cache": one quota bounds the whole root; other models' caches
+ * nobody holds count against it and are removed, the least recently used first, before
+ * this cache gives up a copy of its own; one an engine holds, and what is not named as a
+ * namespace, stay. */
+static void test_persistent_quota_removes_others(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/splash-root-quota-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    const char *older = "0123456789abcdef0123456789abcdef",
+               *newer = "fedcba9876543210fedcba9876543210",
+               *held = "00000000000000000000000000000000",
+               *self = "11111111111111111111111111111111";
+    const size_t mib = 1 << 20;
+    sized_namespace(root, older, mib, 3);
+    sized_namespace(root, newer, mib, 1);
+    sized_namespace(root, held, 2 * mib, 5);
+    aged_file(root, "not-a-namespace", "data", 9);
+    char lock[512], ns[512], why[256];
+    snprintf(lock, sizeof lock, "%s/%s/lock", root, held);
+    int fd = open(lock, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    snprintf(ns, sizeof ns, "%s/%s", root, self);
+    assert_int_equal(mkdir(ns, 0700), 0);
+    /* room for three and a half MiB: the two others nobody holds and this cache's first
+     * entry fit, the second makes the older go, the third the newer */
+    struct splash_disk_opts o = {.quota = 7 * mib / 2, .persist_dir = ns};
+    struct splash_disk_cache *d;
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_non_null(d);
+    json_t *st = splash_disk_cache_status(d, NULL);
+    int64_t others = json_integer_value(json_object_get(st, "other_caches_bytes"));
+    json_decref(st);
+    assert_true(others >= (int64_t)(2 * mib) && others < (int64_t)(2 * mib + 64 * 1024));
+    int32_t t[64];
+    for (int i = 0; i < 64; i++)
+        t[i] = 700 + i;
+    char *blob = malloc(mib);
+    memset(blob, 5, mib);
+    assert_int_equal(splash_disk_cache_put(d, t, 10, 1, blob, mib), 1);
+    assert_true(exists(root, older) && exists(root, newer));
+    assert_int_equal(splash_disk_cache_put(d, t, 20, 1, blob, mib), 1);
+    assert_false(exists(root, older));
+    assert_true(exists(root, newer));
+    assert_int_equal(splash_disk_cache_put(d, t, 30, 1, blob, mib), 1);
+    assert_false(exists(root, newer));
+    /* every copy of its own is still there; the held cache and the rest stay */
+    assert_int_equal(splash_disk_cache_peek(d, t, 64, NULL, NULL), 30);
+    struct splash_disk_stats ds;
+    splash_disk_cache_stats(d, &ds);
+    assert_int_equal(ds.entries, 3);
+    assert_true(exists(root, held));
+    assert_true(exists(root, "not-a-namespace"));
+    splash_disk_cache_close(d);
+    free(blob);
+    close(fd);
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static uint64_t taken_back(const struct splash_disk_opts *o, struct splash_disk_cache **d)
+{
+    char why[256];
+    assert_int_equal(splash_disk_cache_open(o, d, why, sizeof why), SPLASH_OK);
+    assert_non_null(*d);
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(*d, &st);
+    return st.taken_back;
+}
+
+/* server.md "Persistent cache": every start serves its first minute on probation; after
+ * two starts in a row fail within it (a close never marked passed is such a crash), or
+ * one whose engine reports its own failure, the next start begins empty. */
+static void test_persistent_probation(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-probation-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.quota = 1 << 20, .persist_dir = dir};
+    struct splash_disk_cache *d;
+    int32_t t[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    char blob[1000];
+    memset(blob, 4, sizeof blob);
+    assert_int_equal(taken_back(&o, &d), 0);
+    assert_int_equal(splash_disk_cache_put(d, t, 8, 1, blob, sizeof blob), 1);
+    splash_disk_cache_close(d); /* the first failed start */
+    assert_int_equal(taken_back(&o, &d), 1);
+    splash_disk_cache_close(d); /* the second, in a row */
+    assert_int_equal(taken_back(&o, &d), 0);
+    json_t *st = splash_disk_cache_status(d, NULL);
+    assert_true(json_is_true(json_object_get(json_object_get(st, "probation"), "started_empty")));
+    json_decref(st);
+    /* a start that passes its minute starts the count anew */
+    assert_int_equal(splash_disk_cache_put(d, t, 8, 1, blob, sizeof blob), 1);
+    splash_disk_cache_probation_passed(d);
+    splash_disk_cache_close(d);
+    assert_int_equal(taken_back(&o, &d), 1);
+    splash_disk_cache_close(d); /* one failed start */
+    assert_int_equal(taken_back(&o, &d), 1);
+    splash_disk_cache_probation_passed(d);
+    splash_disk_cache_close(d);
+    assert_int_equal(taken_back(&o, &d), 1);
+    /* an engine that reports its own failure: the next start begins empty */
+    splash_disk_cache_failed(d);
+    splash_disk_cache_close(d);
+    assert_int_equal(taken_back(&o, &d), 0);
+    splash_disk_cache_probation_passed(d);
+    splash_disk_cache_close(d);
+    assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
@@ -1139,8 +1272,10 @@ static void test_engine_write_ahead_no_wait(void **state)
     persist_root = root; /* the persistent cache writes every turn point ahead */
     disk_quota = 64 << 20;
     setenv("SPLASH_TEST_SLOW_DISK_WRITES", "300", 1);
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "0", 1); /* test_engine_write_ahead_rules */
     engine_start(&t, file, SPLASH_KV_INT8, weights + 3 * states + 1300 * per_token, 2048, 2);
     unsetenv("SPLASH_TEST_SLOW_DISK_WRITES");
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
     run_one(&t, 1, a, na, 8, reuse, 0.8, &hit);
     test_result_assert_same("first run", &hit, &cold, "cold");
     /* a's turn point is being written: a request beside it is not held up */
@@ -1203,6 +1338,171 @@ static void test_engine_write_ahead_no_wait(void **state)
     assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* The copies written ahead so far: those done, and those queued or under way. */
+static int64_t ahead_copies(struct test_engine *t)
+{
+    return cache_stat(t, "written_ahead", 0) + cache_stat(t, "writing_ahead", 0);
+}
+
+/* Runs a request of max_tokens, asking for /status while it decodes: returns the most
+ * copies written ahead any answer reported, and *answers how many came. */
+static int64_t ahead_while_running(struct test_engine *t, uint64_t id, const int32_t *prompt,
+                                   int n, int max_tokens, int32_t reuse, int *answers)
+{
+    submit(t, id, prompt, n, max_tokens, reuse, 0.0);
+    int64_t most = 0;
+    int asked = 0;
+    *answers = 0;
+    for (;;) {
+        struct splash_frame f;
+        struct splash_err err;
+        assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
+        if (f.type == SPLASH_FRAME_STATUS) {
+            json_t *pc = json_object_get(f.body, "prefix_cache");
+            int64_t k = json_integer_value(json_object_get(pc, "written_ahead")) +
+                        json_integer_value(json_object_get(pc, "writing_ahead"));
+            most = k > most ? k : most;
+            asked = 0;
+            (*answers)++;
+        } else if (f.id == id && f.type == SPLASH_FRAME_TOKENS && !asked) {
+            json_t *b = json_object();
+            splash_frame_write(t->fd, SPLASH_FRAME_STATUS_REQ, 999999, b, &err);
+            json_decref(b);
+            asked = 1;
+        }
+        int end = f.id == id && (f.type == SPLASH_FRAME_DONE || f.type == SPLASH_FRAME_ERROR);
+        if (end)
+            assert_int_equal(f.type, SPLASH_FRAME_DONE);
+        splash_frame_free(&f);
+        if (end)
+            break;
+    }
+    if (asked) { /* the last question's answer */
+        for (;;) {
+            struct splash_frame f;
+            struct splash_err err;
+            assert_int_equal(splash_frame_read(t->fd, &f, &err), SPLASH_OK);
+            int st = f.type == SPLASH_FRAME_STATUS;
+            splash_frame_free(&f);
+            if (st)
+                break;
+        }
+    }
+    return most;
+}
+
+/* server.md "SSD cache": a point is copied ahead 10 s after its publication at the
+ * earliest (here the test hook's 1.5 s); without the persistent cache only once its
+ * request has ended, and only while a reclaim reached a point with no copy within the
+ * last minute. */
+static void test_engine_write_ahead_rules(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    struct test_engine t;
+    int bounds[3];
+
+    /* the publication delay (persistent: every turn point, due 1.5 s after it joined) */
+    char root[] = "/tmp/splash-ahead-rules-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    persist_root = root;
+    disk_quota = 64 << 20;
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "1500", 1);
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 2048, 1);
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    int32_t a[1024];
+    int segs_a[] = {500, 3};
+    int na = conversation(a, segs_a, 2, reuse, 61, bounds);
+    struct test_result res;
+    double t0 = wall_now();
+    run_one(&t, 1, a, na, 4, reuse, 0.0, &res);
+    assert_int_equal(ahead_copies(&t), 0);
+    while (cache_stat(&t, "written_ahead", 0) < 1 && wall_now() - t0 < 30) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    double due = wall_now() - t0;
+    fprintf(stderr, "  the turn point copied %.2f s after its request started (due at 1.5 s)\n",
+            due);
+    assert_int_equal(cache_stat(&t, "written_ahead", 0), 1);
+    assert_true(due >= 1.5);
+    test_engine_stop(&t);
+    persist_root = NULL;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+
+    /* the SSD cache alone, no delay: the caches hold two states and 5,400 tokens of KV
+     * (about 7,000 tokens' worth: a state is some 800 tokens of KV) */
+    disk_quota = 0;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 8192, 1);
+    json_t *plan = json_object_get(t.ready, "plan");
+    uint64_t weights = (uint64_t)json_integer_value(json_object_get(plan, "weights_bytes"));
+    uint64_t states = (uint64_t)json_integer_value(json_object_get(plan, "state_bytes"));
+    uint64_t per_token = (uint64_t)json_integer_value(json_object_get(plan, "kv_bytes")) /
+                         (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
+    test_engine_stop(&t);
+    disk_quota = 64 << 20;
+    strcpy(disk_dir, "/tmp/splash-ahead-rules-XXXXXX");
+    assert_non_null(mkdtemp(disk_dir));
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "0", 1);
+    engine_start(&t, file, SPLASH_KV_INT8, weights + 2 * states + 5400 * per_token, 6144, 1);
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    /* z: a turn point past 2,048 tokens; memory holds it (and two chunk points), z's
+     * decode and a copy's fork without a reclaim */
+    int32_t *z = malloc(4096 * sizeof *z), *x = malloc(4096 * sizeof *x);
+    int segs_z[] = {2100, 100, 3}, segs_x[] = {2700, 3};
+    int nz2 = conversation(z, segs_z, 3, reuse, 62, bounds);
+    int32_t *z1 = malloc(4096 * sizeof *z1); /* z's first turn: its end, then an opening */
+    memcpy(z1, z, (size_t)bounds[0] * sizeof *z1);
+    memcpy(z1 + bounds[0], z + nz2 - 3, 3 * sizeof *z1);
+    int nz1 = bounds[0] + 3;
+    int nx = conversation(x, segs_x, 2, reuse, 63, bounds);
+    int answers;
+    int64_t most = ahead_while_running(&t, 2, z1, nz1, 200, reuse, &answers);
+    struct timespec wait = {1, 0};
+    nanosleep(&wait, NULL);
+    fprintf(stderr, "  no reclaim yet: %lld copies ahead (%d answers while decoding), then %lld; "
+            "%lld of %lld bytes used\n", (long long)most, answers, (long long)ahead_copies(&t),
+            (long long)cache_stat(&t, "bytes_used", 0),
+            (long long)cache_stat(&t, "bytes_limit", 0));
+    assert_true(answers >= 2);
+    assert_int_equal(most, 0);
+    assert_int_equal(ahead_copies(&t), 0);
+    /* x needs memory z's points hold: a reclaim reaches points with no copy; the points
+     * whose requests ended (z's first turn's, x's) are copied ahead then */
+    run_one(&t, 3, x, nx, 4, reuse, 0.0, &res);
+    assert_true(cache_stat(&t, "writes", 1) >= 1);
+    int64_t before = -1;
+    t0 = wall_now();
+    while ((ahead_copies(&t) != before || cache_stat(&t, "writing_ahead", 0)) &&
+           wall_now() - t0 < 20) {
+        before = ahead_copies(&t);
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(before >= 1);
+    /* z's next turn: its turn point is not copied while the request runs, then is */
+    most = ahead_while_running(&t, 4, z, nz2, 200, reuse, &answers);
+    fprintf(stderr, "  %lld copies ahead before z's next turn, %lld while it ran (%d answers)\n",
+            (long long)before, (long long)most, answers);
+    assert_true(answers >= 2);
+    assert_int_equal(most, before);
+    t0 = wall_now();
+    while (cache_stat(&t, "written_ahead", 0) <= before && wall_now() - t0 < 20) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "  copied %.2f s after its request ended\n", wall_now() - t0);
+    assert_int_equal(cache_stat(&t, "written_ahead", 0), before + 1);
+    test_engine_stop(&t);
+    free(z);
+    free(z1);
+    free(x);
+    assert_int_equal(rmdir(disk_dir), 0);
+    disk_dir[0] = 0;
+    disk_quota = 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -1233,9 +1533,12 @@ int main(void)
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_disk_cache_persistent_leftovers),
         cmocka_unit_test(test_namespace_sweep),
+        cmocka_unit_test(test_persistent_quota_removes_others),
+        cmocka_unit_test(test_persistent_probation),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
         cmocka_unit_test(test_engine_write_ahead_no_wait),
+        cmocka_unit_test(test_engine_write_ahead_rules),
     };
     if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_radix_tree */
         cmocka_set_test_filter(getenv("TEST_FILTER"));

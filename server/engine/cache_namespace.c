@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/host_impl.h"
 #include "core/paths.h"
 
 static void add_file(EVP_MD_CTX *md, const char *path, const struct stat *sb)
@@ -209,4 +210,95 @@ int splash_cache_namespace_sweep(const char *root, double max_age_s, time_t now,
     }
     closedir(d);
     return removed;
+}
+
+/* A namespace beside this one, for trimming. */
+struct other {
+    char name[33];
+    time_t used;
+    uint64_t bytes;
+};
+
+static int least_recent_first(const void *a, const void *b)
+{
+    const struct other *x = a, *y = b;
+    return x->used < y->used ? -1 : x->used > y->used;
+}
+
+/* Locks dir's lock file for its removal: the descriptor, or -1 when an engine holds it
+ * (-2: no lock file, nobody ever held it). */
+static int lock_for_removal(const char *dir)
+{
+    char lock[PATH_MAX + 400];
+    snprintf(lock, sizeof lock, "%s/lock", dir);
+    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -2;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint64_t splash_cache_namespace_trim_others(const char *ns_dir, uint64_t within)
+{
+    char base[PATH_MAX], self[64] = "";
+    snprintf(base, sizeof base, "%s", ns_dir);
+    char *slash = strrchr(base, '/');
+    if (!slash)
+        return 0;
+    snprintf(self, sizeof self, "%s", slash + 1);
+    *slash = 0;
+    DIR *d = opendir(base);
+    if (!d)
+        return 0;
+    struct other *list = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        char dir[PATH_MAX + 300];
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", base, de->d_name);
+        if (!namespace_name(de->d_name) || !strcmp(de->d_name, self) || lstat(dir, &sb) != 0 ||
+            !S_ISDIR(sb.st_mode))
+            continue;
+        /* one an engine holds is that engine's to bound, not this one's */
+        int fd = lock_for_removal(dir);
+        if (fd == -1)
+            continue;
+        if (fd >= 0)
+            close(fd);
+        if (n == cap) {
+            struct other *grown = realloc(list, (cap = cap ? 2 * cap : 8) * sizeof *list);
+            if (!grown)
+                break;
+            list = grown;
+        }
+        memcpy(list[n].name, de->d_name, 33); /* 32 hex digits and the NUL */
+        list[n].used = last_use(dir, &list[n].bytes);
+        total += list[n].bytes;
+        n++;
+    }
+    closedir(d);
+    qsort(list, n, sizeof *list, least_recent_first);
+    for (size_t i = 0; i < n && total > within; i++) {
+        char dir[PATH_MAX + 300];
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", base, list[i].name);
+        int fd = lock_for_removal(dir);
+        if (fd == -1)
+            continue; /* an engine took it meanwhile */
+        remove_namespace(dir);
+        if (fd >= 0)
+            close(fd);
+        if (lstat(dir, &sb) == 0)
+            continue;
+        total -= list[i].bytes;
+        splash_log(SPLASH_LOG_INFO, NULL, "SSD cache · removed the cache %s (%.2f GiB, the least "
+                   "recently used) to keep the root within the quota", dir,
+                   (double)list[i].bytes / 1073741824.0);
+    }
+    free(list);
+    return total;
 }

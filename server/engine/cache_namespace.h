@@ -32,4 +32,10 @@ int splash_cache_namespace_open(const char *root, const char *model_path, const 
 int splash_cache_namespace_sweep(const char *root, double max_age_s, time_t now,
                                  uint64_t *bytes);
 
+/* The other namespaces beside ns_dir (under its parent, the root) that no engine holds
+ * count against this cache's quota (server.md "Persistent cache"): removes them, the least
+ * recently used first, while their bytes are more than `within`, and returns the bytes
+ * of those left (`within` UINT64_MAX: only measures). Each removal logs a line. */
+uint64_t splash_cache_namespace_trim_others(const char *ns_dir, uint64_t within);
+
 #endif

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "core/host_impl.h"
+#include "server/engine/cache_namespace.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define RECORD_MAGIC "SPLDISK1"
@@ -102,6 +103,12 @@ struct splash_disk_cache {
     int busy_expendable;
     uint64_t next_id;
     double slow_piece;                 /* test hook: seconds each piece's write takes */
+    uint64_t others;                   /* persistent: the bytes of the other namespaces
+                                          nobody holds, which count against the quota */
+    int failed_starts;                 /* persistent: the starts before this one that failed
+                                          on probation, in a row */
+    int started_empty;                 /* and this start began empty for them */
+    int on_probation;                  /* this start's first minute is not over */
 };
 
 static double mono_now(void)
@@ -276,6 +283,79 @@ static void take_back(struct splash_disk_cache *d)
     }
 }
 
+/* The probation rule (server.md "Persistent cache"): a start serves its first minute on
+ * probation, recorded in the namespace's probation file (the starts in a row, this one
+ * counted, that have not passed it). A start that finds two there (two starts in a row
+ * failed within their minute, or one reported its own failure) begins empty. */
+static void probation_path(const struct splash_disk_cache *d, char *path, size_t size)
+{
+    snprintf(path, size, "%s/probation", d->persist);
+}
+
+static void probation_write(const struct splash_disk_cache *d, int starts)
+{
+    char path[600], tmp[620], text[32];
+    probation_path(d, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    int len = snprintf(text, sizeof text, "%d\n", starts);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int ok = !write_all(fd, text, (size_t)len, 0) && !fdatasync(fd);
+    close(fd);
+    if (ok)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+}
+
+static void probation_start(struct splash_disk_cache *d)
+{
+    char path[600], text[32] = "";
+    probation_path(d, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, text, sizeof text - 1);
+        text[r > 0 ? r : 0] = 0;
+        close(fd);
+        long n = strtol(text, NULL, 10);
+        d->failed_starts = n > 0 && n < 1000000 ? (int)n : 1; /* unreadable: one failed */
+    }
+    if (d->failed_starts >= 2) {
+        char index[600];
+        snprintf(index, sizeof index, "%s/index", d->persist);
+        unlink(index);
+        if (ftruncate(d->fd, 0) != 0)
+            splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s/data: %s", d->persist,
+                       strerror(errno));
+        splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s: the last %d starts failed on "
+                   "probation (within their first minute, or by the engine's own failure): "
+                   "the cache starts empty", d->persist, d->failed_starts);
+        d->started_empty = 1;
+        d->failed_starts = 0;
+    }
+    d->on_probation = 1;
+    probation_write(d, d->failed_starts + 1);
+}
+
+void splash_disk_cache_probation_passed(struct splash_disk_cache *d)
+{
+    if (!d || !d->persist[0] || !d->on_probation)
+        return;
+    char path[600];
+    probation_path(d, path, sizeof path);
+    unlink(path);
+    d->on_probation = 0;
+}
+
+void splash_disk_cache_failed(struct splash_disk_cache *d)
+{
+    if (!d || !d->persist[0])
+        return;
+    probation_write(d, 2);
+    d->on_probation = 0;
+}
+
 enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
                                           struct splash_disk_cache **out, char *why,
                                           size_t why_size)
@@ -321,8 +401,13 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
     const char *slow = getenv("SPLASH_TEST_SLOW_DISK_WRITES");
     if (slow && *slow)
         d->slow_piece = strtod(slow, NULL) / 1000.0;
-    if (d->persist[0])
+    if (d->persist[0]) {
+        probation_start(d);
         take_back(d);
+        /* the root holds this cache and the others nobody holds within one quota */
+        d->others = splash_cache_namespace_trim_others(
+            d->persist, d->quota > d->st.used ? d->quota - d->st.used : 0);
+    }
     if (pthread_create(&d->io, NULL, io_main, d) != 0) {
         snprintf(why, why_size, "no I/O thread: %s", strerror(errno));
         splash_disk_cache_close(d);
@@ -670,6 +755,11 @@ int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *toke
         d->st.refused_budget++;
         goto out;
     }
+    /* other namespaces nobody holds give up their room first, the least recently used
+     * first, before this cache drops a copy of its own */
+    if (d->persist[0] && d->others && d->st.used + span + d->others > d->quota)
+        d->others = splash_cache_namespace_trim_others(
+            d->persist, d->quota > d->st.used + span ? d->quota - d->st.used - span : 0);
     int dropped_any = 0;
     while ((off = gap(d, span)) < 0) {
         struct entry *v = victim(d);
@@ -1035,7 +1125,7 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
         return json_pack("{s:b, s:s}", "enabled", 0, "why", why ? why : "");
     struct splash_disk_stats s;
     splash_disk_cache_stats(d, &s);
-    return json_pack("{s:b, s:b, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+    json_t *st = json_pack("{s:b, s:b, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
                      "s:I, s:I, s:s, s:I}",
                      "enabled", 1, "persistent", d->persist[0] != 0, "taken_back",
                      (json_int_t)s.taken_back, "dir", d->dir, "capacity_bytes",
@@ -1048,6 +1138,16 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
                      "writes_per_day", (json_int_t)d->per_day, "writes_gated",
                      s.closed ? "closed" : (d->per_day && s.refused_budget ? "budget" : "no"),
                      "writes_in_flight", (json_int_t)s.pending);
+    if (st && d->persist[0]) {
+        pthread_mutex_lock((pthread_mutex_t *)&d->mu);
+        json_object_set_new(st, "other_caches_bytes", json_integer((json_int_t)d->others));
+        json_object_set_new(st, "probation",
+                            json_pack("{s:b, s:i, s:b}", "on_probation", d->on_probation,
+                                      "failed_starts", d->failed_starts, "started_empty",
+                                      d->started_empty));
+        pthread_mutex_unlock((pthread_mutex_t *)&d->mu);
+    }
+    return st;
 }
 
 int splash_disk_cache_persistent(const struct splash_disk_cache *d)

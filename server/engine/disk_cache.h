@@ -11,7 +11,9 @@
  * (persist_dir/index, written whole and renamed into place after every change, the data
  * synced first) lists the entries, so the next engine of the same namespace takes them
  * back: each listed entry whose record and tokens read back as written is kept, its bytes
- * checked again when it is read; a damaged index or record is skipped with a line. */
+ * checked again when it is read; a damaged index or record is skipped with a line. Other
+ * namespaces under the same root that no engine holds count against the quota: they are
+ * removed, the least recently used first, before an entry of this one gives up room. */
 #ifndef SPLASH_ENGINE_DISK_CACHE_H
 #define SPLASH_ENGINE_DISK_CACHE_H
 
@@ -111,6 +113,14 @@ void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, 
 void splash_disk_cache_stats(const struct splash_disk_cache *d, struct splash_disk_stats *s);
 /* /status's disk block ({"enabled": false, "why": ...} for a NULL tier). */
 json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *why);
+
+/* The probation rule (server.md "Persistent cache"): a persistent open begins its first
+ * minute on probation and begins empty after two starts in a row failed within theirs
+ * (an open never marked passed counts as failed: a crash), or one whose engine failed.
+ * passed: the minute is over, or the engine stops cleanly within it; failed: the engine
+ * reports its own failure, so the next start begins empty. No-ops without persistence. */
+void splash_disk_cache_probation_passed(struct splash_disk_cache *d);
+void splash_disk_cache_failed(struct splash_disk_cache *d);
 
 /* 1 for a persistent cache's files (persist_dir). */
 int splash_disk_cache_persistent(const struct splash_disk_cache *d);

@@ -169,6 +169,7 @@ static void send_error(struct engine *e, uint64_t id, const char *code, const ch
 
 static void request_free(struct engine *e, struct request *r)
 {
+    splash_ecache_request_ended(&e->cache, r->id); /* its points may be copied ahead */
     if (r->seq) {
         splash_family_seq_destroy(e->lm->family, e->lm->model, r->seq);
         e->n_active--;
@@ -1256,12 +1257,15 @@ static int step(struct engine *e)
     if (st == SPLASH_OK && runs && e->lane_runs[fill].fork) {
         e->capture_req = e->lane_req[fill];
         e->capture_lane = fill;
+        e->cache.publisher = e->lane_req[fill]->id;
+        e->cache.publishing = 1;
         splash_ecache_keep_runs(&e->cache, &(struct splash_prefill_plan){
                                     .tokens = e->lane_req[fill]->prompt,
                                     .n = e->lane_req[fill]->n_fill,
                                     .reuse = e->lane_req[fill]->reuse}, e->run_pos,
                                 e->n_runs, e->run_fork, e->run_forks);
         e->capture_req = NULL;
+        e->cache.publishing = 0;
     }
     if (st == SPLASH_ERR_NOMEM) {
         /* the host refused memory: cached prefixes go, then the newest request yields;
@@ -1321,6 +1325,8 @@ static int step(struct engine *e)
             struct splash_prefill_plan plan = plan_of(r);
             e->capture_req = r;
             e->capture_lane = i;
+            e->cache.publisher = r->id;
+            e->cache.publishing = 1;
             if (r->pos < r->n_fill || splash_plan_is_boundary(&plan, r->pos))
                 splash_ecache_capture(&e->cache, &plan, r->pos, r->seq,
                                       boundaries_after(&plan, r->pos), &r->last_point,
@@ -1328,6 +1334,7 @@ static int step(struct engine *e)
             if (r->pos >= r->n_fill && r->n_gen > 0)
                 r->state = REQ_DECODE;
             e->capture_req = NULL;
+            e->cache.publishing = 0;
         }
         int verify = r->state == REQ_DECODE && e->lanes[i].logits_all;
         if (!verify && e->tap_rows && e->tap_rows[i])
@@ -1616,6 +1623,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
             break;
         if (step(&e) < 0) {
             status = 3;
+            splash_ecache_failed(&e.cache); /* the next start's cache begins empty */
             break;
         }
         if (splash_expert_elastic_tick(&e.elastic, e.reqs != NULL, console_line, NULL))

@@ -100,6 +100,9 @@ static int spill(void *ctx, const int32_t *tokens, int32_t n, void *seq,
     struct splash_engine_cache *c = ctx;
     if (splash_disk_cache_has(c->disk, tokens, n))
         return 0; /* read back from it, or written before: no second write */
+    /* a reclaim reached a point with no copy: write-ahead starts (for a minute) */
+    c->reclaimed = 1;
+    c->reclaimed_at = mono_seconds();
     if (!queue_save(c, tokens, n, seq, cls, 0))
         return 0;
     /* the point leaves the cache now, not when its write ends: what the engine kept beside
@@ -119,6 +122,12 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
                                         : info->kv_bytes_per_token * (uint64_t)c->page_tokens;
     c->state_bytes = info->state_bytes_per_seq;
     c->kv_bytes_per_token = info->kv_bytes_per_token;
+    c->ahead_delay = SPLASH_WRITE_AHEAD_DELAY_S;
+    c->started = mono_seconds();
+    /* tests only: the publication delay in ms */
+    const char *delay = getenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    if (delay && *delay)
+        c->ahead_delay = strtod(delay, NULL) / 1000.0;
     if (!off && splash_family_can_fork(fam))
         c->points = splash_prefix_cache_create(drop_seq, c);
     snprintf(c->disk_why, sizeof c->disk_why, "--max-cache-disk 0");
@@ -329,6 +338,8 @@ static void keep(struct splash_engine_cache *c, const struct splash_prefill_plan
     }
     /* a point already there kept its own sequence and dropped this one */
     struct splash_prefix_point *p = splash_prefix_cache_find(c->points, plan->tokens, pos);
+    if (p && splash_prefix_point_seq(p) == point)
+        splash_prefix_point_publish(p, c->publisher, c->publishing, mono_seconds());
     if (c->hooks.kept && p && splash_prefix_point_seq(p) == point)
         c->hooks.kept(c->hooks.ctx, point, plan->tokens, pos);
 }
@@ -407,22 +418,59 @@ json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t count
     struct splash_prefix_stats s = {0};
     if (c->points)
         splash_prefix_cache_stats(c->points, &s);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "enabled", c->points != NULL, "points", (json_int_t)s.points, "turn_points",
                      (json_int_t)s.turn_points, "inserted", (json_int_t)s.inserted, "evicted",
                      (json_int_t)s.evicted, "lookups", (json_int_t)s.lookups, "hits",
                      (json_int_t)s.hits, "cached_tokens", (json_int_t)c->reused,
                      "prefilled_tokens", (json_int_t)c->prefilled, "written_ahead",
-                     (json_int_t)c->written_ahead, "bytes_used",
+                     (json_int_t)c->written_ahead, "writing_ahead",
+                     (json_int_t)c->ahead_in_flight, "bytes_used",
                      (json_int_t)splash_ecache_used(c, counted), "bytes_peak",
                      (json_int_t)c->peak, "bytes_limit", (json_int_t)c->pool, "disk",
                      splash_disk_cache_status(c->disk, c->disk_why));
 }
 
-static int on_disk(void *ctx, const int32_t *tokens, int32_t n)
+static int point_on_disk(struct splash_engine_cache *c, const struct splash_prefix_point *p)
+{
+    int32_t *t = splash_prefix_point_path(p);
+    int has = !t || splash_disk_cache_has(c->disk, t, splash_prefix_point_tokens(p));
+    free(t);
+    return has;
+}
+
+static int on_disk(void *ctx, const struct splash_prefix_point *p)
+{
+    return point_on_disk(ctx, p);
+}
+
+/* Write-ahead's rules for p (server.md "SSD cache"): when it falls due (its publication
+ * plus the delay), or -1 when it never does as things stand: without the persistent
+ * cache, a point under the minimum, one whose request still runs, or any while no reclaim
+ * reached a point with no copy within the last minute. */
+static double due_at(const struct splash_engine_cache *c, const struct splash_prefix_point *p,
+                     double now)
+{
+    if (!splash_disk_cache_persistent(c->disk) &&
+        (!c->reclaimed || now - c->reclaimed_at > SPLASH_WRITE_AHEAD_RECENT_S ||
+         splash_prefix_point_tokens(p) < SPLASH_WRITE_AHEAD_MIN_TOKENS ||
+         splash_prefix_point_running(p)))
+        return -1;
+    return splash_prefix_point_published(p) + c->ahead_delay;
+}
+
+/* Refuses a point not due now, or copied already. */
+static int not_due(void *ctx, const struct splash_prefix_point *p)
 {
     struct splash_engine_cache *c = ctx;
-    return splash_disk_cache_has(c->disk, tokens, n);
+    double at = due_at(c, p, mono_seconds());
+    return at < 0 || at > mono_seconds() || point_on_disk(c, p);
+}
+
+void splash_ecache_request_ended(struct splash_engine_cache *c, uint64_t id)
+{
+    if (c->points)
+        splash_prefix_cache_request_ended(c->points, id);
 }
 
 void splash_ecache_flush(struct splash_engine_cache *c, double seconds)
@@ -439,6 +487,20 @@ void splash_ecache_flush(struct splash_engine_cache *c, double seconds)
         ;
     double left = until - mono_seconds();
     splash_disk_cache_wait(c->disk, left > 0 ? left : 0, 0);
+    splash_disk_cache_probation_passed(c->disk); /* a clean stop */
+}
+
+void splash_ecache_failed(struct splash_engine_cache *c)
+{
+    splash_disk_cache_failed(c->disk);
+}
+
+/* The probation minute's end, or -1 once it is over (or without a persistent cache). */
+static double probation_ends(struct splash_engine_cache *c)
+{
+    if (!c->disk || !splash_disk_cache_persistent(c->disk) || c->probation_over)
+        return -1;
+    return c->started + SPLASH_PROBATION_S;
 }
 
 void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted)
@@ -446,15 +508,16 @@ void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted)
     if (!c->disk || !c->points)
         return;
     splash_disk_cache_reap(c->disk);
-    int persistent = splash_disk_cache_persistent(c->disk);
+    double ends = probation_ends(c);
+    if (ends >= 0 && mono_seconds() >= ends) {
+        splash_disk_cache_probation_passed(c->disk);
+        c->probation_over = 1;
+    }
     uint64_t used = splash_ecache_used(c, counted);
-    /* memory runs short: a quarter of the pool or less is left (the persistent cache
-     * writes every turn point, short or not) */
-    if (c->ahead_in_flight >= SPLASH_WRITE_AHEAD_IN_FLIGHT ||
-        (!persistent && used < c->pool - c->pool / 4) || used + c->state_bytes > c->pool)
+    /* the copy's fork takes a state beside the pool's other holders */
+    if (c->ahead_in_flight >= SPLASH_WRITE_AHEAD_IN_FLIGHT || used + c->state_bytes > c->pool)
         return;
-    struct splash_prefix_point *p = splash_prefix_cache_uncopied(
-        c->points, persistent ? 1 : SPLASH_WRITE_AHEAD_MIN_TOKENS, on_disk, c);
+    struct splash_prefix_point *p = splash_prefix_cache_uncopied(c->points, 1, not_due, c);
     if (!p)
         return;
     int32_t n = splash_prefix_point_tokens(p);
@@ -472,5 +535,20 @@ void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted)
 
 int splash_ecache_idle_wait_ms(struct splash_engine_cache *c)
 {
-    return c->disk && splash_disk_cache_pending(c->disk) ? 50 : -1;
+    if (!c->disk || !c->points)
+        return -1;
+    if (splash_disk_cache_pending(c->disk))
+        return 50;
+    /* the next point to fall due, or the probation minute's end, wakes the idle engine */
+    double now = mono_seconds(), first = probation_ends(c);
+    for (struct splash_prefix_point *p = splash_prefix_cache_next_uncopied(c->points, NULL); p;
+         p = splash_prefix_cache_next_uncopied(c->points, p)) {
+        double at = due_at(c, p, now);
+        if (at >= 0 && (first < 0 || at < first) && !point_on_disk(c, p))
+            first = at;
+    }
+    if (first < 0)
+        return -1;
+    /* one due now waits on memory: an idle engine looks again each second */
+    return first <= now ? 1000 : (int)((first - now) * 1000.0) + 1;
 }

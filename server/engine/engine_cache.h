@@ -17,9 +17,14 @@
 /* Turn points kept for the last this many boundaries of a prompt (the next turn
  * resumes from the last; an edit or a retry from one shortly before). */
 #define SPLASH_TURN_POINTS 8
-/* Write-ahead (server.md "SSD cache"): turn points at least this deep are copied to the
- * SSD tier while memory runs short, this many writes at a time. */
+/* Write-ahead (server.md "SSD cache"): without the persistent cache, turn points at least
+ * this deep are copied to the SSD tier only while a reclaim has reached a point with no
+ * copy within the last RECENT seconds, DELAY seconds after their publication once their
+ * request has ended; with it, every turn point DELAY seconds after its publication,
+ * running or not. This many writes at a time. */
 #define SPLASH_WRITE_AHEAD_MIN_TOKENS 2048
+#define SPLASH_WRITE_AHEAD_DELAY_S 10.0
+#define SPLASH_WRITE_AHEAD_RECENT_S 60.0
 #define SPLASH_WRITE_AHEAD_IN_FLIGHT 1
 /* Memory that only eviction's writes under way hold returns as they end; after this long
  * they give up instead (the points leave memory uncopied: a request is not held up by a
@@ -55,6 +60,13 @@ struct splash_engine_cache {
     int32_t unread_n;                   /* the point that could not be read back last */
     uint32_t unread_crc;
     uint64_t written_ahead;             /* and written */
+    double ahead_delay;                 /* SPLASH_WRITE_AHEAD_DELAY_S (tests shorten it) */
+    double reclaimed_at;                /* when eviction last took a point with no copy */
+    int reclaimed;                      /* it has since the start */
+    double started;                     /* the engine's start, for the probation minute */
+    int probation_over;
+    uint64_t publisher;                 /* the request whose points are being kept now, */
+    int publishing;                     /* while set */
     char disk_why[256];
     struct splash_point_hooks hooks; /* zero: none */
 };
@@ -127,8 +139,18 @@ void splash_ecache_flush(struct splash_engine_cache *c, double seconds);
  * write. */
 void splash_ecache_tick(struct splash_engine_cache *c, uint64_t counted);
 
+/* A persistent cache's probation (server.md "Persistent cache"): a start's first minute
+ * ends on a tick at or past it; a clean stop (splash_ecache_flush) passes it too; failed:
+ * the engine reports its own failure, so the next start begins empty. */
+#define SPLASH_PROBATION_S 60.0
+void splash_ecache_failed(struct splash_engine_cache *c);
+
+/* The request id ended: the points it published may be copied ahead (write-ahead's
+ * "after its request ended"). */
+void splash_ecache_request_ended(struct splash_engine_cache *c, uint64_t id);
+
 /* How long an idle engine may wait for a frame before the next tick: -1 (as long as it
- * takes) unless the SSD tier has writes under way. */
+ * takes) unless the SSD tier has writes under way or a point falls due for write-ahead. */
 int splash_ecache_idle_wait_ms(struct splash_engine_cache *c);
 
 /* Notes the bytes held after a step (status: bytes_peak). */

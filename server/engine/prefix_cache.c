@@ -20,6 +20,9 @@ struct splash_prefix_point {
     enum splash_point_class cls;
     uint64_t used; /* the cache's clock when last inserted or hit */
     int copied;    /* the SSD tier holds a copy: it leaves memory without a write */
+    double published; /* when it joined the cache (the caller's clock) */
+    uint64_t owner;   /* the request that published it, while `running` */
+    int running;
     struct splash_prefix_point *prev, *next;
 };
 
@@ -401,25 +404,53 @@ void splash_prefix_point_set_copied(struct splash_prefix_point *p)
     p->copied = 1;
 }
 
-struct splash_prefix_point *splash_prefix_cache_uncopied(struct splash_prefix_cache *c,
-                                                         int32_t min_tokens,
-                                                         int (*skip)(void *ctx,
-                                                                     const int32_t *tokens,
-                                                                     int32_t n),
-                                                         void *ctx)
+void splash_prefix_point_publish(struct splash_prefix_point *p, uint64_t owner, int running,
+                                 double now)
+{
+    p->published = now;
+    p->owner = owner;
+    p->running = running;
+}
+
+void splash_prefix_cache_request_ended(struct splash_prefix_cache *c, uint64_t owner)
+{
+    for (struct splash_prefix_point *p = c->points; p; p = p->next)
+        if (p->running && p->owner == owner)
+            p->running = 0;
+}
+
+double splash_prefix_point_published(const struct splash_prefix_point *p)
+{
+    return p->published;
+}
+
+int splash_prefix_point_running(const struct splash_prefix_point *p)
+{
+    return p->running;
+}
+
+struct splash_prefix_point *splash_prefix_cache_uncopied(
+    struct splash_prefix_cache *c, int32_t min_tokens,
+    int (*skip)(void *ctx, const struct splash_prefix_point *p), void *ctx)
 {
     struct splash_prefix_point *best = NULL;
     for (struct splash_prefix_point *p = c->points; p; p = p->next) {
         if (p->cls != SPLASH_POINT_TURN || p->copied || p->node->depth < min_tokens ||
             (best && p->used <= best->used))
             continue;
-        int32_t *t = skip ? path_tokens(p->node) : NULL;
-        int refused = skip && (!t || skip(ctx, t, p->node->depth));
-        free(t);
-        if (!refused)
+        if (!skip || !skip(ctx, p))
             best = p;
     }
     return best;
+}
+
+struct splash_prefix_point *splash_prefix_cache_next_uncopied(struct splash_prefix_cache *c,
+                                                              const struct splash_prefix_point *p)
+{
+    for (p = p ? p->next : c->points; p; p = p->next)
+        if (p->cls == SPLASH_POINT_TURN && !p->copied)
+            return (struct splash_prefix_point *)p;
+    return NULL;
 }
 
 int32_t *splash_prefix_point_path(const struct splash_prefix_point *p)

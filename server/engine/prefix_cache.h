@@ -70,14 +70,24 @@ typedef int (*splash_prefix_spill_fn)(void *ctx, const int32_t *tokens, int32_t 
 void splash_prefix_cache_set_spill(struct splash_prefix_cache *c, splash_prefix_spill_fn spill,
                                    void *ctx);
 
-/* The newest turn point of at least min_tokens tokens with no copy on the SSD tier whose
- * tokens skip does not refuse (write-ahead's next candidate), or NULL. */
-struct splash_prefix_point *splash_prefix_cache_uncopied(struct splash_prefix_cache *c,
-                                                         int32_t min_tokens,
-                                                         int (*skip)(void *ctx,
-                                                                     const int32_t *tokens,
-                                                                     int32_t n),
-                                                         void *ctx);
+/* Write-ahead's rules (server.md "SSD cache") need when a point joined the cache and
+ * whether the request that published it still runs: publish notes both (now on the
+ * caller's clock; running: owner runs), request_ended clears `running` on every point
+ * owner published. */
+void splash_prefix_point_publish(struct splash_prefix_point *p, uint64_t owner, int running,
+                                 double now);
+void splash_prefix_cache_request_ended(struct splash_prefix_cache *c, uint64_t owner);
+double splash_prefix_point_published(const struct splash_prefix_point *p);
+int splash_prefix_point_running(const struct splash_prefix_point *p);
+
+/* The newest turn point of at least min_tokens tokens with no copy on the SSD tier that
+ * skip does not refuse (write-ahead's next candidate), or NULL. */
+struct splash_prefix_point *splash_prefix_cache_uncopied(
+    struct splash_prefix_cache *c, int32_t min_tokens,
+    int (*skip)(void *ctx, const struct splash_prefix_point *p), void *ctx);
+/* The turn points with no copy, one after another (p NULL: the first), NULL at the end. */
+struct splash_prefix_point *splash_prefix_cache_next_uncopied(struct splash_prefix_cache *c,
+                                                              const struct splash_prefix_point *p);
 /* A point's tokens (malloc'ed, splash_prefix_point_tokens of them), or NULL. */
 int32_t *splash_prefix_point_path(const struct splash_prefix_point *p);
 
