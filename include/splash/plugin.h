@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define SPLASH_ABI_MAJOR 1
-#define SPLASH_ABI_MINOR 4
+#define SPLASH_ABI_MINOR 5
 
 struct splash_host;
 
