@@ -5,6 +5,7 @@
 
 #include "core/file_map.h"
 #include "core/host_impl.h"
+#include "core/import_mem.h"
 #include "core/meta.h"
 #include "core/tensor_bind.h"
 #include "core/threadpool.h"
@@ -36,4 +37,7 @@ void splash_host_init(struct splash_host *h, const struct splash_host_formats *f
     h->bind_tensors = splash_tensors_bind;
     h->unbind_tensors = splash_tensors_unbind;
     h->locate_bytes = splash_file_map_locate;
+    h->weight_rows_alloc = splash_import_alloc;
+    h->weight_rows_hand_over = splash_import_hand_over;
+    h->weight_rows_free = splash_import_free;
 }

@@ -241,6 +241,8 @@ static struct splash_format_plugin *copy_format_plugin(const struct splash_plugi
                 memcpy(&recs[t].type, src->types[t], type_copy);
                 if (h->abi_minor < 2 && legacy_linear(&recs[t].type))
                     recs[t].type.flags |= SPLASH_FORMAT_LINEAR;
+                if (h->abi_minor < 5) /* a flag bit it could not mean */
+                    recs[t].type.flags &= ~SPLASH_FORMAT_FINE_ACT;
             }
             ptrs[t] = src->types[t] ? &recs[t].type : NULL;
         }

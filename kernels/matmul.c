@@ -28,6 +28,9 @@ struct splash_weight {
     size_t act_row_bytes;  /* bytes of one quantized activation row */
     /* a faster quantizer giving act->from_float's bytes, or NULL */
     void (*act_fast)(const float *x, void *blocks, int64_t n);
+    /* activation rows per input row: 2 for a SPLASH_FORMAT_FINE_ACT format (a split Q8_0
+     * row, kernels/act_split.c, whose two products are added), else 1 */
+    int act_rows;
     /* Load-time repack (format ABI 1.1): the same bytes in the layout the kernels read
      * fastest, made from the mapped rows, whose pages are then dropped. */
     const struct splash_format_type *packed_fmt; /* NULL: the rows are read as stored */
@@ -211,6 +214,9 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
         }
         w->act_row_bytes = splash_format_row_bytes(w->act, w->n_in);
         w->act_fast = fast_quantizer(w->act);
+        if ((fmt->flags & SPLASH_FORMAT_FINE_ACT) && w->act->gguf_type == MATMUL_Q80_GGUF_TYPE &&
+            w->act->block_elems == SPLASH_QK8_0 && w->act->block_bytes == MATMUL_Q80_BYTES)
+            w->act_rows = 2;
     } else {
         w->act_row_bytes = (size_t)w->n_in * sizeof(float);
     }
@@ -219,6 +225,8 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: %lld inputs are not whole %s blocks",
                               t->name, (long long)t->ne[0], fmt->name);
     }
+    if (!w->act_rows)
+        w->act_rows = 1;
     w->unit = 1;
     w->packed_fmt = repack_target(fmt, &w->packed_row);
     w->streamed = streamed;
@@ -360,6 +368,10 @@ enum splash_status kernel_weight_set_scale(struct splash_weight *w, const float 
 static _Thread_local void *scratch;
 static _Thread_local size_t scratch_size;
 
+/* Per-thread products of split activation rows before their pairs are added. */
+static _Thread_local void *split_out;
+static _Thread_local size_t split_out_size;
+
 /* The calling thread's expert buffers, grown on demand. */
 static _Thread_local struct {
     void *order, *xs, *ys, *groups;
@@ -375,6 +387,9 @@ static void thread_bufs_free(void *unused)
 {
     (void)unused;
     splash_free_aligned(scratch);
+    splash_free_aligned(split_out);
+    split_out = NULL;
+    split_out_size = 0;
     splash_free_aligned(expert_bufs.order);
     splash_free_aligned(expert_bufs.xs);
     splash_free_aligned(expert_bufs.ys);
@@ -422,8 +437,10 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end, int thread)
     const struct splash_weight *w = q->w;
     for (int64_t r = begin; r < end; r++) {
         const float *x = q->x + r * w->n_in;
-        void *out = (char *)q->act + r * w->act_row_bytes;
-        if (w->act_fast)
+        void *out = (char *)q->act + r * w->act_rows * w->act_row_bytes;
+        if (w->act_rows == 2)
+            splash_act_q8_0_split(x, out, (char *)out + w->act_row_bytes, w->n_in);
+        else if (w->act_fast)
             w->act_fast(x, out, w->n_in);
         else
             w->act->from_float(x, out, w->n_in, NULL);
@@ -435,13 +452,14 @@ static void quantize_rows(void *ctx, int64_t begin, int64_t end, int thread)
  * wake-up; on a busy machine its time slice). A verify pass's 8 rows stay here. */
 #define ACT_PARALLEL_MIN_VALUES 65536
 
-/* Quantizes n activation rows (or points at the floats) for weight w. */
+/* Quantizes n activation rows (or points at the floats) for weight w: w->act_rows
+ * quantized rows each. */
 static const void *prepare_act(struct splash_pool *pool, const struct splash_weight *w,
                                const float *x, int64_t n)
 {
     if (!w->act)
         return x;
-    void *act = scratch_get(w->act_row_bytes * (size_t)n);
+    void *act = scratch_get(w->act_row_bytes * (size_t)w->act_rows * (size_t)n);
     struct quant_task q = {.w = w, .x = x, .act = act};
     if (n >= 4 && n * w->n_in >= ACT_PARALLEL_MIN_VALUES)
         splash_pool_parallel_for(pool, n, 1, quantize_rows, &q);
@@ -530,6 +548,33 @@ static const struct splash_weight *plain_view(const struct splash_weight *w)
     return &view;
 }
 
+/* Room for the 2 n rows of products of n split activation rows (a thread's buffer). */
+static float *split_products(int64_t n, int64_t n_out)
+{
+    thread_bufs_held();
+    const size_t need = 2 * (size_t)n * (size_t)n_out * sizeof(float);
+    if (need > split_out_size) {
+        splash_free_aligned(split_out);
+        split_out = splash_alloc_aligned(64, need);
+        split_out_size = split_out ? need : 0;
+    }
+    if (!split_out)
+        splash_log(SPLASH_LOG_ERROR, "kernels", "out of memory for %lld split products",
+                   (long long)n);
+    return split_out;
+}
+
+/* y row j = the high row's products + the low row's (rows 2j, 2j + 1 of ys); y may be ys. */
+static void split_add(const float *ys, int64_t n, int64_t n_out, float *y)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float *hi = ys + 2 * j * n_out, *lo = hi + n_out;
+        float *o = y + j * n_out;
+        for (int64_t r = 0; r < n_out; r++)
+            o[r] = hi[r] + lo[r];
+    }
+}
+
 void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, const float *x,
                    int64_t n, float *y)
 {
@@ -539,7 +584,10 @@ void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, cons
     const void *wdata = w->packed_fmt ? packed_image((struct splash_weight *)w) : w->t.data;
     if (!wdata) /* out of memory making the image again: read the rows as stored */
         wdata = w->t.data, w = plain_view(w);
-    struct mm_task m = {.w = w, .wdata = wdata, .act = act, .n_act = n, .y = y,
+    float *ys = w->act_rows == 1 ? y : split_products(n, w->n_out);
+    if (!ys)
+        return;
+    struct mm_task m = {.w = w, .wdata = wdata, .act = act, .n_act = n * w->act_rows, .y = ys,
                         .y_stride = (size_t)w->n_out, .scale = w->scales ? w->scales[0] : 1.0f};
     /* chunks of at least ~64k multiply-adds, so a small product is not split into tasks
      * that cost more to hand out than to run */
@@ -548,6 +596,8 @@ void kernel_matmul(struct splash_pool *pool, const struct splash_weight *w, cons
     int64_t units = (w->n_out + w->unit - 1) / w->unit;
     grain = (grain + w->unit - 1) / w->unit;
     splash_pool_parallel_for(pool, units, grain, mm_rows, &m);
+    if (ys != y)
+        split_add(ys, n, w->n_out, y);
 }
 
 /* Weights one matmul_many section takes; more are run in several sections. */
@@ -579,7 +629,7 @@ void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *co
      * weight whose image cannot be made again takes matmul's way round) */
     for (int i = 0; i < n_w; i++)
         if (ws[i]->act != ws[0]->act || ws[i]->n_in != ws[0]->n_in ||
-            ws[i]->act_fast != ws[0]->act_fast ||
+            ws[i]->act_fast != ws[0]->act_fast || ws[i]->act_rows != ws[0]->act_rows ||
             (ws[i]->packed_fmt && !packed_image((struct splash_weight *)ws[i]))) {
             for (int j = 0; j < n_w; j++)
                 kernel_matmul(pool, ws[j], x, n, y[j]);
@@ -588,12 +638,21 @@ void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *co
     for (int i0 = 0; i0 < n_w; i0 += MANY_MAX) {
         struct many_task t = {.n_w = n_w - i0 < MANY_MAX ? n_w - i0 : MANY_MAX};
         const void *act = prepare_act(pool, ws[i0], x, n);
+        const int k = ws[i0]->act_rows;
+        float *ys = NULL;
+        if (k > 1) { /* one buffer for every weight's split products */
+            int64_t rows = 0;
+            for (int i = 0; i < t.n_w; i++)
+                rows += ws[i0 + i]->n_out;
+            if (!(ys = split_products(n, rows)))
+                return;
+        }
         int64_t grain = 1;
         for (int i = 0; i < t.n_w; i++) {
             const struct splash_weight *w = ws[i0 + i];
             const void *wdata = w->packed_fmt ? atomic_load(&w->packed) : w->t.data;
-            t.m[i] = (struct mm_task){.w = w, .wdata = wdata, .act = act, .n_act = n,
-                                      .y = y[i0 + i], .y_stride = (size_t)w->n_out,
+            t.m[i] = (struct mm_task){.w = w, .wdata = wdata, .act = act, .n_act = n * k,
+                                      .y = k > 1 ? ys : y[i0 + i], .y_stride = (size_t)w->n_out,
                                       .scale = w->scales ? w->scales[0] : 1.0f};
             t.first[i + 1] = t.first[i] + (w->n_out + w->unit - 1) / w->unit;
             int64_t macs = w->n_in * n;
@@ -601,8 +660,12 @@ void kernel_matmul_many(struct splash_pool *pool, const struct splash_weight *co
             g = (g + w->unit - 1) / w->unit;
             if (g > grain)
                 grain = g;
+            if (k > 1)
+                ys += 2 * n * w->n_out;
         }
         splash_pool_parallel_for(pool, t.first[t.n_w], grain, many_rows, &t);
+        for (int i = 0; k > 1 && i < t.n_w; i++)
+            split_add(t.m[i].y, n, ws[i0 + i]->n_out, y[i0 + i]);
     }
 }
 
@@ -642,9 +705,9 @@ static void expert_pieces(void *ctx, int64_t begin, int64_t end, int thread)
         struct mm_task m = {.w = w,
                             .wdata = t->at ? (const char *)t->at[g->expert]
                                            : t->wdata + (size_t)g->expert * expert_bytes,
-                            .act = t->act + (size_t)g->first * w->act_row_bytes,
-                            .n_act = g->n,
-                            .y = t->ys + g->first * w->n_out,
+                            .act = t->act + (size_t)(g->first * w->act_rows) * w->act_row_bytes,
+                            .n_act = g->n * w->act_rows,
+                            .y = t->ys + g->first * w->act_rows * w->n_out,
                             .y_stride = (size_t)w->n_out,
                             .scale = w->scales ? w->scales[g->expert] : 1.0f};
         /* block is a multiple of w->unit, the unit mm_rows counts in */
@@ -676,7 +739,7 @@ static void experts_run(struct splash_pool *pool, const struct splash_weight *w,
     float *xs = grow(&expert_bufs.xs, &expert_bufs.xs_size,
                      (size_t)n * (size_t)w->n_in * sizeof *xs);
     float *ys = grow(&expert_bufs.ys, &expert_bufs.ys_size,
-                     (size_t)n * (size_t)w->n_out * sizeof *ys);
+                     (size_t)n * (size_t)w->act_rows * (size_t)w->n_out * sizeof *ys);
     struct expert_group *groups =
         grow(&expert_bufs.groups, &expert_bufs.groups_size, (size_t)n * sizeof *groups);
     if (!order || !xs || !ys || !groups)
@@ -716,6 +779,8 @@ static void experts_run(struct splash_pool *pool, const struct splash_weight *w,
     struct experts_task t = {.w = w, .wdata = wdata, .at = at, .act = act, .ys = ys, .groups = groups, .n_groups = n_groups,
                              .block = block, .blocks_per_group = blocks_per_group};
     splash_pool_parallel_for(pool, pieces, 1, expert_pieces, &t);
+    if (w->act_rows == 2) /* in place: row i is written after rows 2i, 2i + 1 are read */
+        split_add(ys, m, w->n_out, ys);
     for (int64_t i = 0; i < m; i++)
         memcpy(y + order[i] * w->n_out, ys + i * w->n_out, (size_t)w->n_out * sizeof *ys);
 }

@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include "core/draft.h"
+#include "core/gguf.h"
+#include "core/gguf_write.h"
+#include "core/import_mem.h"
 #include "core/family.h"
 #include "core/meta.h"
 #include "core/model_check.h"
@@ -310,6 +313,65 @@ static void agreement_run(int keep_stored, double min_rows)
     assert_true((double)a.equal / a.rows >= min_rows);
     json_decref(d);
     draft_run_close(&r);
+}
+
+/* The resident bytes of the process (VmRSS), for the report. */
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* The draft's af4g64 projections are held once: each in a region of the host's
+ * (weight_rows_alloc) that the kernels give back once they hold its repacked image, as a
+ * safetensors target's imports are (before, a plain copy stayed beside every image). */
+static void test_af4g64_rows_given_back(void **state)
+{
+    (void)state;
+    const struct splash_format_type *r16 =
+        splash_registry_format_by_name(splash_registry_global(), "af4g64_R16");
+    assert_non_null(r16);
+    if (!test_row_runs_here(&r16->rows[0])) {
+        printf("  af4g64 is not repacked on this CPU: its rows stay as made\n");
+        skip();
+    }
+    const size_t base = splash_import_held();
+    const long rss0 = rss_kib();
+    struct draft_run r;
+    const struct splash_draft_opts o = {.pool = pool, .keep_stored = 0};
+    draft_run_open(&r, &o);
+    const long rss1 = rss_kib();
+    const struct dflash2_model *m = r.dm;
+    size_t given = 0;
+    int n = 0;
+    for (int32_t il = 0; il < m->cfg.n_layers; il++) {
+        const struct dflash2_layer *L = &m->layers[il];
+        const struct dflash2_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up,
+                                             &L->down, &L->attn_conv.proj, &L->mlp_conv.proj};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (strcmp(ws[i]->info.type_name, "af4g64"))
+                continue;
+            if (!splash_import_dropped(ws[i]->data, ws[i]->info.n_bytes))
+                fail_msg("layer %d: %s's af4g64 rows are still held beside their image", il,
+                         ws[i]->info.name);
+            given += ws[i]->info.n_bytes;
+            n++;
+        }
+    }
+    assert_true(n > 0);
+    assert_int_equal(splash_import_held(), base);
+    printf("  %d af4g64 projections, %zu bytes given back after their repack; RSS %ld -> "
+           "%ld KiB over the draft's load\n",
+           n, given, rss0, rss1);
+    draft_run_close(&r);
+    assert_int_equal(splash_import_held(), base); /* every region unmapped */
 }
 
 static void test_proposals_match_reference_f32(void **state)
@@ -869,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_context_rollback_and_candidates),
         cmocka_unit_test(test_context_past_the_window),
         cmocka_unit_test(test_attention_rows_agree),
+        cmocka_unit_test(test_af4g64_rows_given_back),
         cmocka_unit_test(test_proposals_match_reference_f32),
         cmocka_unit_test(test_proposals_match_reference_af4g64),
     };

@@ -377,6 +377,103 @@ static void test_weight_scale_multiplies_products(void **state)
     free(y1);
 }
 
+/* |y - the float product of the decoded weights| for a SPLASH_FORMAT_FINE_ACT weight: each
+ * input's split activation is within half a step of it, a step at most amax / 16383 of its
+ * 32-value block (rounded up to an fp16: a factor 1 + 2^-10), so the product is within
+ * Σ |w| amax / 32000, plus float summation. Q8_0 activations (a step of amax / 127) miss
+ * this by far: before the flag af4g64's first product was 4.91 times the bound. */
+static double fine_excess(const float *wf, const float *x, int64_t n_in, const float *y)
+{
+    double ref = 0, mag = 0, bound = 0;
+    for (int64_t k0 = 0; k0 < n_in; k0 += 32) {
+        float amax = 0;
+        for (int k = 0; k < 32; k++)
+            amax = fmaxf(amax, fabsf(x[k0 + k]));
+        for (int k = 0; k < 32; k++) {
+            ref += (double)wf[k0 + k] * x[k0 + k];
+            mag += fabs((double)wf[k0 + k] * x[k0 + k]);
+            bound += fabs((double)wf[k0 + k]) * amax / 32000.0;
+        }
+    }
+    return fabs(*y - ref) / (bound + 2e-6 * mag + 1e-6);
+}
+
+/* Affine (MLX) products follow the float product of the decoded weights on every path
+ * (matmul, matmul_many, experts; repacked and as stored; tails of fewer than 16 rows),
+ * with activations whose blocks hold an outlier (where Q8_0's step is widest). */
+static void test_fine_activations(void **state)
+{
+    (void)state;
+    const struct splash_kernels *k = splash_kernels_get();
+    const char *names[] = {"af4g64", "af3g32", "af8g128", "af2g64"};
+    const int64_t n_in = 512, rows = 40, n = 9, n_experts = 3;
+    float *x = malloc((size_t)(n * n_in) * sizeof *x);
+    float *wf = malloc((size_t)(n_experts * rows * n_in) * sizeof *wf);
+    float *y = malloc((size_t)(n * rows) * sizeof *y), *y2 = malloc((size_t)(n * rows) * sizeof *y2);
+    assert_true(x && wf && y && y2);
+    for (int64_t i = 0; i < n * n_in; i++)
+        x[i] = frand() * (i % 32 == 5 ? 40.0f : 1.0f);
+    double worst = 0;
+    for (size_t f_i = 0; f_i < sizeof names / sizeof names[0]; f_i++) {
+        const struct splash_format_type *f =
+            splash_registry_format_by_name(splash_registry_global(), names[f_i]);
+        assert_non_null(f);
+        assert_true(f->flags & SPLASH_FORMAT_FINE_ACT);
+        for (int packed = 0; packed < 2; packed++) {
+            char what[96];
+            struct mapped_weight mw;
+            mapped_weight_make(&mw, f, n_in, rows, 1);
+            k->to_float(&mw.t, wf);
+            struct splash_weight *w = weight_make(&mw.t, packed);
+            const struct splash_weight *ws[2] = {w, w};
+            float *ys[2] = {y, y2};
+            for (int path = 0; path < 2; path++) {
+                if (path == 0)
+                    k->matmul(pool, w, x, n, y);
+                else
+                    k->matmul_many(pool, ws, 2, x, n, ys);
+                for (int64_t j = 0; j < n; j++)
+                    for (int64_t i = 0; i < rows; i++) {
+                        const double e = fine_excess(wf + i * n_in, x + j * n_in, n_in,
+                                                     y + j * rows + i);
+                        worst = fmax(worst, e);
+                        snprintf(what, sizeof what, "%s%s %s", f->name,
+                                 packed ? " repacked" : "", path ? "matmul_many" : "matmul");
+                        if (e > 1.0)
+                            fail_msg("%s: row %lld of activation %lld is %.3g times the "
+                                     "split activations' bound",
+                                     what, (long long)i, (long long)j, e);
+                        if (path == 1 && y2[j * rows + i] != y[j * rows + i])
+                            fail_msg("%s: the two weights' products differ", what);
+                    }
+            }
+            k->weight_destroy(w);
+            mapped_weight_free(&mw);
+
+            mapped_weight_make(&mw, f, n_in, rows, n_experts);
+            k->to_float(&mw.t, wf);
+            w = weight_make(&mw.t, packed);
+            int32_t expert[9] = {0, 2, 1, 2, 0, 1, 1, 2, 0};
+            k->matmul_experts(pool, w, x, expert, n, y);
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t i = 0; i < rows; i++) {
+                    const double e = fine_excess(wf + (expert[j] * rows + i) * n_in,
+                                                 x + j * n_in, n_in, y + j * rows + i);
+                    worst = fmax(worst, e);
+                    if (e > 1.0)
+                        fail_msg("%s%s experts: row %lld of activation %lld is %.3g times "
+                                 "the split activations' bound",
+                                 f->name, packed ? " repacked" : "", (long long)i,
+                                 (long long)j, e);
+                }
+            k->weight_destroy(w);
+            mapped_weight_free(&mw);
+        }
+    }
+    printf("  worst product at %.3f of the split activations' bound\n", worst);
+    free(x), free(wf), free(y), free(y2);
+}
+
 /* The buffers a thread grows in the kernels (quantized activations, expert gathers) go
  * with the thread: threads that matmul and end leave the heap as it was (valgrind
  * reported each exited thread's activation scratch as lost). */
@@ -490,6 +587,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repack_matches_rows_as_stored),
+        cmocka_unit_test(test_fine_activations),
         cmocka_unit_test(test_repack_drops_only_file_pages),
         cmocka_unit_test(test_weight_scale_multiplies_products),
         cmocka_unit_test(test_thread_buffers_go_with_the_thread),

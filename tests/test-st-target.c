@@ -196,15 +196,22 @@ static void test_logits_modelopt(void **state)
     logits_case("qwen35-stories-modelopt-nvfp4", 0, 0.15, 95);
 }
 
-/* The random MoE through the kernels: its 4-bit matmuls quantize activations to Q8_0,
- * which the reference (an F32 GGUF) does not, and on a random net the differences flip
- * routing near-ties (README section 6). Measured: row 0 within 0.09, max 1.87, argmax
- * 50/64. Decoded to F32, the same mapping gives llama.cpp's logits within 0.003 and
- * every argmax: the layout is exact, the gap is the activations' quantization. */
+/* The random MoE through the kernels. The reference (an F32 GGUF) multiplies float
+ * activations, as MLX does; affine formats are SPLASH_FORMAT_FINE_ACT, so their kernels get
+ * split 15-bit activations instead of Q8_0. With Q8_0 (before the flag) the rounding flipped
+ * routing near-ties (README section 6): max 1.89, argmax 51/64. Split: max 0.0038, 64/64;
+ * bound and argmax as issue 16 asks (90%), the bound well below what Q8_0 gave. */
 static void test_logits_moe(void **state)
 {
     logits_case("qwen35moe-tiny-mlx-4bit", SPLASH_ST_DECODE_F32, 0.01, 100);
-    logits_case("qwen35moe-tiny-mlx-4bit", 0, 2.5, 75);
+    logits_case("qwen35moe-tiny-mlx-4bit", 0, 0.05, 90);
+}
+
+/* The trained model's affine checkpoint with split activations is as close as its F32
+ * decode (0.018; 0.129 with Q8_0 activations, seen failing this bound). */
+static void test_logits_mlx_fine(void **state)
+{
+    logits_case("qwen35-stories-mlx-4bit", 0, 0.05, 100);
 }
 
 /* Every checkpoint decoded to F32 gives llama.cpp's F32 logits closely: the mapping alone. */
@@ -331,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_decoded_mlx),     cmocka_unit_test(test_decoded_modelopt),
         cmocka_unit_test(test_decoded_moe),     cmocka_unit_test(test_logits_mlx),
         cmocka_unit_test(test_logits_modelopt), cmocka_unit_test(test_logits_moe),
+        cmocka_unit_test(test_logits_mlx_fine),
         cmocka_unit_test(test_greedy_mlx),      cmocka_unit_test(test_greedy_modelopt),
         cmocka_unit_test(test_logits_f32_reference), cmocka_unit_test(test_import_given_back),
     };

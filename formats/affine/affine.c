@@ -281,7 +281,7 @@ static inline void affine_dot_ref_impl(int bits, int group, int64_t n, float *s,
         .block_bytes = AFFINE_BLOCK_BYTES(bits, group),                                            \
         .bits_per_weight = (float)(bits) + 32.0f / (float)(group),                                 \
         .act_type = "Q8_0",                                                                        \
-        .flags = SPLASH_FORMAT_LINEAR,                                                             \
+        .flags = SPLASH_FORMAT_LINEAR | SPLASH_FORMAT_FINE_ACT,                                                          \
         .validate = affine_b##bits##g##group##_validate,                                           \
         .to_float = affine_b##bits##g##group##_to_float,                                           \
         .from_float = affine_b##bits##g##group##_from_float,                                       \

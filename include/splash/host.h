@@ -196,6 +196,16 @@ struct splash_host {
      * the bytes are not one file mapping's (a weight imported into memory). */
     enum splash_status (*locate_bytes)(const void *p, size_t n, char *path, size_t path_size,
                                        uint64_t *offset);
+
+    /* ---- ABI 1.5 ---- */
+    /* Rows a plugin makes itself (a draft's load-time quantization) in memory the kernels
+     * may give back: a zeroed, page-aligned region of its own (NULL on failure), freed with
+     * weight_rows_free. weight_rows_hand_over(p), before the one weight over the region is
+     * made, lets the kernels give its pages back once they hold that weight's repacked
+     * image; the region is then unreadable (read the rows through the weight alone). */
+    void *(*weight_rows_alloc)(size_t size);
+    void (*weight_rows_hand_over)(const void *p);
+    void (*weight_rows_free)(void *p);
 };
 
 #endif

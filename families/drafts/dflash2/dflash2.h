@@ -77,6 +77,7 @@ struct dflash2_weight {
     struct splash_tensor_info info;
     void *data;
     struct splash_weight *w;
+    int own_region; /* data is the host's weight_rows_alloc region, handed over */
 };
 
 /* A grouped dynamic causal convolution: base [2][K][H], kernel projection to

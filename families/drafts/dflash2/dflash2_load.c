@@ -80,8 +80,13 @@ static enum splash_status load_weight(struct dflash2_model *m, const struct spla
                               "%s: no F32 format plugin is loaded", name);
     }
     size_t bytes = splash_format_row_bytes(f, cols) * (size_t)rows;
+    /* quantized rows in memory the kernels give back once they hold the repacked image
+     * (host ABI 1.5), so the draft's projections are held once */
+    w->own_region = m->host->abi_minor >= 5 && m->host->weight_rows_alloc &&
+                    m->host->weight_rows_hand_over && m->host->weight_rows_free;
     if (f->from_float && f != m->host->format_find_name(m->host, "F32")) {
-        w->data = m->host->alloc_aligned(64, bytes);
+        w->data = w->own_region ? m->host->weight_rows_alloc(bytes)
+                                : m->host->alloc_aligned(64, bytes);
         if (!w->data) {
             dflash2_free(m, x);
             return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
@@ -92,6 +97,7 @@ static enum splash_status load_weight(struct dflash2_model *m, const struct spla
         dflash2_free(m, x);
     } else {
         w->data = x;
+        w->own_region = 0;
     }
     w->info = (struct splash_tensor_info){.name = t->name,
                                           .dtype = f->gguf_type >= 0 ? f->gguf_type : -100,
@@ -102,6 +108,8 @@ static enum splash_status load_weight(struct dflash2_model *m, const struct spla
                                           .data = w->data,
                                           .format = f};
     m->weight_bytes += bytes;
+    if (w->own_region)
+        m->host->weight_rows_hand_over(w->data);
     return m->k->weight_create(&w->info, &w->w, err);
 }
 
@@ -109,7 +117,9 @@ static void free_weight(struct dflash2_model *m, struct dflash2_weight *w)
 {
     if (w->w)
         m->k->weight_destroy(w->w);
-    if (w->data)
+    if (w->data && w->own_region)
+        m->host->weight_rows_free(w->data);
+    else if (w->data)
         m->host->free_aligned(w->data);
     memset(w, 0, sizeof *w);
 }
