@@ -48,13 +48,16 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(B
 LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
 
 # Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
-# foo_dotprod_neon.c: the Armv8.2 dot product (sdot/udot); plain foo_neon.c: Armv8.0 Advanced SIMD
+# foo_dotprod_neon.c: the Armv8.2 dot product (sdot/udot); foo_i8mm_neon.c: that and the int8
+# matrix multiply (smmla); plain foo_neon.c: Armv8.0 Advanced SIMD
 ISA_neon_dotprod := -march=armv8.2-a+dotprod
+ISA_neon_i8mm := -march=armv8.2-a+dotprod+i8mm
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
               -mavx512bf16 -mavx512vbmi
 isa_flags = $(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),\
-            $(if $(filter %_dotprod_neon.c,$1),$(ISA_neon_dotprod),)))
+            $(if $(filter %_dotprod_neon.c,$1),$(ISA_neon_dotprod),\
+            $(if $(filter %_i8mm_neon.c,$1),$(ISA_neon_i8mm),))))
 
 ifeq ($(ARCH),x86_64)
   SKIP_SRCS := %_neon.c
@@ -252,13 +255,16 @@ test: check-layers all $(TESTS) $(BROKEN_SOS)
 # ---- arm64 under emulation -------------------------------------------------
 # Cross-builds the tree for arm64 (CROSS=aarch64-linux-gnu, its own build dir) and runs the
 # unit tests that need no server process or host tools under qemu-aarch64-static, every
-# SIMD row required (tests/run-arm64.sh).
+# SIMD row required, the format tests again on CPUs without i8mm and without the dot
+# product, and the golden subset of test-qwen-hybrid with NEON and scalar rows
+# (tests/run-arm64.sh).
 ARM64_CROSS := aarch64-linux-gnu
 ARM64_TESTS := test-format-kquants test-format-iquants test-format-rows test-format-fp4 \
-               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf
+               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf \
+               test-kernels
 test-arm64:
 	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
-	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS))
+	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS) test-qwen-hybrid)
 	@tests/run-arm64.sh build-$(ARM64_CROSS) $(ARM64_TESTS)
 
 # ---- benchmarks ----------------------------------------------------------

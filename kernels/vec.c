@@ -165,6 +165,9 @@ const struct kernel_vec *const kernel_vec_tables[] = {
     &kernel_vec_avx512,
     &kernel_vec_avx2,
 #endif
+#if defined(__aarch64__)
+    &kernel_vec_neon,
+#endif
     &kernel_vec_ref,
     NULL,
 };
