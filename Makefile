@@ -114,7 +114,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench bench-cache fuzz install clean plugins check-format deps test-deps deb check-layers \
+.PHONY: all test bench bench-neon bench-cache fuzz install clean plugins check-format deps test-deps deb check-layers \
         test-arm64
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
@@ -261,7 +261,7 @@ test: check-layers all $(TESTS) $(BROKEN_SOS)
 ARM64_CROSS := aarch64-linux-gnu
 ARM64_TESTS := test-format-kquants test-format-iquants test-format-rows test-format-fp4 \
                test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf \
-               test-kernels
+               test-kernels test-sampling
 test-arm64:
 	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
 	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS) test-qwen-hybrid)
@@ -275,6 +275,12 @@ $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
 
 bench: all $(BENCHES)
 	@bench/run-bench.sh $(BENCHES)
+
+# The formats with NEON rows (bench-formats: mat-vec GB/s and % of the measured read
+# bandwidth, in-cache and mat-mat speed, the row each runs); on x86-64 their AVX rows.
+NEON_BENCH_TYPES := Q8_0 Q4_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4
+bench-neon: all $(BUILD)/bench/bench-formats
+	@$(BUILD)/bench/bench-formats $(NEON_BENCH_TYPES)
 
 # the prefix cache alone: BENCH_CACHE_ARGS="-T 4096" for a shorter conversation
 bench-cache: all $(BUILD)/bench/bench-cache

@@ -57,6 +57,10 @@ struct kernel_vec {
     void (*silu)(int64_t n, const float *x, float *y);
     /* y[i] = exp(x[i] - m) (y may equal x); returns the sum of y. x[i] = -inf gives 0. */
     float (*exp_sum)(int64_t n, const float *x, float m, float *y);
+    /* (optional: NULL takes the reference's) NeoX rotation of n pairs (x[i], y[i]) by
+     * cs[2i] = cos, cs[2i + 1] = sin: x = x c - y s, y = x s + y c, each product rounded
+     * (the same bits in every table). */
+    void (*rope_pairs)(int32_t n, float *x, float *y, const float *cs);
 };
 
 extern const struct kernel_vec kernel_vec_ref;

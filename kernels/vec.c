@@ -140,6 +140,16 @@ static float ref_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
+static void ref_rope_pairs(int32_t n, float *x, float *y, const float *cs)
+{
+    for (int32_t i = 0; i < n; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float a = x[i], b = y[i];
+        x[i] = a * c - b * s;
+        y[i] = a * s + b * c;
+    }
+}
+
 const struct kernel_vec kernel_vec_ref = {
     .isa = "scalar",
     .cpu_requires = 0,
@@ -158,6 +168,7 @@ const struct kernel_vec kernel_vec_ref = {
     .conv_silu = ref_conv_silu,
     .silu = ref_silu,
     .exp_sum = ref_exp_sum,
+    .rope_pairs = ref_rope_pairs,
 };
 
 const struct kernel_vec *const kernel_vec_tables[] = {

@@ -381,6 +381,25 @@ static float neon_exp_sum(int64_t n, const float *x, float m, float *y)
     return s;
 }
 
+/* Four pairs at a time, cos and sin deinterleaved by ld2; each product rounded before the
+ * sum (no FMA), so the reference's bits. */
+static void neon_rope_pairs(int32_t n, float *x, float *y, const float *cs)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4x2_t t = vld2q_f32(cs + 2 * i);
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(y + i);
+        vst1q_f32(x + i, vsubq_f32(vmulq_f32(a, t.val[0]), vmulq_f32(b, t.val[1])));
+        vst1q_f32(y + i, vaddq_f32(vmulq_f32(a, t.val[1]), vmulq_f32(b, t.val[0])));
+    }
+    for (; i < n; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float a = x[i], b = y[i];
+        x[i] = a * c - b * s;
+        y[i] = a * s + b * c;
+    }
+}
+
 const struct kernel_vec kernel_vec_neon = {
     .isa = "neon",
     .cpu_requires = SPLASH_CPU_NEON,
@@ -399,4 +418,5 @@ const struct kernel_vec kernel_vec_neon = {
     .conv_silu = neon_conv_silu,
     .silu = neon_silu,
     .exp_sum = neon_exp_sum,
+    .rope_pairs = neon_rope_pairs,
 };
