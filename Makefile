@@ -48,13 +48,16 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -Iinclude -I. -I$(B
 LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
 
 # Per-file ISA flags by suffix: foo_avx2.c, foo_avx512.c (x86-64), foo_neon.c (arm64).
-# foo_dotprod_neon.c: the Armv8.2 dot product (sdot/udot); plain foo_neon.c: Armv8.0 Advanced SIMD
+# foo_dotprod_neon.c: the Armv8.2 dot product (sdot/udot); foo_i8mm_neon.c: that and the int8
+# matrix multiply (smmla); plain foo_neon.c: Armv8.0 Advanced SIMD
 ISA_neon_dotprod := -march=armv8.2-a+dotprod
+ISA_neon_i8mm := -march=armv8.2-a+dotprod+i8mm
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
               -mavx512bf16 -mavx512vbmi
 isa_flags = $(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),\
-            $(if $(filter %_dotprod_neon.c,$1),$(ISA_neon_dotprod),)))
+            $(if $(filter %_dotprod_neon.c,$1),$(ISA_neon_dotprod),\
+            $(if $(filter %_i8mm_neon.c,$1),$(ISA_neon_i8mm),))))
 
 ifeq ($(ARCH),x86_64)
   SKIP_SRCS := %_neon.c
@@ -111,7 +114,7 @@ BROKEN_SOS  := $(patsubst tests/plugins/%.c,$(BUILD)/tests/plugins/%.$(SO),$(wil
 RPATH_BIN   := -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 RPATH_SUB   := -Wl,-rpath,'$$ORIGIN/..'
 
-.PHONY: all test bench bench-cache fuzz install clean plugins check-format deps test-deps deb check-layers \
+.PHONY: all test bench bench-neon bench-cache fuzz install clean plugins check-format deps test-deps deb check-layers \
         test-arm64
 # keep intermediate objects (test support, generated sources) between builds
 .SECONDARY:
@@ -252,13 +255,16 @@ test: check-layers all $(TESTS) $(BROKEN_SOS)
 # ---- arm64 under emulation -------------------------------------------------
 # Cross-builds the tree for arm64 (CROSS=aarch64-linux-gnu, its own build dir) and runs the
 # unit tests that need no server process or host tools under qemu-aarch64-static, every
-# SIMD row required (tests/run-arm64.sh).
+# SIMD row required, the format tests again on CPUs without i8mm and without the dot
+# product, and the golden subset of test-qwen-hybrid with NEON and scalar rows
+# (tests/run-arm64.sh).
 ARM64_CROSS := aarch64-linux-gnu
 ARM64_TESTS := test-format-kquants test-format-iquants test-format-rows test-format-fp4 \
-               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf
+               test-format-float test-format-affine test-format-pq2 test-act-quant test-gguf \
+               test-kernels test-sampling
 test-arm64:
 	@$(MAKE) --no-print-directory CROSS=$(ARM64_CROSS) all \
-	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS))
+	    $(addprefix build-$(ARM64_CROSS)/tests/,$(ARM64_TESTS) test-qwen-hybrid)
 	@tests/run-arm64.sh build-$(ARM64_CROSS) $(ARM64_TESTS)
 
 # ---- benchmarks ----------------------------------------------------------
@@ -269,6 +275,12 @@ $(BUILD)/bench/%: bench/%.c $(APP_LIBS) $(LIBBUILTIN) $(LIBSPLASH)
 
 bench: all $(BENCHES)
 	@bench/run-bench.sh $(BENCHES)
+
+# The formats with NEON rows (bench-formats: mat-vec GB/s and % of the measured read
+# bandwidth, in-cache and mat-mat speed, the row each runs); on x86-64 their AVX rows.
+NEON_BENCH_TYPES := Q8_0 Q4_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4
+bench-neon: all $(BUILD)/bench/bench-formats
+	@$(BUILD)/bench/bench-formats $(NEON_BENCH_TYPES)
 
 # the prefix cache alone: BENCH_CACHE_ARGS="-T 4096" for a shorter conversation
 bench-cache: all $(BUILD)/bench/bench-cache

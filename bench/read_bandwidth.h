@@ -7,6 +7,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +57,20 @@ __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size
 
 #endif
 
+#if defined(__aarch64__)
+/* arm64: 128-bit loads (ldp q pairs) into four independent accumulators. */
+static uint64_t sum_neon(const uint64_t *p, size_t n)
+{
+    uint64x2_t a0 = vdupq_n_u64(0), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        a0 = vaddq_u64(a0, vld1q_u64(p + i));
+        a1 = vaddq_u64(a1, vld1q_u64(p + i + 2));
+        a2 = vaddq_u64(a2, vld1q_u64(p + i + 4));
+        a3 = vaddq_u64(a3, vld1q_u64(p + i + 6));
+    }
+    return vaddvq_u64(vaddq_u64(vaddq_u64(a0, a1), vaddq_u64(a2, a3)));
+}
+#else
 static uint64_t sum_plain(const uint64_t *p, size_t n)
 {
     uint64_t a0 = 0, a1 = 0;
@@ -63,6 +80,7 @@ static uint64_t sum_plain(const uint64_t *p, size_t n)
     }
     return a0 + a1;
 }
+#endif
 
 struct sum_task {
     const uint64_t *p;
@@ -80,7 +98,11 @@ static void *sum_thread(void *arg)
         t->result = sum_avx2(t->p, t->n);
     else
 #endif
+#if defined(__aarch64__)
+        t->result = sum_neon(t->p, t->n);
+#else
         t->result = sum_plain(t->p, t->n);
+#endif
     return NULL;
 }
 

@@ -201,14 +201,15 @@ static void axpy_float(const struct kernel_vec *vec, const struct splash_kv_page
  * f16 accumulator's rounding into different expert choices: an f32 accumulator agrees
  * with it on argmax for 80-85 of 87 rows, this form on 85-87. The table's round_f16,
  * dot_f16 and acc_f16 rows do the per-key work (F16C conversions in the AVX2 and AVX-512
- * rows), each giving the scalar row's bits. */
+ * rows), each giving the scalar row's bits; a table without them takes the reference's. */
 #define ATTN_F16_MAX_HD 1024 /* head sizes the f16 form holds on the stack */
 
 static void attn_head_f16(const struct attn_task *t, const float *q, int32_t g, int64_t first,
                           int64_t n_kv, float sink, int has_sink, float *o)
 {
     const struct splash_kv_pages *kv = t->kv;
-    const struct kernel_vec *vec = t->vec;
+    /* a table without the f16 rows (NEON) takes the reference's */
+    const struct kernel_vec *vec = t->vec->round_f16 ? t->vec : &kernel_vec_ref;
     int32_t hd = kv->head_dim;
     float qh[ATTN_F16_MAX_HD];
     uint16_t acc[ATTN_F16_MAX_HD];

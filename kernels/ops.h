@@ -4,7 +4,7 @@
  * written in.
  *
  * Each primitive has a scalar reference (vec.c) and SIMD versions in vec_avx2.c /
- * vec_avx512.c; kernel_vec_get() picks the first table the CPU supports, after
+ * vec_avx512.c (x86-64) and vec_neon.c (arm64); kernel_vec_get() picks the first table the CPU supports, after
  * SPLASH_FORCE_ISA. Tests compare every table with the reference. */
 #ifndef SPLASH_KERNELS_OPS_H
 #define SPLASH_KERNELS_OPS_H
@@ -15,7 +15,7 @@
 #include "splash/kernels.h"
 
 struct kernel_vec {
-    const char *isa;       /* "avx512", "avx2", "scalar" */
+    const char *isa;       /* "avx512", "avx2", "neon", "scalar" */
     uint64_t cpu_requires; /* SPLASH_CPU_* bits */
     /* sum a[i] * b[i] */
     float (*dot)(int64_t n, const float *a, const float *b);
@@ -75,12 +75,19 @@ struct kernel_vec {
     /* acc[i] = f16(f16(acc[i] * ms) when ms != 1, then f16(fma(v[i], vs, acc[i]))): one
      * key's value into an f16 accumulator, rounded after the rescale and the add */
     void (*acc_f16)(int64_t n, uint16_t *acc, const uint16_t *v, float ms, float vs);
+    /* (optional: NULL takes the reference's) NeoX rotation of n pairs (x[i], y[i]) by
+     * cs[2i] = cos, cs[2i + 1] = sin: x = x c - y s, y = x s + y c, each product rounded
+     * (the same bits in every table). */
+    void (*rope_pairs)(int32_t n, float *x, float *y, const float *cs);
 };
 
 extern const struct kernel_vec kernel_vec_ref;
 #if defined(__x86_64__)
 extern const struct kernel_vec kernel_vec_avx2;
 extern const struct kernel_vec kernel_vec_avx512;
+#endif
+#if defined(__aarch64__)
+extern const struct kernel_vec kernel_vec_neon;
 #endif
 
 /* The tables this build has, best first, ending in the reference (NULL-terminated). */

@@ -16,17 +16,14 @@ struct rope_task {
 static void rope_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const struct rope_task *t = ctx;
+    const struct kernel_vec *v = kernel_vec_get();
+    void (*pairs)(int32_t, float *, float *, const float *) =
+        v->rope_pairs ? v->rope_pairs : kernel_vec_ref.rope_pairs;
     for (int64_t r = begin; r < end; r++) {
         const float *cs = t->cs + r * t->n_pairs * 2;
         for (int32_t h = 0; h < t->n_heads; h++) {
             float *x = t->x + r * t->row_stride + h * t->head_stride;
-            float *y = x + t->n_pairs;
-            for (int32_t i = 0; i < t->n_pairs; i++) {
-                float c = cs[2 * i], s = cs[2 * i + 1];
-                float a = x[i], b = y[i];
-                x[i] = a * c - b * s;
-                y[i] = a * s + b * c;
-            }
+            pairs(t->n_pairs, x, x + t->n_pairs, cs);
         }
     }
 }

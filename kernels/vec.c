@@ -163,6 +163,16 @@ static void ref_acc_f16(int64_t n, uint16_t *acc, const uint16_t *v, float ms, f
         acc[i] = splash_fp32_to_fp16(fmaf(splash_fp16_to_fp32(v[i]), vs, splash_fp16_to_fp32(acc[i])));
 }
 
+static void ref_rope_pairs(int32_t n, float *x, float *y, const float *cs)
+{
+    for (int32_t i = 0; i < n; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float a = x[i], b = y[i];
+        x[i] = a * c - b * s;
+        y[i] = a * s + b * c;
+    }
+}
+
 const struct kernel_vec kernel_vec_ref = {
     .isa = "scalar",
     .cpu_requires = 0,
@@ -184,12 +194,16 @@ const struct kernel_vec kernel_vec_ref = {
     .round_f16 = ref_round_f16,
     .dot_f16 = ref_dot_f16,
     .acc_f16 = ref_acc_f16,
+    .rope_pairs = ref_rope_pairs,
 };
 
 const struct kernel_vec *const kernel_vec_tables[] = {
 #if defined(__x86_64__)
     &kernel_vec_avx512,
     &kernel_vec_avx2,
+#endif
+#if defined(__aarch64__)
+    &kernel_vec_neon,
 #endif
     &kernel_vec_ref,
     NULL,

@@ -251,6 +251,38 @@ static void test_fp4_simd_rows_match_scalar(void **state)
     check_simd_rows(test_format_find("FP8_E4M3"), 9);
 }
 
+#if defined(__aarch64__)
+/* The MXFP4 NEON rows sum each block exactly in int32 lanes and then take the scalar row's
+ * float steps in its order (formats/mxfp4/mxfp4_neon.h), so they give the scalar row's
+ * bits: on ggml's vectors and on random blocks (every code, scales 2^-16..2^13), vec_dot
+ * and each activation row of mul_rows. */
+static void test_fp4_mxfp4_neon_rows_give_scalar_bits(void **state)
+{
+    (void)state;
+    static const char *const isas[] = {"neon-dotprod", "neon"};
+    const struct splash_format_type *f = test_format_find("MXFP4");
+    const size_t row_bytes = REF_N / 32 * 17;
+    uint8_t *q = test_quant_load("mxfp4", "q", REF_ROWS * row_bytes, NULL);
+    uint8_t *aq = test_quant_load("mxfp4", "actq", REF_ROWS * ACT_ROW_BYTES, NULL);
+    enum { NB = 41, N = NB * 32 };
+    uint8_t w[RND_W * NB * 17], a[RND_ACT * NB * 34];
+    float af[RND_ACT * N];
+    random_blocks(f, w, RND_W * NB);
+    random_acts("Q8_0", a, af, RND_ACT * N);
+    for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++) {
+        if (!test_row_gives_scalar_bits(f, isas[s], REF_N, q, row_bytes, aq, ACT_ROW_BYTES,
+                                        REF_ROWS))
+            continue;
+        const int held = test_row_gives_scalar_bits(f, isas[s], N, w, NB * 17, a, NB * 34, RND_W);
+        assert_true(held);
+        print_message("  MXFP4 %s: scalar bits on %d x %d ggml dots and %d x %d random ones\n",
+                      isas[s], REF_ROWS, REF_ROWS, RND_W, RND_W);
+    }
+    free(aq);
+    free(q);
+}
+#endif
+
 /* ---- hand-computed blocks ----------------------------------------------------------------- */
 
 /* GGUF NVFP4 scales: 0x7f reads as 0, bit 7 is ignored otherwise (0xb8 is 1.0 and
@@ -636,6 +668,9 @@ int main(void)
         cmocka_unit_test(test_fp4_from_float_matches_ggml),
         cmocka_unit_test(test_fp4_dot_matches_ggml),
         cmocka_unit_test(test_fp4_simd_rows_match_scalar),
+#if defined(__aarch64__)
+        cmocka_unit_test(test_fp4_mxfp4_neon_rows_give_scalar_bits),
+#endif
         cmocka_unit_test(test_fp4_nvfp4_scale_bytes),
         cmocka_unit_test(test_fp4_mlx_mxfp4_hand_values),
         cmocka_unit_test(test_fp4_mlx_mxfp4_matches_gguf),

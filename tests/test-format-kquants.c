@@ -299,18 +299,24 @@ static void test_kquants_vec_dot_matches_reference(void **state)
 
 #if defined(__aarch64__)
 /* The NEON rows sum each (sub-)block in int32 lanes and then take the scalar row's own float
- * steps in its order (formats/kquants/kq_neon.h), so on ggml's vectors each gives the
- * scalar row's bits: both rows (Armv8.0 and sdot) of each type that has them, each run
- * here (qemu's default CPU has the dot product; SPLASH_TEST_REQUIRE_ISA=1 fails a skip). */
+ * steps in its order (formats/kquants/kq_neon.h, kquants_i8mm_neon.c), so on ggml's vectors
+ * each gives the scalar row's bits: every NEON row (Armv8.0, sdot, smmla) of each type that
+ * has it, vec_dot and mul_rows over every split of the reference rows into even and odd
+ * weight and activation counts, each run here (qemu's default CPU has the dot product and
+ * i8mm; SPLASH_TEST_REQUIRE_ISA=1 fails a skip). */
 static void test_kquants_neon_rows_give_scalar_bits(void **state)
 {
     (void)state;
-    static const char *const types[] = {"q8_0", "q4_0", "q4_K", "q5_K", "q6_K"};
-    static const char *const isas[] = {"neon-dotprod", "neon"};
+    static const struct {
+        const char *type;
+        int i8mm;
+    } types[] = {{"q8_0", 1}, {"q4_0", 1}, {"q4_K", 1}, {"q5_K", 0}, {"q6_K", 0}};
+    static const char *const isas[] = {"neon-i8mm", "neon-dotprod", "neon"};
+    static const int shapes[][2] = {{8, 8}, {7, 5}, {2, 2}, {3, 1}, {1, 8}, {6, 7}, {5, 3}};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const struct kq_case *k = NULL;
         for (size_t c = 0; c < N_CASES; c++)
-            if (!strcmp(kq_cases[c].file, types[t]))
+            if (!strcmp(kq_cases[c].file, types[t].type))
                 k = &kq_cases[c];
         assert_non_null(k);
         const struct splash_format_type *f = test_format_find(k->name);
@@ -318,14 +324,50 @@ static void test_kquants_neon_rows_give_scalar_bits(void **state)
         const size_t act_row_bytes = ref_int(k->file, "act_row_bytes");
         uint8_t *q = test_quant_load(k->file, "q", n_rows_ref * row_bytes, NULL);
         uint8_t *aq = test_quant_load(k->file, "actq", n_rows_ref * act_row_bytes, NULL);
-        for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++)
-            if (test_row_gives_scalar_bits(f, isas[s], n_per_row_ref, q, row_bytes, aq,
-                                           act_row_bytes, n_rows_ref))
-                print_message("  %s %s: scalar bits on %d x %d reference dots\n", k->name,
-                              isas[s], n_rows_ref, n_rows_ref);
+        for (size_t s = types[t].i8mm ? 0 : 1; s < sizeof isas / sizeof isas[0]; s++) {
+            if (!test_row_gives_scalar_bits(f, isas[s], n_per_row_ref, q, row_bytes, aq,
+                                            act_row_bytes, n_rows_ref))
+                continue;
+            for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
+                const int nw = shapes[h][0] < n_rows_ref ? shapes[h][0] : n_rows_ref;
+                const int na = shapes[h][1] < n_rows_ref ? shapes[h][1] : n_rows_ref;
+                /* start at row 1 where there is room, so pairs do not always begin at 0 */
+                const int w0 = nw < n_rows_ref ? 1 : 0, a0 = na < n_rows_ref ? 1 : 0;
+                assert_true(test_mul_rows_give_scalar_bits(
+                    f, isas[s], n_per_row_ref, q + w0 * row_bytes, row_bytes, nw,
+                    aq + a0 * act_row_bytes, act_row_bytes, na));
+            }
+            print_message("  %s %s: scalar bits on %d x %d reference dots, mul_rows too\n",
+                          k->name, isas[s], n_rows_ref, n_rows_ref);
+        }
         free(aq);
         free(q);
     }
+}
+
+/* A weight takes the i8mm row only where HWCAP2 says i8mm, the sdot row only with asimddp,
+ * else the Armv8.0 one: tests/run-arm64.sh runs this under qemu's max CPU, a Neoverse N1
+ * (dot product, no i8mm) and a Cortex-A53 (neither); a wrong pick there dies of SIGILL. */
+static void test_kquants_neon_dispatch_follows_hwcaps(void **state)
+{
+    (void)state;
+    const uint64_t have = splash_cpu_features();
+    const char *want = (have & SPLASH_CPU_NEON_I8MM) && (have & SPLASH_CPU_NEON_DOTPROD)
+                           ? "neon-i8mm"
+                       : (have & SPLASH_CPU_NEON_DOTPROD) ? "neon-dotprod"
+                       : (have & SPLASH_CPU_NEON)         ? "neon"
+                                                          : "scalar";
+    static const char *const names[] = {"Q8_0", "Q4_0", "Q4_K"};
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        const struct splash_kernel_row *row =
+            splash_format_pick_row(test_format_find(names[t]), have);
+        if (strcmp(row->isa, want))
+            fail_msg("%s: picked the %s row on a CPU with 0x%llx, want %s", names[t], row->isa,
+                     (unsigned long long)have, want);
+    }
+    char desc[256];
+    splash_cpu_describe(desc, sizeof desc);
+    print_message("  CPU %s: Q8_0, Q4_0, Q4_K take the %s row\n", desc, want);
 }
 #endif
 
@@ -775,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_kquants_simd_rows_match_scalar),
 #if defined(__aarch64__)
         cmocka_unit_test(test_kquants_neon_rows_give_scalar_bits),
+        cmocka_unit_test(test_kquants_neon_dispatch_follows_hwcaps),
 #endif
         cmocka_unit_test(test_kquants_mul_rows_tiles_match_vec_dot),
         cmocka_unit_test(test_kquants_generic_order_rows_give_scalar_bits),

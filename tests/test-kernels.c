@@ -329,6 +329,27 @@ static void test_hybrid_vec_tables_match_reference(void **state)
                 close_or_fail(what, o1, o2, 3 * n, 2e-6);
                 free(cx), free(cs), free(cw), free(o1), free(o2);
             }
+            /* rope_pairs: the reference's bits (each product rounded, no FMA); its values
+             * come from y1 and a, not new draws, so the later tests' data stay the same
+             * whichever tables have rope_pairs */
+            if (v->rope_pairs) {
+                float *r1 = malloc((size_t)(2 * n) * sizeof *r1),
+                      *r2 = malloc((size_t)(2 * n) * sizeof *r2),
+                      *rcs = malloc((size_t)(2 * n) * sizeof *rcs);
+                for (int64_t i = 0; i < n; i++) {
+                    r1[i] = r2[i] = 3.0f * y1[i];
+                    r1[n + i] = r2[n + i] = -2.0f * a[i];
+                    rcs[2 * i] = b[i];
+                    rcs[2 * i + 1] = w[i];
+                }
+                v->rope_pairs((int32_t)n, r1, r1 + n, rcs);
+                ref->rope_pairs((int32_t)n, r2, r2 + n, rcs);
+                for (int64_t i = 0; i < 2 * n; i++)
+                    if (memcmp(&r1[i], &r2[i], sizeof r1[i]))
+                        fail_msg("%s rope_pairs n=%lld: element %lld %.9g, the reference %.9g",
+                                 v->isa, (long long)n, (long long)i, (double)r1[i], (double)r2[i]);
+                free(rcs), free(r1), free(r2);
+            }
             free(a), free(b), free(w), free(bb), free(bi), free(y1), free(y2);
         }
     }

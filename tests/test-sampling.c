@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "server/engine/sampling.h"
+#include "server/engine/sampling_scan.h"
+#include "tests/support/kernel_rows.h"
+#include "tests/support/rng.h"
 
 static void test_sampling_greedy_takes_lowest_of_ties(void **state)
 {
@@ -143,6 +146,63 @@ static void test_sampling_logprobs(void **state)
     splash_sampler_free(&s);
 }
 
+#if defined(__aarch64__)
+/* The NEON scans give the plain loops' results: argmax (first of ties, NaN skipped, a NaN
+ * first element), the range and the count at or above a threshold (until a stop), on
+ * every length 1..70 of logits with ties, signed zeros and NaNs. */
+static void test_sampling_neon_scans_match_loops(void **state)
+{
+    (void)state;
+    if (!test_cpu_has(SPLASH_CPU_NEON, "the NEON sampling scans"))
+        return;
+    uint64_t rng = 0x5eed5eed5eedull;
+    float x[70];
+    for (int trial = 0; trial < 400; trial++) {
+        const int32_t n = 1 + trial % 70;
+        for (int32_t i = 0; i < n; i++) {
+            const uint64_t r = test_xorshift64(&rng);
+            x[i] = (float)(int)(r % 9) - 4.0f; /* few values: many ties */
+            if (r % 13 == 0)
+                x[i] = -0.0f;
+            if (trial % 5 == 4 && r % 17 == 0)
+                x[i] = NAN;
+        }
+        if (trial % 50 == 9)
+            x[0] = NAN;
+        int32_t want = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (x[i] > x[want])
+                want = i;
+        const int32_t got = splash_argmax_neon(x, n);
+        if (got != want)
+            fail_msg("trial %d (n %d): argmax %d, the loop %d", trial, n, got, want);
+        int nan = 0;
+        float lo = x[0], hi = x[0];
+        for (int32_t i = 0; i < n; i++) {
+            nan |= x[i] != x[i];
+            lo = x[i] < lo ? x[i] : lo;
+            hi = x[i] > hi ? x[i] : hi;
+        }
+        float glo, ghi;
+        const int ok = splash_logit_range_neon(x, n, &glo, &ghi);
+        if (ok == nan || (ok && (glo != lo || ghi != hi)))
+            fail_msg("trial %d (n %d): range %d [%g, %g], the loop nan %d [%g, %g]", trial, n,
+                     ok, (double)glo, (double)ghi, nan, (double)lo, (double)hi);
+        for (float thr = -4.5f; thr < 5.0f; thr += 1.5f)
+            for (int32_t stop = 1; stop <= 80; stop += 13) {
+                int32_t cnt = 0;
+                for (int32_t i = 0; i < n && cnt < stop; i++)
+                    cnt += x[i] >= thr;
+                const int32_t c = splash_count_at_least_neon(x, n, thr, stop);
+                /* the same count, or both at least stop (the loop stops there) */
+                if (c != cnt && !(cnt >= stop && c >= stop && c < stop + 16))
+                    fail_msg("trial %d (n %d): count >= %g until %d: %d, the loop %d", trial,
+                             n, (double)thr, stop, c, cnt);
+            }
+    }
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +213,9 @@ int main(void)
         cmocka_unit_test(test_sampling_top_p_and_min_p_filter),
         cmocka_unit_test(test_sampling_penalties),
         cmocka_unit_test(test_sampling_logprobs),
+#if defined(__aarch64__)
+        cmocka_unit_test(test_sampling_neon_scans_match_loops),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,10 +79,15 @@ KQ_DECL_MUL(q6k_mul_q8k_avx512);
     KQ_DECL_MUL(iq4xs_mul_rows_q8k_##isa)
 KQ_DECL_NEON(neon);
 KQ_DECL_NEON(neon_dotprod);
+/* i8mm (kquants_i8mm_neon.c): smmla mul_rows; their rows' vec_dot is the dotprod one */
+KQ_DECL_MUL(q8_0_mul_q8_0_neon_i8mm);
+KQ_DECL_MUL(q4_0_mul_q8_0_neon_i8mm);
+KQ_DECL_MUL(q4k_mul_q8k_neon_i8mm);
 #endif
 
 #define KQ_CPU_NEON_ROW SPLASH_CPU_NEON
 #define KQ_CPU_NEON_DOTPROD_ROW (SPLASH_CPU_NEON | SPLASH_CPU_NEON_DOTPROD)
+#define KQ_CPU_NEON_I8MM_ROW (KQ_CPU_NEON_DOTPROD_ROW | SPLASH_CPU_NEON_I8MM)
 
 #define KQ_CPU_AVX2_ROW (SPLASH_CPU_AVX2 | SPLASH_CPU_FMA)
 /* the AVX-512 kernels look bytes up with vpermb (VBMI) */

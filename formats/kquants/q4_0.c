@@ -71,6 +71,7 @@ static const struct splash_kernel_row q4_0_rows[] = {
     {KQ_CPU_AVX2_ROW, "avx2", q4_0_dot_q8_0_avx2, q4_0_mul_q8_0_avx2},
 #endif
 #if defined(__aarch64__)
+    {KQ_CPU_NEON_I8MM_ROW, "neon-i8mm", q4_0_dot_q8_0_neon_dotprod, q4_0_mul_q8_0_neon_i8mm},
     {KQ_CPU_NEON_DOTPROD_ROW, "neon-dotprod", q4_0_dot_q8_0_neon_dotprod, q4_0_mul_q8_0_neon_dotprod},
     {KQ_CPU_NEON_ROW, "neon", q4_0_dot_q8_0_neon, q4_0_mul_q8_0_neon},
 #endif

@@ -122,6 +122,7 @@ static const struct splash_kernel_row q4_k_rows[] = {
     {KQ_CPU_AVX2_ROW, "avx2", q4k_dot_q8k_avx2, q4k_mul_q8k_avx2},
 #endif
 #if defined(__aarch64__)
+    {KQ_CPU_NEON_I8MM_ROW, "neon-i8mm", q4k_dot_q8k_neon_dotprod, q4k_mul_q8k_neon_i8mm},
     {KQ_CPU_NEON_DOTPROD_ROW, "neon-dotprod", q4k_dot_q8k_neon_dotprod, q4k_mul_q8k_neon_dotprod},
     {KQ_CPU_NEON_ROW, "neon", q4k_dot_q8k_neon, q4k_mul_q8k_neon},
 #endif

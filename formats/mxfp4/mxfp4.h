@@ -45,5 +45,9 @@ static inline float mxfp4_e8m0_half(uint8_t e)
 MXFP4_ROW_FNS(mxfp4_q8_avx2);
 MXFP4_ROW_FNS(mxfp4_q8_avx512vnni);
 #endif
+#if defined(__aarch64__)
+MXFP4_ROW_FNS(mxfp4_q8_neon);         /* Armv8.0 Advanced SIMD */
+MXFP4_ROW_FNS(mxfp4_q8_neon_dotprod); /* Armv8.2 sdot */
+#endif
 
 #endif

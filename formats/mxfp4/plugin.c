@@ -185,11 +185,16 @@ static void mxfp4_q8_dot_ref(int64_t n, float *s, const void *w_row, const void 
 #define AVX512VNNI_BITS                                                                            \
     (AVX2_BITS | SPLASH_CPU_AVX512F | SPLASH_CPU_AVX512BW | SPLASH_CPU_AVX512VL |                  \
      SPLASH_CPU_AVX512DQ | SPLASH_CPU_AVX512VNNI | SPLASH_CPU_AVX512VBMI)
+#define NEON_DOTPROD_BITS (SPLASH_CPU_NEON | SPLASH_CPU_NEON_DOTPROD)
 
 static const struct splash_kernel_row mxfp4_rows[] = {
 #if defined(__x86_64__)
     {AVX512VNNI_BITS, "avx512vnni", mxfp4_q8_avx512vnni_dot, mxfp4_q8_avx512vnni_mul_rows},
     {AVX2_BITS, "avx2", mxfp4_q8_avx2_dot, mxfp4_q8_avx2_mul_rows},
+#endif
+#if defined(__aarch64__)
+    {NEON_DOTPROD_BITS, "neon-dotprod", mxfp4_q8_neon_dotprod_dot, mxfp4_q8_neon_dotprod_mul_rows},
+    {SPLASH_CPU_NEON, "neon", mxfp4_q8_neon_dot, mxfp4_q8_neon_mul_rows},
 #endif
     {0, "scalar", mxfp4_q8_dot_ref, NULL},
 };

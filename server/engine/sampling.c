@@ -7,6 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host_impl.h"
+#include "server/engine/sampling_scan.h"
+
+/* Whether the NEON scans run here (SPLASH_FORCE_ISA=scalar turns them off). */
+static int neon_scans(void)
+{
+#if defined(__aarch64__)
+    return (splash_cpu_features() & SPLASH_CPU_NEON) != 0;
+#else
+    return 0;
+#endif
+}
+
 static uint64_t rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));
@@ -76,6 +89,10 @@ void splash_sampler_accept(struct splash_sampler *s, int32_t token)
 
 int32_t splash_argmax(const float *x, int64_t n)
 {
+#if defined(__aarch64__)
+    if (neon_scans())
+        return splash_argmax_neon(x, n);
+#endif
     int32_t best = 0;
     for (int64_t i = 1; i < n; i++)
         if (x[i] > x[best])
@@ -127,17 +144,29 @@ static int32_t top_candidates(struct splash_sampler *s, const float *logits, int
     int32_t n = s->n_vocab;
     if (k <= 0 || k >= n)
         return collect_sorted(s, logits, -INFINITY);
+    const int neon = neon_scans();
+    (void)neon; /* x86-64: no NEON scans */
     float lo = logits[0], hi = logits[0];
-    for (int32_t i = 1; i < n; i++) {
-        lo = logits[i] < lo ? logits[i] : lo;
-        hi = logits[i] > hi ? logits[i] : hi;
-    }
+#if defined(__aarch64__)
+    if (!neon || !splash_logit_range_neon(logits, n, &lo, &hi))
+#endif
+        for (int32_t i = 1; i < n; i++) {
+            lo = logits[i] < lo ? logits[i] : lo;
+            hi = logits[i] > hi ? logits[i] : hi;
+        }
     float a = lo, b = hi;
     for (int it = 0; it < 24 && b > a; it++) {
         float mid = a + (b - a) * 0.5f;
         int32_t cnt = 0;
-        for (int32_t i = 0; i < n && cnt < 4 * k; i++)
-            cnt += logits[i] >= mid;
+        /* counting stops at 4k: whether it stopped there or a little past, the tests below
+         * decide alike */
+#if defined(__aarch64__)
+        if (neon)
+            cnt = splash_count_at_least_neon(logits, n, mid, 4 * k);
+        else
+#endif
+            for (int32_t i = 0; i < n && cnt < 4 * k; i++)
+                cnt += logits[i] >= mid;
         if (cnt >= k)
             a = mid;
         else

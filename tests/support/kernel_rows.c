@@ -151,3 +151,40 @@ int test_row_gives_scalar_bits(const struct splash_format_type *f, const char *i
         }
     return 1;
 }
+
+int test_mul_rows_give_scalar_bits(const struct splash_format_type *f, const char *isa,
+                                   int64_t n, const void *w, size_t w_stride, int n_w,
+                                   const void *act, size_t act_stride, int n_act)
+{
+    const struct splash_kernel_row *ref = &f->rows[f->n_rows - 1], *row = NULL;
+    for (uint32_t r = 0; r + 1 < f->n_rows; r++)
+        if (!strcmp(f->rows[r].isa, isa))
+            row = &f->rows[r];
+    if (!row)
+        fail_msg("%s has no %s row", f->name, isa);
+    if (!row->mul_rows)
+        fail_msg("%s %s has no mul_rows of its own", f->name, isa);
+    if (!test_row_runs_here(row))
+        return 0;
+    const size_t stride = (size_t)n_w + 3;
+    float *out = malloc(sizeof(float) * stride * (size_t)n_act);
+    assert_non_null(out);
+    for (size_t k = 0; k < stride * (size_t)n_act; k++)
+        out[k] = SENTINEL;
+    row->mul_rows(n, w, w_stride, n_w, act, act_stride, n_act, out, stride);
+    for (int j = 0; j < n_act; j++) {
+        for (int i = 0; i < n_w; i++) {
+            float want;
+            ref->vec_dot(n, &want, (const char *)w + i * w_stride, (const char *)act + j * act_stride);
+            const float got = out[(size_t)j * stride + (size_t)i];
+            if (memcmp(&got, &want, sizeof got))
+                fail_msg("%s %s mul_rows (%d x %d rows): w row %d x act row %d: %.9g, the scalar "
+                         "row %.9g", f->name, isa, n_w, n_act, i, j, (double)got, (double)want);
+        }
+        for (size_t i = (size_t)n_w; i < stride; i++)
+            if (out[(size_t)j * stride + i] != SENTINEL)
+                fail_msg("%s %s mul_rows wrote past weight row %d", f->name, isa, n_w);
+    }
+    free(out);
+    return 1;
+}

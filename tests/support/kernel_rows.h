@@ -71,4 +71,12 @@ int test_row_gives_scalar_bits(const struct splash_format_type *f, const char *i
                                const void *w, size_t w_stride, const void *act,
                                size_t act_stride, int n_rows);
 
+/* test_row_gives_scalar_bits for f's row named isa's mul_rows: n_w weight rows against
+ * n_act activation rows in one call (out n_w + 3 wide), every output the scalar row's
+ * vec_dot bits and nothing past n_w written; fails naming the pair. Returns 0 when the
+ * row is not on this CPU, 1 when it was held. */
+int test_mul_rows_give_scalar_bits(const struct splash_format_type *f, const char *isa,
+                                   int64_t n, const void *w, size_t w_stride, int n_w,
+                                   const void *act, size_t act_stride, int n_act);
+
 #endif
