@@ -64,7 +64,7 @@ struct kernel_vec {
     void (*silu)(int64_t n, const float *x, float *y);
     /* y[i] = exp(x[i] - m) (y may equal x); returns the sum of y. x[i] = -inf gives 0. */
     float (*exp_sum)(int64_t n, const float *x, float m, float *y);
-    /* The f16 cache's attention (llama.cpp's arithmetic, kernels/attention.c), whose SIMD
+    /* (optional: NULL takes the reference's) The f16 cache's attention (llama.cpp's arithmetic, kernels/attention.c), whose SIMD
      * rows give the scalar's bits: */
     /* y[i] = x[i] rounded to f16 (to nearest even) and widened back */
     void (*round_f16)(int64_t n, const float *x, float *y);
