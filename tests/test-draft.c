@@ -348,7 +348,7 @@ static void test_af4g64_rows_given_back(void **state)
     const struct splash_draft_opts o = {.pool = pool, .keep_stored = 0};
     draft_run_open(&r, &o);
     const long rss1 = rss_kib();
-    const struct dflash2_model *m = r.dm;
+    const struct dflash2_model *m = r.made.dm;
     size_t given = 0;
     int n = 0;
     for (int32_t il = 0; il < m->cfg.n_layers; il++) {
