@@ -897,6 +897,24 @@ static void test_long_sequence_sliding_pages(void **state)
     tiny_free(&m);
 }
 
+/* The tiny model written with o (seed) to a temporary file named by tag, opened with a KV
+ * cache of format kv; close_tiny closes it and removes the file. */
+static void open_tiny(const struct tiny_opts *o, uint64_t seed, const char *tag, int kv,
+                      struct tiny *m, struct test_run *r, char *path, size_t size)
+{
+    tmp_path(path, size, tag);
+    tiny_from_writer(m, o, seed, path);
+    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = kv};
+    test_run_open(r, &ro, path, "flint-tiny");
+}
+
+static void close_tiny(struct tiny *m, struct test_run *r, const char *path)
+{
+    test_run_close(r);
+    unlink(path);
+    tiny_free(m);
+}
+
 /* ---- the prefix cache: runs, restore points, sequences as bytes ------------------------- */
 
 /* forward once per run from pos0 to the last of ends[]; the last token's logits */
@@ -922,12 +940,9 @@ static void runs_case(int kv)
 {
     struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1, .mix = "Q8_0"};
     struct tiny m;
-    char path[256];
-    tmp_path(path, sizeof path, "runs");
-    tiny_from_writer(&m, &o, 71, path);
     struct test_run r;
-    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = kv};
-    test_run_open(&r, &ro, path, "flint-tiny");
+    char path[256];
+    open_tiny(&o, 71, "runs", kv, &m, &r, path, sizeof path);
     assert_non_null(fam->forward_runs);
     static const int32_t ends[] = {64, 100, 130, 133, 134, 198, 262, 390, 400, 720, 723};
     enum { N_RUNS = sizeof ends / sizeof ends[0], N = 723 };
@@ -965,9 +980,7 @@ static void runs_case(int kv)
     assert_true(fam->cache_bytes(r.model) == 0);
     free(want);
     free(got);
-    test_run_close(&r);
-    unlink(path);
-    tiny_free(&m);
+    close_tiny(&m, &r, path);
 }
 
 static void test_forward_runs_bit_identical(void **state)
@@ -985,12 +998,9 @@ static void test_forward_taps(void **state)
     enum { N = 600, L = 2 };
     struct tiny_opts o = {.gating = 1, .norm_topk = 1, .n_dense = 1};
     struct tiny m;
-    char path[256];
-    tmp_path(path, sizeof path, "taps");
-    tiny_from_writer(&m, &o, 75, path);
     struct test_run r;
-    struct test_run_opts ro = {.fam = fam, .pool = pool, .kv_format = SPLASH_KV_F32};
-    test_run_open(&r, &ro, path, "flint-tiny");
+    char path[256];
+    open_tiny(&o, 75, "taps", SPLASH_KV_F32, &m, &r, path, sizeof path);
     assert_non_null(fam->forward_taps);
     int32_t t[N];
     prompt(t, N, 76);
@@ -1058,9 +1068,7 @@ static void test_forward_taps(void **state)
     free(runs_taps);
     free(la);
     free(lb);
-    test_run_close(&r);
-    unlink(path);
-    tiny_free(&m);
+    close_tiny(&m, &r, path);
 }
 
 /* A sequence saved as bytes (the SSD tier) and loaded back goes on to the bits of the one
