@@ -1436,9 +1436,12 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
               api->has(e->lm->meta, "text_config.num_experts");
     /* a MoE target's rows each route their own experts; prompt lookup's guesses are often
      * wrong, and where rows cost compute (a CPU) verifying them all can cost more than
-     * they return: both take the budget's rows under auto; a dense target with its draft
-     * verifies every row, as models.md "Drafts" has it */
-    e->budget_on = (moe || !e->draft.model) && !e->opts->verify_rows_all;
+     * they return: both take the budget's rows under auto, and so do the MTP block's
+     * proposals, whose acceptance varies with the model's training (a random block's are
+     * all rejected, and eight verified rows then cost a CPU several plain steps); a dense
+     * target with its DFlash2 draft verifies every row, as models.md "Drafts" has it */
+    int mtp = e->draft.model && !e->draft.meta;
+    e->budget_on = (moe || !e->draft.model || mtp) && !e->opts->verify_rows_all;
     splash_budget_init(&e->budget);
     splash_log(SPLASH_LOG_INFO, NULL, "Speculation · %s: up to %d proposals a cycle; verify rows: %s",
                e->draft.model ? (e->draft.meta ? "the DFlash2 draft (prompt lookup where its "
@@ -1451,9 +1454,14 @@ static enum splash_status spec_setup(struct engine *e, struct splash_err *err)
                                      "experts, so cycles verify the rows that maximise expected "
                                      "tokens per unit of measured cost, every 32nd all; "
                                      "--verify-rows all verifies every row)"
-                                   : "the budget's (prompt lookup's proposals: cycles verify the "
-                                     "rows that maximise expected tokens per unit of measured "
-                                     "cost, every 32nd all; --verify-rows all verifies every row)")
+                                   : mtp ? "the budget's (the MTP block's proposals: cycles "
+                                           "verify the rows that maximise expected tokens per "
+                                           "unit of measured cost, every 32nd all; "
+                                           "--verify-rows all verifies every row)"
+                                         : "the budget's (prompt lookup's proposals: cycles "
+                                           "verify the rows that maximise expected tokens per "
+                                           "unit of measured cost, every 32nd all; "
+                                           "--verify-rows all verifies every row)")
                : "all the output limit leaves (--verify-rows all, or a dense target with its "
                  "draft: its weights are read once for every row)");
     return SPLASH_OK;
