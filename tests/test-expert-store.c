@@ -336,6 +336,42 @@ static void test_elastic_chunks_bitwise(void **state)
     test_golden_free(&g);
 }
 
+/* ---- prefill groups ----------------------------------------------------------------------- */
+
+/* A prompt longer than the trunk's 512-row pieces runs as one group, layer by layer: each
+ * layer's experts are loaded once for all its rows, and the logits are all-resident's. */
+static void test_prefill_group_reads_each_layer_once(void **state)
+{
+    char path[512];
+    test_testdata_path(path, sizeof path, "models/qwen35moe-tiny-Q4_K_M.gguf");
+    struct test_run whole, small;
+    open_model(path, 0, &whole);
+    open_model(path, SPLASH_EXPERTS_SMALLEST, &small);
+    enum { N = 1500 };
+    int32_t *tokens = malloc(N * sizeof *tokens);
+    uint32_t x = 7;
+    for (int i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        tokens[i] = (int32_t)(x % (uint32_t)whole.info.n_vocab);
+    }
+    float *ref = test_run_logits(&whole, tokens, N, 0, NULL);
+    float *got = test_run_logits(&small, tokens, N, 0, NULL);
+    if (memcmp(ref, got, (size_t)N * (size_t)whole.info.n_vocab * sizeof(float)))
+        fail_msg("a %d-token prefill group's logits differ from all experts loaded", N);
+    struct splash_expert_stats s;
+    moe_expert_stats(small.model, &s);
+    printf("  %d-token prefill: %llu loads, %llu experts read, %.2f MiB read\n", N,
+           (unsigned long long)s.prefill.loads, (unsigned long long)s.prefill.read,
+           (double)s.prefill.bytes_read / 1048576.0);
+    /* one round per layer (qwen35moe-tiny: 4 MoE layers), not one per 512-row piece */
+    assert_int_equal(s.prefill.loads, whole.info.n_layers);
+    free(ref);
+    free(got);
+    free(tokens);
+    test_run_close(&whole);
+    test_run_close(&small);
+}
+
 /* ---- sizes -------------------------------------------------------------------------------- */
 
 static void model_path(char *path, size_t size)
@@ -503,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),
         cmocka_unit_test(test_elastic_chunks_bitwise),
+        cmocka_unit_test(test_prefill_group_reads_each_layer_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -187,6 +187,10 @@ struct hybrid_model {
      * the step stops after that layer and returns them. */
     enum splash_status ffn_status;
     struct splash_err ffn_err;
+    /* Rows a forward step runs layer by layer (0: HYBRID_UBATCH); longer inputs go in
+     * pieces of this many. An FFN whose weights stream from the SSD raises it, so that a
+     * prefill group reads each layer's weights once for all its rows. */
+    int32_t ubatch;
 };
 
 /* A sequence's caches. KV: per attention layer, a table of pages

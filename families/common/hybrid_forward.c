@@ -380,7 +380,7 @@ static int64_t attn_scratch_per_row(const struct hybrid_config *c)
     return 4 * qd + 2 * kvd;
 }
 
-/* ---- one step over <= HYBRID_UBATCH rows ------------------------------------------------- */
+/* ---- one step over <= ubatch rows ------------------------------------------------------- */
 
 static void rope_cs(struct step *s)
 {
@@ -623,10 +623,11 @@ static enum splash_status forward_all(struct hybrid_model *model, const struct s
             return st;
         n += ln->n_tokens;
     }
-    if (n <= HYBRID_UBATCH)
+    const int32_t ubatch = model->ubatch > 0 ? model->ubatch : HYBRID_UBATCH;
+    if (n <= ubatch)
         return forward_step(model, lanes, runs, n_lanes, taps, err);
     int64_t tap_width = taps ? (int64_t)taps->n_layers * model->cfg.n_embd : 0;
-    /* too many rows for one step: each lane in pieces of at most HYBRID_UBATCH tokens,
+    /* too many rows for one step: each lane in pieces of at most ubatch tokens,
      * cut where its runs allow */
     for (int32_t l = 0; l < n_lanes; l++) {
         const struct splash_lane *ln = &lanes[l];
@@ -636,7 +637,7 @@ static enum splash_status forward_all(struct hybrid_model *model, const struct s
             return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %d runs", ru->n);
         int32_t k0 = 0;
         for (int32_t off = 0; off < ln->n_tokens;) {
-            int32_t end = piece_end(ru, ln->n_tokens, off, off + HYBRID_UBATCH);
+            int32_t end = piece_end(ru, ln->n_tokens, off, off + ubatch);
             int last = end == ln->n_tokens;
             struct splash_lane sub = {.seq = ln->seq,
                                       .tokens = ln->tokens + off,

@@ -124,6 +124,9 @@ void moe_ffn_set_observer(void *layer_ffn, moe_route_observer_fn fn, void *ctx)
 /* Steps of at most this many rows count as decode for the store's replacement: a batched
  * decode step's verify rows, not a prompt chunk. */
 #define MOE_DECODE_ROWS 32
+/* Rows a forward step of a model whose experts stream runs layer by layer (the trunk's
+ * pieces are 512 rows otherwise): each piece reads nearly every expert of each layer. */
+#define MOE_STREAMED_UBATCH 2048
 
 /* The model-wide state of the MoE FFN (model->ffn_model): the streamed experts' store. */
 struct moe_model {
@@ -224,6 +227,9 @@ static enum splash_status moe_model_ready(struct hybrid_model *model, struct spl
                                       model->opts.expert_elastic, &mm->store, err);
     if (st)
         return st;
+    /* a prefill group of four 512-row steps runs layer by layer: each layer's experts are
+     * read once for all its rows */
+    model->ubatch = MOE_STREAMED_UBATCH;
     struct splash_expert_stats s;
     es_stats_get(mm->store, &s);
     model->host->log(SPLASH_LOG_INFO, "qwen_moe",

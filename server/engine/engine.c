@@ -116,6 +116,7 @@ struct engine {
     int n_closers;
     struct splash_engine_cache cache; /* prefix cache and the caches' memory */
     struct splash_expert_elastic elastic; /* an automatic expert store's elastic chunks */
+    int experts_stream;                   /* the model's routed experts stream (a store) */
     /* speculative decoding: the proposer (NULL: off), verify rows' logits, the counts */
     struct splash_proposer *proposer;
     struct splash_spec_draft draft; /* draft.model NULL: no draft */
@@ -148,7 +149,9 @@ static double ema(double old, double sample)
  * unit of prefill time is the decode share (server.md "Server options"). */
 static int32_t prefill_chunk(const struct engine *e, int n_decode)
 {
-    int32_t most = 4 * e->opts->prefill_chunk;
+    /* a MoE whose experts stream reads each layer's experts once a step: steps of eight
+     * chunks (the family runs them layer by layer as one group) read them half as often */
+    int32_t most = (e->experts_stream ? 8 : 4) * e->opts->prefill_chunk;
     if (!n_decode || e->opts->decode_share <= 0)
         return most;
     if (e->t_decode_step <= 0 || e->t_prefill_token <= 0)
@@ -1527,6 +1530,8 @@ int splash_engine_main(const struct splash_engine_opts *opts)
     if (experts_line[0])
         fprintf(stderr, "%s\n", experts_line);
     splash_expert_elastic_init(&e.elastic, e.lm->family, e.lm->model);
+    struct splash_expert_stats store;
+    e.experts_stream = splash_family_expert_stats(e.lm->family, e.lm->model, &store);
     splash_expert_elastic_start(&e.elastic, console_line, NULL);
     if ((opts->fit_context ? splash_memory_plan_fit : splash_memory_plan_make)(
             &budget, &e.lm->info, opts->max_context, 0, e.max_lanes, &plan, &err) != SPLASH_OK) {

@@ -69,6 +69,28 @@ test("a read error fails one request naming the file; the next is served", async
   }
 });
 
+test("a long prompt prefills as one group: each layer's experts are read once", async () => {
+  const server = await startServer(["--expert-memory", "2M", "--max-context", "4K"], { model });
+  try {
+    const words = ["the", "little", "dog", "ran", "over", "a", "hill", "and", "found", "big"];
+    let x = 3;
+    const prompt = Array.from({ length: 900 }, () => {
+      x = (x * 1103515245 + 12345) % 2147483648;
+      return words[x % words.length];
+    }).join(" ");
+    const { status, body } = await complete(server, prompt, 1);
+    assert.equal(status, 200, JSON.stringify(body));
+    // more than the 1,024 rows of a dense model's step and the trunk's 512-row pieces
+    assert.ok(body.usage.prompt_tokens > 1100 && body.usage.prompt_tokens <= 2048,
+              JSON.stringify(body.usage));
+    const se = (await (await fetch(`${server.url}/status`)).json()).streamed_experts;
+    // qwen35moe-tiny's 4 MoE layers, one round each
+    assert.equal(se.prefill.loads, 4, JSON.stringify(se.prefill));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 test("a size for a model without routed experts says it does nothing", async () => {
   const server = await startServer(["--expert-memory", "1G"]);
   try {
