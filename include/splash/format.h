@@ -53,9 +53,9 @@ struct splash_planes {
 #define SPLASH_FORMAT_LINEAR (1u << 4)
 /* its reference multiplies float activations (MLX's affine layers: x @ dequantized w), so
  * Q8_0 activations would move its products further than the checkpoint's own arithmetic
- * does: the core gives its kernels each Q8_0 row twice, the value's high part and its
- * remainder (a 15-bit quantization), and adds the two products (ABI 1.5; the core reads it
- * only from plugins built against 1.5 or later) */
+ * does: in the first layers the core gives its kernels each Q8_0 row twice, the value's
+ * high part and its remainder (a 15-bit quantization), and adds the two products (ABI 1.5;
+ * the core reads it only from plugins built against 1.5 or later) */
 #define SPLASH_FORMAT_FINE_ACT (1u << 5)
 
 struct splash_format_type {
