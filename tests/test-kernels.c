@@ -293,28 +293,32 @@ static void test_hybrid_vec_tables_match_reference(void **state)
                 fx[0] = 70000.0f; /* past f16: Inf */
                 if (n > 3)
                     fx[3] = 3e-6f; /* an f16 subnormal */
-                v->round_f16(n, fx, r1);
-                ref->round_f16(n, fx, r2);
-                snprintf(what, sizeof what, "%s round_f16 n=%lld", v->isa, (long long)n);
-                if (memcmp(r1, r2, (size_t)n * 4))
-                    fail_msg("%s: not the scalar's bits", what);
-                for (int64_t i = 0; i < n; i++) {
-                    fv[i] = splash_fp32_to_fp16(b[i]);
-                    a1[i] = a2[i] = splash_fp32_to_fp16(w[i]);
-                }
-                ref->round_f16(n, a, r2);
-                double d1 = v->dot_f16(n, r2, fv), d2 = ref->dot_f16(n, r2, fv);
-                snprintf(what, sizeof what, "%s dot_f16 n=%lld", v->isa, (long long)n);
-                if (memcmp(&d1, &d2, sizeof d1))
-                    fail_msg("%s: %.17g, the scalar %.17g", what, d1, d2);
-                static const float ms[] = {1.0f, 0.37f, 0.0f}, vs[] = {0.81f, 1.0f, 1.0f};
-                for (int c = 0; c < 3; c++) {
-                    v->acc_f16(n, a1, fv, ms[c], vs[c]);
-                    ref->acc_f16(n, a2, fv, ms[c], vs[c]);
-                    snprintf(what, sizeof what, "%s acc_f16 n=%lld ms %g", v->isa, (long long)n,
-                             (double)ms[c]);
-                    if (memcmp(a1, a2, (size_t)n * 2))
+                /* optional rows (NEON has none: attention takes the reference's); the draws
+                 * above are made either way, so later checks see the same data */
+                if (v->round_f16) {
+                    v->round_f16(n, fx, r1);
+                    ref->round_f16(n, fx, r2);
+                    snprintf(what, sizeof what, "%s round_f16 n=%lld", v->isa, (long long)n);
+                    if (memcmp(r1, r2, (size_t)n * 4))
                         fail_msg("%s: not the scalar's bits", what);
+                    for (int64_t i = 0; i < n; i++) {
+                        fv[i] = splash_fp32_to_fp16(b[i]);
+                        a1[i] = a2[i] = splash_fp32_to_fp16(w[i]);
+                    }
+                    ref->round_f16(n, a, r2);
+                    double d1 = v->dot_f16(n, r2, fv), d2 = ref->dot_f16(n, r2, fv);
+                    snprintf(what, sizeof what, "%s dot_f16 n=%lld", v->isa, (long long)n);
+                    if (memcmp(&d1, &d2, sizeof d1))
+                        fail_msg("%s: %.17g, the scalar %.17g", what, d1, d2);
+                    static const float ms[] = {1.0f, 0.37f, 0.0f}, vs[] = {0.81f, 1.0f, 1.0f};
+                    for (int c = 0; c < 3; c++) {
+                        v->acc_f16(n, a1, fv, ms[c], vs[c]);
+                        ref->acc_f16(n, a2, fv, ms[c], vs[c]);
+                        snprintf(what, sizeof what, "%s acc_f16 n=%lld ms %g", v->isa, (long long)n,
+                                 (double)ms[c]);
+                        if (memcmp(a1, a2, (size_t)n * 2))
+                            fail_msg("%s: not the scalar's bits", what);
+                    }
                 }
                 free(fx), free(r1), free(r2), free(fv), free(a1), free(a2);
             }
@@ -1086,7 +1090,10 @@ static void gdn_case_run(const struct gdn_case *c, int state_bf16)
             snprintf(what, sizeof what, "gdn %s %s n=%d k%d v%d %s%s", vec->isa,
                      chunked ? "chunked" : "recurrent", c->n_tokens, c->n_k, c->n_v,
                      c->grouped ? "grouped" : "tiled", state_bf16 ? " bf16" : "");
-            close_or_fail(what, out, expect, c->n_tokens * vs, 2e-4);
+            /* a bf16 state is rounded after every token: a SIMD order that lands one entry
+             * a bf16 step (2^-8 of it) from the reference moves the outputs after it by up
+             * to |q| times that step (NEON: 2.1e-4 at 70 tokens) */
+            close_or_fail(what, out, expect, c->n_tokens * vs, state_bf16 ? 1e-3 : 2e-4);
             /* the state leaving */
             float *sf = malloc(se * 4), *sx = malloc(se * 4);
             for (size_t i = 0; i < se; i++) {
