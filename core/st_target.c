@@ -462,8 +462,9 @@ static enum splash_status import_into(const struct build *b, const struct planes
         .global_scale = p->g,
         .row_scales = p->row_scales,
     };
-    if ((st = p->f->import_planes(&pl, dst, err)))
-        st = splash_err_set(err, st, "%s: %s: %s", shard(b, p->w), p->w->name, err->msg);
+    struct splash_err why = {{0}}; /* not err itself: the message is printed into it */
+    if ((st = p->f->import_planes(&pl, dst, &why)))
+        st = splash_err_set(err, st, "%s: %s: %s", shard(b, p->w), p->w->name, why.msg);
 out:
     for (int i = 0; i < 3; i++)
         free(tmp[i]);
