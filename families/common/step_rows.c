@@ -46,6 +46,29 @@ enum splash_status step_rows_check_runs(const struct splash_lane *ln,
     return SPLASH_OK;
 }
 
+enum splash_status step_rows_check_lanes(const struct splash_lane *lanes,
+                                         const struct splash_lane_runs *runs, int32_t n_lanes,
+                                         int64_t (*seq_tokens)(const void *seq),
+                                         int64_t max_context, int64_t n_vocab, int64_t *n_rows,
+                                         struct splash_err *err)
+{
+    int64_t n = 0;
+    for (int32_t l = 0; l < n_lanes; l++) {
+        const struct splash_lane *ln = &lanes[l];
+        enum splash_status st = step_rows_check_lane(ln, l, ln->seq ? seq_tokens(ln->seq) : 0,
+                                                     max_context, n_vocab, err);
+        if (st || (st = step_rows_check_runs(ln, runs ? &runs[l] : NULL, l, err)))
+            return st;
+        for (int32_t j = 0; j < l; j++)
+            if (lanes[j].seq == ln->seq && ln->n_tokens && lanes[j].n_tokens)
+                return splash_err_set(err, SPLASH_ERR_INVALID,
+                                      "lanes %d and %d extend the same sequence", j, l);
+        n += ln->n_tokens;
+    }
+    *n_rows = n;
+    return SPLASH_OK;
+}
+
 int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0)
 {
     int64_t r = 0;

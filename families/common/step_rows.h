@@ -25,6 +25,14 @@ enum splash_status step_rows_check_runs(const struct splash_lane *ln,
                                         const struct splash_lane_runs *ru, int32_t l,
                                         struct splash_err *err);
 
+/* Every lane of a step checked as above (seq_tokens(seq): the tokens a lane's sequence
+ * holds, 0 for none), no two lanes extending one sequence; *n_rows = the rows of all lanes. */
+enum splash_status step_rows_check_lanes(const struct splash_lane *lanes,
+                                         const struct splash_lane_runs *runs, int32_t n_lanes,
+                                         int64_t (*seq_tokens)(const void *seq),
+                                         int64_t max_context, int64_t n_vocab, int64_t *n_rows,
+                                         struct splash_err *err);
+
 /* row0[l] = the first row of lane l; returns the rows of all lanes. */
 int64_t step_rows_offsets(const struct splash_lane *lanes, int32_t n_lanes, int64_t *row0);
 

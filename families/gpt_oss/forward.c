@@ -265,24 +265,20 @@ static enum splash_status step_of(void *model, const struct splash_lane *lanes,
     return forward_step(model, lanes, runs, n_lanes, err);
 }
 
+static int64_t seq_tokens(const void *seq)
+{
+    return ((const struct gptoss_seq *)seq)->n_tokens;
+}
+
 enum splash_status gptoss_forward(struct gptoss_model *model, const struct splash_lane *lanes,
                                   const struct splash_lane_runs *runs, int32_t n_lanes,
                                   struct splash_err *err)
 {
-    int64_t n = 0;
-    for (int32_t l = 0; l < n_lanes; l++) {
-        const struct splash_lane *ln = &lanes[l];
-        const struct gptoss_seq *seq = ln->seq;
-        enum splash_status st = step_rows_check_lane(ln, l, seq ? seq->n_tokens : 0,
-                                                     model->max_context, model->cfg.n_vocab, err);
-        if (st || (st = step_rows_check_runs(ln, runs ? &runs[l] : NULL, l, err)))
-            return st;
-        for (int32_t j = 0; j < l; j++)
-            if (lanes[j].seq == ln->seq && ln->n_tokens && lanes[j].n_tokens)
-                return splash_err_set(err, SPLASH_ERR_INVALID,
-                                      "lanes %d and %d extend the same sequence", j, l);
-        n += ln->n_tokens;
-    }
+    int64_t n;
+    enum splash_status st = step_rows_check_lanes(lanes, runs, n_lanes, seq_tokens,
+                                                  model->max_context, model->cfg.n_vocab, &n, err);
+    if (st)
+        return st;
     if (n <= GPTOSS_UBATCH)
         return forward_step(model, lanes, runs, n_lanes, err);
     /* too many rows for one step: each lane run by run, in pieces of GPTOSS_UBATCH */
