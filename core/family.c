@@ -386,3 +386,41 @@ enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, 
                               f->header.name);
     return f->seq_load(model, buf, size, seq, err);
 }
+
+int splash_family_saves_parts(const struct splash_family_plugin *f)
+{
+    return f->header.abi_minor >= 6 && f->seq_save_page && f->seq_rest_bytes &&
+           f->seq_save_rest && f->seq_load_parts;
+}
+
+enum splash_status splash_family_seq_save_page(const struct splash_family_plugin *f, void *model,
+                                               const void *seq, int64_t page,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err)
+{
+    return f->seq_save_page(model, seq, page, write, ctx, err);
+}
+
+uint64_t splash_family_seq_rest_bytes(const struct splash_family_plugin *f, const void *model,
+                                      int32_t n_tokens)
+{
+    return f->seq_rest_bytes(model, n_tokens);
+}
+
+enum splash_status splash_family_seq_save_rest(const struct splash_family_plugin *f, void *model,
+                                               const void *seq,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err)
+{
+    return f->seq_save_rest(model, seq, write, ctx, err);
+}
+
+enum splash_status splash_family_seq_load_parts(const struct splash_family_plugin *f, void *model,
+                                                const void *const *pages, int64_t n_pages,
+                                                const void *rest, uint64_t rest_size, void **seq,
+                                                struct splash_err *err)
+{
+    return f->seq_load_parts(model, pages, n_pages, rest, rest_size, seq, err);
+}

@@ -119,4 +119,26 @@ enum splash_status splash_family_seq_load(const struct splash_family_plugin *f, 
                                           const void *buf, uint64_t size, void **seq,
                                           struct splash_err *err);
 
+/* 1 when the family saves and loads sequences in parts, whole pages and a rest (ABI 1.6,
+ * every entry present); 0 where the SSD tier keeps whole seq_save blobs. */
+int splash_family_saves_parts(const struct splash_family_plugin *f);
+/* family.h seq_save_page, seq_rest_bytes, seq_save_rest and seq_load_parts; call only
+ * where splash_family_saves_parts. */
+enum splash_status splash_family_seq_save_page(const struct splash_family_plugin *f, void *model,
+                                               const void *seq, int64_t page,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err);
+uint64_t splash_family_seq_rest_bytes(const struct splash_family_plugin *f, const void *model,
+                                      int32_t n_tokens);
+enum splash_status splash_family_seq_save_rest(const struct splash_family_plugin *f, void *model,
+                                               const void *seq,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err);
+enum splash_status splash_family_seq_load_parts(const struct splash_family_plugin *f, void *model,
+                                                const void *const *pages, int64_t n_pages,
+                                                const void *rest, uint64_t rest_size, void **seq,
+                                                struct splash_err *err);
+
 #endif

@@ -369,6 +369,34 @@ struct splash_family_plugin {
      * max_bytes; grow = 0 gives back its last chunk above the floor. Returns the chunk's
      * bytes, 0 when there is none (or the experts load whole). */
     uint64_t (*expert_resize)(void *model, int32_t grow, uint64_t max_bytes);
+
+    /* ---- ABI 1.6: sequences in parts, so the SSD tier keeps a prefix's pages once for
+     * every restore point along it (server.md "SSD cache": one file of KV pages, one of
+     * states, each point a chain of pages and a state). NULL in an older plugin, or one
+     * whose pages do not rest on their tokens alone: the tier keeps whole seq_save
+     * blobs. ---- */
+
+    /* Whole page `page` of seq (page < n_tokens / model_info.kv_page_tokens) in every
+     * attention layer: model_info.kv_page_bytes bytes, handed to write in order. Its bytes
+     * rest only on the tokens up to the page's end, so one copy serves every sequence that
+     * begins with them. */
+    enum splash_status (*seq_save_page)(void *model, const void *seq, int64_t page,
+                                        int (*write)(void *ctx, const void *bytes, size_t n),
+                                        void *ctx, struct splash_err *err);
+    /* Bytes seq_save_rest writes for a sequence of n_tokens tokens. */
+    uint64_t (*seq_rest_bytes)(const void *model, int32_t n_tokens);
+    /* All of seq its whole pages do not hold: a header naming the layout and the token
+     * count, the partial last page of each attention layer, the recurrent states. */
+    enum splash_status (*seq_save_rest)(void *model, const void *seq,
+                                        int (*write)(void *ctx, const void *bytes, size_t n),
+                                        void *ctx, struct splash_err *err);
+    /* A new sequence from its n_pages whole pages (pages[i]: kv_page_bytes each, as
+     * seq_save_page wrote them) and its rest (as seq_save_rest wrote it); a rest of another
+     * layout or size, or a page count other than its tokens fill, is refused
+     * (SPLASH_ERR_INVALID), never read past. */
+    enum splash_status (*seq_load_parts)(void *model, const void *const *pages, int64_t n_pages,
+                                         const void *rest, uint64_t rest_size, void **seq,
+                                         struct splash_err *err);
 };
 
 #endif

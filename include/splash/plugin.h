@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define SPLASH_ABI_MAJOR 1
-#define SPLASH_ABI_MINOR 5
+#define SPLASH_ABI_MINOR 6
 
 struct splash_host;
 
