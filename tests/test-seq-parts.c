@@ -13,17 +13,20 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/modelgen/model_writer.h"
 #include "core/family.h"
 #include "core/registry.h"
 #include "core/threadpool.h"
 #include "splash/family.h"
 #include "tests/support/blob.h"
 #include "tests/support/model_run.h"
+#include "tests/support/preset.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -32,16 +35,24 @@ extern const splash_plugin_entry_fn splash_builtin_plugins[];
 
 static struct splash_pool *pool;
 
-/* A family and the tiny model it is tested on: a test data file. */
+static char tmp_dir[256];
+
+/* A family and the tiny model it is tested on: a test data file, or one make-model writes
+ * from a preset. */
 struct family_case {
     const char *family;
-    const char *file; /* under the test data */
+    const char *file;   /* under the test data, or (preset) under tmp_dir */
+    const char *preset; /* NULL: a test data file */
+    int recurrent;      /* a recurrence computed in chunks that count from a call's start */
 };
 
-static const struct family_case hybrid_cases[] = {
-    {"qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf"},
-    {"qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf"},
+static const struct family_case cases[] = {
+    {"qwen_hybrid", "models/qwen35-tiny-Q8_0.gguf", NULL, 1},
+    {"qwen_moe", "models/qwen35moe-tiny-Q4_K_M.gguf", NULL, 1},
+    {"gpt_oss", "gptoss/gptoss-tiny-Q8_0.gguf", NULL, 0},
+    {"flint", "flint-tiny-Q8_0.gguf", "flint-tiny", 0},
 };
+#define N_CASES (sizeof cases / sizeof cases[0])
 
 static int setup(void **state)
 {
@@ -50,12 +61,38 @@ static int setup(void **state)
     if (splash_registry_n_records(r) == 0)
         splash_registry_add_builtins(r, splash_builtin_plugins);
     pool = splash_pool_create(2);
-    return pool ? 0 : -1;
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/splash-test-seq-parts-XXXXXX");
+    if (!pool || !mkdtemp(tmp_dir))
+        return -1;
+    for (size_t i = 0; i < N_CASES; i++) {
+        if (!cases[i].preset)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, cases[i].file);
+        struct splash_model_write_opts wo = {.mix = "Q8_0", .seed = 7, .pool = pool};
+        struct splash_err err = {{0}};
+        if (splash_model_write(r, test_preset(cases[i].preset), &wo, path, NULL, &err)) {
+            fprintf(stderr, "make-model %s: %s\n", cases[i].preset, err.msg);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    DIR *d = opendir(tmp_dir);
+    struct dirent *e;
+    char path[512];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
+            remove(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(tmp_dir);
     splash_pool_destroy(pool);
     return 0;
 }
@@ -64,7 +101,11 @@ static void open_case(const struct family_case *c, int kv_format, struct test_ru
 {
     char path[512];
     struct test_run_opts o = {.fam = test_family(c->family), .pool = pool, .kv_format = kv_format};
-    test_run_open(r, &o, test_testdata_path(path, sizeof path, c->file), c->file);
+    if (c->preset)
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, c->file);
+    else
+        test_testdata_path(path, sizeof path, c->file);
+    test_run_open(r, &o, path, c->file);
     assert_true(splash_family_saves_parts(r->fam));
 }
 
@@ -226,12 +267,12 @@ static void round_trip(const struct family_case *c, int kv)
     test_run_close(&r);
 }
 
-static void test_round_trip_hybrid(void **state)
+static void test_round_trip(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof hybrid_cases / sizeof hybrid_cases[0]; i++)
+    for (size_t i = 0; i < N_CASES; i++)
         for (int kv = SPLASH_KV_INT8; kv <= SPLASH_KV_BF16; kv++)
-            round_trip(&hybrid_cases[i], kv);
+            round_trip(&cases[i], kv);
 }
 
 /* ---- pages shared by a sequence that goes on further ------------------------------------- */
@@ -257,15 +298,18 @@ static void feed_runs(const struct test_run *r, void *seq, const int32_t *t, int
 
 /* How A and B are computed. */
 enum shared_way {
-    CALLS,    /* A in one call, B in calls of 64, 192, then 128 tokens */
+    CALLS,     /* A in one call, B in calls of 64, 192, then 128 tokens */
+    ODD_CALLS, /* A in one call, B in calls of 37 (a family without a recurrence) */
     TURN_RUNS /* as the plan cuts after a turn boundary at 100: A's runs end at 64, 100 and
                  its end; B's at 64, 100, then every 64 from 100 and its end */
 };
 
-/* A = 2.5 pages; B = A's tokens and 300 more, computed in other calls or runs (that start
- * the recurrence's chunks where A's do, as the engine's prefill plan does for the same
- * tokens). A's whole pages are B's byte for byte, so B loads from A's page copies, its own
- * later pages and its rest, and goes on as B. */
+/* A = 2.5 pages; B = A's tokens and 300 more, computed in other calls or runs. A's whole
+ * pages are B's byte for byte, so B loads from A's page copies, its own later pages and
+ * its rest, and goes on as B. For the hybrid trunk B's calls start the recurrence's
+ * 64-row chunks where A's do, as the engine's prefill plan does for the same tokens: its
+ * chunked delta rule counts chunks from a call's start, so calls of 37 rows give other
+ * bits (and so do rows decoded a token at a time, for every family but gpt_oss here). */
 static void shared_pages(const struct family_case *c, int kv, enum shared_way way)
 {
     struct test_run r;
@@ -279,11 +323,11 @@ static void shared_pages(const struct family_case *c, int kv, enum shared_way wa
     void *a, *b, *loaded;
     OK(r.fam->seq_create(r.model, &a, &err));
     OK(r.fam->seq_create(r.model, &b, &err));
-    if (way == CALLS) {
+    if (way != TURN_RUNS) {
         static const int32_t one_call[] = {1 << 20, 0};
-        static const int32_t other_calls[] = {64, 192, 128, 0};
+        static const int32_t other_calls[] = {64, 192, 128, 0}, odd_calls[] = {37, 0};
         feed(&r, a, t, 0, NA, one_call, NULL);
-        feed(&r, b, t, 0, NB, other_calls, NULL);
+        feed(&r, b, t, 0, NB, way == CALLS ? other_calls : odd_calls, NULL);
     } else {
         struct cuts ca = {3, {64, 100, NA}}, cb = {0};
         cb.ends[cb.n++] = 64;
@@ -308,7 +352,8 @@ static void shared_pages(const struct family_case *c, int kv, enum shared_way wa
     float *got = go_on(&r, loaded, NB, t[NB]);
     assert_memory_equal(got, want, (size_t)(STEPS * r.info.n_vocab) * sizeof(float));
     printf("  %s kv %s, %s: %lld of B's %lld pages from A's copies\n", c->family,
-           kv == SPLASH_KV_INT8 ? "int8" : "bf16", way == CALLS ? "other calls" : "turn runs",
+           kv == SPLASH_KV_INT8 ? "int8" : "bf16",
+           way == CALLS ? "other calls" : way == ODD_CALLS ? "calls of 37" : "turn runs",
            (long long)pa.n_pages, (long long)pb.n_pages);
     free(want);
     free(got);
@@ -322,13 +367,15 @@ static void shared_pages(const struct family_case *c, int kv, enum shared_way wa
     test_run_close(&r);
 }
 
-static void test_shared_pages_hybrid(void **state)
+static void test_shared_pages(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof hybrid_cases / sizeof hybrid_cases[0]; i++)
+    for (size_t i = 0; i < N_CASES; i++)
         for (int kv = SPLASH_KV_INT8; kv <= SPLASH_KV_BF16; kv++) {
-            shared_pages(&hybrid_cases[i], kv, CALLS);
-            shared_pages(&hybrid_cases[i], kv, TURN_RUNS);
+            shared_pages(&cases[i], kv, CALLS);
+            shared_pages(&cases[i], kv, TURN_RUNS);
+            if (!cases[i].recurrent)
+                shared_pages(&cases[i], kv, ODD_CALLS);
         }
 }
 
@@ -430,19 +477,19 @@ static void refusals(const struct family_case *c)
     test_run_close(&other);
 }
 
-static void test_refusals_hybrid(void **state)
+static void test_refusals(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof hybrid_cases / sizeof hybrid_cases[0]; i++)
-        refusals(&hybrid_cases[i]);
+    for (size_t i = 0; i < N_CASES; i++)
+        refusals(&cases[i]);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_hybrid),
-        cmocka_unit_test(test_shared_pages_hybrid),
-        cmocka_unit_test(test_refusals_hybrid),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_shared_pages),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

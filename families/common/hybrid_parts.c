@@ -2,9 +2,13 @@
  * each whole page (every attention layer's page at that index, layer by layer) kept once
  * for every restore point whose tokens begin with it, and a rest per point. A page's rows
  * are written once, from the tokens up to them only (each int8 row has its own scale),
- * so its bytes rest on those tokens alone. The rest: a header naming the layout and the
- * token count, every attention layer's partial last page (when the tokens end inside
- * one), then the GDN states and the conv states. */
+ * so its bytes rest on those tokens as they were computed: the chunked delta rule counts
+ * its 64-row chunks from a call's (a run's) start and a decode step runs the plain
+ * recurrence, so the same tokens prefilled with chunks that start elsewhere, or decoded,
+ * give other last bits (the prefill plan starts them in the same places for the same
+ * tokens). The rest: a header naming the layout and the token count, every attention
+ * layer's partial last page (when the tokens end inside one), then the GDN states and
+ * the conv states. */
 #include <stdint.h>
 #include <string.h>
 

@@ -145,12 +145,35 @@ void flint_seq_release_swa(struct flint_model *model, struct flint_seq *seq);
 int64_t flint_swa_pages(const struct flint_model *model);
 
 /* saved.c: a sequence as bytes (seq_save / seq_load) for the prefix cache's SSD tier */
+struct saved_layout; /* families/common/saved_header.h */
 uint64_t flint_seq_saved_bytes(const struct flint_model *model, int64_t n_tokens);
 enum splash_status flint_seq_save(const struct flint_model *model, const struct flint_seq *seq,
                                   int (*write)(void *ctx, const void *bytes, size_t n), void *ctx,
                                   struct splash_err *err);
 enum splash_status flint_seq_load(struct flint_model *model, const void *buf, uint64_t size,
                                   struct flint_seq **out, struct splash_err *err);
+/* The layout a saved sequence states: pages, KV format, layers, the window and which
+ * layers slide (one bit a layer: FLINT_MAX_LAYERS is 128), under magic "SPLFLNT1". */
+void flint_saved_layout(const struct flint_model *model, struct saved_layout *l);
+/* The pages a sliding layer keeps for a sequence of n tokens: [*first, *last] (none when n
+ * is 0: *last < *first), the window before n. */
+void flint_window_pages(const struct flint_model *model, int64_t n, int64_t *first,
+                        int64_t *last);
+
+/* parts.c: a sequence in parts (ABI 1.6): pages of the full layers, whole, and a rest
+ * (the full layers' partial page, every sliding layer's window) */
+enum splash_status flint_seq_save_page(const struct flint_model *model,
+                                       const struct flint_seq *seq, int64_t page,
+                                       int (*write)(void *ctx, const void *bytes, size_t n),
+                                       void *ctx, struct splash_err *err);
+uint64_t flint_seq_rest_bytes(const struct flint_model *model, int64_t n_tokens);
+enum splash_status flint_seq_save_rest(const struct flint_model *model,
+                                       const struct flint_seq *seq,
+                                       int (*write)(void *ctx, const void *bytes, size_t n),
+                                       void *ctx, struct splash_err *err);
+enum splash_status flint_seq_load_parts(struct flint_model *model, const void *const *pages,
+                                        int64_t n_pages, const void *rest, uint64_t rest_size,
+                                        struct flint_seq **out, struct splash_err *err);
 
 /* ffn.c: out (n, n_embd) = layer il's FFN of x (n, n_embd), the ffn_norm'ed rows. */
 enum splash_status flint_ffn_forward(struct flint_model *model, int32_t il, const float *x,

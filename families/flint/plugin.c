@@ -118,6 +118,37 @@ static enum splash_status fl_seq_load(void *model, const void *buf, uint64_t siz
     return st;
 }
 
+static enum splash_status fl_seq_save_page(void *model, const void *seq, int64_t page,
+                                           int (*write)(void *ctx, const void *bytes, size_t n),
+                                           void *ctx, struct splash_err *err)
+{
+    return flint_seq_save_page(model, seq, page, write, ctx, err);
+}
+
+static uint64_t fl_seq_rest_bytes(const void *model, int32_t n_tokens)
+{
+    return flint_seq_rest_bytes(model, n_tokens);
+}
+
+static enum splash_status fl_seq_save_rest(void *model, const void *seq,
+                                           int (*write)(void *ctx, const void *bytes, size_t n),
+                                           void *ctx, struct splash_err *err)
+{
+    return flint_seq_save_rest(model, seq, write, ctx, err);
+}
+
+static enum splash_status fl_seq_load_parts(void *model, const void *const *pages,
+                                            int64_t n_pages, const void *rest,
+                                            uint64_t rest_size, void **seq,
+                                            struct splash_err *err)
+{
+    struct flint_seq *s;
+    enum splash_status st = flint_seq_load_parts(model, pages, n_pages, rest, rest_size, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
+}
+
 static enum splash_status fl_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
                                       struct splash_err *err)
 {
@@ -169,6 +200,10 @@ static const struct splash_family_plugin fl_plugin = {
     .seq_saved_bytes = fl_seq_saved_bytes,
     .seq_save = fl_seq_save,
     .seq_load = fl_seq_load,
+    .seq_save_page = fl_seq_save_page,
+    .seq_rest_bytes = fl_seq_rest_bytes,
+    .seq_save_rest = fl_seq_save_rest,
+    .seq_load_parts = fl_seq_load_parts,
     .presets = flint_presets,
 };
 

@@ -8,24 +8,28 @@
 #include "families/common/saved_header.h"
 #include "families/flint/flint.h"
 
-/* The layout a blob states: pages, KV format, layers, the window and which layers slide
- * (one bit a layer: FLINT_MAX_LAYERS is 128). */
-static struct saved_layout layout_of(const struct flint_model *model)
+void flint_saved_layout(const struct flint_model *model, struct saved_layout *l)
 {
     const struct flint_config *c = &model->cfg;
-    struct saved_layout l = {.magic = "SPLFLNT1",
-                             .n_fields = 8,
-                             .fields = {FLINT_PAGE_TOKENS, (int64_t)model->kv_page_bytes,
-                                        model->opts.kv_format, c->n_layers, c->window, c->n_swa}};
+    *l = (struct saved_layout){.magic = "SPLFLNT1",
+                               .n_fields = 8,
+                               .fields = {FLINT_PAGE_TOKENS, (int64_t)model->kv_page_bytes,
+                                          model->opts.kv_format, c->n_layers, c->window,
+                                          c->n_swa}};
     for (int64_t il = 0; il < c->n_layers; il++)
         if (c->is_swa[il])
-            l.fields[6 + il / 64] |= (int64_t)((uint64_t)1 << (il % 64));
+            l->fields[6 + il / 64] |= (int64_t)((uint64_t)1 << (il % 64));
+}
+
+static struct saved_layout layout_of(const struct flint_model *model)
+{
+    struct saved_layout l;
+    flint_saved_layout(model, &l);
     return l;
 }
 
-/* The pages a sliding layer keeps for a sequence of n tokens: [*first, *last] (none when n
- * is 0: *last < *first). */
-static void window_pages(const struct flint_model *model, int64_t n, int64_t *first, int64_t *last)
+void flint_window_pages(const struct flint_model *model, int64_t n, int64_t *first,
+                        int64_t *last)
 {
     int64_t from = n - model->cfg.window + 1;
     *first = from > 0 ? from / FLINT_PAGE_TOKENS : 0;
@@ -37,7 +41,7 @@ static uint64_t saved_bytes(const void *model_, int64_t n_tokens)
     const struct flint_model *model = model_;
     struct saved_layout l = layout_of(model);
     int64_t first, last;
-    window_pages(model, n_tokens, &first, &last);
+    flint_window_pages(model, n_tokens, &first, &last);
     int64_t n_pages = (n_tokens + FLINT_PAGE_TOKENS - 1) / FLINT_PAGE_TOKENS;
     int64_t n_full = model->cfg.n_layers - model->cfg.n_swa;
     return saved_header_bytes(&l) + ((uint64_t)n_full * (uint64_t)n_pages +
@@ -54,7 +58,7 @@ uint64_t flint_seq_saved_bytes(const struct flint_model *model, int64_t n_tokens
 static void layer_pages(const struct flint_model *model, int64_t il, int64_t n, int64_t *from,
                         int64_t *to)
 {
-    window_pages(model, n, from, to);
+    flint_window_pages(model, n, from, to);
     if (!model->cfg.is_swa[il])
         *from = 0;
 }
@@ -92,7 +96,7 @@ enum splash_status flint_seq_load(struct flint_model *model, const void *buf, ui
     if (st)
         return st;
     int64_t first, last;
-    window_pages(model, n_tokens, &first, &last);
+    flint_window_pages(model, n_tokens, &first, &last);
     struct flint_seq *seq;
     if ((st = flint_seq_blank(model, n_tokens, first, &seq, err)))
         return st;

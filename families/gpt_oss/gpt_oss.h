@@ -148,12 +148,38 @@ enum splash_status gptoss_forward(struct gptoss_model *model, const struct splas
                                   struct splash_err *err);
 
 /* saved.c: a sequence as bytes (seq_save / seq_load, the prefix cache's SSD tier). */
+struct saved_layout; /* families/common/saved_header.h */
 uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_tokens);
 enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struct gptoss_seq *seq,
                                    int (*write)(void *ctx, const void *bytes, size_t n),
                                    void *ctx, struct splash_err *err);
 enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, uint64_t size,
                                    struct gptoss_seq **out, struct splash_err *err);
+/* The layout a saved sequence states: pages, KV format, layer counts, the sliding window
+ * and the ring, under magic "SPLGOSS1". */
+void gptoss_saved_layout(const struct gptoss_model *model, struct saved_layout *l);
+/* The logical pages a sliding layer keeps for a sequence of n tokens: [*first, *last]
+ * (none when n is 0: *last < *first), the window before n. */
+void gptoss_window_pages(const struct gptoss_model *model, int64_t n, int64_t *first,
+                         int64_t *last);
+/* The ring page of sliding layer `slot` that holds logical page p. */
+void *gptoss_ring_page(const struct gptoss_model *model, const struct gptoss_seq *seq,
+                       int32_t slot, int64_t p);
+
+/* parts.c: a sequence in parts (ABI 1.6): pages of the full layers, whole, and a rest
+ * (the full layers' partial page, every sliding ring's window) */
+enum splash_status gptoss_seq_save_page(const struct gptoss_model *model,
+                                        const struct gptoss_seq *seq, int64_t page,
+                                        int (*write)(void *ctx, const void *bytes, size_t n),
+                                        void *ctx, struct splash_err *err);
+uint64_t gptoss_seq_rest_bytes(const struct gptoss_model *model, int64_t n_tokens);
+enum splash_status gptoss_seq_save_rest(const struct gptoss_model *model,
+                                        const struct gptoss_seq *seq,
+                                        int (*write)(void *ctx, const void *bytes, size_t n),
+                                        void *ctx, struct splash_err *err);
+enum splash_status gptoss_seq_load_parts(struct gptoss_model *model, const void *const *pages,
+                                         int64_t n_pages, const void *rest, uint64_t rest_size,
+                                         struct gptoss_seq **out, struct splash_err *err);
 
 /* presets.c: make-model's gpt-oss shapes (ABI 1.4) */
 extern const struct splash_family_preset gptoss_presets[];

@@ -145,6 +145,38 @@ static enum splash_status go_seq_load(void *model, const void *buf, uint64_t siz
     return st;
 }
 
+static enum splash_status go_seq_save_page(void *model, const void *seq, int64_t page,
+                                           int (*write)(void *ctx, const void *bytes, size_t n),
+                                           void *ctx, struct splash_err *err)
+{
+    return gptoss_seq_save_page(model, seq, page, write, ctx, err);
+}
+
+static uint64_t go_seq_rest_bytes(const void *model, int32_t n_tokens)
+{
+    return gptoss_seq_rest_bytes(model, n_tokens);
+}
+
+static enum splash_status go_seq_save_rest(void *model, const void *seq,
+                                           int (*write)(void *ctx, const void *bytes, size_t n),
+                                           void *ctx, struct splash_err *err)
+{
+    return gptoss_seq_save_rest(model, seq, write, ctx, err);
+}
+
+static enum splash_status go_seq_load_parts(void *model, const void *const *pages,
+                                            int64_t n_pages, const void *rest,
+                                            uint64_t rest_size, void **seq,
+                                            struct splash_err *err)
+{
+    struct gptoss_seq *s;
+    enum splash_status st =
+        gptoss_seq_load_parts(model, pages, n_pages, rest, rest_size, &s, err);
+    if (!st)
+        *seq = s;
+    return st;
+}
+
 static enum splash_status go_seq_fork(void *model, const void *src, int32_t n_tokens, void **dst,
                                       struct splash_err *err)
 {
@@ -183,6 +215,10 @@ static const struct splash_family_plugin go_plugin = {
     .seq_saved_bytes = go_seq_saved_bytes,
     .seq_save = go_seq_save,
     .seq_load = go_seq_load,
+    .seq_save_page = go_seq_save_page,
+    .seq_rest_bytes = go_seq_rest_bytes,
+    .seq_save_rest = go_seq_save_rest,
+    .seq_load_parts = go_seq_load_parts,
     .presets = gptoss_presets,
 };
 

@@ -9,19 +9,23 @@
 #include "families/common/saved_header.h"
 #include "families/gpt_oss/gpt_oss.h"
 
-/* The layout a blob states: pages, KV format, layer counts and the sliding window. */
-static struct saved_layout layout_of(const struct gptoss_model *model)
+void gptoss_saved_layout(const struct gptoss_model *model, struct saved_layout *l)
 {
-    return (struct saved_layout){
+    *l = (struct saved_layout){
         .magic = "SPLGOSS1",
         .n_fields = 7,
         .fields = {GPTOSS_PAGE_TOKENS, (int64_t)model->kv_page_bytes, model->opts.kv_format,
                    model->n_full, model->cfg.n_swa, model->cfg.window, model->ring_pages}};
 }
 
-/* The logical pages a sliding layer keeps for a sequence of n tokens: [*first, *last]
- * (none when n is 0: *last < *first). */
-static void window_pages(const struct gptoss_model *model, int64_t n, int64_t *first,
+static struct saved_layout layout_of(const struct gptoss_model *model)
+{
+    struct saved_layout l;
+    gptoss_saved_layout(model, &l);
+    return l;
+}
+
+void gptoss_window_pages(const struct gptoss_model *model, int64_t n, int64_t *first,
                          int64_t *last)
 {
     int64_t w = model->cfg.window;
@@ -34,7 +38,7 @@ static uint64_t saved_bytes(const void *model_, int64_t n_tokens)
     const struct gptoss_model *model = model_;
     struct saved_layout l = layout_of(model);
     int64_t first, last;
-    window_pages(model, n_tokens, &first, &last);
+    gptoss_window_pages(model, n_tokens, &first, &last);
     int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS;
     return saved_header_bytes(&l) +
            ((uint64_t)model->n_full * (uint64_t)n_pages +
@@ -47,8 +51,7 @@ uint64_t gptoss_seq_saved_bytes(const struct gptoss_model *model, int64_t n_toke
     return saved_bytes(model, n_tokens);
 }
 
-/* Ring page of sliding layer `slot` that holds logical page p. */
-static void *ring_page(const struct gptoss_model *model, const struct gptoss_seq *seq,
+void *gptoss_ring_page(const struct gptoss_model *model, const struct gptoss_seq *seq,
                        int32_t slot, int64_t p)
 {
     return seq->ring[(size_t)slot * (size_t)model->ring_pages + (size_t)(p % model->ring_pages)];
@@ -60,7 +63,7 @@ enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struc
 {
     struct saved_layout l = layout_of(model);
     int64_t n_pages = (seq->n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
-    window_pages(model, seq->n_tokens, &first, &last);
+    gptoss_window_pages(model, seq->n_tokens, &first, &last);
     int stop = saved_header_write(&l, seq->n_tokens, write, ctx);
     for (int32_t a = 0; a < model->n_full && !stop; a++)
         for (int64_t p = 0; p < n_pages && !stop; p++)
@@ -68,7 +71,7 @@ enum splash_status gptoss_seq_save(const struct gptoss_model *model, const struc
                          model->kv_page_bytes);
     for (int32_t slot = 0; slot < model->cfg.n_swa && !stop; slot++)
         for (int64_t p = first; p <= last && !stop; p++)
-            stop = write(ctx, ring_page(model, seq, slot, p), model->kv_page_bytes);
+            stop = write(ctx, gptoss_ring_page(model, seq, slot, p), model->kv_page_bytes);
     return stop ? splash_err_set(err, SPLASH_ERR_IO, "a saved sequence's bytes were not taken")
                 : SPLASH_OK;
 }
@@ -93,14 +96,14 @@ enum splash_status gptoss_seq_load(struct gptoss_model *model, const void *buf, 
         return st;
     }
     int64_t n_pages = (n_tokens + GPTOSS_PAGE_TOKENS - 1) / GPTOSS_PAGE_TOKENS, first, last;
-    window_pages(model, n_tokens, &first, &last);
+    gptoss_window_pages(model, n_tokens, &first, &last);
     for (int32_t a = 0; a < model->n_full; a++)
         for (int64_t pg = 0; pg < n_pages; pg++, p += model->kv_page_bytes)
             memcpy(seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg], p,
                    model->kv_page_bytes);
     for (int32_t slot = 0; slot < model->cfg.n_swa; slot++)
         for (int64_t pg = first; pg <= last; pg++, p += model->kv_page_bytes)
-            memcpy(ring_page(model, seq, slot, pg), p, model->kv_page_bytes);
+            memcpy(gptoss_ring_page(model, seq, slot, pg), p, model->kv_page_bytes);
     seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;
