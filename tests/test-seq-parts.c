@@ -5,7 +5,8 @@
  * KV, ending one short of a page, on one, one past it and inside a later one; a page's
  * bytes are the same in a sequence that goes on further (computed in other calls), so a
  * longer sequence loads from the shorter one's pages; rests cut short, of another layout
- * or with the wrong page count are refused with a message. */
+ * (the other KV format, another family's model) or with the wrong page count are refused
+ * with a message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,15 +117,14 @@ static void prompt(const struct test_run *r, int32_t *t, int32_t n, int32_t salt
 }
 
 /* Feeds tokens [from, to) to seq in calls of the sizes chunks gives (0-terminated; the
- * last size repeats), the last call's logits to logits (NULL: none). */
+ * last size repeats). */
 static void feed(const struct test_run *r, void *seq, const int32_t *t, int32_t from, int32_t to,
-                 const int32_t *chunks, float *logits)
+                 const int32_t *chunks)
 {
     struct splash_err err = {{0}};
     for (int32_t at = from, k = 0; at < to; k += chunks[k + 1] != 0) {
         int32_t n = chunks[k] < to - at ? chunks[k] : to - at;
-        struct splash_lane lane = {.seq = seq, .tokens = t + at, .n_tokens = n, .pos0 = at,
-                                   .logits = at + n == to ? logits : NULL};
+        struct splash_lane lane = {.seq = seq, .tokens = t + at, .n_tokens = n, .pos0 = at};
         if (r->fam->forward(r->model, &lane, 1, &err))
             fail_msg("forward at %d: %s", at, err.msg);
         at += n;
@@ -171,8 +171,8 @@ static enum splash_status parts_load(const struct test_run *r, const struct test
     assert_non_null(bytes);
     for (int64_t k = 0; k < n_pages; k++)
         bytes[k] = pages[k]->p;
-    enum splash_status st = splash_family_seq_load_parts(r->fam, r->model, bytes, n_pages,
-                                                         rest->p, rest->n, seq, err);
+    enum splash_status st =
+        splash_family_seq_load_parts(r->fam, r->model, bytes, n_pages, rest->p, rest->n, seq, err);
     free(bytes);
     return st;
 }
@@ -202,8 +202,8 @@ static float *go_on(const struct test_run *r, void *seq, int32_t n, int32_t next
     int32_t tok = next;
     for (int32_t s = 0; s < STEPS; s++) {
         float *row = out + (size_t)(s * V);
-        struct splash_lane lane = {.seq = seq, .tokens = &tok, .n_tokens = 1, .pos0 = n + s,
-                                   .logits = row};
+        struct splash_lane lane = {
+            .seq = seq, .tokens = &tok, .n_tokens = 1, .pos0 = n + s, .logits = row};
         if (r->fam->forward(r->model, &lane, 1, &err))
             fail_msg("step %d: %s", s, err.msg);
         int32_t best = 0;
@@ -233,14 +233,14 @@ static void round_trip(const struct family_case *c, int kv)
         struct splash_err err = {{0}};
         void *seq, *from_parts, *from_blob;
         OK(r.fam->seq_create(r.model, &seq, &err));
-        feed(&r, seq, t, 0, n, one_call, NULL);
+        feed(&r, seq, t, 0, n, one_call);
         struct parts p;
         parts_save(&r, seq, n, &p);
         assert_int_equal(p.n_pages, n / P);
         /* the page past the whole ones is the rest's */
-        assert_int_equal(splash_family_seq_save_page(r.fam, r.model, seq, n / P, test_blob_write,
-                                                     &p.rest, &err),
-                         SPLASH_ERR_INVALID);
+        assert_int_equal(
+            splash_family_seq_save_page(r.fam, r.model, seq, n / P, test_blob_write, &p.rest, &err),
+            SPLASH_ERR_INVALID);
         assert_non_null(strstr(err.msg, "whole pages"));
         struct test_blob whole = {0};
         OK(splash_family_seq_save(r.fam, r.model, seq, test_blob_write, &whole, &err));
@@ -300,8 +300,8 @@ static void feed_runs(const struct test_run *r, void *seq, const int32_t *t, int
 enum shared_way {
     CALLS,     /* A in one call, B in calls of 64, 192, then 128 tokens */
     ODD_CALLS, /* A in one call, B in calls of 37 (a family without a recurrence) */
-    TURN_RUNS /* as the plan cuts after a turn boundary at 100: A's runs end at 64, 100 and
-                 its end; B's at 64, 100, then every 64 from 100 and its end */
+    TURN_RUNS  /* as the plan cuts after a turn boundary at 100: A's runs end at 64, 100 and
+                  its end; B's at 64, 100, then every 64 from 100 and its end */
 };
 
 /* A = 2.5 pages; B = A's tokens and 300 more, computed in other calls or runs. A's whole
@@ -326,8 +326,8 @@ static void shared_pages(const struct family_case *c, int kv, enum shared_way wa
     if (way != TURN_RUNS) {
         static const int32_t one_call[] = {1 << 20, 0};
         static const int32_t other_calls[] = {64, 192, 128, 0}, odd_calls[] = {37, 0};
-        feed(&r, a, t, 0, NA, one_call, NULL);
-        feed(&r, b, t, 0, NB, way == CALLS ? other_calls : odd_calls, NULL);
+        feed(&r, a, t, 0, NA, one_call);
+        feed(&r, b, t, 0, NB, way == CALLS ? other_calls : odd_calls);
     } else {
         struct cuts ca = {3, {64, 100, NA}}, cb = {0};
         cb.ends[cb.n++] = 64;
@@ -353,7 +353,9 @@ static void shared_pages(const struct family_case *c, int kv, enum shared_way wa
     assert_memory_equal(got, want, (size_t)(STEPS * r.info.n_vocab) * sizeof(float));
     printf("  %s kv %s, %s: %lld of B's %lld pages from A's copies\n", c->family,
            kv == SPLASH_KV_INT8 ? "int8" : "bf16",
-           way == CALLS ? "other calls" : way == ODD_CALLS ? "calls of 37" : "turn runs",
+           way == CALLS       ? "other calls"
+           : way == ODD_CALLS ? "calls of 37"
+                              : "turn runs",
            (long long)pa.n_pages, (long long)pb.n_pages);
     free(want);
     free(got);
@@ -382,8 +384,8 @@ static void test_shared_pages(void **state)
 /* ---- refusals ---------------------------------------------------------------------------- */
 
 /* Loads that must be refused (INVALID) with a message holding `says`. */
-static void refused(const struct test_run *r, const struct test_blob *const *pages,
-                    int64_t n_pages, const struct test_blob *rest, const char *says)
+static void refused(const struct test_run *r, const struct test_blob *const *pages, int64_t n_pages,
+                    const struct test_blob *rest, const char *says)
 {
     struct splash_err err = {{0}};
     void *seq = NULL;
@@ -409,8 +411,8 @@ static void refusals(const struct family_case *c)
     void *seq, *seq_other;
     OK(r.fam->seq_create(r.model, &seq, &err));
     OK(other.fam->seq_create(other.model, &seq_other, &err));
-    feed(&r, seq, t, 0, N, one_call, NULL);
-    feed(&other, seq_other, t, 0, N, one_call, NULL);
+    feed(&r, seq, t, 0, N, one_call);
+    feed(&other, seq_other, t, 0, N, one_call);
     struct parts p, po;
     parts_save(&r, seq, N, &p);
     parts_save(&other, seq_other, N, &po);
@@ -484,12 +486,48 @@ static void test_refusals(void **state)
         refusals(&cases[i]);
 }
 
+/* A rest of each family's model loaded by every other's: refused by its header. */
+static void test_other_models_refused(void **state)
+{
+    (void)state;
+    struct parts p[N_CASES];
+    struct test_run r[N_CASES];
+    for (size_t i = 0; i < N_CASES; i++) {
+        open_case(&cases[i], SPLASH_KV_INT8, &r[i]);
+        const int32_t N = r[i].info.kv_page_tokens + 9;
+        int32_t t[128];
+        assert_true(N <= 128);
+        prompt(&r[i], t, N, 41);
+        static const int32_t one_call[] = {1 << 20, 0};
+        struct splash_err err = {{0}};
+        void *seq;
+        OK(r[i].fam->seq_create(r[i].model, &seq, &err));
+        feed(&r[i], seq, t, 0, N, one_call);
+        parts_save(&r[i], seq, N, &p[i]);
+        r[i].fam->seq_destroy(r[i].model, seq);
+    }
+    for (size_t i = 0; i < N_CASES; i++)
+        for (size_t j = 0; j < N_CASES; j++) {
+            if (i == j)
+                continue;
+            const struct test_blob *pages[1] = {&p[i].pages[0]};
+            refused(&r[j], pages, 1, &p[i].rest, "not this model's layout");
+        }
+    for (size_t i = 0; i < N_CASES; i++) {
+        parts_free(&p[i]);
+        test_run_close(&r[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_shared_pages),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_other_models_refused),
     };
+    if (getenv("TEST_FILTER")) /* one test while iterating: TEST_FILTER=test_refusals */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,13 +19,12 @@
  * GDN layers and state sizes. */
 static struct saved_layout rest_layout(const struct hybrid_model *model)
 {
-    return (struct saved_layout){.magic = "SPLREST1",
-                                 .n_fields = 8,
-                                 .fields = {model->page_tokens, (int64_t)model->kv_page_bytes,
-                                            model->opts.kv_format, model->opts.state_format,
-                                            model->cfg.n_attn, model->n_gdn,
-                                            (int64_t)model->gdn_state_bytes,
-                                            (int64_t)model->conv_state_bytes}};
+    return (struct saved_layout){
+        .magic = "SPLREST1",
+        .n_fields = 8,
+        .fields = {model->page_tokens, (int64_t)model->kv_page_bytes, model->opts.kv_format,
+                   model->opts.state_format, model->cfg.n_attn, model->n_gdn,
+                   (int64_t)model->gdn_state_bytes, (int64_t)model->conv_state_bytes}};
 }
 
 /* Bytes of all attention layers' page at one index (model_info.kv_page_bytes). */
@@ -60,8 +59,7 @@ static int write_page(const struct hybrid_model *model, const struct hybrid_seq 
 }
 
 enum splash_status hybrid_family_seq_save_page(void *model_, const void *seq_, int64_t page,
-                                               int (*write)(void *ctx, const void *bytes,
-                                                            size_t n),
+                                               int (*write)(void *ctx, const void *bytes, size_t n),
                                                void *ctx, struct splash_err *err)
 {
     const struct hybrid_model *model = model_;
@@ -78,8 +76,7 @@ enum splash_status hybrid_family_seq_save_page(void *model_, const void *seq_, i
 }
 
 enum splash_status hybrid_family_seq_save_rest(void *model_, const void *seq_,
-                                               int (*write)(void *ctx, const void *bytes,
-                                                            size_t n),
+                                               int (*write)(void *ctx, const void *bytes, size_t n),
                                                void *ctx, struct splash_err *err)
 {
     const struct hybrid_model *model = model_;
@@ -114,8 +111,8 @@ enum splash_status hybrid_family_seq_load_parts(void *model_, const void *const 
     struct saved_layout l = rest_layout(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context,
-                                              rest_bytes, model, &n_tokens, &p, err);
+    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context, rest_bytes,
+                                              model, &n_tokens, &p, err);
     if (st)
         return st;
     int64_t whole = n_tokens / model->page_tokens;

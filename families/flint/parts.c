@@ -64,8 +64,8 @@ static enum splash_status write_pages(const struct flint_model *model, const str
     return SPLASH_OK;
 }
 
-enum splash_status flint_seq_save_page(const struct flint_model *model,
-                                       const struct flint_seq *seq, int64_t page,
+enum splash_status flint_seq_save_page(const struct flint_model *model, const struct flint_seq *seq,
+                                       int64_t page,
                                        int (*write)(void *ctx, const void *bytes, size_t n),
                                        void *ctx, struct splash_err *err)
 {
@@ -78,8 +78,7 @@ enum splash_status flint_seq_save_page(const struct flint_model *model,
     return write_pages(model, seq, 0, page, page, write, ctx, err);
 }
 
-enum splash_status flint_seq_save_rest(const struct flint_model *model,
-                                       const struct flint_seq *seq,
+enum splash_status flint_seq_save_rest(const struct flint_model *model, const struct flint_seq *seq,
                                        int (*write)(void *ctx, const void *bytes, size_t n),
                                        void *ctx, struct splash_err *err)
 {
@@ -102,8 +101,8 @@ enum splash_status flint_seq_load_parts(struct flint_model *model, const void *c
     struct saved_layout l = rest_layout(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context,
-                                              rest_bytes, model, &n_tokens, &p, err);
+    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context, rest_bytes,
+                                              model, &n_tokens, &p, err);
     if (st)
         return st;
     int64_t whole = n_tokens / FLINT_PAGE_TOKENS, first, last;

@@ -90,8 +90,8 @@ enum splash_status gptoss_seq_load_parts(struct gptoss_model *model, const void 
     struct saved_layout l = rest_layout(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context,
-                                              rest_bytes, model, &n_tokens, &p, err);
+    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context, rest_bytes,
+                                              model, &n_tokens, &p, err);
     if (st)
         return st;
     int64_t whole = n_tokens / GPTOSS_PAGE_TOKENS, first, last;
