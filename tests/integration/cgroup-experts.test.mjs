@@ -5,7 +5,8 @@
 // memory.limit_in_bytes), whose limit is derived from the model's sizes: the all-resident
 // load is refused naming the cgroup bound, while --expert-memory auto streams the experts
 // and answers as the all-resident server outside the group does, the group's peak usage
-// staying under its limit and below the all-resident one's. Skipped with the reason where
+// staying under its limit and below the all-resident one's. Page cache charged to the group
+// (a file written there) is not counted against the budget. Skipped with the reason where
 // no memory cgroup can be made (not root, no controller).
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -158,8 +159,8 @@ test("under a cgroup limit the all-resident load is refused; auto streams the ex
     assert.ok(withCache < started + 16 * MIB, `${withCache} bytes charged beside 64 MiB of page cache, ${started} without`);
     assert.equal(await cached.stop(), 0);
 
-    // the tight limit: the margin, what the start charges, and the weights with half of
-    // their routed experts; below the all-resident load (every weight, 2K tokens of KV and
+    // the tight limit: the margin, what the start charges, and the weights (the file's
+    // bytes stand for them) with half of their routed experts; below the all-resident load (every weight, 2K tokens of KV and
     // 16 lanes' state), above the other weights, the KV, the state and a one-layer store
     const limit = Math.round(MARGIN + started + fileBytes - routed / 2);
     const refusing = makeGroup(h, limit);
