@@ -80,11 +80,33 @@ static int own_group(const char *self_cgroup, int v1, char *path, size_t size)
     return found;
 }
 
+/* The value of key in a group's memory.stat ("key value" lines), or 0. */
+static uint64_t stat_value(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t len = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, len) && line[len] == ' ') {
+            v = strtoull(line + len + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
 /* The least room the limits leave along the process's group and its ancestors, under the
  * hierarchy at base (limit_file/usage_file in each group; limits of 2^60 or more are
- * none). Returns 1 when some level has a limit. */
+ * none). A group's usage counts the page cache its processes brought in, a model file
+ * read or downloaded among it; the kernel reclaims the inactive part of that before it
+ * refuses memory, as MemAvailable counts it free, so the room leaves it out (stat_key:
+ * its line in memory.stat, of the group and its children). Returns 1 when some level has
+ * a limit. */
 static int group_room(const char *base, const char *group, const char *limit_file,
-                      const char *usage_file, uint64_t *room)
+                      const char *usage_file, const char *stat_key, uint64_t *room)
 {
     char g[1024], path[1600];
     snprintf(g, sizeof g, "%s", group);
@@ -99,6 +121,9 @@ static int group_room(const char *base, const char *group, const char *limit_fil
             snprintf(path, sizeof path, "%s%s/%s", base, len > 1 ? g : "", usage_file);
             if (read_u64_file(path, &usage) != 0)
                 usage = 0;
+            snprintf(path, sizeof path, "%s%s/memory.stat", base, len > 1 ? g : "");
+            uint64_t cache = stat_value(path, stat_key);
+            usage -= cache < usage ? cache : usage;
             uint64_t r = limit > usage ? limit - usage : 0;
             if (!limited || r < *room)
                 *room = r;
@@ -138,12 +163,12 @@ enum splash_status splash_memory_budget_read_at(uint64_t max_memory, const char 
     char group[1024], v1_base[600];
     uint64_t left;
     if (group_room(dir, own_group(self, 0, group, sizeof group) ? "/" : group, "memory.max",
-                   "memory.current", &left)) {
+                   "memory.current", "inactive_file", &left)) {
         b->cgroup_room = left;
     } else {
         snprintf(v1_base, sizeof v1_base, "%s/memory", dir);
         if (group_room(v1_base, own_group(self, 1, group, sizeof group) ? "/" : group,
-                       "memory.limit_in_bytes", "memory.usage_in_bytes", &left))
+                       "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file", &left))
             b->cgroup_room = left;
     }
     uint64_t room = b->mem_available;

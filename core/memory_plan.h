@@ -12,7 +12,8 @@
 
 struct splash_memory_budget {
     uint64_t mem_available;  /* /proc/meminfo MemAvailable */
-    uint64_t cgroup_room;    /* memory.max - memory.current, UINT64_MAX when unlimited */
+    uint64_t cgroup_room;    /* memory.max - memory.current (its inactive page cache left
+                              * out), UINT64_MAX when unlimited */
     uint64_t max_memory;     /* --max-memory, 0 = auto */
     uint64_t usable;         /* what the plan may take, margin removed */
     const char *bound;       /* "MemAvailable", "cgroup memory.max" or "--max-memory" */

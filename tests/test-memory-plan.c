@@ -116,6 +116,43 @@ static void test_budget_reads_the_process_group(void **state)
     assert_string_equal(b.bound, "MemAvailable");
 }
 
+/* A group's usage counts the page cache its processes read or wrote (a model file
+ * downloaded or loaded in a container): the inactive part, which the kernel reclaims
+ * before it refuses memory, is room, as MemAvailable counts it. */
+static void test_budget_leaves_out_inactive_cache(void **state)
+{
+    char meminfo[128], self[128];
+    snprintf(meminfo, sizeof meminfo, "%s/meminfo", dir);
+    snprintf(self, sizeof self, "%s/self-cgroup", dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/box %s/memory/lxc/box", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    struct splash_memory_budget b;
+    struct splash_err err;
+    /* v2: 8 GiB, 6 used of which 4 inactive file pages (inactive_file is recursive) */
+    write_file("self-cgroup", "0::/box\n");
+    write_file("box/memory.max", "8589934592\n");
+    write_file("box/memory.current", "6442450944\n");
+    write_file("box/memory.stat", "anon 1073741824\nfile 5368709120\nactive_file 1073741824\n"
+                                  "inactive_file 4294967296\nunevictable 0\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 6 * GIB);
+    assert_true(b.usable == 5 * GIB);
+    assert_string_equal(b.bound, "cgroup memory.max");
+    /* v1: the hierarchy's total_inactive_file, not the group's own inactive_file */
+    write_file("self-cgroup", "5:memory:/lxc/box\n0::/\n");
+    write_file("memory/lxc/box/memory.limit_in_bytes", "4294967296\n");
+    write_file("memory/lxc/box/memory.usage_in_bytes", "3221225472\n");
+    write_file("memory/lxc/box/memory.stat", "cache 2147483648\ninactive_file 536870912\n"
+                                             "total_inactive_file 2147483648\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 3 * GIB);
+    /* a stat larger than the usage it was sampled beside leaves the whole limit */
+    write_file("memory/lxc/box/memory.usage_in_bytes", "1073741824\n");
+    assert_int_equal(splash_memory_budget_read_at(0, meminfo, dir, self, &b, &err), SPLASH_OK);
+    assert_true(b.cgroup_room == 4 * GIB);
+}
+
 static void test_plan_context_and_yarn(void **state)
 {
     struct splash_memory_budget b = {.usable = 4 * GIB, .bound = "MemAvailable"};
@@ -208,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_restart_serves_less),
         cmocka_unit_test(test_budget_takes_the_tighter_bound),
         cmocka_unit_test(test_budget_reads_the_process_group),
+        cmocka_unit_test(test_budget_leaves_out_inactive_cache),
         cmocka_unit_test(test_plan_context_and_yarn),
         cmocka_unit_test(test_ceiling_is_the_familys),
     };

@@ -22,7 +22,10 @@ export function freePort() {
 }
 
 // Resolves once the console prints its "Serving" line. demo: `splash serve --demo`.
-export async function startServer(extraArgs = [], { model = storiesModel, env = {}, demo = false } = {}) {
+// launcher: a command and its arguments that exec splash's path and arguments, appended
+// (e.g. a shell that first enters a cgroup).
+export async function startServer(extraArgs = [], { model = storiesModel, env = {}, demo = false,
+                                                    launcher = [] } = {}) {
   const port = await freePort();
   const modelArgs = demo ? ["--demo"] : ["--model", "test/stories", "--model-dir", model];
   // SPLASH_TEST_DRAFT_MODEL: the stories model's suites served with its DFlash2 draft
@@ -32,7 +35,8 @@ export async function startServer(extraArgs = [], { model = storiesModel, env = 
     !extraArgs.some((a) => a === "--draft-model" || a === "--speculative");
   const args = ["serve", ...modelArgs, "--port", String(port), "--threads", "1", ...extraArgs,
                 ...(drafted ? ["--draft-model", draft] : [])];
-  const proc = spawn(splash, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const [cmd, ...cmdArgs] = [...launcher, splash, ...args];
+  const proc = spawn(cmd, cmdArgs, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   proc.stdout.on("data", (d) => { out += d; });
