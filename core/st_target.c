@@ -27,6 +27,9 @@ struct st_tensor {
     void *buf; /* converted bytes (aligned), or NULL when info.data lies in a shard */
     int region; /* buf is an import region (core/import_mem.h): a matrix the kernels may
                    repack, whose pages tensor_bind then gives back */
+    /* stacked experts imported from planes (MLX switch_mlp): the planes, for streaming */
+    const struct splash_tensor_info *plane[3]; /* codes, scales, biases (or NULL) */
+    int64_t plane_rows;                        /* one expert's rows */
 };
 
 /* A matrix's converted bytes in a region of their own. */
@@ -522,6 +525,12 @@ static enum splash_status linear(struct build *b, const char *module, const char
         goto out;
     }
     t->info.n_bytes = (uint64_t)p.rows * row_bytes;
+    if (p.f && p.experts > 1 && perm == ST_PERM_NONE) {
+        t->plane[0] = p.w;
+        t->plane[1] = p.scales;
+        t->plane[2] = p.biases;
+        t->plane_rows = rows1;
+    }
     if (!(b->flags & SPLASH_ST_HEADERS_ONLY)) {
         if (!p.f && perm == ST_PERM_NONE) {
             t->info.data = p.w->data; /* a float matrix is used where it lies */
@@ -941,4 +950,43 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
 fail:
     splash_meta_close(b.out);
     return st;
+}
+
+enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
+                                           struct splash_st_expert_planes *out,
+                                           struct splash_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const struct st_tensor *t = NULL;
+    if (m->owner_free == owner_free) {
+        const struct st_owner *o = m->owner_data;
+        for (size_t i = 0; i < o->n && !t; i++)
+            if (!strcmp(o->t[i]->name, name))
+                t = o->t[i];
+    }
+    if (!t)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                              "%s: not a tensor imported from a safetensors checkpoint", name);
+    if (!t->plane[0])
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                              "%s: not stacked experts imported from quantized planes (MLX "
+                              "switch_mlp)",
+                              name);
+    out->format = t->info.format;
+    out->experts = t->info.ne[2];
+    out->rows = t->plane_rows;
+    out->cols = t->info.ne[0];
+    for (int i = 0; i < 3 && t->plane[i]; i++) {
+        const struct splash_tensor_info *pl = t->plane[i];
+        if (!pl->data || splash_file_map_locate(pl->data, pl->n_bytes, out->path[i],
+                                                sizeof out->path[i], &out->off[i]))
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "%s: its plane %s is not mapped from its shard", name,
+                                  pl->name);
+        out->name[i] = pl->name;
+        out->dtype[i] = pl->dtype;
+        out->expert_bytes[i] = pl->n_bytes / (uint64_t)out->experts;
+        out->n_planes = i + 1;
+    }
+    return SPLASH_OK;
 }

@@ -41,6 +41,31 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
  * *out (malloc'ed) is NULL when the directory has none. */
 enum splash_status splash_st_chat_template(const char *dir, char **out, struct splash_err *err);
 
+/* An imported stacked-expert matrix (MLX switch_mlp: `.weight` U32, `.scales`, `.biases`,
+ * each [E, ...] with dim 0 slowest) as its planes lie in their shards: expert e's bytes of
+ * plane i are expert_bytes[i] at off[i] + e * expert_bytes[i] of path[i], and format's
+ * import_planes over those rows x cols makes expert e's blocks of the imported matrix. */
+struct splash_st_expert_planes {
+    const struct splash_format_type *format;
+    int64_t rows, cols, experts; /* one expert's rows x columns; the experts */
+    int32_t n_planes;            /* codes, scales[, biases] */
+    const char *name[3];         /* the planes' tensor names (the meta owns them) */
+    int32_t dtype[3];            /* enum splash_dtype */
+    char path[3][1024];
+    uint64_t off[3], expert_bytes[3];
+};
+
+/* name's planes in a meta splash_st_target_open made with its data (not HEADERS_ONLY);
+ * refused, naming the tensor, for anything else. */
+enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
+                                           struct splash_st_expert_planes *out,
+                                           struct splash_err *err);
+
+/* st_expert_read.c: expert e of p read from its files (pread) and imported into its
+ * blocks at dst (the bytes the whole import gave it). Errors name the file. */
+enum splash_status splash_st_expert_read(const struct splash_st_expert_planes *p, int64_t e,
+                                         void *dst, struct splash_err *err);
+
 /* ---- st_names.c: the conventions ---- */
 
 enum st_kind {
