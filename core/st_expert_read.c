@@ -32,15 +32,37 @@ static int read_at(const char *path, uint64_t off, size_t bytes, void *buf)
     return e;
 }
 
-enum splash_status splash_st_expert_read(const struct splash_st_expert_planes *p, int64_t e,
+enum splash_status splash_st_expert_import(const struct splash_expert_planes *p,
+                                           const void *const *planes, void *dst,
+                                           struct splash_err *err)
+{
+    if (!p->format || !p->format->import_planes || p->n_planes < 2)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: no format imports its planes",
+                              p->name[0] ? p->name[0] : "?");
+    struct splash_planes pl = {
+        .rows = p->rows,
+        .cols = p->cols,
+        .codes = planes[0],
+        .codes_dtype = p->dtype[0],
+        .scales = planes[1],
+        .scales_dtype = p->dtype[1],
+        .biases = p->n_planes > 2 ? planes[2] : NULL,
+        .biases_dtype = p->n_planes > 2 ? p->dtype[2] : 0,
+        .global_scale = p->global_scale,
+    };
+    struct splash_err why = {{0}}; /* not err itself: the message is printed into it */
+    enum splash_status st = p->format->import_planes(&pl, dst, &why);
+    if (st)
+        return splash_err_set(err, st, "%s: %s", p->name[0], why.msg);
+    return SPLASH_OK;
+}
+
+enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e,
                                          void *dst, struct splash_err *err)
 {
     if (e < 0 || e >= p->experts)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: expert %lld of %lld", p->name[0],
                               (long long)e, (long long)p->experts);
-    if (!p->format || !p->format->import_planes || p->n_planes < 2)
-        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: no format imports its planes",
-                              p->name[0]);
     void *buf[3] = {NULL, NULL, NULL};
     enum splash_status st = SPLASH_OK;
     for (int i = 0; i < p->n_planes && !st; i++) {
@@ -57,20 +79,10 @@ enum splash_status splash_st_expert_read(const struct splash_st_expert_planes *p
                                           : strerror(error));
     }
     if (!st) {
-        struct splash_planes pl = {
-            .rows = p->rows,
-            .cols = p->cols,
-            .codes = buf[0],
-            .codes_dtype = p->dtype[0],
-            .scales = buf[1],
-            .scales_dtype = p->dtype[1],
-            .biases = p->n_planes > 2 ? buf[2] : NULL,
-            .biases_dtype = p->n_planes > 2 ? p->dtype[2] : 0,
-            .global_scale = 1.0,
-        };
+        const void *planes[3] = {buf[0], buf[1], buf[2]};
         struct splash_err why = {{0}};
-        if ((st = p->format->import_planes(&pl, dst, &why)))
-            st = splash_err_set(err, st, "%s: expert %lld: %s", p->name[0], (long long)e, why.msg);
+        if ((st = splash_st_expert_import(p, planes, dst, &why)))
+            st = splash_err_set(err, st, "expert %lld: %s", (long long)e, why.msg);
     }
     for (int i = 0; i < 3; i++)
         free(buf[i]);

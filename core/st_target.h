@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "splash/host.h"
 #include "splash/status.h"
 
 struct splash_meta;
@@ -41,29 +42,29 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
  * *out (malloc'ed) is NULL when the directory has none. */
 enum splash_status splash_st_chat_template(const char *dir, char **out, struct splash_err *err);
 
-/* An imported stacked-expert matrix (MLX switch_mlp: `.weight` U32, `.scales`, `.biases`,
- * each [E, ...] with dim 0 slowest) as its planes lie in their shards: expert e's bytes of
- * plane i are expert_bytes[i] at off[i] + e * expert_bytes[i] of path[i], and format's
- * import_planes over those rows x cols makes expert e's blocks of the imported matrix. */
-struct splash_st_expert_planes {
-    const struct splash_format_type *format;
-    int64_t rows, cols, experts; /* one expert's rows x columns; the experts */
-    int32_t n_planes;            /* codes, scales[, biases] */
-    const char *name[3];         /* the planes' tensor names (the meta owns them) */
-    int32_t dtype[3];            /* enum splash_dtype */
-    char path[3][1024];
-    uint64_t off[3], expert_bytes[3];
-};
+/* Stacked experts imported from planes (MLX switch_mlp) are not imported at open: each is
+ * imported when it is bound as a weight (splash_meta_tensor_realize, tensor_bind), and one
+ * bound as streamed experts never is, its experts read alone from the planes. Until then
+ * its info.data is NULL. A load (model_load, splash logits) opens with it; without it every
+ * tensor's data is there after the open. */
+#define SPLASH_ST_DEFER_EXPERTS 4u
 
-/* name's planes in a meta splash_st_target_open made with its data (not HEADERS_ONLY);
- * refused, naming the tensor, for anything else. */
+/* name's planes (struct splash_expert_planes, splash/host.h) in a meta
+ * splash_st_target_open made with its data (not HEADERS_ONLY); NOT_FOUND for a tensor not
+ * imported (or not of a safetensors target), UNSUPPORTED, naming the tensor, for one whose
+ * experts cannot be read alone (imported one module each, or not mapped). host->expert_planes. */
 enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
-                                           struct splash_st_expert_planes *out,
+                                           struct splash_expert_planes *out,
                                            struct splash_err *err);
 
-/* st_expert_read.c: expert e of p read from its files (pread) and imported into its
- * blocks at dst (the bytes the whole import gave it). Errors name the file. */
-enum splash_status splash_st_expert_read(const struct splash_st_expert_planes *p, int64_t e,
+/* st_expert_read.c: one expert's planes (planes[i] of p->expert_bytes[i] bytes) imported
+ * into its blocks at dst; host->expert_import. */
+enum splash_status splash_st_expert_import(const struct splash_expert_planes *p,
+                                           const void *const *planes, void *dst,
+                                           struct splash_err *err);
+/* Expert e of p read from its files (pread) and imported into its blocks at dst (the bytes
+ * the whole import gave it). Errors name the file. */
+enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e,
                                          void *dst, struct splash_err *err);
 
 /* ---- st_names.c: the conventions ---- */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "core/import_mem.h"
 #include "core/meta.h"
 #include "core/registry.h"
 #include "core/st_target.h"
@@ -60,7 +61,7 @@ static void test_each_expert_reads_as_imported(void **state)
             snprintf(name, sizeof name, "blk.%d.%s", l, exps[p]);
             const struct splash_tensor_info *t = api->tensor_find(m, name);
             assert_non_null(t);
-            struct splash_st_expert_planes pl;
+            struct splash_expert_planes pl;
             struct splash_err err = {{0}};
             if (splash_st_expert_planes(m, name, &pl, &err))
                 fail_msg("%s", err.msg);
@@ -98,13 +99,14 @@ static void test_refusals_name_the_tensor(void **state)
 {
     (void)state;
     struct splash_meta *m = open_moe(MOE, 0);
-    struct splash_st_expert_planes pl;
+    struct splash_expert_planes pl;
     struct splash_err err = {{0}};
+    /* not stacked experts: nothing to read alone (NOT_FOUND: place them as stored) */
     assert_int_equal(splash_st_expert_planes(m, "blk.0.attn_norm.weight", &pl, &err),
-                     SPLASH_ERR_UNSUPPORTED);
+                     SPLASH_ERR_NOT_FOUND);
     assert_non_null(strstr(err.msg, "blk.0.attn_norm.weight"));
     assert_int_equal(splash_st_expert_planes(m, "blk.0.ffn_up_shexp.weight", &pl, &err),
-                     SPLASH_ERR_UNSUPPORTED);
+                     SPLASH_ERR_NOT_FOUND);
     assert_non_null(strstr(err.msg, "blk.0.ffn_up_shexp.weight"));
     assert_int_equal(splash_st_expert_planes(m, "blk.9.ffn_up_exps.weight", &pl, &err),
                      SPLASH_ERR_NOT_FOUND);
@@ -140,7 +142,7 @@ static void test_cut_shard_names_the_file(void **state)
         free(bytes);
     }
     struct splash_meta *m = open_moe(dir, 0);
-    struct splash_st_expert_planes pl;
+    struct splash_expert_planes pl;
     struct splash_err err = {{0}};
     /* the planes lie in header order: the last layer's down_proj is far from the start */
     if (splash_st_expert_planes(m, "blk.3.ffn_down_exps.weight", &pl, &err))
@@ -167,12 +169,51 @@ static void test_cut_shard_names_the_file(void **state)
     test_st_rmdir(dir);
 }
 
+/* Opened to load (SPLASH_ST_DEFER_EXPERTS), the stacks are not imported: no data, nothing
+ * held for them, until splash_meta_tensor_realize imports one, equal to the open's import. */
+static void test_deferred_until_bound(void **state)
+{
+    (void)state;
+    struct splash_meta *eager = open_moe(MOE, 0);
+    const size_t held_before = splash_import_held();
+    struct splash_meta *m = open_moe(MOE, SPLASH_ST_DEFER_EXPERTS);
+    const struct splash_meta_api *api = splash_meta_api_get();
+    uint64_t stacked = 0;
+    for (int l = 0; l < N_LAYERS; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, exps[p]);
+            const struct splash_tensor_info *t = api->tensor_find(m, name);
+            assert_non_null(t);
+            assert_null(t->data);
+            assert_true(splash_meta_tensor_deferred(m, t));
+            stacked += t->n_bytes;
+        }
+    /* the deferred open holds the other imports only */
+    const size_t held_deferred = splash_import_held() - held_before;
+    const struct splash_tensor_info *t = api->tensor_find(m, "blk.2.ffn_down_exps.weight");
+    struct splash_err err = {{0}};
+    assert_int_equal(splash_meta_tensor_realize(m, t, &err), SPLASH_OK);
+    assert_non_null(t->data);
+    assert_false(splash_meta_tensor_deferred(m, t));
+    const struct splash_tensor_info *e = api->tensor_find(eager, t->name);
+    assert_int_equal(e->n_bytes, t->n_bytes);
+    assert_memory_equal(e->data, t->data, t->n_bytes);
+    /* a GGUF-shaped tensor as stored is never deferred */
+    assert_false(splash_meta_tensor_deferred(m, api->tensor_find(m, "blk.0.attn_norm.weight")));
+    printf("  %.2f MiB of stacked experts deferred; the open held %.2f MiB of imports\n",
+           (double)stacked / 1048576.0, (double)held_deferred / 1048576.0);
+    splash_meta_close(m);
+    splash_meta_close(eager);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_expert_reads_as_imported),
         cmocka_unit_test(test_refusals_name_the_tensor),
         cmocka_unit_test(test_cut_shard_names_the_file),
+        cmocka_unit_test(test_deferred_until_bound),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
