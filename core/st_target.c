@@ -594,8 +594,9 @@ static enum splash_status experts_each(struct build *b, const char *base, const 
     t->info.ne[2] = E;
     t->info.ne[3] = 1;
     t->info.n_bytes = (uint64_t)E * (uint64_t)p0.rows * row_bytes;
-    t->why_not_planes = "its experts are imported one module each (experts.<e>.*), not read "
-                        "from one stack of planes";
+    t->why_not_planes = "its experts are imported one module each (experts.<e>.*, as Model "
+                        "Optimizer and compressed-tensors store them), not from one stack of "
+                        "planes";
     int convert = !(b->flags & SPLASH_ST_HEADERS_ONLY);
     if (convert && !region_alloc(t))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);

@@ -31,6 +31,7 @@
 #include "splash/family.h"
 #include "tests/support/golden.h"
 #include "tests/support/model_run.h"
+#include "tests/support/st_write.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -640,12 +641,84 @@ static void test_file_rewritten_fails_later_loads(void **state)
     rmdir(dir);
 }
 
+/* The MLX MoE's reads fail as a GGUF's do: the hook's first failed attempt is retried (the
+ * bits those of all experts loaded); failed twice, the step fails naming the shard and the
+ * plane, and the next runs. */
+static void test_mlx_read_error_hook(void **state)
+{
+    int32_t tokens[8] = {11, 12, 13, 14, 15, 16, 17, 18};
+    struct splash_err err = {{0}};
+    struct test_run whole, r;
+    struct splash_loaded_model *lw = open_mlx(0, &whole);
+    float *ref = test_run_logits(&whole, tokens, 8, 0, NULL);
+    setenv(READS_ENV, "3:1", 1);
+    struct splash_loaded_model *lm = open_mlx(SPLASH_EXPERTS_SMALLEST, &r);
+    assert_true(streams(&r));
+    float *got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    free(got);
+    splash_model_unload(lm);
+    setenv(READS_ENV, "3", 1);
+    lm = open_mlx(SPLASH_EXPERTS_SMALLEST, &r);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  MLX read error: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "qwen35moe-tiny-mlx-4bit/model.safetensors"));
+    assert_non_null(strstr(err.msg, "failed twice"));
+    assert_non_null(strstr(err.msg, "switch_mlp"));
+    unsetenv(READS_ENV);
+    got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    free(got);
+    free(ref);
+    splash_model_unload(lm);
+    splash_model_unload(lw);
+}
+
+/* The MLX MoE's shard rewritten while it serves fails the next load, naming the shard, and
+ * every load after. */
+static void test_mlx_shard_rewritten_fails_later_loads(void **state)
+{
+    char dir[256], src[1024], dst[1024];
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "%s/%s", MLX_MOE, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        copy_file(test_testdata_path(src, sizeof src, rel), dst);
+    }
+    struct test_run r;
+    struct splash_loaded_model *lm = open_mlx_at(dir, SPLASH_EXPERTS_SMALLEST, &r);
+    assert_true(streams(&r));
+    int32_t tokens[8] = {21, 22, 23, 24, 25, 26, 27, 28};
+    struct splash_err err = {{0}};
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_OK);
+    char shard[1024];
+    snprintf(shard, sizeof shard, "%s/model.safetensors", dir);
+    struct stat sb;
+    assert_int_equal(stat(shard, &sb), 0);
+    struct timespec times[2] = {{.tv_sec = sb.st_mtim.tv_sec + 10},
+                                {.tv_sec = sb.st_mtim.tv_sec + 10}};
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  MLX shard rewritten: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, shard));
+    assert_non_null(strstr(err.msg, "modified"));
+    assert_int_equal(one_forward(&r, tokens + 1, 4, &err), SPLASH_ERR_IO);
+    assert_non_null(strstr(err.msg, shard));
+    splash_model_unload(lm);
+    test_st_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arc_keeps_what_decode_routes_again),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_mlx_streamed_bitwise_all_resident),
+        cmocka_unit_test(test_mlx_read_error_hook),
+        cmocka_unit_test(test_mlx_shard_rewritten_fails_later_loads),
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),

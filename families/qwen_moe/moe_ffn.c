@@ -220,7 +220,7 @@ static enum splash_status moe_model_prepare(struct hybrid_model *model, struct s
     if (whole) {
         if (mm->budget != SPLASH_EXPERTS_SMALLEST)
             return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                  "--expert-memory: %s: its experts cannot stream", why);
+                                  "--expert-memory: %s: they cannot stream", why);
         host->log(SPLASH_LOG_INFO, "qwen_moe", "%s: the routed experts load whole", why);
         return SPLASH_OK;
     }
