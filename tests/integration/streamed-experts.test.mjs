@@ -202,9 +202,9 @@ test("an automatic store gives chunks back under memory pressure and with releas
 });
 
 // An imported MLX checkpoint (switch_mlp stacks of 4-bit planes): its experts stream from
-// the planes in its shard through the smallest store, and the OpenAI SDK gets the text the
-// all-resident server gives.
-test("the MLX MoE checkpoint streams at the smallest store and answers the OpenAI SDK as off does", async () => {
+// the planes in its shard through the smallest store, and under a budget that cannot hold
+// them all, and the OpenAI SDK gets the text the all-resident server gives.
+test("the MLX MoE checkpoint streams at the smallest store and under a tight budget, answering the OpenAI SDK as off does", async () => {
   const dir = path.join(testdata, "safetensors/qwen35moe-tiny-mlx-4bit");
   const experts = JSON.parse(fs.readFileSync(path.join(dir, "config.json"))).text_config.num_experts;
   // the smallest store, as the refusal of a size below it says (readers' staging depends on
@@ -250,5 +250,17 @@ test("the MLX MoE checkpoint streams at the smallest store and answers the OpenA
     assert.equal(se.failure ?? "", "", JSON.stringify(se));
   } finally {
     assert.equal(await server.stop(), 0);
+  }
+  // larger than the memory given: every expert (4.7 MiB of weights with them) and the
+  // context do not fit in 7 MiB; auto streams them from the planes, never importing them
+  const mlxTight = ["--max-memory", "7M", "--max-context", "2K"];
+  await assert.rejects(startServer([...mlxTight, "--expert-memory", "off"], { model: dir }),
+                       /need more than the 0\.01 GiB available \(--max-memory\)/);
+  const tight = await startServer(mlxTight, { model: dir });
+  try {
+    assert.match(tight.output(), /Experts · streamed: a store of [\d.]+ MiB, its floor [\d.]+ MiB; the chunks above it elastic for 3\.4 MiB of routed experts \(auto/);
+    assert.deepEqual(await asks(tight), want);
+  } finally {
+    assert.equal(await tight.stop(), 0);
   }
 });
