@@ -193,7 +193,7 @@ int splash_cmd_logits(int argc, char **argv)
     struct splash_registry *reg = splash_registry_global();
     splash_registry_load_default(reg, NULL, 0);
     struct splash_meta *m = NULL;
-    if (safetensors ? splash_st_target_open(reg, path, 0, &m, &err)
+    if (safetensors ? splash_st_target_open(reg, path, SPLASH_ST_DEFER_EXPERTS, &m, &err)
                     : splash_meta_open_gguf(path, 0, &m, &err)) {
         fprintf(stderr, "splash logits: %s\n", err.msg);
         goto out_ids;

@@ -7,12 +7,21 @@
 #include "core/host_impl.h"
 #include "core/import_mem.h"
 #include "core/meta.h"
+#include "core/st_target.h"
 #include "core/tensor_bind.h"
 #include "core/threadpool.h"
 
 static int host_pool_threads(const struct splash_pool *pool)
 {
     return splash_pool_threads(pool);
+}
+
+static enum splash_status host_expert_planes(const struct splash_meta *m,
+                                            const struct splash_tensor_info *t,
+                                            struct splash_expert_planes *out,
+                                            struct splash_err *err)
+{
+    return splash_st_expert_planes(m, t->name, out, err);
 }
 
 void splash_host_init(struct splash_host *h, const struct splash_host_formats *formats)
@@ -40,4 +49,6 @@ void splash_host_init(struct splash_host *h, const struct splash_host_formats *f
     h->weight_rows_alloc = splash_import_alloc;
     h->weight_rows_hand_over = splash_import_hand_over;
     h->weight_rows_free = splash_import_free;
+    h->expert_planes = host_expert_planes;
+    h->expert_import = splash_st_expert_import;
 }

@@ -281,6 +281,20 @@ void splash_meta_close(struct splash_meta *m)
     free(m);
 }
 
+int splash_meta_tensor_deferred(const struct splash_meta *m, const struct splash_tensor_info *t)
+{
+    return !t->data && m->deferred && m->deferred(m->owner_data, t);
+}
+
+enum splash_status splash_meta_tensor_realize(const struct splash_meta *m,
+                                              const struct splash_tensor_info *t,
+                                              struct splash_err *err)
+{
+    if (!splash_meta_tensor_deferred(m, t))
+        return SPLASH_OK;
+    return m->realize(m->owner_data, t, err);
+}
+
 /* ---- getters ------------------------------------------------------------ */
 
 static int api_source(const struct splash_meta *m)

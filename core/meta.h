@@ -23,6 +23,11 @@ struct splash_meta {
     size_t n_index;
     void *owner_data;           /* safetensors shards etc., freed by owner_free */
     void (*owner_free)(void *owner_data);
+    /* A loader whose tensors' data it makes when they are bound (an import deferred, see
+     * core/st_target.h): 1 when t is one of them and not made yet; realize makes it. */
+    int (*deferred)(void *owner_data, const struct splash_tensor_info *t);
+    enum splash_status (*realize)(void *owner_data, const struct splash_tensor_info *t,
+                                  struct splash_err *err);
 };
 
 /* Opens a GGUF target: a whole file, or any part NAME-0000K-of-0000N.gguf of a split
@@ -46,6 +51,14 @@ enum splash_status splash_meta_add_tensor(struct splash_meta *m, struct splash_t
 void splash_meta_bind_formats(struct splash_meta *m, const struct splash_registry *r);
 
 const struct splash_meta_api *splash_meta_api_get(void);
+
+/* 1 when t's data is made only when it is bound (info.data NULL until then). */
+int splash_meta_tensor_deferred(const struct splash_meta *m, const struct splash_tensor_info *t);
+/* Makes a deferred tensor's data (info.data set); nothing for one that has it. Errors name
+ * the file and tensor. */
+enum splash_status splash_meta_tensor_realize(const struct splash_meta *m,
+                                              const struct splash_tensor_info *t,
+                                              struct splash_err *err);
 
 /* Split-name parsing: "NAME-00002-of-00005.gguf" -> prefix length, k=2, n=5. */
 int splash_gguf_split_name(const char *file, size_t *prefix_len, int *k, int *n);

@@ -30,7 +30,7 @@ enum splash_status splash_model_load(const struct splash_registry *r, const char
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
     if (t.kind == SPLASH_TARGET_SAFETENSORS) {
         /* MLX, Model Optimizer, compressed-tensors: imported into the formats' blocks */
-        if ((st = splash_st_target_open(r, target, 0, &lm->meta, err)))
+        if ((st = splash_st_target_open(r, target, SPLASH_ST_DEFER_EXPERTS, &lm->meta, err)))
             goto out_free;
     } else {
         if ((st = splash_meta_open_gguf(target, 0, &lm->meta, err)))

@@ -27,6 +27,12 @@ struct st_tensor {
     void *buf; /* converted bytes (aligned), or NULL when info.data lies in a shard */
     int region; /* buf is an import region (core/import_mem.h): a matrix the kernels may
                    repack, whose pages tensor_bind then gives back */
+    /* stacked experts imported from planes (MLX switch_mlp): the planes, for streaming */
+    const struct splash_tensor_info *plane[3]; /* codes, scales, biases (or NULL) */
+    int64_t plane_rows;                        /* one expert's rows */
+    double plane_g;                            /* the planes' global scale */
+    int deferred; /* the planes are imported when bound as a weight (SPLASH_ST_DEFER_EXPERTS) */
+    const char *why_not_planes; /* imported experts that cannot be read alone: why */
 };
 
 /* A matrix's converted bytes in a region of their own. */
@@ -522,7 +528,19 @@ static enum splash_status linear(struct build *b, const char *module, const char
         goto out;
     }
     t->info.n_bytes = (uint64_t)p.rows * row_bytes;
-    if (!(b->flags & SPLASH_ST_HEADERS_ONLY)) {
+    if (p.f && p.experts > 1 && perm == ST_PERM_NONE) {
+        t->plane[0] = p.w;
+        t->plane[1] = p.scales;
+        t->plane[2] = p.biases;
+        t->plane_rows = rows1;
+        t->plane_g = p.g;
+        /* imported when bound as a weight; never when its experts stream */
+        t->deferred = (b->flags & SPLASH_ST_DEFER_EXPERTS) && !(b->flags & SPLASH_ST_DECODE_F32) &&
+                      !p.row_scales;
+    } else if (p.experts > 1 && p.f) {
+        t->why_not_planes = "its rows are reordered on import";
+    }
+    if (!(b->flags & SPLASH_ST_HEADERS_ONLY) && !t->deferred) {
         if (!p.f && perm == ST_PERM_NONE) {
             t->info.data = p.w->data; /* a float matrix is used where it lies */
         } else {
@@ -576,6 +594,9 @@ static enum splash_status experts_each(struct build *b, const char *base, const 
     t->info.ne[2] = E;
     t->info.ne[3] = 1;
     t->info.n_bytes = (uint64_t)E * (uint64_t)p0.rows * row_bytes;
+    t->why_not_planes = "its experts are imported one module each (experts.<e>.*, as Model "
+                        "Optimizer and compressed-tensors store them), not from one stack of "
+                        "planes";
     int convert = !(b->flags & SPLASH_ST_HEADERS_ONLY);
     if (convert && !region_alloc(t))
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
@@ -651,6 +672,7 @@ static enum splash_status experts_fused(struct build *b, const struct splash_ten
         if (half < 0) {
             t->info.data = src->data;
         } else {
+            t->why_not_planes = "its gate and up rows are split from one fused stack on import";
             if (!region_alloc(t))
                 return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", name);
             const size_t part = (size_t)out_rows * row_bytes;
@@ -663,6 +685,9 @@ static enum splash_status experts_fused(struct build *b, const struct splash_ten
     }
     return add(b, t, err);
 }
+
+static enum splash_status owner_realize(void *owner_data, const struct splash_tensor_info *info,
+                                        struct splash_err *err);
 
 /* ---- small tensors as F32 ------------------------------------------------------------ */
 
@@ -813,6 +838,9 @@ static void fit_roles(void *ctx, const struct splash_tensor_decl *d)
             continue;
         int64_t n = elems(&t->info);
         float *v = NULL;
+        struct splash_err ignored;
+        if (t->deferred && owner_realize(b->own, &t->info, &ignored))
+            return; /* model-check then names the type */
         if (t->info.data) {
             if (!(v = malloc((size_t)n * sizeof *v)))
                 return; /* model-check then names the type */
@@ -876,6 +904,59 @@ static enum splash_status open_keys(struct build *b, const char *dir, const json
     return st;
 }
 
+/* ---- stacked experts imported when bound ---------------------------------------------- */
+
+static struct st_tensor *owned(const struct st_owner *o, const struct splash_tensor_info *info)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (&o->t[i]->info == info)
+            return o->t[i];
+    return NULL;
+}
+
+static int owner_deferred(void *owner_data, const struct splash_tensor_info *info)
+{
+    const struct st_tensor *t = owned(owner_data, info);
+    return t && t->deferred && !t->info.data;
+}
+
+/* The whole stack imported from its planes into a region of its own (as the open would
+ * have), their source pages dropped after. */
+static enum splash_status owner_realize(void *owner_data, const struct splash_tensor_info *info,
+                                        struct splash_err *err)
+{
+    struct st_owner *o = owner_data;
+    struct st_tensor *t = owned(o, info);
+    if (!t || !t->deferred || t->info.data)
+        return SPLASH_OK;
+    const struct splash_tensor_info *const *pl = t->plane;
+    if (!region_alloc(t))
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for %s", t->name);
+    struct splash_planes planes = {
+        .rows = t->plane_rows * t->info.ne[2],
+        .cols = t->info.ne[0],
+        .codes = pl[0]->data,
+        .codes_dtype = pl[0]->dtype,
+        .scales = pl[1] ? pl[1]->data : NULL,
+        .scales_dtype = pl[1] ? pl[1]->dtype : 0,
+        .biases = pl[2] ? pl[2]->data : NULL,
+        .biases_dtype = pl[2] ? pl[2]->dtype : 0,
+        .global_scale = t->plane_g,
+    };
+    struct splash_err why = {{0}}; /* not err itself: the message is printed into it */
+    enum splash_status st = t->info.format->import_planes(&planes, t->buf, &why);
+    if (st) {
+        buf_free(t);
+        return splash_err_set(err, st, "%s: %s: %s", splash_safetensors_shard_name(o->src, pl[0]),
+                              pl[0]->name, why.msg);
+    }
+    for (int i = 0; i < 3; i++)
+        if (pl[i] && pl[i]->data)
+            splash_file_map_drop(pl[i]->data, pl[i]->n_bytes);
+    t->info.data = t->buf;
+    return SPLASH_OK;
+}
+
 enum splash_status splash_st_target_open(const struct splash_registry *r, const char *dir,
                                          unsigned flags, struct splash_meta **out,
                                          struct splash_err *err)
@@ -927,6 +1008,8 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
     b.own->src = b.src;
     b.out->owner_data = b.own;
     b.out->owner_free = owner_free;
+    b.out->deferred = owner_deferred;
+    b.out->realize = owner_realize;
     if ((st = build_tensors(&b, err)))
         goto fail;
     const struct splash_family_plugin *f;
@@ -941,4 +1024,46 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
 fail:
     splash_meta_close(b.out);
     return st;
+}
+
+enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
+                                           struct splash_expert_planes *out,
+                                           struct splash_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const struct st_tensor *t = NULL;
+    if (m->owner_free == owner_free) {
+        const struct st_owner *o = m->owner_data;
+        for (size_t i = 0; i < o->n && !t; i++)
+            if (!strcmp(o->t[i]->name, name))
+                t = o->t[i];
+    }
+    if (!t)
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                              "%s: not a tensor imported from a safetensors checkpoint", name);
+    if (t->why_not_planes)
+        return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: %s", name, t->why_not_planes);
+    if (!t->plane[0])
+        return splash_err_set(err, SPLASH_ERR_NOT_FOUND,
+                              "%s: not stacked experts imported from quantized planes (MLX "
+                              "switch_mlp)",
+                              name);
+    out->format = t->info.format;
+    out->experts = t->info.ne[2];
+    out->rows = t->plane_rows;
+    out->cols = t->info.ne[0];
+    out->global_scale = t->plane_g;
+    for (int i = 0; i < 3 && t->plane[i]; i++) {
+        const struct splash_tensor_info *pl = t->plane[i];
+        if (!pl->data || splash_file_map_locate(pl->data, pl->n_bytes, out->path[i],
+                                                sizeof out->path[i], &out->off[i]))
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "%s: its plane %s is not mapped from its shard", name,
+                                  pl->name);
+        out->name[i] = pl->name;
+        out->dtype[i] = pl->dtype;
+        out->expert_bytes[i] = pl->n_bytes / (uint64_t)out->experts;
+        out->n_planes = i + 1;
+    }
+    return SPLASH_OK;
 }

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "splash/host.h"
 #include "splash/status.h"
 
 struct splash_meta;
@@ -40,6 +41,31 @@ enum splash_status splash_st_target_open(const struct splash_registry *r, const 
  * tokenizer_config.json's chat_template (a string, or the list's "default" entry).
  * *out (malloc'ed) is NULL when the directory has none. */
 enum splash_status splash_st_chat_template(const char *dir, char **out, struct splash_err *err);
+
+/* Stacked experts imported from planes (MLX switch_mlp) are not imported at open: each is
+ * imported when it is bound as a weight (splash_meta_tensor_realize, tensor_bind), and one
+ * bound as streamed experts never is, its experts read alone from the planes. Until then
+ * its info.data is NULL. A load (model_load, splash logits) opens with it; without it every
+ * tensor's data is there after the open. */
+#define SPLASH_ST_DEFER_EXPERTS 4u
+
+/* name's planes (struct splash_expert_planes, splash/host.h) in a meta
+ * splash_st_target_open made with its data (not HEADERS_ONLY); NOT_FOUND for a tensor not
+ * imported (or not of a safetensors target), UNSUPPORTED, naming the tensor, for one whose
+ * experts cannot be read alone (imported one module each, or not mapped). host->expert_planes. */
+enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
+                                           struct splash_expert_planes *out,
+                                           struct splash_err *err);
+
+/* st_expert_read.c: one expert's planes (planes[i] of p->expert_bytes[i] bytes) imported
+ * into its blocks at dst; host->expert_import. */
+enum splash_status splash_st_expert_import(const struct splash_expert_planes *p,
+                                           const void *const *planes, void *dst,
+                                           struct splash_err *err);
+/* Expert e of p read from its files (pread) and imported into its blocks at dst (the bytes
+ * the whole import gave it). Errors name the file. */
+enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e,
+                                         void *dst, struct splash_err *err);
 
 /* ---- st_names.c: the conventions ---- */
 

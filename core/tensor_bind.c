@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/import_mem.h"
+#include "core/meta.h"
 #include "core/model_check.h"
 #include "splash/format.h"
 #include "splash/kernels.h"
@@ -241,7 +242,13 @@ static void bind_one(void *ctx, const struct splash_tensor_decl *d)
                                d->name, !strcmp(kind, "shape") ? "wrong shape" : kind, detail);
         return;
     }
-    if (!t->data) {
+    /* an import deferred to the bind (core/st_target.h) is made now, unless its experts
+     * stream: those are read alone from the files, the whole never made */
+    const int stays_deferred =
+        d->bind == SPLASH_BIND_EXPERTS && splash_meta_tensor_deferred(b->m, t);
+    if (!stays_deferred && (b->st = splash_meta_tensor_realize(b->m, t, b->err)))
+        return;
+    if (!t->data && !stays_deferred) {
         b->st = splash_err_set(b->err, SPLASH_ERR_INVALID, "%s: tensor %s is not mapped", path,
                                d->name);
         return;

@@ -202,7 +202,8 @@ static enum splash_status weight_make(const struct splash_tensor_info *t, int st
     if (!fmt->rows || !fmt->n_rows)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED, "%s: format %s has no kernel rows", t->name,
                               fmt->name);
-    if (!t->data)
+    /* streamed experts' rows are read from their files (an import's never made) */
+    if (!t->data && !streamed)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: tensor data is not mapped", t->name);
     /* an import's rows given back after their repack (tensor_bind): only a weight sharing
      * that image may still stand over them */

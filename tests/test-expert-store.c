@@ -31,6 +31,7 @@
 #include "splash/family.h"
 #include "tests/support/golden.h"
 #include "tests/support/model_run.h"
+#include "tests/support/st_write.h"
 #include "tests/support/testdata.h"
 
 extern const splash_plugin_entry_fn splash_builtin_plugins[];
@@ -413,27 +414,138 @@ static void test_sizes(void **state)
     test_run_close(&all);
 }
 
-/* An MLX checkpoint's experts are imported into memory: auto's smallest store loads them
- * whole, and a size is refused naming the tensor. */
-static void test_imported_experts_load_whole(void **state)
+/* ---- an imported MLX checkpoint ------------------------------------------------------------ */
+
+#define MLX_MOE "safetensors/qwen35moe-tiny-mlx-4bit"
+
+/* The MLX MoE checkpoint loaded as the server loads it (the stacked experts' import deferred
+ * to the bind), as a test_run. */
+static struct splash_loaded_model *open_mlx_at(const char *path, uint64_t expert_memory,
+                                               struct test_run *r)
 {
-    char path[512];
-    test_testdata_path(path, sizeof path, "safetensors/qwen35moe-tiny-mlx-4bit");
     struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
-                                   .expert_memory = SPLASH_EXPERTS_SMALLEST};
+                                   .state_format = SPLASH_STATE_F32,
+                                   .expert_memory = expert_memory};
     struct splash_loaded_model *lm;
     struct splash_err err = {{0}};
     if (splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err))
-        fail_msg("%s", err.msg);
-    assert_true(lm->info.routed_expert_bytes > 0);
-    assert_int_equal(lm->info.expert_store_bytes, 0);
-    splash_model_unload(lm);
-    mo.expert_memory = 1u << 20;
-    assert_int_equal(splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err),
-                     SPLASH_ERR_UNSUPPORTED);
-    printf("  %s\n", err.msg);
-    assert_non_null(strstr(err.msg, "--expert-memory"));
-    assert_non_null(strstr(err.msg, "exps.weight is imported into memory"));
+        fail_msg("%s: %s", path, err.msg);
+    *r = (struct test_run){.fam = fam, .meta = lm->meta, .model = lm->model, .info = lm->info};
+    return lm;
+}
+
+static struct splash_loaded_model *open_mlx(uint64_t expert_memory, struct test_run *r)
+{
+    char path[512];
+    return open_mlx_at(test_testdata_path(path, sizeof path, MLX_MOE), expert_memory, r);
+}
+
+/* Bytes of the routed stacks' imports made (0 while every one stays deferred). */
+static uint64_t stacks_imported(const struct splash_meta *m)
+{
+    static const char *const exps[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    uint64_t bytes = 0;
+    for (int l = 0; l < 4; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, exps[p]);
+            const struct splash_tensor_info *t = splash_meta_api_get()->tensor_find(m, name);
+            assert_non_null(t);
+            if (t->data)
+                bytes += t->n_bytes;
+        }
+    return bytes;
+}
+
+/* Three lanes in one forward (rows 0..12, 30..40, 44..52), as a batched decode's verify
+ * rows and prompts mix. */
+static float *three_lanes(struct test_run *r, const int32_t *tokens)
+{
+    size_t V = (size_t)r->info.n_vocab;
+    static const int32_t at[3] = {0, 30, 44}, len[3] = {12, 10, 8};
+    float *out = malloc((size_t)30 * V * sizeof(float));
+    struct splash_err err = {{0}};
+    struct splash_lane lanes[3];
+    void *seq[3];
+    for (int i = 0, row = 0; i < 3; row += len[i], i++) {
+        assert_int_equal(fam->seq_create(r->model, &seq[i], &err), SPLASH_OK);
+        lanes[i] = (struct splash_lane){.seq = seq[i], .tokens = tokens + at[i],
+                                        .n_tokens = len[i], .logits = out + (size_t)row * V,
+                                        .logits_all = 1};
+    }
+    if (fam->forward(r->model, lanes, 3, &err))
+        fail_msg("three lanes: %s", err.msg);
+    for (int i = 0; i < 3; i++)
+        fam->seq_destroy(r->model, seq[i]);
+    return out;
+}
+
+/* The MLX MoE's experts stream from the planes in its shard, imported one expert at a time
+ * into the slots: teacher-forced logits (one prefill, token by token, two and three lanes
+ * batched) and greedy output bitwise those of every expert loaded (--expert-memory off), at
+ * the smallest store and at half; the streamed loads never import the stacks whole, and the
+ * weights' budget is the whole load's less the routed experts plus the store. */
+static void test_mlx_streamed_bitwise_all_resident(void **state)
+{
+    struct test_golden g;
+    assert_int_equal(test_golden_load_dir("safetensors", "qwen35moe-tiny-mlx-4bit", &g), 0);
+    assert_true(g.n_tokens >= 52);
+    struct test_run whole, small, mid;
+    struct run_out ref, o_small, o_mid;
+    struct splash_loaded_model *lw = open_mlx(0, &whole);
+    assert_false(streams(&whole));
+    assert_int_equal(whole.info.expert_store_bytes, 0);
+    assert_int_equal(stacks_imported(whole.meta), whole.info.routed_expert_bytes);
+    run_all(&whole, &g, &ref);
+    float *ref3 = three_lanes(&whole, g.tokens);
+    const size_t V = (size_t)g.n_vocab;
+    struct splash_loaded_model *ls = open_mlx(SPLASH_EXPERTS_SMALLEST, &small);
+    assert_true(streams(&small));
+    assert_int_equal(stacks_imported(small.meta), 0);
+    assert_int_equal(small.info.expert_store_bytes, small.info.expert_store_min_bytes);
+    assert_int_equal(small.info.routed_expert_bytes, whole.info.routed_expert_bytes);
+    assert_int_equal(small.info.weight_bytes - small.info.expert_store_bytes,
+                     whole.info.weight_bytes - whole.info.routed_expert_bytes);
+    run_all(&small, &g, &o_small);
+    same_bits("qwen35moe-tiny-mlx-4bit", "smallest store", &o_small, &ref, &g);
+    float *got3 = three_lanes(&small, g.tokens);
+    if (memcmp(got3, ref3, 30 * V * sizeof(float)))
+        fail_msg("MLX, smallest store: three batched lanes' logits differ from all experts loaded");
+    free(got3);
+    struct splash_expert_stats s;
+    moe_expert_stats(small.model, &s);
+    assert_true(s.decode.read > 0 && s.prefill.read > 0);
+    assert_int_equal(stacks_imported(small.meta), 0); /* still: every read was one expert's */
+    uint64_t half = small.info.expert_store_min_bytes +
+                    (small.info.routed_expert_bytes - small.info.expert_store_min_bytes) / 2;
+    struct splash_loaded_model *lmid = open_mlx(half, &mid);
+    assert_true(streams(&mid));
+    run_all(&mid, &g, &o_mid);
+    same_bits("qwen35moe-tiny-mlx-4bit", "half store", &o_mid, &ref, &g);
+    got3 = three_lanes(&mid, g.tokens);
+    if (memcmp(got3, ref3, 30 * V * sizeof(float)))
+        fail_msg("MLX, half store: three batched lanes' logits differ from all experts loaded");
+    free(got3);
+    struct splash_expert_stats sm;
+    moe_expert_stats(mid.model, &sm);
+    assert_true(sm.decode.read < sm.decode.routed);
+    printf("  MLX bitwise equal: smallest %.2f MiB (%d slots, %.2f MiB of planes read), half "
+           "%.2f MiB (%d slots, decode hit rate %.2f) of %.2f MiB of experts; weights %.2f MiB "
+           "streamed at the smallest, %.2f MiB whole\n",
+           (double)small.info.expert_store_bytes / 1048576.0, s.slots,
+           (double)(s.decode.bytes_read + s.prefill.bytes_read) / 1048576.0,
+           (double)mid.info.expert_store_bytes / 1048576.0, sm.slots,
+           1.0 - (double)sm.decode.read / (double)sm.decode.routed,
+           (double)whole.info.routed_expert_bytes / 1048576.0,
+           (double)small.info.weight_bytes / 1048576.0, (double)whole.info.weight_bytes / 1048576.0);
+    free(ref3);
+    run_free(&ref);
+    run_free(&o_small);
+    run_free(&o_mid);
+    splash_model_unload(lw);
+    splash_model_unload(ls);
+    splash_model_unload(lmid);
+    test_golden_free(&g);
 }
 
 /* ---- failures ----------------------------------------------------------------------------- */
@@ -529,12 +641,84 @@ static void test_file_rewritten_fails_later_loads(void **state)
     rmdir(dir);
 }
 
+/* The MLX MoE's reads fail as a GGUF's do: the hook's first failed attempt is retried (the
+ * bits those of all experts loaded); failed twice, the step fails naming the shard and the
+ * plane, and the next runs. */
+static void test_mlx_read_error_hook(void **state)
+{
+    int32_t tokens[8] = {11, 12, 13, 14, 15, 16, 17, 18};
+    struct splash_err err = {{0}};
+    struct test_run whole, r;
+    struct splash_loaded_model *lw = open_mlx(0, &whole);
+    float *ref = test_run_logits(&whole, tokens, 8, 0, NULL);
+    setenv(READS_ENV, "3:1", 1);
+    struct splash_loaded_model *lm = open_mlx(SPLASH_EXPERTS_SMALLEST, &r);
+    assert_true(streams(&r));
+    float *got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    free(got);
+    splash_model_unload(lm);
+    setenv(READS_ENV, "3", 1);
+    lm = open_mlx(SPLASH_EXPERTS_SMALLEST, &r);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  MLX read error: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "qwen35moe-tiny-mlx-4bit/model.safetensors"));
+    assert_non_null(strstr(err.msg, "failed twice"));
+    assert_non_null(strstr(err.msg, "switch_mlp"));
+    unsetenv(READS_ENV);
+    got = test_run_logits(&r, tokens, 8, 0, NULL);
+    assert_memory_equal(got, ref, (size_t)8 * (size_t)r.info.n_vocab * sizeof(float));
+    free(got);
+    free(ref);
+    splash_model_unload(lm);
+    splash_model_unload(lw);
+}
+
+/* The MLX MoE's shard rewritten while it serves fails the next load, naming the shard, and
+ * every load after. */
+static void test_mlx_shard_rewritten_fails_later_loads(void **state)
+{
+    char dir[256], src[1024], dst[1024];
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "%s/%s", MLX_MOE, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        copy_file(test_testdata_path(src, sizeof src, rel), dst);
+    }
+    struct test_run r;
+    struct splash_loaded_model *lm = open_mlx_at(dir, SPLASH_EXPERTS_SMALLEST, &r);
+    assert_true(streams(&r));
+    int32_t tokens[8] = {21, 22, 23, 24, 25, 26, 27, 28};
+    struct splash_err err = {{0}};
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_OK);
+    char shard[1024];
+    snprintf(shard, sizeof shard, "%s/model.safetensors", dir);
+    struct stat sb;
+    assert_int_equal(stat(shard, &sb), 0);
+    struct timespec times[2] = {{.tv_sec = sb.st_mtim.tv_sec + 10},
+                                {.tv_sec = sb.st_mtim.tv_sec + 10}};
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(one_forward(&r, tokens, 8, &err), SPLASH_ERR_IO);
+    printf("  MLX shard rewritten: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, shard));
+    assert_non_null(strstr(err.msg, "modified"));
+    assert_int_equal(one_forward(&r, tokens + 1, 4, &err), SPLASH_ERR_IO);
+    assert_non_null(strstr(err.msg, shard));
+    splash_model_unload(lm);
+    test_st_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arc_keeps_what_decode_routes_again),
         cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_imported_experts_load_whole),
+        cmocka_unit_test(test_mlx_streamed_bitwise_all_resident),
+        cmocka_unit_test(test_mlx_read_error_hook),
+        cmocka_unit_test(test_mlx_shard_rewritten_fails_later_loads),
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),

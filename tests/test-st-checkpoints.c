@@ -17,8 +17,10 @@
 
 #include "core/meta.h"
 #include "core/model_check.h"
+#include "core/model_load.h"
 #include "core/registry.h"
 #include "core/st_target.h"
+#include "core/threadpool.h"
 #include "splash/format.h"
 #include "splash/fp.h"
 #include "tests/support/st_write.h"
@@ -709,6 +711,25 @@ static void test_experts_per_module(void **state)
            split_tensors);
     splash_meta_close(split);
     splash_meta_close(stacked);
+    /* such experts cannot be read alone from one stack of planes: an --expert-memory size
+     * is refused saying why, and auto's smallest store loads them whole */
+    struct splash_pool *pool = splash_pool_create(1);
+    struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
+                                   .expert_memory = 1u << 20};
+    struct splash_loaded_model *lm = NULL;
+    assert_int_equal(splash_model_load(splash_registry_global(), dir, &mo, 1, &lm, &err),
+                     SPLASH_ERR_UNSUPPORTED);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--expert-memory"));
+    assert_non_null(strstr(err.msg, "exps.weight"));
+    assert_non_null(strstr(err.msg, "imported one module each"));
+    mo.expert_memory = SPLASH_EXPERTS_SMALLEST;
+    if (splash_model_load(splash_registry_global(), dir, &mo, 1, &lm, &err))
+        fail_msg("%s", err.msg);
+    assert_true(lm->info.routed_expert_bytes > 0);
+    assert_int_equal(lm->info.expert_store_bytes, 0);
+    splash_model_unload(lm);
+    splash_pool_destroy(pool);
     test_st_rmdir(dir);
 }
 

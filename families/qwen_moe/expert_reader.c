@@ -118,9 +118,20 @@ static int hook_fails(long read_no, int attempt)
 
 /* ---- reading -------------------------------------------------------------------------- */
 
-size_t er_staging_bytes(size_t max_part_bytes)
+/* Staging for one extent of `bytes`: the aligned span an O_DIRECT read covers. */
+static size_t extent_staging(size_t bytes)
 {
-    return (max_part_bytes + 2 * ER_ALIGN + ER_ALIGN - 1) / ER_ALIGN * ER_ALIGN;
+    return (bytes + 2 * ER_ALIGN + ER_ALIGN - 1) / ER_ALIGN * ER_ALIGN;
+}
+
+size_t er_staging_bytes(const struct er_part *part)
+{
+    size_t b = 0;
+    for (int32_t x = 0; x < part->n_ext; x++)
+        b += extent_staging(part->bytes[x]);
+    if (part->import)
+        b += (part->rows_bytes + ER_ALIGN - 1) / ER_ALIGN * ER_ALIGN;
+    return b;
 }
 
 static int read_all(int fd, char *buf, size_t len, uint64_t off, size_t need)
@@ -169,24 +180,44 @@ static void run_job(struct er_pool *p, struct er_job *j, char *staging)
 {
     long read_no = atomic_fetch_add(&p->reads, 1) + 1;
     j->error = 0;
+    j->why[0] = '\0';
     for (int32_t part = 0; part < j->n_parts; part++) {
-        const char *src = NULL;
-        for (int attempt = 0; attempt < 2 && !src; attempt++) {
-            int error = 0;
-            if (hook_fails(read_no, attempt))
-                error = EIO;
-            else
-                src = read_part(&p->files[j->file[part]], j->off[part], j->bytes[part], staging,
-                                &error);
-            if (!src)
-                j->error = error;
+        const struct er_part *pt = &j->part[part];
+        const void *src[ER_MAX_EXTENTS] = {NULL};
+        char *at = staging;
+        for (int32_t x = 0; x < pt->n_ext; x++) {
+            for (int attempt = 0; attempt < 2 && !src[x]; attempt++) {
+                int error = 0;
+                if (hook_fails(read_no, attempt))
+                    error = EIO;
+                else
+                    src[x] = read_part(&p->files[pt->file[x]], pt->off[x], pt->bytes[x], at,
+                                       &error);
+                if (!src[x])
+                    j->error = error;
+            }
+            if (!src[x]) {
+                j->failed_part = part;
+                j->failed_ext = x;
+                return;
+            }
+            j->error = 0;
+            at += extent_staging(pt->bytes[x]);
         }
-        if (!src) {
-            j->failed_part = part;
-            return;
+        const void *rows = src[0];
+        if (pt->import) {
+            /* the planes into the expert's rows, as the whole import makes them */
+            struct splash_err why = {{0}};
+            if (p->host->expert_import(pt->import, src, at, &why)) {
+                j->error = EINVAL;
+                j->failed_part = part;
+                j->failed_ext = 0;
+                snprintf(j->why, sizeof j->why, "%s", why.msg);
+                return;
+            }
+            rows = at;
         }
-        j->error = 0;
-        p->k->expert_pack(j->w[part], src, j->dst[part]);
+        p->k->expert_pack(j->w[part], rows, j->dst[part]);
     }
 }
 
@@ -221,15 +252,16 @@ int er_threads_for_machine(void)
     return n < 2 ? 2 : n > 8 ? 8 : (int)n;
 }
 
-enum splash_status er_pool_start(struct er_pool *p, const struct splash_kernels *k,
+enum splash_status er_pool_start(struct er_pool *p, const struct splash_host *host,
                                  struct er_file *files, int32_t n_files, int n_threads,
-                                 size_t max_part_bytes, struct splash_err *err)
+                                 size_t staging_bytes, struct splash_err *err)
 {
     memset(p, 0, sizeof *p);
-    p->k = k;
+    p->k = host->kernels;
+    p->host = host;
     p->files = files;
     p->n_files = n_files;
-    p->staging_bytes = er_staging_bytes(max_part_bytes);
+    p->staging_bytes = staging_bytes;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);

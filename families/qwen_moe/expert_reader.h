@@ -2,7 +2,10 @@
  * (aligned reads around the page cache, where the file system takes them) and plainly,
  * with what it was at the start (device, inode, size, mtime, a digest of its first 4 KiB)
  * to check it unchanged; and a pool of reader threads that read a round's experts
- * (pread, each part tried twice) and pack them into their slots (kernels' expert_pack).
+ * (pread, each extent tried twice) and pack them into their slots (kernels' expert_pack).
+ * A part is one extent of a file as stored (GGUF), or the planes an import makes it
+ * from (an MLX checkpoint's codes, scales and biases, up to three extents, maybe in
+ * different shards), imported by the host (expert_import) before the pack.
  * SPLASH_TEST_EXPERT_READ_FAIL=N[:A] (tests): the N-th expert read of each pool (from 1)
  * fails its first A attempts (2 when A is left out: the read fails). */
 #ifndef SPLASH_FAMILIES_QWEN_MOE_EXPERT_READER_H
@@ -18,6 +21,7 @@
 #include "splash/kernels.h"
 
 #define ER_MAX_PARTS 3
+#define ER_MAX_EXTENTS SPLASH_EXPERT_MAX_PLANES
 #define ER_ALIGN 4096
 
 struct er_file {
@@ -31,21 +35,32 @@ struct er_file {
     uint64_t digest;
 };
 
-/* One expert to read: its parts' places in their files, and where each goes. */
+/* One part of an expert: its extents in their files, and the import that makes its rows
+ * of them (NULL: the one extent holds them as stored). */
+struct er_part {
+    int32_t n_ext;
+    int32_t file[ER_MAX_EXTENTS];
+    uint64_t off[ER_MAX_EXTENTS];
+    size_t bytes[ER_MAX_EXTENTS];
+    const struct splash_expert_planes *import;
+    size_t rows_bytes; /* the expert's rows (the import's output) */
+};
+
+/* One expert to read: its parts, and where each goes. */
 struct er_job {
     int32_t n_parts;
     int32_t key, layer, expert;
-    int32_t file[ER_MAX_PARTS];
-    uint64_t off[ER_MAX_PARTS];
-    size_t bytes[ER_MAX_PARTS];
+    struct er_part part[ER_MAX_PARTS];
     const struct splash_weight *w[ER_MAX_PARTS];
     void *dst[ER_MAX_PARTS];
-    int error;      /* errno of the failed read, 0 when it was read */
-    int32_t failed_part;
+    int error;      /* errno of the failed read (EINVAL: the import failed), 0 when read */
+    int32_t failed_part, failed_ext;
+    char why[192];  /* the import's message when it failed */
 };
 
 struct er_pool {
     const struct splash_kernels *k;
+    const struct splash_host *host; /* expert_import */
     struct er_file *files;
     int32_t n_files;
     int n_threads;
@@ -67,13 +82,14 @@ int32_t er_file_open(struct er_file **files, int32_t *n_files, const char *path,
 int er_file_check(const struct er_file *f, struct splash_err *err);
 void er_files_close(struct er_file *files, int32_t n_files);
 
-/* Starts n_threads readers, each with a staging buffer for parts of up to max_part_bytes. */
-enum splash_status er_pool_start(struct er_pool *p, const struct splash_kernels *k,
+/* Starts n_threads readers, each with a staging buffer of staging_bytes (er_staging_bytes
+ * of the largest part). */
+enum splash_status er_pool_start(struct er_pool *p, const struct splash_host *host,
                                  struct er_file *files, int32_t n_files, int n_threads,
-                                 size_t max_part_bytes, struct splash_err *err);
+                                 size_t staging_bytes, struct splash_err *err);
 void er_pool_stop(struct er_pool *p);
-/* Bytes of one thread's staging buffer for parts of up to max_part_bytes. */
-size_t er_staging_bytes(size_t max_part_bytes);
+/* Bytes of staging one part takes: each extent read aligned, and an import's output. */
+size_t er_staging_bytes(const struct er_part *part);
 /* The readers take jobs[0..n) (the caller keeps them until er_pool_wait). */
 void er_pool_submit(struct er_pool *p, struct er_job *jobs, int32_t n);
 void er_pool_wait(struct er_pool *p);

@@ -38,8 +38,8 @@ struct es_mix {
 struct es_layer {
     int32_t mix, index; /* its mix and its index among the mix's layers */
     struct es_layer_src src;
-    int32_t file[ES_MAX_PARTS];
-    uint64_t off[ES_MAX_PARTS]; /* expert 0's bytes in the file */
+    struct er_part part[ES_MAX_PARTS]; /* expert 0's extents in their files */
+    uint64_t stride[ES_MAX_PARTS][ER_MAX_EXTENTS]; /* expert e's at off + e * stride */
 };
 
 struct es_store {
@@ -128,13 +128,35 @@ static size_t slot_bytes_of(const struct es_layer_src *l)
     return b;
 }
 
-static size_t max_part_bytes(const struct es_layer_src *layers, int32_t n_layers)
+/* Part p of layer l's experts as the readers take it, without its places: one extent as
+ * stored, or the planes an import makes it of. */
+static void part_shape(const struct es_layer_src *l, int32_t p, struct er_part *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct splash_expert_planes *pl = l->planes[p];
+    out->rows_bytes = expert_bytes(l->t[p]);
+    if (!pl) {
+        out->n_ext = 1;
+        out->bytes[0] = out->rows_bytes;
+        return;
+    }
+    out->import = pl;
+    out->n_ext = pl->n_planes;
+    for (int32_t x = 0; x < pl->n_planes; x++)
+        out->bytes[x] = (size_t)pl->expert_bytes[x];
+}
+
+/* One reader's staging: what the largest part takes. */
+static size_t staging_per_reader(const struct es_layer_src *layers, int32_t n_layers)
 {
     size_t m = 0;
     for (int32_t il = 0; il < n_layers; il++)
-        for (int32_t p = 0; p < layers[il].n_parts; p++)
-            if (expert_bytes(layers[il].t[p]) > m)
-                m = expert_bytes(layers[il].t[p]);
+        for (int32_t p = 0; p < layers[il].n_parts; p++) {
+            struct er_part part;
+            part_shape(&layers[il], p, &part);
+            if (er_staging_bytes(&part) > m)
+                m = er_staging_bytes(&part);
+        }
     return m;
 }
 
@@ -149,7 +171,7 @@ static uint64_t overhead_bytes(const struct es_layer_src *layers, int32_t n_laye
     }
     uint64_t tables = keys * (sizeof(struct es_arc_node) + 2 * sizeof(int32_t) + sizeof(uint32_t)) +
                       max_expert * (2 * ES_MAX_PARTS * sizeof(void *) + sizeof(struct er_job));
-    return (uint64_t)readers * er_staging_bytes(max_part_bytes(layers, n_layers)) + tables;
+    return (uint64_t)readers * staging_per_reader(layers, n_layers) + tables;
 }
 
 void es_sizes(const struct es_layer_src *layers, int32_t n_layers, uint64_t *routed_bytes,
@@ -348,17 +370,29 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
             s->max_expert = layers[il].n_expert;
         for (int32_t p = 0; p < layers[il].n_parts; p++) {
             const struct splash_tensor_info *t = layers[il].t[p];
-            char path[1024];
-            if (host->locate_bytes(t->data, t->n_bytes, path, sizeof path, &L->off[p])) {
-                st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                    "%s: its bytes are not read from a model file as stored (an "
-                                    "imported checkpoint): its experts cannot stream",
-                                    t->name);
-                goto fail;
-            }
-            if ((L->file[p] = er_file_open(&s->files, &s->n_files, path, err)) < 0) {
-                st = SPLASH_ERR_IO;
-                goto fail;
+            const struct splash_expert_planes *pl = layers[il].planes[p];
+            struct er_part *part = &L->part[p];
+            part_shape(&layers[il], p, part);
+            for (int32_t x = 0; x < part->n_ext; x++) {
+                char path[1024];
+                if (pl) {
+                    snprintf(path, sizeof path, "%s", pl->path[x]);
+                    part->off[x] = pl->off[x];
+                    L->stride[p][x] = pl->expert_bytes[x];
+                } else if (host->locate_bytes(t->data, t->n_bytes, path, sizeof path,
+                                              &part->off[x])) {
+                    st = splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                        "%s: its bytes are not read from a model file as stored "
+                                        "(an imported checkpoint): its experts cannot stream",
+                                        t->name);
+                    goto fail;
+                } else {
+                    L->stride[p][x] = expert_bytes(t);
+                }
+                if ((part->file[x] = er_file_open(&s->files, &s->n_files, path, err)) < 0) {
+                    st = SPLASH_ERR_IO;
+                    goto fail;
+                }
             }
         }
     }
@@ -390,7 +424,7 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
         uint64_t most = (uint64_t)m->n_layers * (uint64_t)m->n_expert;
         slots[k] = (int32_t)((uint64_t)slots[k] + extra < most ? (uint64_t)slots[k] + extra : most);
     }
-    s->staging_bytes = (uint64_t)readers * er_staging_bytes(max_part_bytes(layers, n_layers));
+    s->staging_bytes = (uint64_t)readers * staging_per_reader(layers, n_layers);
     s->bytes = overhead;
     uint64_t cap_arena = 0, floor_arena = 0;
     for (int32_t k = 0; k < s->n_mixes; k++) {
@@ -427,8 +461,8 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
         st = splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if ((st = er_pool_start(&s->readers, host->kernels, s->files, s->n_files, readers,
-                            max_part_bytes(layers, n_layers), err)))
+    if ((st = er_pool_start(&s->readers, host, s->files, s->n_files, readers,
+                            staging_per_reader(layers, n_layers), err)))
         goto fail;
     s->readers_on = 1;
     s->st.cap_bytes = s->bytes;
@@ -440,6 +474,30 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
 fail:
     es_destroy(s);
     return st;
+}
+
+/* Job j reads expert e of layer il into slot; returns the bytes it reads. */
+static uint64_t fill_job(struct es_store *s, int32_t il, int32_t e, int32_t key, int32_t slot,
+                         struct er_job *j)
+{
+    const struct es_layer *L = &s->layers[il];
+    struct es_mix *m = &s->mixes[L->mix];
+    uint64_t bytes = 0;
+    memset(j, 0, sizeof *j);
+    j->n_parts = m->n_parts;
+    j->key = key;
+    j->layer = il;
+    j->expert = e;
+    for (int32_t p = 0; p < m->n_parts; p++) {
+        j->part[p] = L->part[p];
+        for (int32_t x = 0; x < j->part[p].n_ext; x++) {
+            j->part[p].off[x] += (uint64_t)e * L->stride[p][x];
+            bytes += j->part[p].bytes[x];
+        }
+        j->w[p] = L->src.w[p];
+        j->dst[p] = slot_at(m, slot) + m->part_off[p];
+    }
+    return bytes;
 }
 
 static int pinned(void *ctx, int32_t key)
@@ -454,8 +512,9 @@ static int file_used(const struct er_job *jobs, int32_t n, int32_t f)
 {
     for (int32_t i = 0; i < n; i++)
         for (int32_t p = 0; p < jobs[i].n_parts; p++)
-            if (jobs[i].file[p] == f)
-                return 1;
+            for (int32_t x = 0; x < jobs[i].part[p].n_ext; x++)
+                if (jobs[i].part[p].file[x] == f)
+                    return 1;
     return 0;
 }
 
@@ -563,20 +622,9 @@ enum splash_status es_load(struct es_store *s, int32_t il, const int32_t *ids, i
                                   "expert store: no slot for expert %d of layer %d", e, il);
         m->slot_key[slot] = key;
         struct er_job *j = &s->jobs[s->n_jobs++];
-        memset(j, 0, sizeof *j);
-        j->n_parts = m->n_parts;
-        j->key = key;
-        j->layer = il;
-        j->expert = e;
-        for (int32_t p = 0; p < m->n_parts; p++) {
-            j->file[p] = L->file[p];
-            j->off[p] = L->off[p] + (uint64_t)e * m->part_bytes[p];
-            j->bytes[p] = m->part_bytes[p];
-            j->w[p] = L->src.w[p];
-            j->dst[p] = slot_at(m, slot) + m->part_off[p];
+        use->bytes_read += fill_job(s, il, e, key, slot, j);
+        for (int32_t p = 0; p < m->n_parts; p++)
             s->late[p][e] = j->dst[p];
-            use->bytes_read += m->part_bytes[p];
-        }
     }
     use->read += (uint64_t)s->n_jobs;
     *n_late = s->n_jobs;
@@ -599,11 +647,18 @@ enum splash_status es_wait(struct es_store *s, struct splash_err *err)
         if (!j->error || st)
             continue;
         const struct es_layer *L = &s->layers[j->layer];
-        st = splash_err_set(err, SPLASH_ERR_IO,
-                            "%s: reading expert %d of layer %d failed twice: %s (%s at %llu)",
-                            s->files[j->file[j->failed_part]].path, j->expert, j->layer,
-                            strerror(j->error), L->src.t[j->failed_part]->name,
-                            (unsigned long long)j->off[j->failed_part]);
+        const struct er_part *pt = &j->part[j->failed_part];
+        const struct splash_expert_planes *pl = L->src.planes[j->failed_part];
+        if (j->why[0])
+            st = splash_err_set(err, SPLASH_ERR_IO, "importing expert %d of layer %d: %s",
+                                j->expert, j->layer, j->why);
+        else
+            st = splash_err_set(err, SPLASH_ERR_IO,
+                                "%s: reading expert %d of layer %d failed twice: %s (%s at %llu)",
+                                s->files[pt->file[j->failed_ext]].path, j->expert, j->layer,
+                                strerror(j->error),
+                                pl ? pl->name[j->failed_ext] : L->src.t[j->failed_part]->name,
+                                (unsigned long long)pt->off[j->failed_ext]);
     }
     /* every file the round read from, as it was at the start */
     if (!st)
@@ -642,19 +697,7 @@ void es_read_ahead(struct es_store *s, int32_t il, const int32_t *ids, int64_t n
         m->slot_key[slot] = key;
         s->ahead_stamp[L->mix][key] = s->epoch;
         struct er_job *j = &s->ahead[s->n_ahead++];
-        memset(j, 0, sizeof *j);
-        j->n_parts = m->n_parts;
-        j->key = key;
-        j->layer = il;
-        j->expert = e;
-        for (int32_t p = 0; p < m->n_parts; p++) {
-            j->file[p] = L->file[p];
-            j->off[p] = L->off[p] + (uint64_t)e * m->part_bytes[p];
-            j->bytes[p] = m->part_bytes[p];
-            j->w[p] = L->src.w[p];
-            j->dst[p] = slot_at(m, slot) + m->part_off[p];
-            s->st.decode.bytes_read += m->part_bytes[p];
-        }
+        s->st.decode.bytes_read += fill_job(s, il, e, key, slot, j);
     }
     s->st.decode.read_ahead += (uint64_t)s->n_ahead;
     if (s->n_ahead)

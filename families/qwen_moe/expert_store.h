@@ -7,7 +7,8 @@
  * Slots lie in chunks of about 1 GiB (smaller for small stores); adaptive replacement
  * (expert_arc.h) recycles them. After a layer's routing, es_load claims slots for the
  * experts it lacks and hands their reads to a pool of reader threads (pread, O_DIRECT
- * with aligned buffers where the file system takes it), which repack into the slots
+ * with aligned buffers where the file system takes it; an imported stack's planes
+ * imported first, by the host), which repack into the slots
  * while the caller runs the resident experts' products; es_wait then checks the files
  * unchanged. A read is tried twice; a failed load fails its command, a changed file
  * every later load too. */
@@ -30,6 +31,8 @@ struct es_layer_src {
     int32_t n_expert;
     const struct splash_weight *w[ES_MAX_PARTS];
     const struct splash_tensor_info *t[ES_MAX_PARTS];
+    /* a stack an import makes of planes (host->expert_planes), else NULL: read as stored */
+    const struct splash_expert_planes *planes[ES_MAX_PARTS];
 };
 
 struct es_store;
@@ -41,7 +44,7 @@ void es_sizes(const struct es_layer_src *layers, int32_t n_layers, uint64_t *rou
 
 /* A store of at most `bytes` (rounded down to whole slots; at least the smallest) over
  * the layers' experts. Refuses a size below the smallest, naming both, and experts whose
- * bytes are not in a file. */
+ * bytes are neither in a file nor imported from planes in files. */
 enum splash_status es_create(const struct splash_host *host, const struct es_layer_src *layers,
                              int32_t n_layers, uint64_t bytes, int elastic,
                              struct es_store **out, struct splash_err *err);

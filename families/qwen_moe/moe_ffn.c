@@ -1,6 +1,7 @@
 /* The MoE FFN of the Qwen MoE hybrids: sizes, tensors and the forward pass
  * (see moe.h). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,7 @@ struct moe_model {
     uint64_t budget;             /* --expert-memory as the model opts carry it */
     uint64_t routed, smallest;   /* every routed expert's bytes; the smallest store */
     struct es_layer_src *src;    /* per layer */
+    struct splash_expert_planes *planes; /* per layer and part: an imported stack's planes */
     struct es_store *store;
 };
 
@@ -171,34 +173,57 @@ static enum splash_status moe_model_prepare(struct hybrid_model *model, struct s
     mm->src = calloc((size_t)n_layers, sizeof *mm->src);
     if (!mm->src)
         return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    mm->planes = calloc((size_t)n_layers * ES_MAX_PARTS, sizeof *mm->planes);
+    if (!mm->planes)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory");
+    /* where each stack's experts are read from: its bytes in the file as stored (GGUF), or
+     * the planes an import makes it of (an MLX checkpoint's, host ABI 1.6); a stack that is
+     * neither loads whole under auto, and a size is refused naming it */
+    const struct splash_host *host = model->host;
+    const int planes_api = host->abi_minor >= 6 &&
+                           host->size >= offsetof(struct splash_host, expert_import) +
+                                             sizeof host->expert_import &&
+                           host->expert_planes && host->expert_import;
+    const struct splash_tensor_info *whole = NULL;
+    char why[256] = "";
     for (int32_t il = 0; il < n_layers; il++) {
         layer_src(model, il, mc.n_expert, &mm->src[il]);
-        for (int32_t p = 0; p < mm->src[il].n_parts; p++)
-            if (!mm->src[il].t[p] || mm->src[il].t[p]->n_dims < 3 || !mm->src[il].t[p]->data)
+        for (int32_t p = 0; p < mm->src[il].n_parts; p++) {
+            const struct splash_tensor_info *t = mm->src[il].t[p];
+            if (!t || t->n_dims < 3)
                 return SPLASH_OK; /* binding names what is missing; nothing to stream */
+            char path[1024];
+            uint64_t off;
+            if (t->data && !host->locate_bytes(t->data, t->n_bytes, path, sizeof path, &off))
+                continue;
+            struct splash_expert_planes *pl = &mm->planes[il * ES_MAX_PARTS + p];
+            struct splash_err perr = {{0}};
+            enum splash_status pst =
+                planes_api ? host->expert_planes(model->meta, t, pl, &perr) : SPLASH_ERR_NOT_FOUND;
+            if (!pst) {
+                mm->src[il].planes[p] = pl;
+                continue;
+            }
+            if (!whole) {
+                whole = t;
+                if (pst == SPLASH_ERR_UNSUPPORTED)
+                    snprintf(why, sizeof why, "%s", perr.msg);
+                else
+                    snprintf(why, sizeof why, "%s is imported into memory, not read from its "
+                             "file as stored", t->name);
+            }
+        }
     }
     es_sizes(mm->src, n_layers, &mm->routed, &mm->smallest);
     if (!mm->budget)
         return SPLASH_OK;
-    /* experts stream from the bytes their file stores; an imported checkpoint's (MLX,
-     * ModelOpt) lie in memory: they load whole under auto, and a size is refused */
-    for (int32_t il = 0; il < n_layers; il++)
-        for (int32_t p = 0; p < mm->src[il].n_parts; p++) {
-            const struct splash_tensor_info *t = mm->src[il].t[p];
-            char path[1024];
-            uint64_t off;
-            if (!model->host->locate_bytes(t->data, t->n_bytes, path, sizeof path, &off))
-                continue;
-            if (mm->budget != SPLASH_EXPERTS_SMALLEST)
-                return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
-                                      "--expert-memory: %s is imported into memory, not read "
-                                      "from its file as stored: its experts cannot stream",
-                                      t->name);
-            model->host->log(SPLASH_LOG_INFO, "qwen_moe",
-                             "%s is imported into memory: the routed experts load whole",
-                             t->name);
-            return SPLASH_OK;
-        }
+    if (whole) {
+        if (mm->budget != SPLASH_EXPERTS_SMALLEST)
+            return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
+                                  "--expert-memory: %s: they cannot stream", why);
+        host->log(SPLASH_LOG_INFO, "qwen_moe", "%s: the routed experts load whole", why);
+        return SPLASH_OK;
+    }
     /* a store that holds every expert loads them all, as off does */
     mm->stream = mm->budget == SPLASH_EXPERTS_SMALLEST || mm->budget < mm->routed;
     if (!mm->stream)
@@ -250,6 +275,7 @@ static void moe_model_free(struct hybrid_model *model)
         return;
     es_destroy(mm->store);
     free(mm->src);
+    free(mm->planes);
     free(mm);
     model->ffn_model = NULL;
 }

@@ -46,6 +46,21 @@ static void af_r16_repack_impl(int bits, int group, int64_t n, const void *src, 
                 const uint8_t *x = rows + (size_t)r * row_bytes + (size_t)i * bb;
                 memcpy(o + AFFINE_R16_S + 2 * r, x + cb, 2);
                 memcpy(o + AFFINE_R16_Z + 2 * r, x + cb + 2, 2);
+                if (bits == 4) {
+                    /* a piece's codes c and 16 + c share the byte at c (af_r16_at): 16 bytes
+                     * a row, written whole (a code at a time was most of a streamed expert's
+                     * load: each expert is repacked as it is read) */
+                    for (int p = 0; p < group / 32; p++) {
+                        const uint8_t *q = x + 16 * p; /* codes 32p..32p+31, LSB first */
+                        uint8_t *d = o + AFFINE_R16_QS + (size_t)p * AF_R16_PB(4) + 4 * r;
+                        for (int c = 0; c < 16; c++) {
+                            const int lo = (q[c >> 1] >> (4 * (c & 1))) & 15;
+                            const int hi = (q[8 + (c >> 1)] >> (4 * (c & 1))) & 15;
+                            d[(c >> 2) * 64 + (c & 3)] = (uint8_t)(lo | hi << 4);
+                        }
+                    }
+                    continue;
+                }
                 for (int p = 0; p < group / 32; p++)
                     for (int j = 0; j < 32; j++) {
                         int shift;

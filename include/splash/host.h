@@ -132,6 +132,25 @@ typedef enum splash_status (*splash_declare_fn)(const struct splash_host *host,
                                                  splash_decl_emit_fn emit, void *ctx,
                                                  struct splash_err *err);
 
+/* (ABI 1.6) A stack of experts as an import reads it (host->expert_planes): expert e's
+ * bytes of plane i are expert_bytes[i] bytes at off[i] + e * expert_bytes[i] of path[i].
+ * The fields after name[] are the core's recipe for host->expert_import. Fixed for 1.6: a
+ * later minor adds an entry point rather than grow it. */
+#define SPLASH_EXPERT_MAX_PLANES 3
+struct splash_expert_planes {
+    int32_t n_planes;
+    int64_t experts;
+    char path[SPLASH_EXPERT_MAX_PLANES][1024];
+    uint64_t off[SPLASH_EXPERT_MAX_PLANES];
+    uint64_t expert_bytes[SPLASH_EXPERT_MAX_PLANES];
+    const char *name[SPLASH_EXPERT_MAX_PLANES]; /* the planes' tensors (for messages) */
+    /* the recipe */
+    const struct splash_format_type *format;
+    int64_t rows, cols; /* one expert's */
+    int32_t dtype[SPLASH_EXPERT_MAX_PLANES];
+    double global_scale;
+};
+
 /* A range task for the worker pool: process items [begin, end) on thread `thread`. */
 typedef void (*splash_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 
@@ -206,6 +225,22 @@ struct splash_host {
     void *(*weight_rows_alloc)(size_t size);
     void (*weight_rows_hand_over)(const void *p);
     void (*weight_rows_free)(void *p);
+
+    /* ---- ABI 1.6 ---- */
+    /* Streamed experts of a stack an import makes (an MLX checkpoint's switch_mlp planes:
+     * codes, scales, biases): where each expert's planes lie in their files, and the
+     * recipe that turns them into the expert's rows in the tensor's format. NOT_FOUND for
+     * a tensor whose file stores it as it is (locate_bytes places those), UNSUPPORTED,
+     * naming the tensor and why, for an import whose experts cannot be read alone. */
+    enum splash_status (*expert_planes)(const struct splash_meta *m,
+                                        const struct splash_tensor_info *t,
+                                        struct splash_expert_planes *out, struct splash_err *err);
+    /* One expert's planes (planes[i]: p->expert_bytes[i] bytes read from plane i) imported
+     * into its rows at dst (t->n_bytes / t->ne[2] bytes: what the whole import gives that
+     * expert). Thread-safe; errors name the tensor. */
+    enum splash_status (*expert_import)(const struct splash_expert_planes *p,
+                                        const void *const *planes, void *dst,
+                                        struct splash_err *err);
 };
 
 #endif

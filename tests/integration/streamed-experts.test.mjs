@@ -1,13 +1,15 @@
 // Streamed experts (server.md "Streamed experts"): a MoE whose all-resident load the
 // --max-memory budget refuses serves with its experts streamed, answering greedy requests
 // as the all-resident server does; a read error fails one request, naming the file, and
-// the server serves the next; an automatic store gives its elastic chunks back under
-// memory pressure and takes them back after 30 s of calm.
+// the server serves the next; an imported MLX checkpoint streams from its planes; an
+// automatic store gives its elastic chunks back under memory pressure and takes them back
+// after 30 s of calm.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import OpenAI from "openai";
 import { startServer, testdata } from "./harness.mjs";
 
 const model = path.join(testdata, "models/qwen35moe-tiny-Q4_K_M.gguf");
@@ -196,5 +198,69 @@ test("an automatic store gives chunks back under memory pressure and with releas
   } finally {
     assert.equal(await server.stop(), 0);
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// An imported MLX checkpoint (switch_mlp stacks of 4-bit planes): its experts stream from
+// the planes in its shard through the smallest store, and under a budget that cannot hold
+// them all, and the OpenAI SDK gets the text the all-resident server gives.
+test("the MLX MoE checkpoint streams at the smallest store and under a tight budget, answering the OpenAI SDK as off does", async () => {
+  const dir = path.join(testdata, "safetensors/qwen35moe-tiny-mlx-4bit");
+  const experts = JSON.parse(fs.readFileSync(path.join(dir, "config.json"))).text_config.num_experts;
+  // the smallest store, as the refusal of a size below it says (readers' staging depends on
+  // the machine's CPUs)
+  let smallest;
+  await assert.rejects(startServer(["--expert-memory", "1K"], { model: dir }), (e) => {
+    const m = /below one layer's experts of each format mix \(([\d.]+) MiB with the readers' staging\)/.exec(e.message);
+    assert.ok(m, e.message);
+    smallest = Number(m[1]);
+    return true;
+  });
+  const size = `${(Math.ceil(smallest * 100) / 100 + 0.005).toFixed(3)}M`;
+  const asks = async (server) => {
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused" });
+    const texts = [];
+    for (const prompt of ["Once upon a time", "The little dog"]) {
+      const done = await openai.completions.create({ model: "test/stories", prompt, max_tokens: 16,
+                                                     temperature: 0 });
+      assert.equal(done.usage.completion_tokens, 16);
+      texts.push(done.choices[0].text);
+    }
+    const chat = await openai.chat.completions.create({
+      model: "test/stories", messages: [{ role: "user", content: "Hello there" }], max_tokens: 12,
+      temperature: 0 });
+    texts.push(chat.choices[0].message.content ?? "");
+    return texts;
+  };
+  const whole = await startServer(["--expert-memory", "off"], { model: dir });
+  let want;
+  try {
+    assert.match(whole.output(), /Experts · [\d.]+ MiB of routed experts load whole \(--expert-memory off\)/);
+    want = await asks(whole);
+  } finally {
+    assert.equal(await whole.stop(), 0);
+  }
+  const server = await startServer(["--expert-memory", size], { model: dir });
+  try {
+    assert.match(server.output(), /Experts · streamed: a store of [\d.]+ MiB for 3\.4 MiB of routed experts/);
+    assert.deepEqual(await asks(server), want);
+    const se = (await (await fetch(`${server.url}/status`)).json()).streamed_experts;
+    assert.equal(se.slots, experts, JSON.stringify(se)); // one layer's experts: the smallest
+    assert.ok(se.decode.read > 0 && se.decode.bytes_read > 0, JSON.stringify(se));
+    assert.equal(se.failure ?? "", "", JSON.stringify(se));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  // larger than the memory given: every expert (4.7 MiB of weights with them) and the
+  // context do not fit in 7 MiB; auto streams them from the planes, never importing them
+  const mlxTight = ["--max-memory", "7M", "--max-context", "2K"];
+  await assert.rejects(startServer([...mlxTight, "--expert-memory", "off"], { model: dir }),
+                       /need more than the 0\.01 GiB available \(--max-memory\)/);
+  const tight = await startServer(mlxTight, { model: dir });
+  try {
+    assert.match(tight.output(), /Experts · streamed: a store of [\d.]+ MiB, its floor [\d.]+ MiB; the chunks above it elastic for 3\.4 MiB of routed experts \(auto/);
+    assert.deepEqual(await asks(tight), want);
+  } finally {
+    assert.equal(await tight.stop(), 0);
   }
 });
