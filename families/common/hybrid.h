@@ -343,6 +343,26 @@ enum splash_status hybrid_family_seq_save(void *model, const void *seq,
                                           void *ctx, struct splash_err *err);
 enum splash_status hybrid_family_seq_load(void *model, const void *buf, uint64_t size,
                                           void **seq, struct splash_err *err);
+/* A sequence of n_tokens whose pages (every attention layer's, the partial last one
+ * included) are allocated, their bytes undefined, and whose states are zero: a loader
+ * fills them (hybrid_saved.c). */
+enum splash_status hybrid_seq_blank(struct hybrid_model *model, int64_t n_tokens,
+                                    struct hybrid_seq **out, struct splash_err *err);
+/* seq_save_page, seq_rest_bytes, seq_save_rest and seq_load_parts (ABI 1.6,
+ * hybrid_parts.c). */
+enum splash_status hybrid_family_seq_save_page(void *model, const void *seq, int64_t page,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err);
+uint64_t hybrid_family_seq_rest_bytes(const void *model, int32_t n_tokens);
+enum splash_status hybrid_family_seq_save_rest(void *model, const void *seq,
+                                               int (*write)(void *ctx, const void *bytes,
+                                                            size_t n),
+                                               void *ctx, struct splash_err *err);
+enum splash_status hybrid_family_seq_load_parts(void *model, const void *const *pages,
+                                                int64_t n_pages, const void *rest,
+                                                uint64_t rest_size, void **seq,
+                                                struct splash_err *err);
 
 /* Values an element-wise section's piece takes at least: below it the work (a few
  * microseconds) costs less than handing it to the pool, so a verify pass's 8 rows run on

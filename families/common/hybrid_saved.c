@@ -1,12 +1,41 @@
 /* A sequence's caches as bytes (family ABI 1.3 seq_save / seq_load), for the SSD tier of
  * the prefix cache: a header that names the layout, then every attention layer's pages
  * that hold the tokens (whole pages), then the GDN states and the conv states. A blob is
- * only read back by a model of the same layout; the header says which. */
+ * only read back by a model of the same layout; the header says which. The blank
+ * sequence a loader fills is shared with the parts' loader (hybrid_parts.c). */
 #include <stdint.h>
 #include <string.h>
 
 #include "families/common/hybrid.h"
 #include "families/common/saved_header.h"
+
+enum splash_status hybrid_seq_blank(struct hybrid_model *model, int64_t n_tokens,
+                                    struct hybrid_seq **out, struct splash_err *err)
+{
+    struct hybrid_seq *seq;
+    enum splash_status st = hybrid_seq_create(model, &seq, err);
+    if (st)
+        return st;
+    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
+    if ((st = hybrid_seq_pages_grow(model, seq, n_pages, err))) {
+        hybrid_seq_destroy(model, seq);
+        return st;
+    }
+    for (int64_t pg = 0; pg < n_pages; pg++) {
+        seq->n_pages = pg + 1; /* a failure frees what this page's layers got (NULL the rest) */
+        for (int32_t a = 0; a < model->cfg.n_attn; a++) {
+            void *page = hybrid_page_alloc(model);
+            if (!page) {
+                hybrid_seq_destroy(model, seq);
+                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
+            }
+            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg] = page;
+        }
+    }
+    seq->n_tokens = n_tokens;
+    *out = seq;
+    return SPLASH_OK;
+}
 
 /* The layout a blob states: page size, attention layers, GDN layers and state sizes. */
 static struct saved_layout layout_of(const struct hybrid_model *model)
@@ -67,32 +96,18 @@ enum splash_status hybrid_family_seq_load(void *model_, const void *buf, uint64_
     if (st)
         return st;
     struct hybrid_seq *seq;
-    st = hybrid_seq_create(model, &seq, err);
-    if (st)
+    if ((st = hybrid_seq_blank(model, n_tokens, &seq, err)))
         return st;
-    int64_t n_pages = (n_tokens + model->page_tokens - 1) / model->page_tokens;
-    if ((st = hybrid_seq_pages_grow(model, seq, n_pages, err))) {
-        hybrid_seq_destroy(model, seq);
-        return st;
-    }
-    for (int64_t pg = 0; pg < n_pages; pg++) {
-        seq->n_pages = pg + 1; /* a failure frees what this page's layers got (NULL the rest) */
-        for (int32_t a = 0; a < model->cfg.n_attn; a++) {
-            void *page = hybrid_page_alloc(model);
-            if (!page) {
-                hybrid_seq_destroy(model, seq);
-                return splash_err_set(err, SPLASH_ERR_NOMEM, "out of memory for KV pages");
-            }
-            memcpy(page, p + ((size_t)a * (size_t)n_pages + (size_t)pg) * model->kv_page_bytes,
+    int64_t n_pages = seq->n_pages;
+    for (int32_t a = 0; a < model->cfg.n_attn; a++)
+        for (int64_t pg = 0; pg < n_pages; pg++)
+            memcpy(seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg],
+                   p + ((size_t)a * (size_t)n_pages + (size_t)pg) * model->kv_page_bytes,
                    model->kv_page_bytes);
-            seq->pages[(size_t)a * (size_t)seq->cap_pages + (size_t)pg] = page;
-        }
-    }
     p += (size_t)model->cfg.n_attn * (size_t)n_pages * model->kv_page_bytes;
     memcpy(seq->gdn_state, p, (size_t)model->n_gdn * model->gdn_state_bytes);
     p += (size_t)model->n_gdn * model->gdn_state_bytes;
     memcpy(seq->conv_state, p, (size_t)model->n_gdn * model->conv_state_bytes);
-    seq->n_tokens = n_tokens;
     *out = seq;
     return SPLASH_OK;
 }

@@ -139,6 +139,10 @@ static const struct splash_family_plugin qh_plugin = {
     .seq_saved_bytes = hybrid_family_seq_saved_bytes,
     .seq_save = hybrid_family_seq_save,
     .seq_load = hybrid_family_seq_load,
+    .seq_save_page = hybrid_family_seq_save_page,
+    .seq_rest_bytes = hybrid_family_seq_rest_bytes,
+    .seq_save_rest = hybrid_family_seq_save_rest,
+    .seq_load_parts = hybrid_family_seq_load_parts,
     .presets = qh_presets,
 };
 
