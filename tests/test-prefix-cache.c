@@ -613,9 +613,8 @@ static uint64_t rss_bytes(void)
 /* A soak: 200 requests over a few shared prefixes with random continuations, under a
  * memory plan far smaller than their KV together. The caches stay within the plan, the
  * process's memory does not grow past it, every request ends well and the cache hits. */
-static void test_engine_soak_within_plan(void **state)
+static void soak_case(int disk)
 {
-    (void)state;
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     int32_t reuse = im_end_id(file);
     struct test_engine t;
@@ -628,9 +627,15 @@ static void test_engine_soak_within_plan(void **state)
                          (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
     test_engine_stop(&t);
     /* room for 3,000 tokens of KV and twenty states beside the lanes' (a restore point
-     * is mostly its state on this model) */
-    engine_start(&t, file, SPLASH_KV_INT8, weights + states + 20 * one_state + 3000 * per_token, 4096,
-                 4);
+     * is mostly its state on this model); with the SSD tier, six, and a quota of twelve
+     * points' states, so points go to the disk, come back and leave it again */
+    if (disk) {
+        disk_quota = (int64_t)(12 * one_state);
+        strcpy(disk_dir, "/tmp/splash-disk-soak-XXXXXX");
+        assert_non_null(mkdtemp(disk_dir));
+    }
+    engine_start(&t, file, SPLASH_KV_INT8,
+                 weights + states + (disk ? 6 : 20) * one_state + 3000 * per_token, 4096, 4);
     enum { PREFIXES = 5, REQUESTS = 200, BATCH = 8 };
     static int32_t prefix[PREFIXES][256];
     int32_t prompt[1024];
@@ -675,8 +680,47 @@ static void test_engine_soak_within_plan(void **state)
         fail_msg("RSS grew from %.1f to %.1f MiB over a plan of %.1f MiB for caches",
                  (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
     assert_true(hits > REQUESTS / 4); /* most of the half that take a whole system turn */
+    if (disk) {
+        json_t *d = json_object_get(pc, "disk");
+        json_t *pages = json_object_get(d, "pages");
+        fprintf(stderr, "  with the SSD tier: %lld writes, %lld hits back, %lld corrupt; %lld "
+                "pages (%lld shared references), %lld of %lld bytes; RSS %.1f -> %.1f MiB over "
+                "a plan of %.1f MiB\n",
+                (long long)json_integer_value(json_object_get(d, "writes")),
+                (long long)json_integer_value(json_object_get(d, "hits")),
+                (long long)json_integer_value(json_object_get(d, "corrupt")),
+                (long long)json_integer_value(json_object_get(pages, "count")),
+                (long long)json_integer_value(json_object_get(pages, "shared")),
+                (long long)json_integer_value(json_object_get(d, "used_bytes")),
+                (long long)json_integer_value(json_object_get(d, "capacity_bytes")),
+                (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
+        assert_true(json_integer_value(json_object_get(d, "writes")) > 0);
+        assert_true(json_integer_value(json_object_get(d, "hits")) > 0);
+        assert_int_equal(json_integer_value(json_object_get(d, "corrupt")), 0);
+        assert_true(json_integer_value(json_object_get(d, "used_bytes")) <=
+                    json_integer_value(json_object_get(d, "capacity_bytes")));
+    }
     json_decref(st);
     test_engine_stop(&t);
+    if (disk) {
+        assert_int_equal(rmdir(disk_dir), 0);
+        disk_quota = 0;
+        disk_dir[0] = 0;
+    }
+}
+
+static void test_engine_soak_within_plan(void **state)
+{
+    (void)state;
+    soak_case(0);
+}
+
+/* The same soak with the SSD tier on and a small quota: points go to the disk as chains
+ * of pages and come back; memory stays within the plan. */
+static void test_engine_soak_with_disk_tier(void **state)
+{
+    (void)state;
+    soak_case(1);
 }
 
 /* ---- the SSD tier ---------------------------------------------------------------------- */
@@ -959,7 +1003,10 @@ static void test_disk_cache_failed_page_write(void **state)
                                  .page_tokens = T_PAGE_TOKENS};
     struct splash_disk_cache *d;
     char why[256];
+    /* 100 ms a piece: b is queued while a's pages are still being written */
+    setenv("SPLASH_TEST_SLOW_DISK_WRITES", "100", 1);
     assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    unsetenv("SPLASH_TEST_SLOW_DISK_WRITES");
     int32_t a[20], b[16];
     for (int i = 0; i < 20; i++)
         a[i] = 300 + i;
@@ -1352,7 +1399,9 @@ static void test_persistent_probation(void **state)
 }
 
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
-static int disk_file_fd(void)
+/* The nth of the tier's files under disk_dir in opening order: 0 the states file, 1 the
+ * pages file (unlinked, their links name no file to tell them apart by). */
+static int disk_file_fd_nth(int nth)
 {
     char link[64], target[512];
     for (int fd = 3; fd < 1024; fd++) {
@@ -1361,11 +1410,12 @@ static int disk_file_fd(void)
         if (n <= 0)
             continue;
         target[n] = 0;
-        if (!strncmp(target, disk_dir, strlen(disk_dir)))
+        if (!strncmp(target, disk_dir, strlen(disk_dir)) && !nth--)
             return fd;
     }
     return -1;
 }
+
 
 /* A restore point memory gives up goes to the SSD tier and comes back bit for bit: a
  * prompt resumed from it gives the cold engine's tokens and log-probabilities; a damaged
@@ -1403,9 +1453,16 @@ static void disk_case(const char *file, int kv, int damage)
     json_t *disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
     assert_true(json_is_true(json_object_get(disk, "enabled")));
     assert_true(json_integer_value(json_object_get(disk, "writes")) >= 1);
+    /* the hybrid trunk saves in parts: the points went as chains of pages */
+    json_t *pages = json_object_get(disk, "pages");
+    assert_true(json_integer_value(json_object_get(pages, "count")) >= 1);
+    assert_int_equal(json_integer_value(json_object_get(pages, "bytes")),
+                     json_integer_value(json_object_get(pages, "count")) *
+                         (32 + 4 * json_integer_value(json_object_get(pages, "page_tokens")) +
+                          json_integer_value(json_object_get(pages, "page_bytes"))));
     json_decref(st);
     if (damage) {
-        int fd = disk_file_fd();
+        int fd = disk_file_fd_nth(damage - 1); /* 1: the states file, 2: the pages file */
         assert_true(fd >= 0);
         char junk[256];
         memset(junk, 0x5a, sizeof junk);
@@ -1438,7 +1495,9 @@ static void test_engine_disk_tier_bit_identical(void **state)
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0);
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16, 0);
     disk_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8, 0);
+    disk_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_BF16, 0);
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 1);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 2);
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1530,6 +1589,84 @@ static void test_engine_persistent_restart(void **state)
     run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, 0);
     test_result_assert_same("a damaged index", &hit, &cold, "cold");
+    test_engine_stop(&t);
+    persist_root = NULL;
+    disk_quota = 0;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static double wall_now(void);
+
+/* server.md "SSD cache": two conversations sharing a long system prompt write its KV pages
+ * once (the second's chain finds them on the tier), and after a restart each resumes from
+ * the persistent cache to the cold bits. */
+static void test_engine_disk_shared_system_prompt(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    char root[] = "/tmp/splash-disk-shared-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    int32_t a[1024], b[1024], tail[256];
+    static const int segs[] = {600, 100, 3}, segs_tail[] = {100, 3};
+    int bounds[2];
+    int na = conversation(a, segs, 3, reuse, 61, bounds);
+    int system = bounds[0]; /* the system prompt and its boundary token */
+    memcpy(b, a, (size_t)system * sizeof *b);
+    int nb = system + conversation(tail, segs_tail, 2, reuse, 62, bounds);
+    memcpy(b + system, tail, (size_t)(nb - system) * sizeof *b);
+    struct test_result cold_a, cold_b, hit;
+    struct test_engine t;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &cold_a);
+    run_one(&t, 2, b, nb, 8, reuse, 0.7, &cold_b);
+    test_engine_stop(&t);
+
+    disk_quota = 64 << 20;
+    persist_root = root; /* every turn point is copied ahead, at once */
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "0", 1);
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &hit);
+    run_one(&t, 2, b, nb, 8, reuse, 0.7, &hit);
+    double t0 = wall_now();
+    json_t *d = NULL;
+    for (;;) { /* a's two turn points and b's last copied */
+        json_decref(d);
+        d = disk_status(&t);
+        if ((json_integer_value(json_object_get(d, "entries")) >= 3 &&
+             !json_integer_value(json_object_get(d, "writes_in_flight"))) ||
+            wall_now() - t0 > 60)
+            break;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    json_t *pages = json_object_get(d, "pages");
+    int64_t P = json_integer_value(json_object_get(pages, "page_tokens"));
+    int64_t count = json_integer_value(json_object_get(pages, "count"));
+    int64_t shared = json_integer_value(json_object_get(pages, "shared"));
+    fprintf(stderr, "  %lld points on disk: %lld pages of %lld tokens, %lld references shared\n",
+            (long long)json_integer_value(json_object_get(d, "entries")), (long long)count,
+            (long long)P, (long long)shared);
+    assert_true(json_integer_value(json_object_get(d, "entries")) >= 3);
+    assert_true(P > 0);
+    /* the system prompt's pages are on the disk once: a's later point and b's hold them */
+    assert_true(shared >= 2 * (system / P));
+    assert_true(count <= (na + (nb - system)) / P + 1);
+    json_decref(d);
+    test_engine_stop(&t);
+
+    /* a restart takes the chains back whole; each conversation resumes to the cold bits */
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    d = disk_status(&t);
+    assert_true(json_integer_value(json_object_get(d, "taken_back")) >= 3);
+    json_decref(d);
+    run_one(&t, 3, b, nb, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, nb - 3);
+    test_result_assert_same("b from shared pages after a restart", &hit, &cold_b, "cold");
+    run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, na - 3);
+    test_result_assert_same("a from shared pages after a restart", &hit, &cold_a, "cold");
     test_engine_stop(&t);
     persist_root = NULL;
     disk_quota = 0;
@@ -1853,6 +1990,7 @@ int main(void)
         cmocka_unit_test(test_engine_shared_prefix_lanes),
         cmocka_unit_test(test_engine_capacity_take_turns),
         cmocka_unit_test(test_engine_soak_within_plan),
+        cmocka_unit_test(test_engine_soak_with_disk_tier),
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_disk_cache_persistent_leftovers),
         cmocka_unit_test(test_disk_cache_shared_pages),
@@ -1863,6 +2001,7 @@ int main(void)
         cmocka_unit_test(test_persistent_probation),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
+        cmocka_unit_test(test_engine_disk_shared_system_prompt),
         cmocka_unit_test(test_engine_write_ahead_no_wait),
         cmocka_unit_test(test_engine_write_ahead_rules),
     };

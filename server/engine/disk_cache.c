@@ -1690,10 +1690,11 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
                      "writes_in_flight", (json_int_t)s.pending);
     if (st) {
         json_object_set_new(st, "pages",
-                            json_pack("{s:I, s:I, s:I, s:I}", "count", (json_int_t)s.pages,
+                            json_pack("{s:I, s:I, s:I, s:I, s:i}", "count", (json_int_t)s.pages,
                                       "bytes", (json_int_t)s.pages_bytes, "shared",
                                       (json_int_t)s.pages_shared, "page_bytes",
-                                      (json_int_t)d->pg.page_bytes));
+                                      (json_int_t)d->pg.page_bytes, "page_tokens",
+                                      (int)d->pg.page_tokens));
         json_object_set_new(st, "states",
                             json_pack("{s:I, s:I}", "count", (json_int_t)s.states, "bytes",
                                       (json_int_t)s.states_bytes));
