@@ -741,8 +741,9 @@ static struct entry *find_any(struct splash_disk_cache *d, const int32_t *tokens
 {
     for (size_t i = 0; i < d->n; i++) {
         struct entry *x = &d->e[i];
-        if (x->n == n && !memcmp(x->tokens, tokens, (size_t)n * sizeof *tokens))
-            return (pending ? !x->doomed : readable(d, x)) ? x : NULL;
+        /* (a doomed point may stay beside its new copy until its read ends) */
+        if (x->n == n && !x->doomed && !memcmp(x->tokens, tokens, (size_t)n * sizeof *tokens))
+            return pending || readable(d, x) ? x : NULL;
     }
     return NULL;
 }

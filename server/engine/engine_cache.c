@@ -171,6 +171,10 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
         struct splash_disk_opts o = *disk;
         c->parts = splash_family_saves_parts(fam) && info->kv_page_bytes &&
                    info->kv_page_tokens > 0;
+        /* tests and bench-cache only: whole seq_save blobs, as for a family without parts */
+        const char *whole = getenv("SPLASH_TEST_DISK_WHOLE");
+        if (whole && !strcmp(whole, "1"))
+            c->parts = 0;
         o.page_bytes = c->parts ? info->kv_page_bytes : 0;
         o.page_tokens = c->parts ? info->kv_page_tokens : 0;
         if (splash_disk_cache_open(&o, &c->disk, c->disk_why, sizeof c->disk_why) == SPLASH_OK &&
