@@ -1049,6 +1049,15 @@ static void test_disk_cache_failed_page_write(void **state)
     assert_memory_equal(got, fb.pages, 4 * T_PAGE_BYTES);
     assert_string_equal((char *)got + 4 * T_PAGE_BYTES, "the rest");
     free(got);
+    /* a point already there is not queued again, and its pages keep their references */
+    assert_int_equal(splash_disk_cache_put_parts_async(d, b, 16, 1, &pb, failing_done, &fb, 0),
+                     0);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.pages, 4);
+    assert_int_equal(st.entries, 1);
+    got = splash_disk_cache_get_parts(d, b, 16, &n_pages, &size, &cls);
+    assert_non_null(got);
+    free(got);
     splash_disk_cache_close(d);
     assert_int_equal(rmdir(dir), 0);
 }

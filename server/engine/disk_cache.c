@@ -1203,6 +1203,8 @@ int splash_disk_cache_put_parts_async(struct splash_disk_cache *d, const int32_t
         return 0;
     }
     memcpy(j->tokens, tokens, tok_bytes);
+    for (int64_t i = 0; i < n_pages; i++)
+        chain[i] = -1; /* no reference taken yet */
     pthread_mutex_lock(&d->mu);
     int queued = 0;
     uint64_t span = sizeof(struct state_record) + tok_bytes + parts->rest_size;
