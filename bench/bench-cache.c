@@ -7,6 +7,10 @@
  *    the same request on a cold engine (prefix cache off). Target: at most 2%.
  * 2. Shared system prompt: C concurrent conversations that share an S-token system
  *    prompt; prefill tokens computed and taken from the cache, and the wall time.
+ * 3. The same conversations on the persistent SSD tier (every turn point copied at once,
+ *    test hook SPLASH_TEST_WRITE_AHEAD_DELAY_MS=0): the bytes written as chains of KV
+ *    pages (the system prompt's pages written once), against the same points written as
+ *    whole seq_save blobs (test hook SPLASH_TEST_DISK_WHOLE=1, as before the pages file).
  *
  * usage: bench-cache [-T tokens] [-C conversations] [-S tokens] [-t threads] [-m GGUF]
  *        (16384, 32, 4096, 2 threads, the cached 0.8B-shaped model) */
@@ -65,6 +69,11 @@ static void *engine_main(void *arg)
 }
 
 static int engine_start(struct engine_run *e, const char *model, int threads, int64_t context,
+                        int off);
+
+static const char *persist_root; /* set: the persistent SSD tier under it */
+
+static int engine_start(struct engine_run *e, const char *model, int threads, int64_t context,
                         int off)
 {
     int sp[2];
@@ -75,6 +84,11 @@ static int engine_start(struct engine_run *e, const char *model, int threads, in
     e->opts = (struct splash_engine_opts){.fd = sp[1], .model_path = model, .n_threads = threads,
                                           .max_context = context, .max_lanes = 32,
                                           .decode_share = 0.5, .prefix_cache_off = off};
+    if (persist_root) {
+        e->opts.cache_disk = 8ll << 30;
+        e->opts.persistent_cache = 1;
+        e->opts.cache_dir = persist_root;
+    }
     if (pthread_create(&e->thread, NULL, engine_main, e))
         return -1;
     struct splash_frame f;
@@ -301,6 +315,87 @@ static int shared_prompt(const char *model, int threads, int C, int S, int32_t r
     return 0;
 }
 
+/* The C conversations of shared_prompt on the persistent SSD tier, every turn point
+ * copied: bytes written, as pages (whole = 0) or as whole blobs (whole = 1). */
+static int shared_on_disk(const char *model, int threads, int C, int S, int32_t reuse,
+                          int whole, int64_t *written)
+{
+    enum { USER = 64 };
+    int n = S + 1 + USER + 1 + 3;
+    int32_t *sys = malloc((size_t)S * sizeof *sys), *conv = malloc((size_t)C * n * sizeof *conv);
+    uint64_t saved = rng_state;
+    for (int i = 0; i < S; i++)
+        sys[i] = word();
+    for (int c = 0; c < C; c++) {
+        int32_t *t = conv + (size_t)c * n;
+        memcpy(t, sys, (size_t)S * sizeof *t);
+        t[S] = reuse;
+        for (int i = 0; i < USER; i++)
+            t[S + 1 + i] = word();
+        t[S + 1 + USER] = reuse;
+        for (int i = 0; i < 3; i++)
+            t[S + 2 + USER + i] = word();
+    }
+    rng_state = saved; /* both runs see the same conversations */
+    char root[] = "/tmp/bench-cache-disk-XXXXXX";
+    if (!mkdtemp(root))
+        return -1;
+    persist_root = root;
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "0", 1);
+    if (whole)
+        setenv("SPLASH_TEST_DISK_WHOLE", "1", 1);
+    struct engine_run e;
+    int rc = engine_start(&e, model, threads, ((int64_t)n + 64 + 1023) / 1024 * 1024, 0);
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    unsetenv("SPLASH_TEST_DISK_WHOLE");
+    persist_root = NULL;
+    struct outcome *o = calloc((size_t)C, sizeof *o);
+    if (!rc) {
+        for (int c = 0; c < C; c++)
+            submit(&e, 100 + (uint64_t)c, conv + (size_t)c * n, n, 4, reuse);
+        collect(&e, 100, C, o);
+        /* the copies ahead: until none is under way and the count holds for 2 s */
+        int64_t last = -1;
+        double since = now();
+        json_t *disk = NULL, *st = NULL;
+        for (;;) {
+            json_decref(st);
+            st = status(&e);
+            disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
+            int64_t w = json_integer_value(json_object_get(disk, "written_bytes"));
+            if (w != last || json_integer_value(json_object_get(disk, "writes_in_flight"))) {
+                last = w;
+                since = now();
+            } else if (now() - since > 2.0) {
+                break;
+            }
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        json_t *pages = json_object_get(disk, "pages"), *states = json_object_get(disk, "states");
+        *written = last;
+        printf("  %s: %lld points written, %.1f MiB; pages %lld (%.1f MiB, %lld references "
+               "shared), states %lld (%.1f MiB)\n",
+               whole ? "as whole blobs (before)" : "as chains of pages (after)",
+               (long long)json_integer_value(json_object_get(disk, "writes")),
+               (double)last / 1048576.0, (long long)json_integer_value(json_object_get(pages, "count")),
+               (double)json_integer_value(json_object_get(pages, "bytes")) / 1048576.0,
+               (long long)json_integer_value(json_object_get(pages, "shared")),
+               (long long)json_integer_value(json_object_get(states, "count")),
+               (double)json_integer_value(json_object_get(states, "bytes")) / 1048576.0);
+        json_decref(st);
+        engine_stop(&e);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench-cache: %s stays\n", root);
+    free(o);
+    free(sys);
+    free(conv);
+    return rc;
+}
+
 static void exe_dir(char *out, size_t size)
 {
     char exe[PATH_MAX - 64];
@@ -373,6 +468,18 @@ int main(int argc, char **argv)
     }
     printf("prefix cache benchmark: %s, %d threads\n", model, threads);
     int rc = next_turn(model, threads, T, reuse) ? 1 : 0;
+    uint64_t before_disk = rng_state;
     rc |= shared_prompt(model, threads, C, S, reuse) ? 1 : 0;
+    printf("shared system prompt on the SSD tier: the same %d conversations, every turn point "
+           "copied\n", C);
+    fflush(stdout);
+    int64_t as_pages = 0, as_whole = 0;
+    rng_state = before_disk;
+    rc |= shared_on_disk(model, threads, C, S, reuse, 0, &as_pages) ? 1 : 0;
+    rng_state = before_disk;
+    rc |= shared_on_disk(model, threads, C, S, reuse, 1, &as_whole) ? 1 : 0;
+    if (as_whole > 0)
+        printf("  written as pages / as whole blobs: %.1f%%\n",
+               100.0 * (double)as_pages / (double)as_whole);
     return rc;
 }

@@ -613,9 +613,8 @@ static uint64_t rss_bytes(void)
 /* A soak: 200 requests over a few shared prefixes with random continuations, under a
  * memory plan far smaller than their KV together. The caches stay within the plan, the
  * process's memory does not grow past it, every request ends well and the cache hits. */
-static void test_engine_soak_within_plan(void **state)
+static void soak_case(int disk)
 {
-    (void)state;
     const char *file = "models/qwen35-tiny-Q8_0.gguf";
     int32_t reuse = im_end_id(file);
     struct test_engine t;
@@ -628,9 +627,15 @@ static void test_engine_soak_within_plan(void **state)
                          (uint64_t)json_integer_value(json_object_get(plan, "kv_capacity_tokens"));
     test_engine_stop(&t);
     /* room for 3,000 tokens of KV and twenty states beside the lanes' (a restore point
-     * is mostly its state on this model) */
-    engine_start(&t, file, SPLASH_KV_INT8, weights + states + 20 * one_state + 3000 * per_token, 4096,
-                 4);
+     * is mostly its state on this model); with the SSD tier, six, and a quota of twelve
+     * points' states, so points go to the disk, come back and leave it again */
+    if (disk) {
+        disk_quota = (int64_t)(12 * one_state);
+        strcpy(disk_dir, "/tmp/splash-disk-soak-XXXXXX");
+        assert_non_null(mkdtemp(disk_dir));
+    }
+    engine_start(&t, file, SPLASH_KV_INT8,
+                 weights + states + (disk ? 6 : 20) * one_state + 3000 * per_token, 4096, 4);
     enum { PREFIXES = 5, REQUESTS = 200, BATCH = 8 };
     static int32_t prefix[PREFIXES][256];
     int32_t prompt[1024];
@@ -675,8 +680,47 @@ static void test_engine_soak_within_plan(void **state)
         fail_msg("RSS grew from %.1f to %.1f MiB over a plan of %.1f MiB for caches",
                  (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
     assert_true(hits > REQUESTS / 4); /* most of the half that take a whole system turn */
+    if (disk) {
+        json_t *d = json_object_get(pc, "disk");
+        json_t *pages = json_object_get(d, "pages");
+        fprintf(stderr, "  with the SSD tier: %lld writes, %lld hits back, %lld corrupt; %lld "
+                "pages (%lld shared references), %lld of %lld bytes; RSS %.1f -> %.1f MiB over "
+                "a plan of %.1f MiB\n",
+                (long long)json_integer_value(json_object_get(d, "writes")),
+                (long long)json_integer_value(json_object_get(d, "hits")),
+                (long long)json_integer_value(json_object_get(d, "corrupt")),
+                (long long)json_integer_value(json_object_get(pages, "count")),
+                (long long)json_integer_value(json_object_get(pages, "shared")),
+                (long long)json_integer_value(json_object_get(d, "used_bytes")),
+                (long long)json_integer_value(json_object_get(d, "capacity_bytes")),
+                (double)rss0 / 1048576.0, (double)rss1 / 1048576.0, (double)limit / 1048576.0);
+        assert_true(json_integer_value(json_object_get(d, "writes")) > 0);
+        assert_true(json_integer_value(json_object_get(d, "hits")) > 0);
+        assert_int_equal(json_integer_value(json_object_get(d, "corrupt")), 0);
+        assert_true(json_integer_value(json_object_get(d, "used_bytes")) <=
+                    json_integer_value(json_object_get(d, "capacity_bytes")));
+    }
     json_decref(st);
     test_engine_stop(&t);
+    if (disk) {
+        assert_int_equal(rmdir(disk_dir), 0);
+        disk_quota = 0;
+        disk_dir[0] = 0;
+    }
+}
+
+static void test_engine_soak_within_plan(void **state)
+{
+    (void)state;
+    soak_case(0);
+}
+
+/* The same soak with the SSD tier on and a small quota: points go to the disk as chains
+ * of pages and come back; memory stays within the plan. */
+static void test_engine_soak_with_disk_tier(void **state)
+{
+    (void)state;
+    soak_case(1);
 }
 
 /* ---- the SSD tier ---------------------------------------------------------------------- */
@@ -760,6 +804,341 @@ static void test_disk_cache_checks(void **state)
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw);
 
+/* Synthetic KV pages for the SSD tier's chains: page i of a point is a function of the
+ * tokens up to its end (as a family's pages are), so points that begin alike have the
+ * same pages. */
+#define T_PAGE_TOKENS 4
+#define T_PAGE_BYTES 256
+
+static void synthetic_pages(const int32_t *tokens, int64_t n_pages, unsigned char *out)
+{
+    uint32_t h = 2166136261u;
+    for (int64_t i = 0; i < n_pages; i++) {
+        for (int k = 0; k < T_PAGE_TOKENS; k++)
+            h = (h ^ (uint32_t)tokens[i * T_PAGE_TOKENS + k]) * 16777619u;
+        for (int b = 0; b < T_PAGE_BYTES; b++)
+            out[i * T_PAGE_BYTES + b] = (unsigned char)((h >> (b % 24)) + (unsigned)b);
+    }
+}
+
+/* Puts the point at tokens[0..n) with its whole pages and a rest of rest_size bytes of
+ * fill. */
+static int put_chain(struct splash_disk_cache *d, const int32_t *tokens, int32_t n, int cls,
+                     uint64_t rest_size, int fill)
+{
+    int64_t n_pages = n / T_PAGE_TOKENS;
+    unsigned char *pages = malloc((size_t)(n_pages ? n_pages : 1) * T_PAGE_BYTES);
+    unsigned char *rest = malloc(rest_size);
+    assert_non_null(pages);
+    assert_non_null(rest);
+    synthetic_pages(tokens, n_pages, pages);
+    memset(rest, fill, rest_size);
+    int ok = splash_disk_cache_put_pages(d, tokens, n, cls, pages, n_pages, rest, rest_size);
+    free(pages);
+    free(rest);
+    return ok;
+}
+
+/* 1 when the point at tokens[0..n) reads back with the pages and rest put_chain wrote. */
+static int reads_back(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                      uint64_t rest_size, int fill)
+{
+    int64_t n_pages = -1;
+    uint64_t size = 0;
+    int cls;
+    unsigned char *got = splash_disk_cache_get_parts(d, tokens, n, &n_pages, &size, &cls);
+    if (!got)
+        return 0;
+    int64_t want = n / T_PAGE_TOKENS;
+    unsigned char *pages = malloc((size_t)(want ? want : 1) * T_PAGE_BYTES);
+    synthetic_pages(tokens, want, pages);
+    int ok = n_pages == want && size == rest_size &&
+             !memcmp(got, pages, (size_t)want * T_PAGE_BYTES);
+    for (uint64_t i = 0; ok && i < rest_size; i++)
+        ok = got[want * T_PAGE_BYTES + i] == (unsigned char)fill;
+    free(pages);
+    free(got);
+    return ok;
+}
+
+static uint64_t slot_bytes(void)
+{
+    return 32 + T_PAGE_TOKENS * sizeof(int32_t) + T_PAGE_BYTES;
+}
+
+static uint64_t state_span(int32_t n, uint64_t rest)
+{
+    return 32 + (uint64_t)n * sizeof(int32_t) + rest;
+}
+
+/* server.md "SSD cache": a point is a chain of whole KV pages plus a state; points that
+ * share a prefix share its pages on the disk, a page lives while a point holds it, the
+ * quota counts both files, and a damaged shared page drops every point holding it. */
+static void test_disk_cache_shared_pages(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-pages-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    /* a: 20 tokens (5 pages), b: its first 12 (3 pages) then its own 6 (1 page and 2) */
+    int32_t a[20], b[18], c[8];
+    for (int i = 0; i < 20; i++)
+        a[i] = 100 + i;
+    for (int i = 0; i < 18; i++)
+        b[i] = i < 12 ? a[i] : 900 + i;
+    for (int i = 0; i < 8; i++)
+        c[i] = 5000 + i;
+    const uint64_t R = 100;
+    uint64_t both = 6 * slot_bytes() + state_span(20, R) + state_span(18, R);
+    struct splash_disk_opts o = {.dir = dir, .quota = (int64_t)(both + 400),
+                                 .page_bytes = T_PAGE_BYTES, .page_tokens = T_PAGE_TOKENS};
+    struct splash_disk_cache *d;
+    char why[256];
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_non_null(d);
+    assert_int_equal(put_chain(d, a, 20, SPLASH_POINT_TURN, R, 1), 1);
+    assert_int_equal(put_chain(d, b, 18, SPLASH_POINT_TURN, R, 2), 1);
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.pages, 6); /* 3 shared + 2 of a's + 1 of b's, not 9 */
+    assert_int_equal(st.pages_shared, 3);
+    assert_int_equal(st.pages_bytes, 6 * slot_bytes());
+    assert_int_equal(st.states, 2);
+    assert_int_equal(st.used, both); /* the quota counts both files */
+    assert_true(reads_back(d, a, 20, R, 1));
+    assert_true(reads_back(d, b, 18, R, 2));
+    json_t *js = splash_disk_cache_status(d, NULL);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(js, "pages"), "shared")),
+                     3);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(js, "states"), "count")),
+                     2);
+    json_decref(js);
+    /* c needs room: the oldest point (a, read before b) goes whole, with the pages only it
+     * held; the pages b shares stay for b */
+    assert_true(reads_back(d, b, 18, R, 2)); /* b used last */
+    assert_int_equal(put_chain(d, c, 8, SPLASH_POINT_TURN, R, 3), 1);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(splash_disk_cache_peek(d, a, 20, NULL, NULL), 0);
+    assert_int_equal(st.pages, 4 + 2);
+    assert_true(st.used <= st.quota);
+    assert_int_equal(st.used, st.pages_bytes + st.states_bytes);
+    assert_true(reads_back(d, b, 18, R, 2));
+    assert_true(reads_back(d, c, 8, R, 3));
+    /* a again: its shared pages are found (b holds them), its own two written anew */
+    assert_int_equal(put_chain(d, c, 8, SPLASH_POINT_CHUNK, R, 3), 1); /* there already */
+    splash_disk_cache_close(d);
+
+    /* a damaged page both points hold: both are dropped, nothing of them is read */
+    o.quota = 1 << 20;
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_int_equal(put_chain(d, a, 20, SPLASH_POINT_TURN, R, 1), 1);
+    assert_int_equal(put_chain(d, b, 18, SPLASH_POINT_TURN, R, 2), 1);
+    assert_int_equal(put_chain(d, c, 8, SPLASH_POINT_TURN, R, 3), 1);
+    int64_t off = splash_disk_cache_page_offset(d, b, 18, 1);
+    assert_true(off >= 0);
+    assert_int_equal(splash_disk_cache_page_offset(d, a, 20, 1), off); /* one copy */
+    assert_int_equal(pwrite(splash_disk_cache_pages_fd(d), "X", 1, off + 100), 1);
+    assert_false(reads_back(d, b, 18, R, 2));
+    assert_int_equal(splash_disk_cache_peek(d, a, 20, NULL, NULL), 0);
+    assert_int_equal(splash_disk_cache_peek(d, b, 18, NULL, NULL), 0);
+    uint64_t size;
+    int cls;
+    assert_null(splash_disk_cache_get(d, a, 20, &size, &cls));
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.corrupt, 1);
+    assert_int_equal(st.entries, 1);
+    assert_int_equal(st.pages, 2); /* c's */
+    assert_true(reads_back(d, c, 8, R, 3));
+    /* the damaged slot is free again: a new chain takes it and reads back right */
+    assert_int_equal(put_chain(d, a, 20, SPLASH_POINT_TURN, R, 1), 1);
+    assert_true(reads_back(d, a, 20, R, 1));
+    /* a point shorter than a page: an empty chain, its state alone */
+    assert_int_equal(put_chain(d, c, 3, SPLASH_POINT_CHUNK, R, 4), 1);
+    assert_true(reads_back(d, c, 3, R, 4));
+    /* a page count the tokens do not fill is refused */
+    unsigned char pg[3 * T_PAGE_BYTES] = {0}, rest[8] = {0};
+    assert_int_equal(splash_disk_cache_put_pages(d, b, 8, 1, pg, 3, rest, sizeof rest), 0);
+    splash_disk_cache_close(d);
+    assert_int_equal(rmdir(dir), 0); /* the files were never named there */
+}
+
+struct failing {
+    int64_t fail_at; /* the page whose produce fails */
+    unsigned char pages[5 * T_PAGE_BYTES];
+    int done, ok;
+};
+
+static int failing_page(void *ctx, int64_t page,
+                        int (*write)(void *wctx, const void *bytes, size_t n), void *wctx)
+{
+    struct failing *f = ctx;
+    if (page == f->fail_at)
+        return 1;
+    return write(wctx, f->pages + page * T_PAGE_BYTES, T_PAGE_BYTES);
+}
+
+static int small_rest(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
+                      void *wctx)
+{
+    (void)ctx;
+    static const char rest[16] = "the rest";
+    return write(wctx, rest, sizeof rest);
+}
+
+static void failing_done(void *ctx, int ok)
+{
+    struct failing *f = ctx;
+    f->done = 1;
+    f->ok = ok;
+}
+
+/* A write that fails on a page a later point counts on: both points go, and no page is
+ * left that nothing wrote. */
+static void test_disk_cache_failed_page_write(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-fail-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.dir = dir, .quota = 1 << 20, .page_bytes = T_PAGE_BYTES,
+                                 .page_tokens = T_PAGE_TOKENS};
+    struct splash_disk_cache *d;
+    char why[256];
+    /* 100 ms a piece: b is queued while a's pages are still being written */
+    setenv("SPLASH_TEST_SLOW_DISK_WRITES", "100", 1);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    unsetenv("SPLASH_TEST_SLOW_DISK_WRITES");
+    int32_t a[20], b[16];
+    for (int i = 0; i < 20; i++)
+        a[i] = 300 + i;
+    for (int i = 0; i < 16; i++)
+        b[i] = i < 12 ? a[i] : 77;
+    struct failing fa = {.fail_at = 2}, fb = {.fail_at = -1};
+    synthetic_pages(a, 5, fa.pages);
+    synthetic_pages(b, 4, fb.pages);
+    struct splash_disk_parts pa = {.n_pages = 5, .page = failing_page, .rest_size = 16,
+                                   .rest = small_rest, .ctx = &fa};
+    struct splash_disk_parts pb = {.n_pages = 4, .page = failing_page, .rest_size = 16,
+                                   .rest = small_rest, .ctx = &fb};
+    assert_int_equal(splash_disk_cache_put_parts_async(d, a, 20, 1, &pa, failing_done, &fa, 0),
+                     1);
+    assert_int_equal(splash_disk_cache_put_parts_async(d, b, 16, 1, &pb, failing_done, &fb, 0),
+                     1);
+    assert_true(splash_disk_cache_wait(d, 30, 0));
+    assert_true(fa.done && fb.done);
+    assert_false(fa.ok);
+    assert_false(fb.ok); /* its pages 0-2 were a's to write */
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.pages, 0);
+    assert_int_equal(st.used, 0);
+    assert_int_equal(splash_disk_cache_peek(d, b, 16, NULL, NULL), 0);
+    /* written again whole, it reads back */
+    fb.fail_at = -1;
+    fb.done = 0;
+    assert_int_equal(splash_disk_cache_put_parts_async(d, b, 16, 1, &pb, failing_done, &fb, 0),
+                     1);
+    assert_true(splash_disk_cache_wait(d, 30, 0));
+    assert_true(fb.ok);
+    int64_t n_pages;
+    uint64_t size;
+    int cls;
+    unsigned char *got = splash_disk_cache_get_parts(d, b, 16, &n_pages, &size, &cls);
+    assert_non_null(got);
+    assert_int_equal(n_pages, 4);
+    assert_memory_equal(got, fb.pages, 4 * T_PAGE_BYTES);
+    assert_string_equal((char *)got + 4 * T_PAGE_BYTES, "the rest");
+    free(got);
+    /* a point already there is not queued again, and its pages keep their references */
+    assert_int_equal(splash_disk_cache_put_parts_async(d, b, 16, 1, &pb, failing_done, &fb, 0),
+                     0);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.pages, 4);
+    assert_int_equal(st.entries, 1);
+    got = splash_disk_cache_get_parts(d, b, 16, &n_pages, &size, &cls);
+    assert_non_null(got);
+    free(got);
+    splash_disk_cache_close(d);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* A persistent tier's pages and states files as a crash or a bad disk may leave them: a
+ * point is taken back only when its whole chain is; a pages file cut short by a page
+ * loses the points that need it, a garbled state loses that point alone. */
+static void test_disk_cache_persistent_chains(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/splash-disk-chains-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct splash_disk_opts o = {.quota = 1 << 20, .persist_dir = dir,
+                                 .page_bytes = T_PAGE_BYTES, .page_tokens = T_PAGE_TOKENS};
+    struct splash_disk_cache *d;
+    char why[256];
+    int32_t a[20], b[18], c[8], e[14];
+    for (int i = 0; i < 20; i++)
+        a[i] = 100 + i;
+    for (int i = 0; i < 18; i++)
+        b[i] = i < 12 ? a[i] : 900 + i;
+    for (int i = 0; i < 8; i++)
+        c[i] = 5000 + i;
+    for (int i = 0; i < 14; i++)
+        e[i] = i < 8 ? a[i] : 700 + i;
+    const uint64_t R = 100;
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    assert_int_equal(put_chain(d, a, 20, 1, R, 1), 1); /* slots 0-4 */
+    assert_int_equal(put_chain(d, b, 18, 1, R, 2), 1); /* slot 5 */
+    assert_int_equal(put_chain(d, e, 14, 1, R, 5), 1); /* slot 6 */
+    assert_int_equal(put_chain(d, c, 8, 1, R, 3), 1);  /* slots 7, 8 */
+    int64_t off_e = splash_disk_cache_offset(d, e, 14);
+    splash_disk_cache_close(d); /* as a kill leaves them: no flush beyond each write's own */
+    char path[96];
+    snprintf(path, sizeof path, "%s/pages", dir);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal((uint64_t)sb.st_size, 9 * slot_bytes());
+    /* the pages file one page short (c's last), e's state garbled in a token */
+    assert_int_equal(truncate(path, (off_t)(8 * slot_bytes())), 0);
+    snprintf(path, sizeof path, "%s/states", dir);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "\x7f", 1, off_e + 40), 1);
+    close(fd);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    struct splash_disk_stats st;
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 2); /* a and b */
+    assert_int_equal(st.pages, 6);      /* c's and e's own let go */
+    assert_int_equal(splash_disk_cache_peek(d, c, 8, NULL, NULL), 0);
+    assert_int_equal(splash_disk_cache_peek(d, e, 14, NULL, NULL), 0);
+    assert_true(reads_back(d, a, 20, R, 1));
+    assert_true(reads_back(d, b, 18, R, 2));
+    /* e again: the pages a holds serve it, its own is written */
+    assert_int_equal(put_chain(d, e, 14, 1, R, 5), 1);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.pages, 7);
+    assert_int_equal(st.pages_shared, 2);
+    splash_disk_cache_probation_passed(d);
+    splash_disk_cache_close(d);
+    /* a page garbled in its bytes: seen when read, every point holding it dropped */
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 3);
+    int64_t off = splash_disk_cache_page_offset(d, e, 14, 0);
+    assert_true(off >= 0);
+    assert_int_equal(pwrite(splash_disk_cache_pages_fd(d), "X", 1, off + 200), 1);
+    assert_false(reads_back(d, e, 14, R, 5));
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.entries, 0); /* a, b and e all begin with that page */
+    splash_disk_cache_probation_passed(d);
+    splash_disk_cache_close(d);
+    assert_int_equal(splash_disk_cache_open(&o, &d, why, sizeof why), SPLASH_OK);
+    splash_disk_cache_stats(d, &st);
+    assert_int_equal(st.taken_back, 0);
+    assert_int_equal(st.pages, 0);
+    splash_disk_cache_close(d);
+    assert_int_equal(nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 /* A persistent tier's files as a crash or a bad disk may leave them: the next open takes
  * back the entries that read back as written and skips the others, each with a line. */
 static void test_disk_cache_persistent_leftovers(void **state)
@@ -782,7 +1161,7 @@ static void test_disk_cache_persistent_leftovers(void **state)
             off40 = splash_disk_cache_offset(d, t, 40);
     splash_disk_cache_close(d); /* as a kill leaves them: no flush beyond each write's own */
     char data[96];
-    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(data, sizeof data, "%s/states", dir);
     int fd = open(data, O_RDWR);
     assert_true(fd >= 0);
     /* a garbled token (seen at the open), a garbled byte of an entry's bytes (seen when
@@ -1029,7 +1408,9 @@ static void test_persistent_probation(void **state)
 }
 
 /* The SSD tier's file, found among this process's descriptors (the engine runs here). */
-static int disk_file_fd(void)
+/* The nth of the tier's files under disk_dir in opening order: 0 the states file, 1 the
+ * pages file (unlinked, their links name no file to tell them apart by). */
+static int disk_file_fd_nth(int nth)
 {
     char link[64], target[512];
     for (int fd = 3; fd < 1024; fd++) {
@@ -1038,11 +1419,12 @@ static int disk_file_fd(void)
         if (n <= 0)
             continue;
         target[n] = 0;
-        if (!strncmp(target, disk_dir, strlen(disk_dir)))
+        if (!strncmp(target, disk_dir, strlen(disk_dir)) && !nth--)
             return fd;
     }
     return -1;
 }
+
 
 /* A restore point memory gives up goes to the SSD tier and comes back bit for bit: a
  * prompt resumed from it gives the cold engine's tokens and log-probabilities; a damaged
@@ -1080,9 +1462,20 @@ static void disk_case(const char *file, int kv, int damage)
     json_t *disk = json_object_get(json_object_get(st, "prefix_cache"), "disk");
     assert_true(json_is_true(json_object_get(disk, "enabled")));
     assert_true(json_integer_value(json_object_get(disk, "writes")) >= 1);
+    /* the hybrid trunk saves in parts: the points went as chains of pages (or, as a
+     * family without them, as whole blobs) */
+    json_t *pages = json_object_get(disk, "pages");
+    if (getenv("SPLASH_TEST_DISK_WHOLE"))
+        assert_int_equal(json_integer_value(json_object_get(pages, "count")), 0);
+    else
+        assert_true(json_integer_value(json_object_get(pages, "count")) >= 1);
+    assert_int_equal(json_integer_value(json_object_get(pages, "bytes")),
+                     json_integer_value(json_object_get(pages, "count")) *
+                         (32 + 4 * json_integer_value(json_object_get(pages, "page_tokens")) +
+                          json_integer_value(json_object_get(pages, "page_bytes"))));
     json_decref(st);
     if (damage) {
-        int fd = disk_file_fd();
+        int fd = disk_file_fd_nth(damage - 1); /* 1: the states file, 2: the pages file */
         assert_true(fd >= 0);
         char junk[256];
         memset(junk, 0x5a, sizeof junk);
@@ -1115,7 +1508,14 @@ static void test_engine_disk_tier_bit_identical(void **state)
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0);
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_BF16, 0);
     disk_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_INT8, 0);
+    disk_case("models/qwen35moe-tiny-Q4_K_M.gguf", SPLASH_KV_BF16, 0);
     disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 1);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 2);
+    /* as a family without parts: whole blobs, empty chains */
+    setenv("SPLASH_TEST_DISK_WHOLE", "1", 1);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 0);
+    disk_case("models/qwen35-tiny-Q8_0.gguf", SPLASH_KV_INT8, 1);
+    unsetenv("SPLASH_TEST_DISK_WHOLE");
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1207,6 +1607,84 @@ static void test_engine_persistent_restart(void **state)
     run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
     assert_int_equal(hit.cached, 0);
     test_result_assert_same("a damaged index", &hit, &cold, "cold");
+    test_engine_stop(&t);
+    persist_root = NULL;
+    disk_quota = 0;
+    assert_int_equal(nftw(root, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static double wall_now(void);
+
+/* server.md "SSD cache": two conversations sharing a long system prompt write its KV pages
+ * once (the second's chain finds them on the tier), and after a restart each resumes from
+ * the persistent cache to the cold bits. */
+static void test_engine_disk_shared_system_prompt(void **state)
+{
+    (void)state;
+    const char *file = "models/qwen35-tiny-Q8_0.gguf";
+    int32_t reuse = im_end_id(file);
+    char root[] = "/tmp/splash-disk-shared-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    int32_t a[1024], b[1024], tail[256];
+    static const int segs[] = {600, 100, 3}, segs_tail[] = {100, 3};
+    int bounds[2];
+    int na = conversation(a, segs, 3, reuse, 61, bounds);
+    int system = bounds[0]; /* the system prompt and its boundary token */
+    memcpy(b, a, (size_t)system * sizeof *b);
+    int nb = system + conversation(tail, segs_tail, 2, reuse, 62, bounds);
+    memcpy(b + system, tail, (size_t)(nb - system) * sizeof *b);
+    struct test_result cold_a, cold_b, hit;
+    struct test_engine t;
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &cold_a);
+    run_one(&t, 2, b, nb, 8, reuse, 0.7, &cold_b);
+    test_engine_stop(&t);
+
+    disk_quota = 64 << 20;
+    persist_root = root; /* every turn point is copied ahead, at once */
+    setenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS", "0", 1);
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    unsetenv("SPLASH_TEST_WRITE_AHEAD_DELAY_MS");
+    run_one(&t, 1, a, na, 8, reuse, 0.7, &hit);
+    run_one(&t, 2, b, nb, 8, reuse, 0.7, &hit);
+    double t0 = wall_now();
+    json_t *d = NULL;
+    for (;;) { /* a's two turn points and b's last copied */
+        json_decref(d);
+        d = disk_status(&t);
+        if ((json_integer_value(json_object_get(d, "entries")) >= 3 &&
+             !json_integer_value(json_object_get(d, "writes_in_flight"))) ||
+            wall_now() - t0 > 60)
+            break;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    json_t *pages = json_object_get(d, "pages");
+    int64_t P = json_integer_value(json_object_get(pages, "page_tokens"));
+    int64_t count = json_integer_value(json_object_get(pages, "count"));
+    int64_t shared = json_integer_value(json_object_get(pages, "shared"));
+    fprintf(stderr, "  %lld points on disk: %lld pages of %lld tokens, %lld references shared\n",
+            (long long)json_integer_value(json_object_get(d, "entries")), (long long)count,
+            (long long)P, (long long)shared);
+    assert_true(json_integer_value(json_object_get(d, "entries")) >= 3);
+    assert_true(P > 0);
+    /* the system prompt's pages are on the disk once: a's later point and b's hold them */
+    assert_true(shared >= 2 * (system / P));
+    assert_true(count <= (na + (nb - system)) / P + 1);
+    json_decref(d);
+    test_engine_stop(&t);
+
+    /* a restart takes the chains back whole; each conversation resumes to the cold bits */
+    engine_start(&t, file, SPLASH_KV_INT8, 0, 1024, 2);
+    d = disk_status(&t);
+    assert_true(json_integer_value(json_object_get(d, "taken_back")) >= 3);
+    json_decref(d);
+    run_one(&t, 3, b, nb, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, nb - 3);
+    test_result_assert_same("b from shared pages after a restart", &hit, &cold_b, "cold");
+    run_one(&t, 4, a, na, 8, reuse, 0.7, &hit);
+    assert_int_equal(hit.cached, na - 3);
+    test_result_assert_same("a from shared pages after a restart", &hit, &cold_a, "cold");
     test_engine_stop(&t);
     persist_root = NULL;
     disk_quota = 0;
@@ -1530,13 +2008,18 @@ int main(void)
         cmocka_unit_test(test_engine_shared_prefix_lanes),
         cmocka_unit_test(test_engine_capacity_take_turns),
         cmocka_unit_test(test_engine_soak_within_plan),
+        cmocka_unit_test(test_engine_soak_with_disk_tier),
         cmocka_unit_test(test_disk_cache_checks),
         cmocka_unit_test(test_disk_cache_persistent_leftovers),
+        cmocka_unit_test(test_disk_cache_shared_pages),
+        cmocka_unit_test(test_disk_cache_failed_page_write),
+        cmocka_unit_test(test_disk_cache_persistent_chains),
         cmocka_unit_test(test_namespace_sweep),
         cmocka_unit_test(test_persistent_quota_removes_others),
         cmocka_unit_test(test_persistent_probation),
         cmocka_unit_test(test_engine_disk_tier_bit_identical),
         cmocka_unit_test(test_engine_persistent_restart),
+        cmocka_unit_test(test_engine_disk_shared_system_prompt),
         cmocka_unit_test(test_engine_write_ahead_no_wait),
         cmocka_unit_test(test_engine_write_ahead_rules),
     };

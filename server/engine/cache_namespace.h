@@ -12,7 +12,7 @@
 #include <time.h>
 
 /* The cache format: a change of the record, index or saved-sequence layout bumps it. */
-#define SPLASH_CACHE_FORMAT 1
+#define SPLASH_CACHE_FORMAT 2
 
 /* Opens (creating) root/<namespace of model_path and layout> and locks it, waiting up to
  * wait_s seconds for another engine to let go. root NULL: $XDG_CACHE_HOME/splash/

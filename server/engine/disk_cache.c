@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,48 +17,76 @@
 
 #include "core/host_impl.h"
 #include "server/engine/cache_namespace.h"
+#include "server/engine/disk_pages.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define RECORD_MAGIC "SPLDISK1"
+#define STATE_MAGIC "SPLSTAT2"
+#define PAGE_MAGIC "SPLPAGE2"
 #define AUTO_CAP (32ull << 30)  /* auto never takes more */
 #define AUTO_LEAST (64ull << 20) /* an auto quota smaller than this leaves the tier off */
 
-/* Before each entry's tokens and bytes in the file: what the index expects to read. */
-struct record {
+/* Before each state's tokens and bytes in the states file: what the index expects. */
+struct state_record {
     char magic[8];
-    int64_t n_tokens;
+    int32_t n_tokens, n_pages;
     uint64_t size;
     uint32_t crc_tokens, crc_blob;
 };
 
+/* At the front of each slot of the pages file, before the page's tokens and bytes. */
+struct page_record {
+    char magic[8];
+    uint64_t key;
+    int64_t parent;
+    uint32_t crc_tokens, crc_bytes;
+};
+
+/* A restore point: its chain of pages (slots of the pages file, page i holding tokens
+ * [i * page_tokens, (i + 1) * page_tokens)) and its state record (the family's rest, or
+ * its whole seq_save blob with an empty chain) in the states file. */
 struct entry {
     int32_t *tokens;
     int32_t n;
     int cls;
-    uint64_t off, span; /* its place: record, tokens, bytes */
-    uint64_t size;
+    uint64_t off, span; /* its state record's place: record, tokens, bytes */
+    uint64_t size;      /* the state's bytes */
     uint32_t crc_tokens, crc_blob;
+    int64_t n_pages;
+    int64_t *chain;     /* the slots of its pages */
     uint64_t used;      /* the tier's clock at its write or last read */
     uint64_t id;
     int pending;        /* its write is queued or under way: not read, not moved */
     int reading;        /* reads queued or under way: not given up for room */
+    int doomed;         /* a page of its chain went bad while it was written or read:
+                           dropped once that ends */
 };
 
-/* A write for the I/O thread (the entry's bytes at its place, then its record), or a
- * read of an entry's bytes, checked. */
+/* A page a job writes or reads, as the page table expects it. */
+struct page_check {
+    int64_t index; /* in the point's chain */
+    int64_t slot, parent;
+    uint64_t key;
+    uint32_t crc_tokens, crc_bytes;
+};
+
+/* A write for the I/O thread (the new pages of a point's chain, then its state), or a
+ * read of a point's pages and state, checked. */
 struct job {
     struct job *next;
     int read;
     uint64_t id, off, size, span;
     uint32_t crc_tokens, crc_blob;
     int cls;
-    char *buf;                /* a read's bytes (the entry's own at its front once checked) */
+    struct page_check *pages; /* a write's new pages, or a read's whole chain */
+    int64_t n_checks, n_pages;
+    int64_t bad_page;         /* a read's: the chain's page found damaged, -1 none */
+    uint64_t written;         /* a write's bytes on the disk */
+    char *buf;                /* a read's pages then state, once checked */
     const char *fault;        /* a read's, NULL: as written */
     splash_disk_read_fn got;  /* a read's, on the engine's thread at a reap */
     int32_t *tokens;
     int32_t n;
-    splash_disk_produce_fn produce;
-    void *ctx;
+    struct splash_disk_parts parts;
     splash_disk_done_fn done; /* on the engine's thread, at a reap */
     void *done_ctx;
     int ok;
@@ -64,26 +94,35 @@ struct job {
     _Atomic int cancel;
 };
 
-/* The persistent index: a header, then one of these per entry. */
-#define INDEX_MAGIC "SPLIDX1"
+/* The persistent index: a header, the pages, then the points. */
+#define INDEX_MAGIC "SPLIDX2"
 struct index_header {
     char magic[8];
-    uint64_t count;
-    uint32_t crc; /* of the entries that follow */
-    uint32_t pad;
+    uint64_t n_pages, n_points;
+    uint64_t page_bytes;
+    int32_t page_tokens;
+    uint32_t crc; /* of the records that follow */
 };
-struct index_entry {
-    int64_t n_tokens;
-    int64_t cls;
+struct index_page {
+    int64_t slot, parent;
+    uint64_t key;
+    uint32_t crc_tokens, crc_bytes;
+};
+struct index_point {
+    int32_t n_tokens, cls;
+    int64_t n_pages, tail; /* the chain's last slot (-1: none); parents lead back */
     uint64_t off, span, size;
     uint32_t crc_tokens, crc_blob;
 };
 
 struct splash_disk_cache {
-    int fd;
+    int fd;            /* the states file */
+    int pages_fd;      /* the pages file */
     char dir[512];
-    char persist[512]; /* the namespace directory, "" for a temporary file */
-    uint64_t quota;
+    char persist[512]; /* the namespace directory, "" for temporary files */
+    uint64_t quota;    /* both files */
+    struct disk_pages pg;
+    uint64_t states_bytes;
     struct entry *e;
     size_t n, cap;
     uint64_t clock;
@@ -118,6 +157,35 @@ static double mono_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static uint64_t used_bytes(const struct splash_disk_cache *d)
+{
+    return (uint64_t)d->pg.live * d->pg.slot_bytes + d->states_bytes;
+}
+
+static uint32_t crc_of(const void *bytes, size_t n)
+{
+    return (uint32_t)crc32_z(0, (const Bytef *)bytes, (z_size_t)n);
+}
+
+/* The index's checksum: its header's counts and layout, then its records. */
+static uint32_t index_crc(const struct index_header *h, const void *body, size_t bytes)
+{
+    uLong crc = crc32(0, (const Bytef *)h, (uInt)offsetof(struct index_header, crc));
+    return (uint32_t)crc32_z(crc, (const Bytef *)body, (z_size_t)bytes);
+}
+
+static uint64_t slot_at(const struct splash_disk_cache *d, int64_t slot)
+{
+    return (uint64_t)slot * d->pg.slot_bytes;
+}
+
+/* The file's space at [off, off + len) returns to the volume (the quota counts what the
+ * files hold, not their extent); where the volume cannot, it stays until reused. */
+static void punch(int fd, uint64_t off, uint64_t len)
+{
+    if (len)
+        (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}
 /* auto: a quarter of what the volume has beyond its floor (10 GiB, or 5% of a volume
  * under 200 GiB), at most 32 GiB. 0 with the reason where that leaves nothing. */
 static uint64_t auto_quota(const char *dir, char *why, size_t why_size)
@@ -142,68 +210,36 @@ static uint64_t auto_quota(const char *dir, char *why, size_t why_size)
     return (uint64_t)q;
 }
 
-static int open_file(const char *dir)
+/* An unlinked file in dir (named splash-cache-pages-* or -states-* for the moment it has
+ * a name where O_TMPFILE is refused): its space returns when the engine exits. */
+static int open_file(const char *dir, const char *what)
 {
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0)
         return fd;
     char path[600];
-    snprintf(path, sizeof path, "%s/splash-cache-XXXXXX", dir);
+    snprintf(path, sizeof path, "%s/splash-cache-%s-XXXXXX", dir, what);
     fd = mkostemp(path, O_CLOEXEC);
     if (fd >= 0)
-        unlink(path); /* its space returns when the engine exits */
+        unlink(path);
     return fd;
 }
 
 static int write_all(int fd, const void *buf, size_t len, uint64_t off);
 static int read_all(int fd, void *buf, size_t len, uint64_t off);
 static void *io_main(void *arg);
-static const char *check_span(const char *buf, int32_t n, const int32_t *tokens, uint64_t size,
-                              uint32_t crc_tokens, uint32_t crc_blob);
 
-/* The persistent index, written whole and renamed into place once the data it lists is
- * on the disk (a crash leaves the previous index or this one, never half of one). It
- * lists the entries whose writes are done. Called without the lock held. */
-static void write_index(struct splash_disk_cache *d)
+/* The entry whose id is id, or NULL. */
+static struct entry *by_id(struct splash_disk_cache *d, uint64_t id)
 {
-    if (!d->persist[0])
-        return;
-    pthread_mutex_lock(&d->mu);
-    d->index_dirty = 0;
-    struct index_entry *ie = calloc(d->n ? d->n : 1, sizeof *ie);
-    size_t k = 0;
-    for (size_t i = 0; ie && i < d->n; i++)
-        if (!d->e[i].pending)
-            ie[k++] = (struct index_entry){.n_tokens = d->e[i].n, .cls = d->e[i].cls,
-                                           .off = d->e[i].off, .span = d->e[i].span,
-                                           .size = d->e[i].size,
-                                           .crc_tokens = d->e[i].crc_tokens,
-                                           .crc_blob = d->e[i].crc_blob};
-    pthread_mutex_unlock(&d->mu);
-    if (!ie)
-        return;
-    struct index_header h = {.count = k,
-                             .crc = (uint32_t)crc32(0, (const Bytef *)ie,
-                                                    (uInt)(k * sizeof *ie))};
-    memcpy(h.magic, INDEX_MAGIC, sizeof h.magic);
-    char tmp[600], path[600];
-    snprintf(tmp, sizeof tmp, "%s/index.new", d->persist);
-    snprintf(path, sizeof path, "%s/index", d->persist);
-    fdatasync(d->fd);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0 && !write_all(fd, &h, sizeof h, 0) &&
-        !write_all(fd, ie, k * sizeof *ie, sizeof h) && !fdatasync(fd)) {
-        close(fd);
-        rename(tmp, path);
-    } else if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
-    free(ie);
+    for (size_t i = 0; i < d->n; i++)
+        if (d->e[i].id == id)
+            return &d->e[i];
+    return NULL;
 }
 
 /* The index is to be written again (by the I/O thread, before its next write: no index
- * lists a place after it was given to another entry). Called with the lock held. */
+ * lists a place after it was given to another page or state). With the lock held. */
 static void save_index(struct splash_disk_cache *d)
 {
     if (!d->persist[0])
@@ -212,46 +248,277 @@ static void save_index(struct splash_disk_cache *d)
     pthread_cond_signal(&d->work);
 }
 
-/* At a persistent open: the entries the index lists whose records and tokens read back
- * as written, within the quota. */
+/* A page's reference let go; its slot freed (and its space returned) by the last. */
+static void release_page(struct splash_disk_cache *d, int64_t slot)
+{
+    if (disk_pages_release(&d->pg, slot))
+        punch(d->pages_fd, slot_at(d, slot), d->pg.slot_bytes);
+}
+
+/* x leaves the tier: its pages let go, its state's room freed. With the lock held, x
+ * neither pending nor reading. */
+static void drop(struct splash_disk_cache *d, struct entry *x)
+{
+    for (int64_t i = 0; i < x->n_pages; i++)
+        release_page(d, x->chain[i]);
+    d->states_bytes -= x->span;
+    punch(d->fd, x->off, x->span);
+    free(x->tokens);
+    free(x->chain);
+    *x = d->e[--d->n];
+    save_index(d);
+}
+
+/* x leaves now, or (written or read right now) once that ends. */
+static void drop_or_doom(struct splash_disk_cache *d, struct entry *x)
+{
+    if (x->pending || x->reading)
+        x->doomed = 1;
+    else
+        drop(d, x);
+}
+
+static int holds(const struct entry *x, int64_t slot)
+{
+    for (int64_t i = 0; i < x->n_pages; i++)
+        if (x->chain[i] == slot)
+            return 1;
+    return 0;
+}
+
+/* The page at slot is damaged or was never written: every point whose chain holds it
+ * goes. Returns how many. With the lock held. */
+static size_t page_gone(struct splash_disk_cache *d, int64_t slot)
+{
+    disk_pages_mark_bad(&d->pg, slot);
+    size_t gone = 0;
+    for (size_t i = 0; i < d->n;) {
+        struct entry *x = &d->e[i];
+        if (x->doomed || !holds(x, slot)) {
+            i++;
+            continue;
+        }
+        gone++;
+        int stays = x->pending || x->reading;
+        drop_or_doom(d, x);
+        i += stays; /* a dropped entry's place holds the last one now */
+    }
+    return gone;
+}
+
+/* 1 when x can be read: written, not doomed, each page of its chain written. */
+static int readable(const struct splash_disk_cache *d, const struct entry *x)
+{
+    if (x->pending || x->doomed)
+        return 0;
+    for (int64_t i = 0; i < x->n_pages; i++)
+        if (d->pg.pg[x->chain[i]].state != DISK_PAGE_OK)
+            return 0;
+    return 1;
+}
+
+/* The persistent index, written whole and renamed into place once the data it lists is
+ * on the disk (a crash leaves the previous index or this one, never half of one). It
+ * lists the points that can be read and the pages written. Called without the lock. */
+static void write_index(struct splash_disk_cache *d)
+{
+    if (!d->persist[0])
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->index_dirty = 0;
+    size_t n_pages = 0, n_points = 0;
+    for (int64_t s = 0; s < d->pg.n_slots; s++)
+        n_pages += d->pg.pg[s].state == DISK_PAGE_OK;
+    size_t bytes = n_pages * sizeof(struct index_page) + d->n * sizeof(struct index_point);
+    char *body = malloc(bytes ? bytes : 1);
+    if (body) {
+        struct index_page *ip = (struct index_page *)body;
+        for (int64_t s = 0, k = 0; s < d->pg.n_slots; s++) {
+            const struct disk_page *g = &d->pg.pg[s];
+            if (g->state == DISK_PAGE_OK)
+                ip[k++] = (struct index_page){.slot = s, .parent = g->parent, .key = g->key,
+                                              .crc_tokens = g->crc_tokens,
+                                              .crc_bytes = g->crc_bytes};
+        }
+        struct index_point *pt = (struct index_point *)(ip + n_pages);
+        for (size_t i = 0; i < d->n; i++) {
+            const struct entry *x = &d->e[i];
+            if (readable(d, x))
+                pt[n_points++] = (struct index_point){
+                    .n_tokens = x->n, .cls = x->cls, .n_pages = x->n_pages,
+                    .tail = x->n_pages ? x->chain[x->n_pages - 1] : -1, .off = x->off,
+                    .span = x->span, .size = x->size, .crc_tokens = x->crc_tokens,
+                    .crc_blob = x->crc_blob};
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!body)
+        return;
+    bytes = n_pages * sizeof(struct index_page) + n_points * sizeof(struct index_point);
+    struct index_header h = {.n_pages = n_pages, .n_points = n_points,
+                             .page_bytes = d->pg.page_bytes, .page_tokens = d->pg.page_tokens};
+    memcpy(h.magic, INDEX_MAGIC, sizeof h.magic);
+    h.crc = index_crc(&h, body, bytes);
+    char tmp[600], path[600];
+    snprintf(tmp, sizeof tmp, "%s/index.new", d->persist);
+    snprintf(path, sizeof path, "%s/index", d->persist);
+    fdatasync(d->pages_fd);
+    fdatasync(d->fd);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0 && !write_all(fd, &h, sizeof h, 0) && !write_all(fd, body, bytes, sizeof h) &&
+        !fdatasync(fd)) {
+        close(fd);
+        rename(tmp, path);
+    } else if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(body);
+}
+
+static off_t file_size(int fd)
+{
+    struct stat sb;
+    return fstat(fd, &sb) == 0 ? sb.st_size : 0;
+}
+
+/* At a persistent open: a page the index lists, placed in the table when its slot's
+ * record and tokens read back as listed (its bytes are checked when read). */
+static int take_back_page(struct splash_disk_cache *d, const struct index_page *x,
+                          off_t pages_size, int32_t *tokens)
+{
+    struct page_record r;
+    size_t tok_bytes = (size_t)d->pg.page_tokens * sizeof *tokens;
+    if (x->slot < 0 || x->slot >= (1ll << 40) || x->parent < -1 ||
+        (off_t)slot_at(d, x->slot + 1) > pages_size ||
+        read_all(d->pages_fd, &r, sizeof r, slot_at(d, x->slot)) ||
+        memcmp(r.magic, PAGE_MAGIC, sizeof r.magic) || r.key != x->key ||
+        r.parent != x->parent || r.crc_tokens != x->crc_tokens || r.crc_bytes != x->crc_bytes ||
+        read_all(d->pages_fd, tokens, tok_bytes, slot_at(d, x->slot) + sizeof r) ||
+        crc_of(tokens, tok_bytes) != x->crc_tokens)
+        return 0;
+    int64_t s = disk_pages_add(&d->pg, x->slot, x->parent, x->key, tokens, DISK_PAGE_OK);
+    if (s < 0)
+        return 0;
+    d->pg.pg[s].crc_tokens = x->crc_tokens;
+    d->pg.pg[s].crc_bytes = x->crc_bytes;
+    d->pg.pg[s].refs = 0; /* the points that hold it count it below */
+    return 1;
+}
+
+/* A point the index lists: its state record and tokens as listed, and its whole chain
+ * taken back, each page holding its tokens in order. The entry's chain (malloc'ed), or
+ * NULL with *ok 0. */
+static int64_t *take_back_chain(struct splash_disk_cache *d, const struct index_point *x,
+                                const int32_t *tokens, int *ok)
+{
+    *ok = 0;
+    int32_t P = d->pg.page_tokens;
+    if (x->n_pages < 0 || (x->n_pages && (!d->pg.page_bytes || x->n_pages * P > x->n_tokens)))
+        return NULL;
+    int64_t *chain = malloc((size_t)(x->n_pages ? x->n_pages : 1) * sizeof *chain);
+    if (!chain)
+        return NULL;
+    int64_t s = x->tail;
+    for (int64_t i = x->n_pages - 1; i >= 0; i--) {
+        if (s < 0 || s >= d->pg.n_slots || d->pg.pg[s].state != DISK_PAGE_OK ||
+            memcmp(d->pg.pg[s].tokens, tokens + i * P, (size_t)P * sizeof *tokens)) {
+            free(chain);
+            return NULL;
+        }
+        chain[i] = s;
+        s = d->pg.pg[s].parent;
+    }
+    if (s != -1) {
+        free(chain);
+        return NULL;
+    }
+    *ok = 1;
+    return chain;
+}
+
+/* Reads the index file at path: its header and records (malloc'ed), or the fault. */
+static const char *read_index(const char *path, struct index_header *h, char **body,
+                              size_t *bytes)
+{
+    *body = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return "";
+    const char *fault = NULL;
+    if (read_all(fd, h, sizeof *h, 0) || memcmp(h->magic, INDEX_MAGIC, sizeof h->magic) ||
+        h->n_pages > (1ull << 32) || h->n_points > (1u << 24))
+        fault = "its header is not an index's";
+    else {
+        *bytes = h->n_pages * sizeof(struct index_page) +
+                 h->n_points * sizeof(struct index_point);
+        if (!(*body = malloc(*bytes ? *bytes : 1)) || read_all(fd, *body, *bytes, sizeof *h))
+            fault = "it is cut short";
+        else if (index_crc(h, *body, *bytes) != h->crc)
+            fault = "it fails its checksum";
+    }
+    close(fd);
+    if (fault) {
+        free(*body);
+        *body = NULL;
+    }
+    return fault;
+}
+
+/* At a persistent open: the points the index lists whose state records and tokens read
+ * back as written and whose whole chains of pages do, within the quota; the pages no
+ * such point holds are freed. */
 static void take_back(struct splash_disk_cache *d)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/index", d->persist);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return; /* a new namespace */
     struct index_header h;
-    struct index_entry *ie = NULL;
-    const char *fault = NULL;
-    if (read_all(fd, &h, sizeof h, 0) || memcmp(h.magic, INDEX_MAGIC, sizeof h.magic) ||
-        h.count > (1u << 24))
-        fault = "its header is not an index's";
-    else if (!(ie = calloc(h.count ? h.count : 1, sizeof *ie)) ||
-             read_all(fd, ie, h.count * sizeof *ie, sizeof h))
-        fault = "it is cut short";
-    else if ((uint32_t)crc32(0, (const Bytef *)ie, (uInt)(h.count * sizeof *ie)) != h.crc)
-        fault = "it fails its checksum";
-    close(fd);
+    char *body;
+    size_t bytes = 0;
+    const char *fault = read_index(path, &h, &body, &bytes);
+    if (fault && !*fault)
+        return; /* a new namespace */
+    if (!fault && (h.page_bytes != d->pg.page_bytes || h.page_tokens != d->pg.page_tokens))
+        fault = "it was written for another page layout";
     if (fault) {
         splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s: the index is skipped (%s); the cache "
                    "starts empty", path, fault);
-        free(ie);
+        free(body);
         return;
     }
-    uint64_t skipped = 0;
-    for (uint64_t i = 0; i < h.count; i++) {
-        const struct index_entry *x = &ie[i];
-        struct record r;
+    const struct index_page *ip = (const struct index_page *)body;
+    const struct index_point *pt = (const struct index_point *)(ip + h.n_pages);
+    off_t pages_size = file_size(d->pages_fd), states_size = file_size(d->fd);
+    uint64_t skipped_pages = 0, skipped = 0;
+    int64_t held = 0;
+    int32_t *page_tokens = malloc((size_t)(d->pg.page_tokens > 0 ? d->pg.page_tokens : 1) *
+                                  sizeof *page_tokens);
+    for (uint64_t i = 0; page_tokens && d->pg.page_bytes && i < h.n_pages; i++)
+        skipped_pages += !take_back_page(d, &ip[i], pages_size, page_tokens);
+    free(page_tokens);
+    for (uint64_t i = 0; i < h.n_points; i++) {
+        const struct index_point *x = &pt[i];
+        struct state_record r;
         int32_t *tokens = NULL;
+        int64_t *chain = NULL;
         size_t tok_bytes = (size_t)x->n_tokens * sizeof *tokens;
-        int ok = x->n_tokens > 0 && x->n_tokens < (1 << 26) && x->off + x->span <= d->quota &&
+        int ok = x->n_tokens > 0 && x->n_tokens < (1 << 26) &&
                  x->span == sizeof r + tok_bytes + x->size &&
+                 x->off + x->span <= (uint64_t)states_size &&
                  !read_all(d->fd, &r, sizeof r, x->off) &&
-                 !memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) && r.n_tokens == x->n_tokens &&
-                 r.size == x->size && r.crc_tokens == x->crc_tokens && r.crc_blob == x->crc_blob &&
-                 (tokens = malloc(tok_bytes)) && !read_all(d->fd, tokens, tok_bytes, x->off + sizeof r) &&
-                 (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)tok_bytes) == x->crc_tokens;
+                 !memcmp(r.magic, STATE_MAGIC, sizeof r.magic) && r.n_tokens == x->n_tokens &&
+                 r.n_pages == x->n_pages && r.size == x->size &&
+                 r.crc_tokens == x->crc_tokens && r.crc_blob == x->crc_blob &&
+                 (tokens = malloc(tok_bytes)) &&
+                 !read_all(d->fd, tokens, tok_bytes, x->off + sizeof r) &&
+                 crc_of(tokens, tok_bytes) == x->crc_tokens;
+        if (ok)
+            chain = take_back_chain(d, x, tokens, &ok);
+        int64_t more = 0; /* pages no point taken back holds yet */
+        for (int64_t k = 0; ok && k < x->n_pages; k++)
+            more += !d->pg.pg[chain[k]].refs;
+        ok = ok && d->states_bytes + x->span + (uint64_t)(held + more) * d->pg.slot_bytes <=
+                       d->quota;
         if (ok && d->n == d->cap) {
             size_t cap = d->cap ? 2 * d->cap : 16;
             struct entry *e = realloc(d->e, cap * sizeof *e);
@@ -263,26 +530,37 @@ static void take_back(struct splash_disk_cache *d)
         }
         if (!ok) {
             free(tokens);
+            free(chain);
             skipped++;
             continue;
         }
-        d->e[d->n++] = (struct entry){.tokens = tokens, .n = (int32_t)x->n_tokens,
-                                      .id = ++d->next_id,
-                                      .cls = (int)x->cls, .off = x->off, .span = x->span,
+        for (int64_t k = 0; k < x->n_pages; k++)
+            d->pg.pg[chain[k]].refs++;
+        held += more;
+        d->e[d->n++] = (struct entry){.tokens = tokens, .n = x->n_tokens, .id = ++d->next_id,
+                                      .cls = x->cls, .off = x->off, .span = x->span,
                                       .size = x->size, .crc_tokens = x->crc_tokens,
-                                      .crc_blob = x->crc_blob, .used = ++d->clock};
-        d->st.used += x->span;
+                                      .crc_blob = x->crc_blob, .n_pages = x->n_pages,
+                                      .chain = chain, .used = ++d->clock};
+        d->states_bytes += x->span;
         d->st.taken_back++;
     }
-    free(ie);
-    if (skipped) {
-        splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %llu of the %llu entries %s lists are "
-                   "skipped: damaged, cut short or past the quota",
-                   (unsigned long long)skipped, (unsigned long long)h.count, path);
+    /* pages no point took back are free again */
+    for (int64_t s = 0; s < d->pg.n_slots; s++)
+        if (d->pg.pg[s].state == DISK_PAGE_OK && !d->pg.pg[s].refs) {
+            d->pg.pg[s].refs = 1;
+            release_page(d, s);
+        }
+    free(body);
+    if (skipped || skipped_pages) {
+        splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %llu of the %llu points and %llu of the "
+                   "%llu pages %s lists are skipped: damaged, cut short, their chains not whole, "
+                   "or past the quota",
+                   (unsigned long long)skipped, (unsigned long long)h.n_points,
+                   (unsigned long long)skipped_pages, (unsigned long long)h.n_pages, path);
         write_index(d);
     }
 }
-
 /* The probation rule (server.md "Persistent cache"): a start serves its first minute on
  * probation, recorded in the namespace's probation file (the starts in a row, this one
  * counted, that have not passed it). A start that finds two there (two starts in a row
@@ -325,8 +603,8 @@ static void probation_start(struct splash_disk_cache *d)
         char index[600];
         snprintf(index, sizeof index, "%s/index", d->persist);
         unlink(index);
-        if (ftruncate(d->fd, 0) != 0)
-            splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s/data: %s", d->persist,
+        if (ftruncate(d->fd, 0) != 0 || ftruncate(d->pages_fd, 0) != 0)
+            splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s/states, pages: %s", d->persist,
                        strerror(errno));
         splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · %s: the last %d starts failed on "
                    "probation (within their first minute, or by the engine's own failure): "
@@ -370,6 +648,11 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
         snprintf(why, why_size, "--max-cache-disk 0");
         return SPLASH_OK;
     }
+    if (o->page_bytes && o->page_tokens <= 0) {
+        snprintf(why, why_size, "pages of %llu bytes hold %d tokens",
+                 (unsigned long long)o->page_bytes, o->page_tokens);
+        return SPLASH_OK;
+    }
     uint64_t quota = o->quota > 0 ? (uint64_t)o->quota : auto_quota(dir, why, why_size);
     if (!quota)
         return SPLASH_OK;
@@ -378,19 +661,26 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
         return SPLASH_ERR_NOMEM;
     if (o->persist_dir) {
         char path[600];
-        snprintf(path, sizeof path, "%s/data", o->persist_dir);
+        snprintf(path, sizeof path, "%s/states", o->persist_dir);
         d->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        snprintf(path, sizeof path, "%s/pages", o->persist_dir);
+        d->pages_fd = d->fd < 0 ? -1 : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         snprintf(d->persist, sizeof d->persist, "%s", o->persist_dir);
     } else {
-        d->fd = open_file(dir);
+        d->fd = open_file(dir, "states");
+        d->pages_fd = d->fd < 0 ? -1 : open_file(dir, "pages");
     }
-    if (d->fd < 0) {
+    if (d->fd < 0 || d->pages_fd < 0) {
         snprintf(why, why_size, "no file in %s: %s", dir, strerror(errno));
+        if (d->fd >= 0)
+            close(d->fd);
         free(d);
         return SPLASH_OK;
     }
     snprintf(d->dir, sizeof d->dir, "%s", dir);
     d->quota = quota;
+    disk_pages_init(&d->pg, o->page_bytes ? o->page_tokens : 0, o->page_bytes,
+                    sizeof(struct page_record));
     d->per_day = o->writes_per_day;
     d->bucket = (double)d->per_day / 4.0;
     d->bucket_at = mono_now();
@@ -406,7 +696,7 @@ enum splash_status splash_disk_cache_open(const struct splash_disk_opts *o,
         take_back(d);
         /* the root holds this cache and the others nobody holds within one quota */
         d->others = splash_cache_namespace_trim_others(
-            d->persist, d->quota > d->st.used ? d->quota - d->st.used : 0);
+            d->persist, d->quota > used_bytes(d) ? d->quota - used_bytes(d) : 0);
     }
     if (pthread_create(&d->io, NULL, io_main, d) != 0) {
         snprintf(why, why_size, "no I/O thread: %s", strerror(errno));
@@ -434,21 +724,27 @@ void splash_disk_cache_close(struct splash_disk_cache *d)
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->work);
     pthread_cond_destroy(&d->idle);
-    for (size_t i = 0; i < d->n; i++)
+    for (size_t i = 0; i < d->n; i++) {
         free(d->e[i].tokens);
+        free(d->e[i].chain);
+    }
     free(d->e);
+    disk_pages_free(&d->pg);
     close(d->fd);
+    close(d->pages_fd);
     free(d);
 }
 
-/* The entry at tokens[0..n), written or (with pending) still being written. */
+/* The entry at tokens[0..n) that can be read, or (with pending) any not doomed. */
 static struct entry *find_any(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                               int pending)
 {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->e[i].n == n && (pending || !d->e[i].pending) &&
-            !memcmp(d->e[i].tokens, tokens, (size_t)n * sizeof *tokens))
-            return &d->e[i];
+    for (size_t i = 0; i < d->n; i++) {
+        struct entry *x = &d->e[i];
+        /* (a doomed point may stay beside its new copy until its read ends) */
+        if (x->n == n && !x->doomed && !memcmp(x->tokens, tokens, (size_t)n * sizeof *tokens))
+            return pending || readable(d, x) ? x : NULL;
+    }
     return NULL;
 }
 
@@ -457,20 +753,13 @@ static struct entry *find(struct splash_disk_cache *d, const int32_t *tokens, in
     return find_any(d, tokens, n, 0);
 }
 
-static void drop(struct splash_disk_cache *d, struct entry *x)
-{
-    d->st.used -= x->span;
-    free(x->tokens);
-    *x = d->e[--d->n];
-}
-
 static int by_offset(const void *a, const void *b)
 {
     const struct entry *x = *(const struct entry *const *)a, *y = *(const struct entry *const *)b;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* The first gap of span bytes in [0, quota), or -1. */
+/* The first gap of span bytes in the states file's [0, quota), or -1. */
 static int64_t gap(struct splash_disk_cache *d, uint64_t span)
 {
     struct entry **sorted = malloc((d->n ? d->n : 1) * sizeof *sorted);
@@ -492,8 +781,8 @@ static int64_t gap(struct splash_disk_cache *d, uint64_t span)
     return found;
 }
 
-/* The entry room goes from first: checkpoints before turn points, the least recently
- * used first. */
+/* The point room goes from first: checkpoints before turn points, the least recently
+ * used first (a point goes whole; the pages it alone held go with it). */
 static struct entry *victim(struct splash_disk_cache *d)
 {
     struct entry *v = NULL;
@@ -501,6 +790,8 @@ static struct entry *victim(struct splash_disk_cache *d)
         struct entry *x = &d->e[i];
         if (x->pending || x->reading)
             continue;
+        if (x->doomed)
+            return x;
         if (!v || x->cls < v->cls || (x->cls == v->cls && x->used < v->used))
             v = x;
     }
@@ -542,6 +833,7 @@ static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 struct writer {
     struct splash_disk_cache *d;
     struct job *j;
+    int fd;
     uint64_t at, end;
     uint32_t crc;
     int failed; /* 1: the file refused a write; 2: more bytes than announced */
@@ -564,7 +856,7 @@ static int write_piece(void *ctx, const void *bytes, size_t n)
         w->failed = 2;
         return 1;
     }
-    if (write_all(w->d->fd, bytes, n, w->at)) {
+    if (write_all(w->fd, bytes, n, w->at)) {
         w->failed = 1;
         return 1;
     }
@@ -573,56 +865,104 @@ static int write_piece(void *ctx, const void *bytes, size_t n)
     return 0;
 }
 
-/* On the I/O thread: the job's tokens, its bytes as produce hands them, then the record
- * (last: a write cut short leaves no record that claims it). 0 written; 1 the file refused
- * a write; 2 produce failed or handed other than size bytes; 3 cancelled. */
-static int run_job(struct splash_disk_cache *d, struct job *j, uint32_t *crc_blob)
+
+/* On the I/O thread: len bytes produce hands at off of fd (their CRC in *crc). 0 written,
+ * else run_job's fault. */
+static int write_produced(struct splash_disk_cache *d, struct job *j, int fd, uint64_t off,
+                          uint64_t len, int64_t page, uint32_t *crc)
 {
-    size_t tok_bytes = (size_t)j->n * sizeof *j->tokens;
-    uint64_t body = j->off + sizeof(struct record) + tok_bytes;
-    struct writer w = {.d = d, .j = j, .at = body, .end = body + j->size,
+    struct writer w = {.d = d, .j = j, .fd = fd, .at = off, .end = off + len,
                        .crc = (uint32_t)crc32(0, NULL, 0)};
-    errno = 0;
-    if (atomic_load(&d->cancel) || atomic_load(&j->cancel))
-        return 3;
-    if (write_all(d->fd, j->tokens, tok_bytes, j->off + sizeof(struct record)))
-        return 1;
-    if (j->produce(j->ctx, write_piece, &w) || w.at != w.end)
+    int bad = page >= 0 ? j->parts.page(j->parts.ctx, page, write_piece, &w)
+                        : j->parts.rest(j->parts.ctx, write_piece, &w);
+    if (bad || w.at != w.end)
         return w.failed ? w.failed : 2;
-    struct record r = {.n_tokens = j->n, .size = j->size,
-                       .crc_tokens = (uint32_t)crc32(0, (const Bytef *)j->tokens,
-                                                     (uInt)tok_bytes),
-                       .crc_blob = w.crc};
-    memcpy(r.magic, RECORD_MAGIC, sizeof r.magic);
-    if (write_all(d->fd, &r, sizeof r, j->off))
-        return 1;
-    *crc_blob = w.crc;
+    *crc = w.crc;
     return 0;
 }
 
-/* With the lock held: the job's entry written (or dropped), the job to the done list. */
-static void finish(struct splash_disk_cache *d, struct job *j, int fault, uint32_t crc_blob,
-                   int err)
+/* On the I/O thread: each new page of the job's chain (tokens, bytes, then its record),
+ * then its state (the same). A record is written last: a write cut short leaves none that
+ * claims it. 0 written; 1 the file refused a write; 2 produce failed or handed other than
+ * the bytes announced; 3 cancelled. */
+static int run_job(struct splash_disk_cache *d, struct job *j)
 {
-    struct entry *x = NULL;
-    for (size_t i = 0; i < d->n && !x; i++)
-        if (d->e[i].id == j->id)
-            x = &d->e[i];
-    j->ok = fault == 0 && x;
+    errno = 0;
+    if (atomic_load(&d->cancel) || atomic_load(&j->cancel))
+        return 3;
+    size_t P = (size_t)d->pg.page_tokens;
+    for (int64_t k = 0; k < j->n_checks; k++) {
+        struct page_check *c = &j->pages[k];
+        uint64_t at = slot_at(d, c->slot);
+        const int32_t *tokens = j->tokens + (size_t)c->index * P;
+        if (write_all(d->pages_fd, tokens, P * sizeof *tokens, at + sizeof(struct page_record)))
+            return 1;
+        int fault = write_produced(d, j, d->pages_fd,
+                                   at + sizeof(struct page_record) + P * sizeof *tokens,
+                                   d->pg.page_bytes, c->index, &c->crc_bytes);
+        if (fault)
+            return fault;
+        struct page_record r = {.key = c->key, .parent = c->parent,
+                                .crc_tokens = c->crc_tokens, .crc_bytes = c->crc_bytes};
+        memcpy(r.magic, PAGE_MAGIC, sizeof r.magic);
+        if (write_all(d->pages_fd, &r, sizeof r, at))
+            return 1;
+        j->written += d->pg.slot_bytes;
+    }
+    size_t tok_bytes = (size_t)j->n * sizeof *j->tokens;
+    if (write_all(d->fd, j->tokens, tok_bytes, j->off + sizeof(struct state_record)))
+        return 1;
+    int fault = write_produced(d, j, d->fd, j->off + sizeof(struct state_record) + tok_bytes,
+                               j->size, -1, &j->crc_blob);
+    if (fault)
+        return fault;
+    struct state_record r = {.n_tokens = j->n, .n_pages = (int32_t)j->n_pages, .size = j->size,
+                             .crc_tokens = j->crc_tokens, .crc_blob = j->crc_blob};
+    memcpy(r.magic, STATE_MAGIC, sizeof r.magic);
+    if (write_all(d->fd, &r, sizeof r, j->off))
+        return 1;
+    j->written += j->span;
+    return 0;
+}
+
+/* With the lock held: the job's point written (or dropped, and with it every point that
+ * counted on a page it was to write), the job to the done list. */
+static void finish(struct splash_disk_cache *d, struct job *j, int fault, int err)
+{
+    struct entry *x = by_id(d, j->id);
+    j->ok = fault == 0 && x && !x->doomed;
+    d->st.written_bytes += j->written;
     if (x && !fault) {
+        for (int64_t k = 0; k < j->n_checks; k++) {
+            struct disk_page *g = &d->pg.pg[j->pages[k].slot];
+            g->crc_bytes = j->pages[k].crc_bytes;
+            if (g->state == DISK_PAGE_PENDING)
+                g->state = DISK_PAGE_OK;
+        }
         x->pending = 0;
-        x->crc_blob = crc_blob;
+        x->crc_blob = j->crc_blob;
         d->st.writes++;
-        d->st.written_bytes += x->span;
-        save_index(d);
+        if (x->doomed && !x->reading)
+            drop(d, x);
+        else
+            save_index(d);
     } else if (x) {
-        drop(d, x);
+        uint64_t id = x->id;
+        for (int64_t k = 0; k < j->n_checks; k++)
+            page_gone(d, j->pages[k].slot); /* never written: nothing may count on it */
+        x = by_id(d, id); /* (page_gone moves entries) */
+        if (x) {
+            x->pending = 0;
+            x->doomed = 1;
+            if (!x->reading)
+                drop(d, x);
+        }
     }
     if (fault == 1 && !d->st.closed) {
         /* a full volume or a quota the engine cannot see: keep serving what is there */
         splash_log(SPLASH_LOG_WARN, NULL,
-                   "SSD cache · writes stopped: the file in %s refused one (%s); the %zu "
-                   "entries it holds are still read",
+                   "SSD cache · writes stopped: a file in %s refused one (%s); the %zu "
+                   "points it holds are still read",
                    d->dir, strerror(err ? err : ENOSPC), d->n);
         d->st.closed = 1;
     }
@@ -630,9 +970,57 @@ static void finish(struct splash_disk_cache *d, struct job *j, int fault, uint32
     d->done = j;
 }
 
-/* On the I/O thread: a read's span, checked. */
+/* What is wrong with the page c as read at its slot (its bytes into out), or NULL. */
+static const char *read_page(struct splash_disk_cache *d, const struct page_check *c,
+                             const int32_t *tokens, char *out, int32_t *scratch)
+{
+    struct page_record r;
+    size_t tok_bytes = (size_t)d->pg.page_tokens * sizeof *tokens;
+    uint64_t at = slot_at(d, c->slot);
+    if (read_all(d->pages_fd, &r, sizeof r, at) ||
+        read_all(d->pages_fd, scratch, tok_bytes, at + sizeof r) ||
+        read_all(d->pages_fd, out, d->pg.page_bytes, at + sizeof r + tok_bytes))
+        return "cut short";
+    if (memcmp(r.magic, PAGE_MAGIC, sizeof r.magic) || r.key != c->key ||
+        r.parent != c->parent || r.crc_tokens != c->crc_tokens || r.crc_bytes != c->crc_bytes)
+        return "its record header is not the one written";
+    if (crc_of(scratch, tok_bytes) != c->crc_tokens || memcmp(scratch, tokens, tok_bytes))
+        return "its tokens fail their checksum";
+    if (crc_of(out, d->pg.page_bytes) != c->crc_bytes)
+        return "its bytes fail their checksum";
+    return NULL;
+}
+
+/* What is wrong with the job's state as read (its bytes into out), or NULL. */
+static const char *read_state(struct splash_disk_cache *d, const struct job *j, char *out)
+{
+    struct state_record r;
+    size_t tok_bytes = (size_t)j->n * sizeof *j->tokens;
+    int32_t *tokens = malloc(tok_bytes);
+    const char *fault = NULL;
+    if (!tokens)
+        return "no memory to read it into";
+    if (read_all(d->fd, &r, sizeof r, j->off) ||
+        read_all(d->fd, tokens, tok_bytes, j->off + sizeof r) ||
+        read_all(d->fd, out, j->size, j->off + sizeof r + tok_bytes))
+        fault = "cut short";
+    else if (memcmp(r.magic, STATE_MAGIC, sizeof r.magic) || r.n_tokens != j->n ||
+             r.n_pages != j->n_pages || r.size != j->size || r.crc_tokens != j->crc_tokens ||
+             r.crc_blob != j->crc_blob)
+        fault = "its record header is not the one written";
+    else if (crc_of(tokens, tok_bytes) != j->crc_tokens || memcmp(tokens, j->tokens, tok_bytes))
+        fault = "its tokens fail their checksum";
+    else if (crc_of(out, j->size) != j->crc_blob)
+        fault = "its bytes fail their checksum";
+    free(tokens);
+    return fault;
+}
+
+/* On the I/O thread (or a caller's, for splash_disk_cache_get): a read's pages, then its
+ * state, each checked; the first fault ends it. */
 static void run_read(struct splash_disk_cache *d, struct job *j)
 {
+    j->bad_page = -1;
     if (atomic_load(&d->cancel)) {
         j->fault = "cancelled";
         return;
@@ -642,46 +1030,66 @@ static void run_read(struct splash_disk_cache *d, struct job *j)
         struct timespec ts = {(time_t)slow, (long)((slow - (double)(time_t)slow) * 1e9)};
         nanosleep(&ts, NULL);
     }
-    if (!(j->buf = malloc(j->span)))
+    uint64_t pages = (uint64_t)j->n_pages * d->pg.page_bytes;
+    int32_t *scratch = malloc((size_t)(d->pg.page_tokens > 0 ? d->pg.page_tokens : 1) *
+                              sizeof *scratch);
+    if (!scratch || !(j->buf = malloc(pages + j->size ? pages + j->size : 1)))
         j->fault = "no memory to read it into";
-    else if (read_all(d->fd, j->buf, j->span, j->off))
-        j->fault = "cut short";
-    else
-        j->fault = check_span(j->buf, j->n, j->tokens, j->size, j->crc_tokens, j->crc_blob);
-    if (!j->fault) {
-        size_t head = sizeof(struct record) + (size_t)j->n * sizeof *j->tokens;
-        memmove(j->buf, j->buf + head, j->size);
-    } else {
+    for (int64_t i = 0; !j->fault && i < j->n_pages; i++) {
+        j->fault = read_page(d, &j->pages[i],
+                             j->tokens + (size_t)i * (size_t)d->pg.page_tokens,
+                             j->buf + (size_t)i * d->pg.page_bytes, scratch);
+        if (j->fault)
+            j->bad_page = i;
+    }
+    if (!j->fault)
+        j->fault = read_state(d, j, j->buf + pages);
+    free(scratch);
+    if (j->fault) {
         free(j->buf);
         j->buf = NULL;
     }
 }
 
-/* With the lock held: a read's entry counted as read, or dropped as damaged. */
+/* With the lock held: a read's point counted as read, or dropped as damaged (a damaged
+ * page drops every point whose chain holds it). */
 static void finish_read(struct splash_disk_cache *d, struct job *j)
 {
-    struct entry *x = NULL;
-    for (size_t i = 0; i < d->n && !x; i++)
-        if (d->e[i].id == j->id)
-            x = &d->e[i];
+    struct entry *x = by_id(d, j->id);
     if (x)
         x->reading--;
-    if (!j->fault && x) {
+    if (!j->fault && x && x->doomed) {
+        j->fault = "a page of its chain was found damaged";
+        free(j->buf);
+        j->buf = NULL;
+    } else if (!j->fault && x) {
         x->used = ++d->clock;
         d->st.hits++;
-        d->st.read_bytes += x->span;
+        d->st.read_bytes += x->span + (uint64_t)x->n_pages * d->pg.slot_bytes;
     } else if (j->fault && strcmp(j->fault, "cancelled")) {
-        splash_log(SPLASH_LOG_WARN, NULL,
-                   "SSD cache · the entry of %d tokens at byte %llu is skipped: %s", j->n,
-                   (unsigned long long)j->off, j->fault);
         d->st.corrupt++;
-        if (x) {
-            drop(d, x);
-            save_index(d);
+        if (x && j->bad_page >= 0) {
+            int64_t slot = x->chain[j->bad_page];
+            uint64_t id = x->id;
+            size_t gone = page_gone(d, slot);
+            splash_log(SPLASH_LOG_WARN, NULL,
+                       "SSD cache · page %lld of the point of %d tokens (slot %lld, byte %llu "
+                       "of the pages file) is skipped: %s; the %zu points whose chains hold it "
+                       "are dropped",
+                       (long long)j->bad_page, j->n, (long long)slot,
+                       (unsigned long long)slot_at(d, slot), j->fault, gone);
+            x = by_id(d, id);
+        } else {
+            splash_log(SPLASH_LOG_WARN, NULL,
+                       "SSD cache · the point of %d tokens at byte %llu of the states file is "
+                       "skipped: %s",
+                       j->n, (unsigned long long)j->off, j->fault);
+            if (x)
+                x->doomed = 1;
         }
     }
-    j->next = d->done;
-    d->done = j;
+    if (x && x->doomed && !x->reading && !x->pending)
+        drop(d, x);
 }
 
 static void *io_main(void *arg)
@@ -706,6 +1114,11 @@ static void *io_main(void *arg)
         d->queue = j->next;
         if (!d->queue)
             d->queue_tail = NULL;
+        if (!j->read) { /* a point doomed while queued is not written */
+            struct entry *x = by_id(d, j->id);
+            if (!x || x->doomed)
+                atomic_store(&j->cancel, 1);
+        }
         d->busy = 1;
         d->busy_expendable = j->expendable && !j->read;
         pthread_mutex_unlock(&d->mu);
@@ -714,64 +1127,118 @@ static void *io_main(void *arg)
             pthread_mutex_lock(&d->mu);
             d->busy = 0;
             finish_read(d, j);
+            j->next = d->done;
+            d->done = j;
             pthread_cond_broadcast(&d->idle);
             continue;
         }
-        uint32_t crc = 0;
-        int fault = run_job(d, j, &crc), err = errno;
-        if (!fault && d->persist[0])
-            fdatasync(d->fd); /* before an index lists it */
+        int fault = run_job(d, j), err = errno;
+        if (!fault && d->persist[0]) { /* before an index lists it */
+            fdatasync(d->pages_fd);
+            fdatasync(d->fd);
+        }
         pthread_mutex_lock(&d->mu);
         d->busy = 0;
-        finish(d, j, fault, crc, err);
+        finish(d, j, fault, err);
         pthread_cond_broadcast(&d->idle);
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
-int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
-                                int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx,
-                                splash_disk_done_fn done, void *done_ctx, int expendable)
+static void free_job(struct job *j)
 {
-    if (!d || n <= 0)
+    if (!j)
+        return;
+    free(j->buf);
+    free(j->tokens);
+    free(j->pages);
+    free(j);
+}
+
+/* With the lock held: the chain of pages of tokens[0..n_pages * page_tokens), the pages
+ * already on the tier (pending or written) with a reference taken; *found of them are.
+ * -1 past memory. */
+static int64_t find_chain(struct splash_disk_cache *d, const int32_t *tokens, int64_t n_pages,
+                          int64_t *chain, uint64_t *keys)
+{
+    int64_t parent = -1;
+    uint64_t key = 0;
+    int64_t found = 0;
+    for (int64_t i = 0; i < n_pages; i++) {
+        key = disk_pages_key(key, tokens + (size_t)i * (size_t)d->pg.page_tokens,
+                             d->pg.page_tokens);
+        keys[i] = key;
+        int64_t s = parent == -1 && i ? -1
+                                      : disk_pages_find(&d->pg, parent, key,
+                                                        tokens + (size_t)i *
+                                                                     (size_t)d->pg.page_tokens);
+        chain[i] = s;
+        if (s >= 0) {
+            d->pg.pg[s].refs++;
+            found++;
+        }
+        parent = s;
+    }
+    return found;
+}
+
+int splash_disk_cache_put_parts_async(struct splash_disk_cache *d, const int32_t *tokens,
+                                      int32_t n, int cls, const struct splash_disk_parts *parts,
+                                      splash_disk_done_fn done, void *done_ctx, int expendable)
+{
+    if (!d || n <= 0 || parts->n_pages < 0 ||
+        (parts->n_pages && (!d->pg.page_bytes || parts->n_pages * d->pg.page_tokens > n ||
+                            !parts->page)))
         return 0;
+    int64_t n_pages = parts->n_pages;
+    int64_t *chain = malloc((size_t)(n_pages ? n_pages : 1) * sizeof *chain);
+    uint64_t *keys = malloc((size_t)(n_pages ? n_pages : 1) * sizeof *keys);
+    struct job *j = calloc(1, sizeof *j);
+    size_t tok_bytes = (size_t)n * sizeof *tokens;
+    if (!chain || !keys || !j || !(j->tokens = malloc(tok_bytes))) {
+        free(chain);
+        free(keys);
+        free_job(j);
+        return 0;
+    }
+    memcpy(j->tokens, tokens, tok_bytes);
+    for (int64_t i = 0; i < n_pages; i++)
+        chain[i] = -1; /* no reference taken yet */
     pthread_mutex_lock(&d->mu);
     int queued = 0;
-    uint64_t span = sizeof(struct record) + (uint64_t)n * sizeof *tokens + size;
+    uint64_t span = sizeof(struct state_record) + tok_bytes + parts->rest_size;
     struct entry *have = find_any(d, tokens, n, 1);
-    struct job *j = NULL;
-    int64_t off = -1;
+    int64_t off = -1, found = 0;
     if (d->st.closed || have) {
         if (have)
             have->used = ++d->clock;
         goto out;
     }
-    if (span > d->quota) {
+    /* the pages already there are kept for this point too: only the others are written */
+    found = find_chain(d, tokens, n_pages, chain, keys);
+    uint64_t need = (uint64_t)(n_pages - found) * d->pg.slot_bytes + span;
+    if (need + (uint64_t)found * d->pg.slot_bytes > d->quota) {
         d->st.refused_room++;
         goto out;
     }
-    if (!budget_allows(d, span)) {
+    if (!budget_allows(d, need)) {
         d->st.refused_budget++;
         goto out;
     }
     /* other namespaces nobody holds give up their room first, the least recently used
      * first, before this cache drops a copy of its own */
-    if (d->persist[0] && d->others && d->st.used + span + d->others > d->quota)
+    if (d->persist[0] && d->others && used_bytes(d) + need + d->others > d->quota)
         d->others = splash_cache_namespace_trim_others(
-            d->persist, d->quota > d->st.used + span ? d->quota - d->st.used - span : 0);
-    int dropped_any = 0;
-    while ((off = gap(d, span)) < 0) {
+            d->persist, d->quota > used_bytes(d) + need ? d->quota - used_bytes(d) - need : 0);
+    while (used_bytes(d) + need > d->quota || (off = gap(d, span)) < 0) {
         struct entry *v = victim(d);
         if (!v) {
             d->st.refused_room++;
             goto out;
         }
-        drop(d, v);
-        dropped_any = 1;
+        drop(d, v); /* the index is written before the job: none lists a place reused */
     }
-    if (dropped_any)
-        save_index(d); /* written before the job: no index lists a place written over */
     if (d->n == d->cap) {
         size_t cap = d->cap ? 2 * d->cap : 16;
         struct entry *e = realloc(d->e, cap * sizeof *e);
@@ -780,38 +1247,117 @@ int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *toke
         d->e = e;
         d->cap = cap;
     }
-    struct entry x = {.n = n, .cls = cls, .off = (uint64_t)off, .span = span, .size = size,
+    struct entry x = {.n = n, .cls = cls, .off = (uint64_t)off, .span = span,
+                      .size = parts->rest_size, .n_pages = n_pages,
                       .id = ++d->next_id, .pending = 1};
-    x.tokens = malloc((size_t)n * sizeof *tokens);
-    j = calloc(1, sizeof *j);
-    if (j)
-        j->tokens = malloc((size_t)n * sizeof *tokens);
-    if (!x.tokens || !j || !j->tokens) {
+    x.tokens = malloc(tok_bytes);
+    j->pages = calloc((size_t)(n_pages - found ? n_pages - found : 1), sizeof *j->pages);
+    if (!x.tokens || !j->pages) {
         free(x.tokens);
-        if (j)
-            free(j->tokens);
-        free(j);
         goto out;
     }
-    memcpy(x.tokens, tokens, (size_t)n * sizeof *tokens);
-    memcpy(j->tokens, tokens, (size_t)n * sizeof *tokens);
-    x.crc_tokens = (uint32_t)crc32(0, (const Bytef *)tokens, (uInt)((size_t)n * sizeof *tokens));
+    /* the new pages, each a child of the one before it */
+    int64_t added = 0;
+    for (int64_t i = 0; i < n_pages; i++) {
+        if (chain[i] >= 0)
+            continue;
+        const int32_t *pt = tokens + (size_t)i * (size_t)d->pg.page_tokens;
+        int64_t parent = i ? chain[i - 1] : -1;
+        int64_t s = disk_pages_add(&d->pg, -1, parent, keys[i], pt, DISK_PAGE_PENDING);
+        if (s < 0)
+            break;
+        uint32_t crc_tokens = crc_of(pt, (size_t)d->pg.page_tokens * sizeof *pt);
+        d->pg.pg[s].crc_tokens = crc_tokens;
+        chain[i] = s;
+        j->pages[added++] = (struct page_check){.index = i, .slot = s, .parent = parent,
+                                                .key = keys[i], .crc_tokens = crc_tokens};
+    }
+    if (added != n_pages - found) {
+        free(x.tokens);
+        goto out;
+    }
+    memcpy(x.tokens, tokens, tok_bytes);
+    x.crc_tokens = crc_of(tokens, tok_bytes);
+    x.chain = chain;
+    chain = NULL;
     x.used = ++d->clock;
     d->e[d->n++] = x;
-    d->st.used += span;
-    *j = (struct job){.id = x.id, .off = x.off, .size = size, .tokens = j->tokens, .n = n,
-                      .produce = produce, .ctx = ctx, .done = done, .done_ctx = done_ctx,
-                      .expendable = expendable};
+    d->states_bytes += span;
+    d->st.pages_shared += (uint64_t)found;
+    j->id = x.id;
+    j->off = x.off;
+    j->size = x.size;
+    j->span = span;
+    j->crc_tokens = x.crc_tokens;
+    j->n = n;
+    j->n_pages = n_pages;
+    j->n_checks = added;
+    j->parts = *parts;
+    j->done = done;
+    j->done_ctx = done_ctx;
+    j->expendable = expendable;
+    j->cls = cls;
     if (d->queue_tail)
         d->queue_tail->next = j;
     else
         d->queue = j;
     d->queue_tail = j;
+    j = NULL;
     pthread_cond_signal(&d->work);
     queued = 1;
 out:
+    if (chain) /* refused: the references taken go back (the new pages with them) */
+        for (int64_t i = 0; i < n_pages; i++)
+            if (chain[i] >= 0)
+                release_page(d, chain[i]);
     pthread_mutex_unlock(&d->mu);
+    free(chain);
+    free(keys);
+    free_job(j);
     return queued;
+}
+
+int splash_disk_cache_put_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx,
+                                splash_disk_done_fn done, void *done_ctx, int expendable)
+{
+    struct splash_disk_parts parts = {.rest_size = size, .rest = produce, .ctx = ctx};
+    return splash_disk_cache_put_parts_async(d, tokens, n, cls, &parts, done, done_ctx,
+                                             expendable);
+}
+
+/* A read job for x (its chain's pages as the table has them), or NULL. With the lock. */
+static struct job *read_job(struct splash_disk_cache *d, struct entry *x)
+{
+    struct job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->tokens = malloc((size_t)x->n * sizeof *x->tokens);
+    j->pages = calloc((size_t)(x->n_pages ? x->n_pages : 1), sizeof *j->pages);
+    if (!j->tokens || !j->pages) {
+        free_job(j);
+        return NULL;
+    }
+    memcpy(j->tokens, x->tokens, (size_t)x->n * sizeof *x->tokens);
+    for (int64_t i = 0; i < x->n_pages; i++) {
+        const struct disk_page *g = &d->pg.pg[x->chain[i]];
+        j->pages[i] = (struct page_check){.index = i, .slot = x->chain[i], .parent = g->parent,
+                                          .key = g->key, .crc_tokens = g->crc_tokens,
+                                          .crc_bytes = g->crc_bytes};
+    }
+    j->read = 1;
+    j->id = x->id;
+    j->off = x->off;
+    j->span = x->span;
+    j->size = x->size;
+    j->crc_tokens = x->crc_tokens;
+    j->crc_blob = x->crc_blob;
+    j->cls = x->cls;
+    j->n = x->n;
+    j->n_pages = x->n_pages;
+    j->n_checks = x->n_pages;
+    x->reading++;
+    return j;
 }
 
 int splash_disk_cache_get_async(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
@@ -821,25 +1367,10 @@ int splash_disk_cache_get_async(struct splash_disk_cache *d, const int32_t *toke
         return 0;
     pthread_mutex_lock(&d->mu);
     struct entry *x = find(d, tokens, n);
-    struct job *j = x ? calloc(1, sizeof *j) : NULL;
-    if (j && !(j->tokens = malloc((size_t)n * sizeof *tokens))) {
-        free(j);
-        j = NULL;
-    }
+    struct job *j = x ? read_job(d, x) : NULL;
     if (j) {
-        memcpy(j->tokens, tokens, (size_t)n * sizeof *tokens);
-        j->read = 1;
-        j->id = x->id;
-        j->off = x->off;
-        j->span = x->span;
-        j->size = x->size;
-        j->crc_tokens = x->crc_tokens;
-        j->crc_blob = x->crc_blob;
-        j->cls = x->cls;
-        j->n = n;
         j->got = got;
         j->done_ctx = ctx;
-        x->reading++;
         /* reads first: a request waits on them */
         j->next = d->queue;
         d->queue = j;
@@ -863,20 +1394,17 @@ int splash_disk_cache_reap(struct splash_disk_cache *d)
     while (j) {
         struct job *next = j->next;
         if (j->read && j->got) {
-            j->got(j->done_ctx, j->tokens, j->n, j->buf, j->size, j->cls);
+            j->got(j->done_ctx, j->tokens, j->n, j->buf, j->n_pages, j->size, j->cls);
             j->buf = NULL; /* the callback's */
         } else if (j->done) {
             j->done(j->done_ctx, j->ok);
         }
-        free(j->buf);
-        free(j->tokens);
-        free(j);
+        free_job(j);
         j = next;
         n++;
     }
     return n;
 }
-
 int splash_disk_cache_pending(struct splash_disk_cache *d)
 {
     if (!d)
@@ -904,7 +1432,7 @@ int splash_disk_cache_give_up_expendable(struct splash_disk_cache *d)
             continue;
         }
         *at = j->next;
-        finish(d, j, 3, 0, 0);
+        finish(d, j, 3, 0);
         n++;
     }
     d->queue_tail = NULL;
@@ -962,19 +1490,26 @@ static void note_done(void *ctx, int ok)
     s->ok = ok;
 }
 
-int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
-                               int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx)
+int splash_disk_cache_put_parts_with(struct splash_disk_cache *d, const int32_t *tokens,
+                                     int32_t n, int cls, const struct splash_disk_parts *parts)
 {
     struct sync_put s = {0};
     if (!d || n <= 0)
         return 0;
     if (splash_disk_cache_has(d, tokens, n))
         return 1;
-    if (!splash_disk_cache_put_async(d, tokens, n, cls, size, produce, ctx, note_done, &s, 0))
+    if (!splash_disk_cache_put_parts_async(d, tokens, n, cls, parts, note_done, &s, 0))
         return 0;
     while (!s.done)
         splash_disk_cache_wait(d, 3600.0, 0);
     return s.ok;
+}
+
+int splash_disk_cache_put_with(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                               int cls, uint64_t size, splash_disk_produce_fn produce, void *ctx)
+{
+    struct splash_disk_parts parts = {.rest_size = size, .rest = produce, .ctx = ctx};
+    return splash_disk_cache_put_parts_with(d, tokens, n, cls, &parts);
 }
 
 struct blob {
@@ -994,6 +1529,41 @@ int splash_disk_cache_put(struct splash_disk_cache *d, const int32_t *tokens, in
 {
     struct blob b = {.bytes = blob, .size = size};
     return splash_disk_cache_put_with(d, tokens, n, cls, size, produce_blob, &b);
+}
+
+/* The pages and rest of splash_disk_cache_put_pages, handed out. */
+struct laid_out {
+    const char *pages;
+    uint64_t page_bytes;
+    struct blob rest;
+};
+
+static int produce_laid_page(void *ctx, int64_t page,
+                             int (*write)(void *wctx, const void *bytes, size_t n), void *wctx)
+{
+    const struct laid_out *l = ctx;
+    return write(wctx, l->pages + (size_t)page * l->page_bytes, (size_t)l->page_bytes);
+}
+
+static int produce_laid_rest(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
+                             void *wctx)
+{
+    const struct laid_out *l = ctx;
+    return produce_blob((void *)&l->rest, write, wctx);
+}
+
+int splash_disk_cache_put_pages(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                int cls, const void *pages, int64_t n_pages, const void *rest,
+                                uint64_t rest_size)
+{
+    if (!d)
+        return 0;
+    struct laid_out l = {.pages = pages, .page_bytes = d->pg.page_bytes,
+                         .rest = {.bytes = rest, .size = rest_size}};
+    struct splash_disk_parts parts = {.n_pages = n_pages, .page = produce_laid_page,
+                                      .rest_size = rest_size, .rest = produce_laid_rest,
+                                      .ctx = &l};
+    return splash_disk_cache_put_parts_with(d, tokens, n, cls, &parts);
 }
 
 int splash_disk_cache_has(struct splash_disk_cache *d, const int32_t *tokens, int32_t n)
@@ -1017,7 +1587,7 @@ int32_t splash_disk_cache_peek(struct splash_disk_cache *d, const int32_t *token
     pthread_mutex_lock(&d->mu);
     for (size_t i = 0; i < d->n; i++) {
         const struct entry *x = &d->e[i];
-        if (!x->pending && x->n > best && x->n <= n && (!accept || accept(ctx, x->n)) &&
+        if (x->n > best && x->n <= n && readable(d, x) && (!accept || accept(ctx, x->n)) &&
             !memcmp(x->tokens, tokens, (size_t)x->n * sizeof *tokens))
             best = x->n;
     }
@@ -1041,62 +1611,40 @@ static int read_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-/* What is wrong with an entry's span as read into buf, or NULL. */
-static const char *check_span(const char *buf, int32_t n, const int32_t *tokens, uint64_t size,
-                              uint32_t crc_tokens, uint32_t crc_blob)
+void *splash_disk_cache_get_parts(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
+                                  int64_t *n_pages, uint64_t *rest_size, int *cls)
 {
-    struct record r;
-    size_t tok_bytes = (size_t)n * sizeof *tokens;
-    memcpy(&r, buf, sizeof r);
-    if (memcmp(r.magic, RECORD_MAGIC, sizeof r.magic) || r.n_tokens != n || r.size != size ||
-        r.crc_tokens != crc_tokens || r.crc_blob != crc_blob)
-        return "its record header is not the one written";
-    if ((uint32_t)crc32(0, (const Bytef *)(buf + sizeof r), (uInt)tok_bytes) != crc_tokens ||
-        memcmp(buf + sizeof r, tokens, tok_bytes))
-        return "its tokens fail their checksum";
-    if ((uint32_t)crc32_z(0, (const Bytef *)(buf + sizeof r + tok_bytes), (z_size_t)size) !=
-        crc_blob)
-        return "its bytes fail their checksum";
-    return NULL;
+    if (!d)
+        return NULL;
+    pthread_mutex_lock(&d->mu);
+    struct entry *x = find(d, tokens, n);
+    struct job *j = x ? read_job(d, x) : NULL;
+    pthread_mutex_unlock(&d->mu);
+    if (!j)
+        return NULL;
+    run_read(d, j); /* its point is reading: its slots stay as they are */
+    pthread_mutex_lock(&d->mu);
+    finish_read(d, j);
+    pthread_mutex_unlock(&d->mu);
+    void *buf = j->buf;
+    j->buf = NULL;
+    if (buf) {
+        *n_pages = j->n_pages;
+        *rest_size = j->size;
+        *cls = j->cls;
+    }
+    free_job(j);
+    return buf;
 }
 
 void *splash_disk_cache_get(struct splash_disk_cache *d, const int32_t *tokens, int32_t n,
                             uint64_t *size, int *cls)
 {
-    if (!d)
-        return NULL;
-    pthread_mutex_lock(&d->mu); /* held: a write ending moves entries */
-    struct entry *x = find(d, tokens, n);
-    size_t tok_bytes = (size_t)n * sizeof *tokens;
-    char *buf = x ? malloc(sizeof(struct record) + tok_bytes + x->size) : NULL;
-    if (!buf) {
-        pthread_mutex_unlock(&d->mu);
-        return NULL;
-    }
-    struct record r;
-    const char *fault = NULL;
-    if (read_all(d->fd, buf, sizeof r + tok_bytes + x->size, x->off))
-        fault = "cut short";
-    if (!fault)
-        fault = check_span(buf, n, tokens, x->size, x->crc_tokens, x->crc_blob);
-    if (fault) {
-        splash_log(SPLASH_LOG_WARN, NULL,
-                   "SSD cache · the entry of %d tokens at byte %llu is skipped: %s", n,
-                   (unsigned long long)x->off, fault);
-        d->st.corrupt++;
-        drop(d, x);
-        save_index(d);
-        pthread_mutex_unlock(&d->mu);
-        free(buf);
-        return NULL;
-    }
-    x->used = ++d->clock;
-    d->st.hits++;
-    d->st.read_bytes += x->span;
-    *size = x->size;
-    *cls = x->cls;
-    memmove(buf, buf + sizeof r + tok_bytes, x->size);
-    pthread_mutex_unlock(&d->mu);
+    int64_t n_pages = 0;
+    uint64_t rest = 0;
+    void *buf = splash_disk_cache_get_parts(d, tokens, n, &n_pages, &rest, cls);
+    if (buf)
+        *size = (uint64_t)n_pages * d->pg.page_bytes + rest;
     return buf;
 }
 
@@ -1106,7 +1654,12 @@ void splash_disk_cache_stats(const struct splash_disk_cache *d_, struct splash_d
     pthread_mutex_lock(&d->mu);
     *s = d->st;
     s->quota = d->quota;
+    s->used = used_bytes(d);
     s->entries = d->n;
+    s->pages = (uint64_t)d->pg.live;
+    s->pages_bytes = (uint64_t)d->pg.live * d->pg.slot_bytes;
+    s->states = d->n;
+    s->states_bytes = d->states_bytes;
     s->budget_left = 0;
     if (d->per_day) {
         double now = mono_now(), cap = (double)d->per_day / 4.0;
@@ -1138,6 +1691,17 @@ json_t *splash_disk_cache_status(const struct splash_disk_cache *d, const char *
                      "writes_per_day", (json_int_t)d->per_day, "writes_gated",
                      s.closed ? "closed" : (d->per_day && s.refused_budget ? "budget" : "no"),
                      "writes_in_flight", (json_int_t)s.pending);
+    if (st) {
+        json_object_set_new(st, "pages",
+                            json_pack("{s:I, s:I, s:I, s:I, s:i}", "count", (json_int_t)s.pages,
+                                      "bytes", (json_int_t)s.pages_bytes, "shared",
+                                      (json_int_t)s.pages_shared, "page_bytes",
+                                      (json_int_t)d->pg.page_bytes, "page_tokens",
+                                      (int)d->pg.page_tokens));
+        json_object_set_new(st, "states",
+                            json_pack("{s:I, s:I}", "count", (json_int_t)s.states, "bytes",
+                                      (json_int_t)s.states_bytes));
+    }
     if (st && d->persist[0]) {
         pthread_mutex_lock((pthread_mutex_t *)&d->mu);
         json_object_set_new(st, "other_caches_bytes", json_integer((json_int_t)d->others));
@@ -1165,6 +1729,11 @@ int splash_disk_cache_fd(const struct splash_disk_cache *d)
     return d ? d->fd : -1;
 }
 
+int splash_disk_cache_pages_fd(const struct splash_disk_cache *d)
+{
+    return d ? d->pages_fd : -1;
+}
+
 int64_t splash_disk_cache_offset(const struct splash_disk_cache *d, const int32_t *tokens,
                                  int32_t n)
 {
@@ -1174,6 +1743,19 @@ int64_t splash_disk_cache_offset(const struct splash_disk_cache *d, const int32_
     pthread_mutex_lock(&m->mu);
     struct entry *x = find(m, tokens, n);
     int64_t off = x ? (int64_t)x->off : -1;
+    pthread_mutex_unlock(&m->mu);
+    return off;
+}
+
+int64_t splash_disk_cache_page_offset(const struct splash_disk_cache *d, const int32_t *tokens,
+                                      int32_t n, int64_t page)
+{
+    if (!d)
+        return -1;
+    struct splash_disk_cache *m = (struct splash_disk_cache *)d;
+    pthread_mutex_lock(&m->mu);
+    struct entry *x = find(m, tokens, n);
+    int64_t off = x && page >= 0 && page < x->n_pages ? (int64_t)slot_at(m, x->chain[page]) : -1;
     pthread_mutex_unlock(&m->mu);
     return off;
 }

@@ -1484,13 +1484,14 @@ static void cache_disk_line(const struct splash_engine_cache *c,
     splash_disk_cache_stats(c->disk, &s);
     char budget[64] = "", taken[64] = "";
     if (s.taken_back)
-        snprintf(taken, sizeof taken, " (%llu entries taken back)",
+        snprintf(taken, sizeof taken, " (%llu points taken back)",
                  (unsigned long long)s.taken_back);
     if (o->cache_disk_writes)
         snprintf(budget, sizeof budget, " · writes at most %.1f GiB a day",
                  (double)o->cache_disk_writes / 1073741824.0);
     fprintf(stderr, "SSD cache · %s %s%s · %.2f GiB (%s)%s · --max-cache-disk 0 turns it off\n",
-            splash_disk_cache_persistent(c->disk) ? "persistent in" : "a temporary file in",
+            splash_disk_cache_persistent(c->disk) ? "persistent in"
+                                                  : "temporary files (KV pages, states) in",
             splash_disk_cache_dir(c->disk), taken, (double)s.quota / 1073741824.0,
             o->cache_disk < 0 ? "auto: a quarter of the volume's room beyond its floor, at most "
                                 "32 GiB"
@@ -1577,7 +1578,7 @@ int splash_engine_main(const struct splash_engine_opts *opts)
                                         sizeof ns, &ns_lock, why, sizeof why) == 0)
             disk.persist_dir = ns;
         else
-            fprintf(stderr, "SSD cache · not persistent: %s; a temporary file instead\n", why);
+            fprintf(stderr, "SSD cache · not persistent: %s; temporary files instead\n", why);
     }
     splash_ecache_init(&e.cache, e.lm->family, e.lm->model, &e.lm->info,
                        plan.kv_bytes + plan.state_bytes, o.prefix_cache_off, &disk);

@@ -63,13 +63,43 @@ static void saved(void *ctx, int ok)
     free(sv);
 }
 
-/* Queues seq's bytes as the point at tokens[0..n); 1 when the write took seq. */
+/* A family that saves in parts: page i of the sequence, and its rest. */
+static int save_page_into(void *ctx, int64_t page,
+                          int (*write)(void *wctx, const void *bytes, size_t n), void *wctx)
+{
+    struct saving *sv = ctx;
+    struct splash_err err;
+    return splash_family_seq_save_page(sv->c->fam, sv->c->model, sv->seq, page, write, wctx,
+                                       &err) != SPLASH_OK;
+}
+
+static int save_rest_into(void *ctx, int (*write)(void *wctx, const void *bytes, size_t n),
+                          void *wctx)
+{
+    struct saving *sv = ctx;
+    struct splash_err err;
+    return splash_family_seq_save_rest(sv->c->fam, sv->c->model, sv->seq, write, wctx, &err) !=
+           SPLASH_OK;
+}
+
+/* Queues seq's bytes as the point at tokens[0..n): its whole pages (those the tier has
+ * already are not written again) and its rest, or the whole seq_save blob for a family
+ * that does not save in parts; 1 when the write took seq. */
 static int queue_save(struct splash_engine_cache *c, const int32_t *tokens, int32_t n, void *seq,
                       enum splash_point_class cls, int ahead)
 {
-    uint64_t size = splash_family_seq_saved_bytes(c->fam, c->model, n);
     struct saving *sv = calloc(1, sizeof *sv);
-    if (!size || !sv) {
+    struct splash_disk_parts parts = {.ctx = sv};
+    if (c->parts) {
+        parts.n_pages = n / c->page_tokens;
+        parts.page = save_page_into;
+        parts.rest_size = splash_family_seq_rest_bytes(c->fam, c->model, n);
+        parts.rest = save_rest_into;
+    } else {
+        parts.rest_size = splash_family_seq_saved_bytes(c->fam, c->model, n);
+        parts.rest = save_into;
+    }
+    if (!parts.rest_size || !sv) {
         free(sv);
         return 0;
     }
@@ -80,8 +110,8 @@ static int queue_save(struct splash_engine_cache *c, const int32_t *tokens, int3
     }
     if (ahead)
         memcpy(sv->tokens, tokens, (size_t)n * sizeof *tokens);
-    if (!splash_disk_cache_put_async(c->disk, tokens, n, (int)cls, size, save_into, sv, saved,
-                                     sv, ahead)) {
+    if (!splash_disk_cache_put_parts_async(c->disk, tokens, n, (int)cls, &parts, saved, sv,
+                                           ahead)) {
         free(sv->tokens);
         free(sv);
         return 0;
@@ -136,10 +166,21 @@ void splash_ecache_init(struct splash_engine_cache *c, const struct splash_famil
     else if (!splash_family_can_save(fam))
         snprintf(c->disk_why, sizeof c->disk_why, "family plugin %s does not save sequences",
                  fam->header.name);
-    else if (disk && splash_disk_cache_open(disk, &c->disk, c->disk_why, sizeof c->disk_why) ==
-                         SPLASH_OK &&
-             c->disk)
-        splash_prefix_cache_set_spill(c->points, spill, c);
+    else if (disk) {
+        /* a family that saves in parts keeps each KV page once for every point along it */
+        struct splash_disk_opts o = *disk;
+        c->parts = splash_family_saves_parts(fam) && info->kv_page_bytes &&
+                   info->kv_page_tokens > 0;
+        /* tests and bench-cache only: whole seq_save blobs, as for a family without parts */
+        const char *whole = getenv("SPLASH_TEST_DISK_WHOLE");
+        if (whole && !strcmp(whole, "1"))
+            c->parts = 0;
+        o.page_bytes = c->parts ? info->kv_page_bytes : 0;
+        o.page_tokens = c->parts ? info->kv_page_tokens : 0;
+        if (splash_disk_cache_open(&o, &c->disk, c->disk_why, sizeof c->disk_why) == SPLASH_OK &&
+            c->disk)
+            splash_prefix_cache_set_spill(c->points, spill, c);
+    }
 }
 
 void splash_ecache_free(struct splash_engine_cache *c)
@@ -198,23 +239,45 @@ static int plan_accepts(void *ctx, int32_t len)
     return splash_plan_is_cut(plan, len);
 }
 
+/* A sequence from what the tier read back: its pages and rest (a family in parts), or
+ * its whole blob. */
+static enum splash_status load_read(struct splash_engine_cache *c, const char *buf,
+                                    int64_t n_pages, uint64_t rest_size, void **seq,
+                                    struct splash_err *err)
+{
+    if (!c->parts)
+        return splash_family_seq_load(c->fam, c->model, buf, rest_size, seq, err);
+    const void **pages = malloc((size_t)(n_pages ? n_pages : 1) * sizeof *pages);
+    if (!pages)
+        return splash_err_set(err, SPLASH_ERR_NOMEM, "no memory for %lld page pointers",
+                              (long long)n_pages);
+    for (int64_t i = 0; i < n_pages; i++)
+        pages[i] = buf + (size_t)i * c->page_bytes;
+    enum splash_status st =
+        splash_family_seq_load_parts(c->fam, c->model, pages, n_pages,
+                                     buf + (size_t)n_pages * c->page_bytes, rest_size, seq, err);
+    free(pages);
+    return st;
+}
+
 /* A point the SSD tier read back (bytes, NULL: it could not), on the engine's thread:
  * loaded as a restore point in memory, within the plan as for any point (a start may
  * take every cached prefix); one that cannot be is not read again for the request
  * waiting on it. */
-static void read_back(void *ctx, const int32_t *tokens, int32_t n, void *buf, uint64_t size,
-                      int cls)
+static void read_back(void *ctx, const int32_t *tokens, int32_t n, void *buf, int64_t n_pages,
+                      uint64_t rest_size, int cls)
 {
     struct splash_engine_cache *c = ctx;
     c->reading = 0;
     void *seq = NULL;
     struct splash_err err;
     int ok = 0;
+    uint64_t pages = (uint64_t)n_pages * c->page_bytes;
     if (!buf)
         ok = 0; /* damaged (logged by the tier) or gone */
-    else if (!splash_ecache_make_room(c, c->read_counted, size, 1))
+    else if (!splash_ecache_make_room(c, c->read_counted, pages + rest_size, 1))
         ok = 0;
-    else if (splash_family_seq_load(c->fam, c->model, buf, size, &seq, &err) != SPLASH_OK)
+    else if (load_read(c, buf, n_pages, rest_size, &seq, &err) != SPLASH_OK)
         splash_log(SPLASH_LOG_WARN, NULL, "SSD cache · the entry of %d tokens is skipped: %s", n,
                    err.msg);
     else if (splash_prefix_cache_insert(c->points, tokens, n, seq,

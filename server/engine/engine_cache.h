@@ -53,6 +53,8 @@ struct splash_engine_cache {
     uint64_t prefilled, reused;         /* prompt tokens computed, and taken from the cache */
     uint64_t peak;                      /* the most the caches held after a step */
     struct splash_disk_cache *disk;     /* the SSD tier, NULL: off (disk_why says why) */
+    int parts;                          /* the family saves in parts: points go to the tier
+                                           as chains of KV pages and a rest */
     int ahead_in_flight;                /* write-ahead copies queued or under way */
     int reading;                        /* a point is being read back */
     uint64_t read_counted;              /* the engine's estimate when it was asked for */

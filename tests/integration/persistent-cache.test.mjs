@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync,
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, truncateSync,
          utimesSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -77,18 +77,23 @@ test("a start removes other models' caches nobody used for 14 days, with one lin
   }
 });
 
-// The index's entries (disk_cache.c): a 24-byte header, then 48 bytes an entry:
-// n_tokens, class, offset, span, size (8 bytes each), two CRC-32s.
-function indexEntries(dir) {
+// The index (disk_cache.c): a 40-byte header (magic, page count, point count, page bytes,
+// page tokens, CRC), 32 bytes a page (slot, parent, key, two CRC-32s), then 56 bytes a
+// point (n_tokens, class, n_pages, the chain's last slot, offset, span, size, two CRC-32s).
+function readIndex(dir) {
   const buf = readFileSync(join(dir, "index"));
-  const count = Number(buf.readBigUInt64LE(8));
-  const out = [];
-  for (let i = 0; i < count; i++) {
-    const at = 24 + 48 * i;
-    out.push({ n: Number(buf.readBigInt64LE(at)), off: Number(buf.readBigUInt64LE(at + 16)),
-               span: Number(buf.readBigUInt64LE(at + 24)) });
+  const nPages = Number(buf.readBigUInt64LE(8)), nPoints = Number(buf.readBigUInt64LE(16));
+  const pageBytes = Number(buf.readBigUInt64LE(24)), pageTokens = buf.readInt32LE(32);
+  const slotBytes = pageBytes ? 32 + 4 * pageTokens + pageBytes : 0;
+  const pages = [];
+  for (let i = 0; i < nPages; i++) pages.push(Number(buf.readBigInt64LE(40 + 32 * i)));
+  const points = [];
+  for (let i = 0; i < nPoints; i++) {
+    const at = 40 + 32 * nPages + 56 * i;
+    points.push({ n: buf.readInt32LE(at), off: Number(buf.readBigUInt64LE(at + 24)),
+                  span: Number(buf.readBigUInt64LE(at + 32)) });
   }
-  return out;
+  return { points, slotBytes, pagesEnd: Math.max(0, ...pages.map((s) => (s + 1) * slotBytes)) };
 }
 
 test("kill -9 of the engine mid-write: a restart serves every prompt right, damaged copies skipped", async () => {
@@ -108,15 +113,19 @@ test("kill -9 of the engine mid-write: a restart serves every prompt right, dama
                                            temperature: 0, reasoning_effort: "none" });
   };
   const status = async (server) => (await fetch(`${server.url}/status`)).json();
-  // the files tell how the writes go: the index lists what is written whole, and the data
-  // file grows past the last listed entry while a write is under way
+  // the files tell how the writes go: the index lists what is written whole, and the pages
+  // or states file grows past the last listed page or point while a write is under way
   const files = () => {
     const ns = readdirSync(root).filter((n) => /^[0-9a-f]{32}$/.test(n));
     const dir = ns.length ? join(root, ns[0]) : null;
     if (!dir || !existsSync(join(dir, "index"))) return { dir, entries: [], size: 0, end: 0 };
-    const entries = indexEntries(dir);
-    return { dir, entries, size: statSync(join(dir, "data")).size,
-             end: Math.max(0, ...entries.map((e) => e.off + e.span)) };
+    const { points, pagesEnd } = readIndex(dir);
+    const statesEnd = Math.max(0, ...points.map((e) => e.off + e.span));
+    const statesSize = statSync(join(dir, "states")).size;
+    const pagesSize = statSync(join(dir, "pages")).size;
+    // past the listed ones: what a write under way has put in either file
+    return { dir, entries: points, size: statesEnd + Math.max(0, statesSize - statesEnd) +
+             Math.max(0, pagesSize - pagesEnd), end: statesEnd };
   };
   const until = async (what, ok) => {
     for (let i = 0; i < 1200; i++) {
@@ -156,7 +165,7 @@ test("kill -9 of the engine mid-write: a restart serves every prompt right, dama
     const aTokens = first.a.usage.prompt_tokens;
     const garbled = entries.filter((e) => e.n > aTokens && e.n <= first.c.usage.prompt_tokens);
     assert.ok(garbled.length >= 1, JSON.stringify(entries));
-    const fd = openSync(join(dir, "data"), "r+");
+    const fd = openSync(join(dir, "states"), "r+");
     for (const e of garbled) writeSync(fd, Buffer.alloc(64, 0x5a), 0, 64, e.off + Math.floor(e.span / 2));
     closeSync(fd);
 
@@ -168,9 +177,25 @@ test("kill -9 of the engine mid-write: a restart serves every prompt right, dama
       if (k === "a") assert.ok(cached > 0, `a: cached ${cached}`);
       if (k === "c") assert.ok(cached <= aTokens, `c: cached ${cached}`);
     }
-    assert.match(server.output(), /SSD cache · the entry of \d+ tokens at byte \d+ is skipped: its bytes fail their checksum/);
+    assert.match(server.output(), /SSD cache · the point of \d+ tokens at byte \d+ of the states file is skipped: its bytes fail their checksum/);
     const s = await status(server);
     assert.ok(s.disk.corrupt >= 1, JSON.stringify(s.disk));
+    assert.equal(await server.stop(), 0);
+
+    // the pages file cut short by its last listed page (a's pages, written first, are not
+    // it): the points whose chains need it are not taken back, the others are
+    const { slotBytes, pagesEnd } = readIndex(dir);
+    assert.ok(slotBytes > 0 && pagesEnd >= slotBytes, "the points went as chains of pages");
+    truncateSync(join(dir, "pages"), pagesEnd - slotBytes);
+    server = await startServer(args);
+    assert.match(server.output(), /SSD cache · \d+ of the \d+ points and [1-9]\d* of the \d+ pages .*index lists are skipped/);
+    for (const k of ["a", "c", "b"]) {
+      const again = await ask(server, convs[k]);
+      assert.equal(again.choices[0].message.content, first[k].choices[0].message.content, k);
+      const cached = again.usage.prompt_tokens_details?.cached_tokens ?? 0;
+      if (k === "a") assert.ok(cached > 0, `a after the cut: cached ${cached}`);
+    }
+    assert.equal((await status(server)).disk.corrupt, 0);
     assert.equal(await server.stop(), 0);
   } finally {
     rmSync(root, { recursive: true, force: true });
