@@ -1771,8 +1771,11 @@ static void test_engine_write_ahead_no_wait(void **state)
     fprintf(stderr, "  a request beside the write: %.3f s; the write: %.3f s\n", beside, write);
     assert_true(cache_stat(&t, "written_ahead", 0) >= 1);
     assert_true(beside < write / 2);
-    /* b needs the point's memory: it goes at once (its copy is there) */
+    /* b needs the point's memory: it goes at once (its copy is there), making its room
+     * without waiting on a write (its time against b's cold one is only printed: under
+     * load the two prefills differ by more than the write) */
     int64_t evicted = cache_stat(&t, "evicted", 0);
+    int64_t waits = cache_stat(&t, "room_waits", 0);
     t0 = wall_now();
     run_one(&t, 3, b, nb, 4, reuse, 0.0, &other);
     double b_time = wall_now() - t0;
@@ -1780,7 +1783,7 @@ static void test_engine_write_ahead_no_wait(void **state)
             b_cold);
     assert_true(other.done);
     assert_true(cache_stat(&t, "evicted", 0) > evicted);
-    assert_true(b_time < b_cold + write / 2);
+    assert_int_equal(cache_stat(&t, "room_waits", 0), waits);
     /* and a resumes from the copy, to the cold bits, read back (3 s) while a request
      * already decoding goes on undelayed */
     submit(&t, 5, s_, ns, 40, reuse, 0.0);

@@ -227,8 +227,10 @@ int splash_ecache_make_room(struct splash_engine_cache *c, uint64_t counted, uin
             continue;
         if (!splash_disk_cache_pending(c->disk))
             return 0;
-        if (!until)
+        if (!until) {
             until = mono_seconds() + SPLASH_SPILL_WAIT_S;
+            c->room_waits++;
+        }
         splash_disk_cache_wait(c->disk, 0.05, mono_seconds() > until);
     }
 }
@@ -481,14 +483,16 @@ json_t *splash_ecache_status(const struct splash_engine_cache *c, uint64_t count
     struct splash_prefix_stats s = {0};
     if (c->points)
         splash_prefix_cache_stats(c->points, &s);
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:o}",
                      "enabled", c->points != NULL, "points", (json_int_t)s.points, "turn_points",
                      (json_int_t)s.turn_points, "inserted", (json_int_t)s.inserted, "evicted",
                      (json_int_t)s.evicted, "lookups", (json_int_t)s.lookups, "hits",
                      (json_int_t)s.hits, "cached_tokens", (json_int_t)c->reused,
                      "prefilled_tokens", (json_int_t)c->prefilled, "written_ahead",
                      (json_int_t)c->written_ahead, "writing_ahead",
-                     (json_int_t)c->ahead_in_flight, "bytes_used",
+                     (json_int_t)c->ahead_in_flight, "room_waits", (json_int_t)c->room_waits,
+                     "bytes_used",
                      (json_int_t)splash_ecache_used(c, counted), "bytes_peak",
                      (json_int_t)c->peak, "bytes_limit", (json_int_t)c->pool, "disk",
                      splash_disk_cache_status(c->disk, c->disk_why));

@@ -62,6 +62,7 @@ struct splash_engine_cache {
     int32_t unread_n;                   /* the point that could not be read back last */
     uint32_t unread_crc;
     uint64_t written_ahead;             /* and written */
+    uint64_t room_waits;                /* makings of room that waited on the tier's writes */
     double ahead_delay;                 /* SPLASH_WRITE_AHEAD_DELAY_S (tests shorten it) */
     double reclaimed_at;                /* when eviction last took a point with no copy */
     int reclaimed;                      /* it has since the start */

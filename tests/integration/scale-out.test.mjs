@@ -43,8 +43,10 @@ function conversations(n) {
 }
 
 // One turn: the conversation so far plus a new user message; returns what nginx and the
-// replica said. stream: SSE, so a kill can land while tokens flow.
-async function turn(c, { maxTokens = 6, stream = false, onFirst } = {}) {
+// replica said. stream: SSE, so a kill can land while tokens flow; onFirst: called on each
+// delta, the reasoning ones too (the stories model's template opens a think block, so all
+// it says is reasoning). bias: logit_bias.
+async function turn(c, { maxTokens = 6, stream = false, onFirst, bias } = {}) {
   // the first turn carries a long opening, so the prompt spans several of the cache's steps
   const opening = c.messages.length ? "" :
     Array.from({ length: 40 }, (_, k) => `Line ${k} of story ${c.i}: the fox met a bird.`).join(" ") + " ";
@@ -57,7 +59,7 @@ async function turn(c, { maxTokens = 6, stream = false, onFirst } = {}) {
   if (c.kind === "claude-code") {
     const client = new Anthropic({ baseURL: url, apiKey: "unused", maxRetries: 0 });
     const body = { model: "test/stories", max_tokens: maxTokens, messages: c.messages,
-      metadata: { user_id: `user_x_session_${c.key}` } };
+      metadata: { user_id: `user_x_session_${c.key}` }, ...(bias ? { logit_bias: bias } : {}) };
     if (stream) {
       const r = await client.messages.create({ ...body, stream: true }, { headers: c.headers }).withResponse();
       response = r.response;
@@ -76,12 +78,15 @@ async function turn(c, { maxTokens = 6, stream = false, onFirst } = {}) {
   } else {
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
     const body = { model: "test/stories", max_tokens: maxTokens, messages: c.messages,
-      ...(c.kind === "openai" ? { prompt_cache_key: c.key } : { user: "someone" }) };
+      ...(c.kind === "openai" ? { prompt_cache_key: c.key } : { user: "someone" }),
+      ...(bias ? { logit_bias: bias } : {}) };
     if (stream) {
       const r = await client.chat.completions.create({ ...body, stream: true }, { headers: c.headers }).withResponse();
       response = r.response;
       for await (const chunk of r.data) {
-        if (chunk.choices[0]?.delta?.content) { text += chunk.choices[0].delta.content; onFirst?.(); }
+        const delta = chunk.choices[0]?.delta;
+        if (delta?.content) text += delta.content;
+        if (delta?.content || delta?.reasoning_content) onFirst?.();
         if (chunk.choices[0]?.finish_reason) finished = true;
       }
     } else {
@@ -127,13 +132,19 @@ test("conversations keep their replica; a killed replica's conversations move", 
   const onVictim = convs.filter((c) => c.turns[0].replica === ports[0]);
   assert.ok(onVictim.length > 0 && onVictim.length < convs.length, "the keys spread over both replicas");
 
-  // turn 3: long streams everywhere; the first replica dies once one of its streams flows
+  // turn 3: long streams everywhere; the first replica dies once one of its streams flows.
+  // +100 on one token keeps every stream going to its max_tokens: left alone, a story can
+  // end within a few tokens, before the kill (or, a client behind on a loaded machine,
+  // before its first delta is read)
+  const ids = await (await fetch(`${replicas[1].url}/tokenize`, { method: "POST",
+    body: JSON.stringify({ content: " dragon" }) })).json();
+  const bias = { [ids.tokens.at(-1)]: 100 };
   let killed = false;
   const kill = () => {
     if (!killed) { killed = true; replicas[0].proc.kill("SIGKILL"); }
   };
   const results = await Promise.allSettled(convs.map((c) =>
-    turn(c, { maxTokens: 400, stream: true, onFirst: onVictim.includes(c) ? kill : undefined })));
+    turn(c, { maxTokens: 400, stream: true, bias, onFirst: onVictim.includes(c) ? kill : undefined })));
   assert.ok(killed, "a stream of the first replica flowed");
   let failed = 0;
   results.forEach((r, i) => {

@@ -50,8 +50,15 @@ test("past --queue-size requests get 503 with Retry-After", async () => {
   const server = await startServer(["--queue-size", "1"]);
   try {
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 });
+    // The first request must still hold its slot when the second arrives: left alone, the
+    // stories model ends its story within ~200 ms and the whole stream fits in the socket
+    // buffers, so a loaded machine's slow client saw it finished (200). +100 on one token
+    // makes it run to its max_tokens: 4,000 tokens, 3 s on a quiet machine.
+    const ids = JSON.parse((await rawRequest(server.port, { method: "POST", path: "/tokenize",
+                                                            body: '{"content":" dragon"}' })).body).tokens;
     const long = client.completions.create({ model: "test/stories", prompt: "Once upon a time",
-                                             max_tokens: 2000, stream: true });
+                                             max_tokens: 4000, temperature: 0,
+                                             logit_bias: { [ids.at(-1)]: 100 }, stream: true });
     const stream = await long;
     const it = stream[Symbol.asyncIterator]();
     await it.next(); // the first request is running
