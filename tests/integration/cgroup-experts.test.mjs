@@ -199,8 +199,11 @@ test("under a cgroup limit the all-resident load is refused; auto streams the ex
     await assert.rejects(start(["--expert-memory", "off"], small),
                          /moe128\.gguf: the weights to load \([\d.]+ GiB\) need more than the [\d.]+ GiB of memory free \(cgroup memory\.max\)/);
   } finally {
-    for (const s of servers) await s.stop();
-    for (const g of groups) await removeGroup(g);
-    fs.rmSync(dir, { recursive: true, force: true });
+    try {
+      for (const s of servers) await s.stop();
+      for (const g of groups) await removeGroup(g);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 });
