@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/import_mem.h"
+#include "core/memory_plan.h"
 #include "core/meta.h"
 #include "core/model_check.h"
 #include "splash/format.h"
@@ -284,10 +285,57 @@ void splash_tensors_unbind(const struct splash_host *host, const struct splash_m
     declare(host, m, model, bind_one, &b, &ignored);
 }
 
+struct load_need {
+    const struct splash_host *host;
+    const struct splash_meta *m;
+    uint64_t bytes;
+};
+
+/* The bytes bind_one will count for d (streamed experts stay in their file). */
+static void need_one(void *ctx, const struct splash_tensor_decl *d)
+{
+    struct load_need *n = ctx;
+    if (!d->dst || d->bind == SPLASH_BIND_NONE || d->bind == SPLASH_BIND_EXPERTS ||
+        (d->flags & SPLASH_DECL_AGAIN))
+        return;
+    const struct splash_tensor_info *t = n->host->meta->tensor_find(n->m, d->name);
+    if (t)
+        n->bytes += t->n_bytes;
+}
+
+/* Weights more than the memory the host has free (MemAvailable, the cgroup's room) are
+ * refused before any is read: loading them would end in the kernel's OOM killer (a cgroup
+ * limit kills the process at its limit) or in swap, and the memory plan, whose budget is
+ * that room less its margin, would refuse them once loaded anyway. */
+static enum splash_status check_room(const struct splash_host *host, const struct splash_meta *m,
+                                     splash_declare_fn declare, void *model,
+                                     struct splash_err *err)
+{
+    struct load_need n = {.host = host, .m = m};
+    struct splash_memory_budget b;
+    struct splash_err ignored;
+    if (declare(host, m, model, need_one, &n, &ignored) ||
+        splash_memory_budget_read(0, NULL, NULL, &b, &ignored))
+        return SPLASH_OK; /* the bind reports a bad list; no meminfo: nothing to hold it to */
+    int cgroup = b.cgroup_room < b.mem_available;
+    uint64_t room = cgroup ? b.cgroup_room : b.mem_available;
+    if (n.bytes <= room)
+        return SPLASH_OK;
+    return splash_err_set(err, SPLASH_ERR_NOMEM,
+                          "%s: the weights to load (%.2f GiB) need more than the %.2f GiB of "
+                          "memory free (%s)",
+                          host->meta->path(m), (double)n.bytes / (1024.0 * 1024.0 * 1024.0),
+                          (double)room / (1024.0 * 1024.0 * 1024.0),
+                          cgroup ? "cgroup memory.max" : "MemAvailable");
+}
+
 enum splash_status splash_tensors_bind(const struct splash_host *host, const struct splash_meta *m,
                                        splash_declare_fn declare, void *model, uint64_t *bytes,
                                        struct splash_err *err)
 {
+    enum splash_status room = check_room(host, m, declare, model, err);
+    if (room)
+        return room;
     struct give_back g;
     give_back_start(&g, host, m, declare, model);
     struct bind_ctx b = {.host = host, .m = m, .give_back = &g, .err = err};

@@ -6,7 +6,8 @@
 // load is refused naming the cgroup bound, while --expert-memory auto streams the experts
 // and answers as the all-resident server outside the group does, the group's peak usage
 // staying under its limit and below the all-resident one's. Page cache charged to the group
-// (a file written there) is not counted against the budget. Skipped with the reason where
+// (a file written there) is not counted against the budget; weights the group cannot hold
+// at all are refused before they are read, not loaded into the OOM killer. Skipped with the reason where
 // no memory cgroup can be made (not root, no controller).
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -56,9 +57,15 @@ function makeGroup(h, limit) {
   return dir;
 }
 
-// A group empties a moment after its last process exits.
+// A group empties a moment after its last process exits; any left (a server whose start
+// the test gave up on) are the test's own and are killed.
 async function removeGroup(dir) {
   for (let i = 0; ; i++) {
+    if (i === 0 || i === 40) {
+      let left = [];
+      try { left = fs.readFileSync(path.join(dir, "cgroup.procs"), "utf8").split("\n").filter(Boolean); } catch {}
+      for (const pid of left) try { process.kill(Number(pid), i ? "SIGKILL" : "SIGTERM"); } catch {}
+    }
     try { return fs.rmdirSync(dir); } catch (e) {
       if (e.code === "ENOENT") return;
       if (e.code !== "EBUSY" || i === 100) throw e;
@@ -183,9 +190,20 @@ test("under a cgroup limit the all-resident load is refused; auto streams the ex
     assert.ok(tightPeak < allPeak - (routed - se.cap_bytes) / 2,
               `streamed peak ${tightPeak}, all-resident ${allPeak}, store ${se.cap_bytes} of ${routed}`);
     assert.equal(await server.stop(), 0);
+
+    // a group that cannot hold the weights at all (what the start charges and half the
+    // file): loading them whole would end in the OOM killer at the limit, the server
+    // restarting its engine into it again; they are refused before any is read
+    const small = makeGroup(h, Math.round(started + fileBytes / 2));
+    groups.push(small);
+    await assert.rejects(start(["--expert-memory", "off"], small),
+                         /moe128\.gguf: the weights to load \([\d.]+ GiB\) need more than the [\d.]+ GiB of memory free \(cgroup memory\.max\)/);
   } finally {
-    for (const s of servers) await s.stop();
-    for (const g of groups) await removeGroup(g);
-    fs.rmSync(dir, { recursive: true, force: true });
+    try {
+      for (const s of servers) await s.stop();
+      for (const g of groups) await removeGroup(g);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 });

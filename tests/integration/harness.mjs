@@ -42,7 +42,10 @@ export async function startServer(extraArgs = [], { model = storiesModel, env = 
   proc.stdout.on("data", (d) => { out += d; });
   proc.stderr.on("data", (d) => { err += d; });
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}\n${err}`)), 30000);
+    const timer = setTimeout(() => {
+      proc.kill("SIGTERM"); // not left running (its engine restarting) after the test gave up
+      reject(new Error(`server did not start:\n${out}\n${err}`));
+    }, 30000);
     const check = () => {
       if (out.includes("Serving ·")) { clearTimeout(timer); resolve(); }
     };
