@@ -1,9 +1,11 @@
 /* Streamed experts (families/qwen_moe/expert_store.c): adaptive replacement on its own;
  * every tiny MoE model's teacher-forced logits (one prefill, token by token, and two
  * lanes batched) and greedy output bitwise those of all experts loaded, with the
- * smallest store and a middling one (decode reading ahead); sizes refused below a layer's experts and loaded
- * whole above all of them; a read error retried, or failing one step while the next
- * runs; a model file rewritten while serving failing every later load, naming it. */
+ * smallest store and a middling one (decode reading ahead), the MLX checkpoint's too
+ * (its experts read from their planes and imported one at a time; three lanes as well);
+ * sizes refused below a layer's experts and loaded whole above all of them; a read error
+ * retried, or failing one step while the next runs; a model file (or MLX shard) rewritten
+ * while serving failing every later load, naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
