@@ -1027,8 +1027,7 @@ fail:
 }
 
 enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
-                                           struct splash_expert_planes *out,
-                                           struct splash_err *err)
+                                           struct splash_expert_planes *out, struct splash_err *err)
 {
     memset(out, 0, sizeof *out);
     const struct st_tensor *t = NULL;
