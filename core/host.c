@@ -17,9 +17,9 @@ static int host_pool_threads(const struct splash_pool *pool)
 }
 
 static enum splash_status host_expert_planes(const struct splash_meta *m,
-                                            const struct splash_tensor_info *t,
-                                            struct splash_expert_planes *out,
-                                            struct splash_err *err)
+                                             const struct splash_tensor_info *t,
+                                             struct splash_expert_planes *out,
+                                             struct splash_err *err)
 {
     return splash_st_expert_planes(m, t->name, out, err);
 }

@@ -57,8 +57,8 @@ enum splash_status splash_st_expert_import(const struct splash_expert_planes *p,
     return SPLASH_OK;
 }
 
-enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e,
-                                         void *dst, struct splash_err *err)
+enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e, void *dst,
+                                         struct splash_err *err)
 {
     if (e < 0 || e >= p->experts)
         return splash_err_set(err, SPLASH_ERR_INVALID, "%s: expert %lld of %lld", p->name[0],

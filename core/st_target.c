@@ -528,17 +528,18 @@ static enum splash_status linear(struct build *b, const char *module, const char
         goto out;
     }
     t->info.n_bytes = (uint64_t)p.rows * row_bytes;
-    if (p.f && p.experts > 1 && perm == ST_PERM_NONE) {
+    if (p.f && p.experts > 1 && perm == ST_PERM_NONE && p.scales && !p.row_scales) {
         t->plane[0] = p.w;
         t->plane[1] = p.scales;
         t->plane[2] = p.biases;
         t->plane_rows = rows1;
         t->plane_g = p.g;
         /* imported when bound as a weight; never when its experts stream */
-        t->deferred = (b->flags & SPLASH_ST_DEFER_EXPERTS) && !(b->flags & SPLASH_ST_DECODE_F32) &&
-                      !p.row_scales;
+        t->deferred = (b->flags & SPLASH_ST_DEFER_EXPERTS) && !(b->flags & SPLASH_ST_DECODE_F32);
     } else if (p.experts > 1 && p.f) {
-        t->why_not_planes = "its rows are reordered on import";
+        t->why_not_planes = perm != ST_PERM_NONE ? "its rows are reordered on import"
+                                                 : "its scales are not a plane of their own (FP8 "
+                                                   "with one scale a tensor or a row)";
     }
     if (!(b->flags & SPLASH_ST_HEADERS_ONLY) && !t->deferred) {
         if (!p.f && perm == ST_PERM_NONE) {
@@ -1027,8 +1028,7 @@ fail:
 }
 
 enum splash_status splash_st_expert_planes(const struct splash_meta *m, const char *name,
-                                           struct splash_expert_planes *out,
-                                           struct splash_err *err)
+                                           struct splash_expert_planes *out, struct splash_err *err)
 {
     memset(out, 0, sizeof *out);
     const struct st_tensor *t = NULL;

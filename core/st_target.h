@@ -64,8 +64,8 @@ enum splash_status splash_st_expert_import(const struct splash_expert_planes *p,
                                            struct splash_err *err);
 /* Expert e of p read from its files (pread) and imported into its blocks at dst (the bytes
  * the whole import gave it). Errors name the file. */
-enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e,
-                                         void *dst, struct splash_err *err);
+enum splash_status splash_st_expert_read(const struct splash_expert_planes *p, int64_t e, void *dst,
+                                         struct splash_err *err);
 
 /* ---- st_names.c: the conventions ---- */
 

@@ -1,9 +1,11 @@
 /* Streamed experts (families/qwen_moe/expert_store.c): adaptive replacement on its own;
  * every tiny MoE model's teacher-forced logits (one prefill, token by token, and two
  * lanes batched) and greedy output bitwise those of all experts loaded, with the
- * smallest store and a middling one (decode reading ahead); sizes refused below a layer's experts and loaded
- * whole above all of them; a read error retried, or failing one step while the next
- * runs; a model file rewritten while serving failing every later load, naming it. */
+ * smallest store and a middling one (decode reading ahead), the MLX checkpoint's too
+ * (its experts read from their planes and imported one at a time; three lanes as well);
+ * sizes refused below a layer's experts and loaded whole above all of them; a read error
+ * retried, or failing one step while the next runs; a model file (or MLX shard) rewritten
+ * while serving failing every later load, naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +25,7 @@
 #include "core/meta.h"
 #include "core/model_load.h"
 #include "core/registry.h"
+#include "core/st_target.h"
 #include "core/threadpool.h"
 #include "families/common/hybrid.h"
 #include "families/qwen_moe/expert_arc.h"
@@ -711,6 +714,90 @@ static void test_mlx_shard_rewritten_fails_later_loads(void **state)
     test_st_rmdir(dir);
 }
 
+/* The MLX MoE with its experts' scales and biases in a second shard: each expert's part
+ * reads its codes from one file and its scales and biases from the other, bitwise the
+ * logits of every expert loaded; the second shard rewritten fails the next load naming it. */
+static void test_mlx_planes_in_two_shards(void **state)
+{
+    char dir[256], src[1024], path[1024];
+    assert_int_equal(test_st_tmpdir(dir, sizeof dir), 0);
+    static const char *const copied[] = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "%s/%s", MLX_MOE, copied[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, copied[i]);
+        copy_file(test_testdata_path(src, sizeof src, rel), path);
+    }
+    static const char *const shard_name[2] = {"model-00001-of-00002.safetensors",
+                                              "model-00002-of-00002.safetensors"};
+    struct test_st_file all = {0}, shard[2] = {{0}};
+    char rel[256];
+    snprintf(rel, sizeof rel, "%s/model.safetensors", MLX_MOE);
+    assert_int_equal(test_st_read(test_testdata_path(src, sizeof src, rel), &all), 0);
+    json_t *map = json_object();
+    int moved = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        const struct test_st_tensor *t = &all.t[i];
+        const int second = strstr(t->name, "switch_mlp") &&
+                           (strstr(t->name, ".scales") || strstr(t->name, ".biases"));
+        moved += second;
+        test_st_add(&shard[second], t->name, t->dtype, t->rank, t->shape, t->data, t->n_bytes);
+        json_object_set_new(map, t->name, json_string(shard_name[second]));
+    }
+    assert_int_equal(moved, 4 * 3 * 2);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, shard_name[k]);
+        assert_int_equal(test_st_write(&shard[k], path), 0);
+        test_st_free(&shard[k]);
+    }
+    test_st_free(&all);
+    json_t *index = json_pack("{s:{}, s:o}", "metadata", "weight_map", map);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    assert_int_equal(json_dump_file(index, path, 0), 0);
+    json_decref(index);
+
+    int32_t tokens[12] = {31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42};
+    struct test_run whole, r;
+    struct splash_loaded_model *lw = open_mlx(0, &whole);
+    float *ref = test_run_logits(&whole, tokens, 12, 0, NULL);
+    float *ref_dec = test_run_logits(&whole, tokens, 12, 1, NULL);
+    struct splash_loaded_model *lm = open_mlx_at(dir, SPLASH_EXPERTS_SMALLEST, &r);
+    assert_true(streams(&r));
+    struct splash_expert_planes pl;
+    struct splash_err err = {{0}};
+    const struct splash_tensor_info *t =
+        splash_meta_api_get()->tensor_find(r.meta, "blk.1.ffn_down_exps.weight");
+    assert_int_equal(splash_st_expert_planes(r.meta, t->name, &pl, &err), SPLASH_OK);
+    assert_non_null(strstr(pl.path[0], shard_name[0]));
+    assert_non_null(strstr(pl.path[1], shard_name[1]));
+    assert_non_null(strstr(pl.path[2], shard_name[1]));
+    float *got = test_run_logits(&r, tokens, 12, 0, NULL);
+    float *got_dec = test_run_logits(&r, tokens, 12, 1, NULL);
+    const size_t bytes = (size_t)12 * (size_t)r.info.n_vocab * sizeof(float);
+    if (memcmp(got, ref, bytes) || memcmp(got_dec, ref_dec, bytes))
+        fail_msg("MLX planes in two shards: logits differ from all experts loaded");
+    struct splash_expert_stats s;
+    moe_expert_stats(r.model, &s);
+    assert_true(s.decode.read > 0); /* steps of at most 32 rows count as decode */
+    /* the scales' shard rewritten: the next load names it */
+    snprintf(path, sizeof path, "%s/%s", dir, shard_name[1]);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    struct timespec times[2] = {{.tv_sec = sb.st_mtim.tv_sec + 10},
+                                {.tv_sec = sb.st_mtim.tv_sec + 10}};
+    assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+    assert_int_equal(one_forward(&r, tokens, 12, &err), SPLASH_ERR_IO);
+    printf("  MLX planes in two shards: bitwise; then %s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    free(got);
+    free(got_dec);
+    free(ref);
+    free(ref_dec);
+    splash_model_unload(lm);
+    splash_model_unload(lw);
+    test_st_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -719,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_mlx_streamed_bitwise_all_resident),
         cmocka_unit_test(test_mlx_read_error_hook),
         cmocka_unit_test(test_mlx_shard_rewritten_fails_later_loads),
+        cmocka_unit_test(test_mlx_planes_in_two_shards),
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),

@@ -1,7 +1,8 @@
 /* Streamed experts of an imported MLX checkpoint, their reads: each stacked switch_mlp
  * matrix's planes located in the shard, and every expert read from there (pread) and
  * imported on its own equal byte for byte to its slice of the whole import; tensors that
- * are not such experts, a header copy and a shard cut short are refused naming them. */
+ * are not such experts, a header copy and a shard cut short are refused naming them; a
+ * load's open (SPLASH_ST_DEFER_EXPERTS) imports no stack until one is realized. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

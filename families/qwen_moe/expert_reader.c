@@ -191,8 +191,8 @@ static void run_job(struct er_pool *p, struct er_job *j, char *staging)
                 if (hook_fails(read_no, attempt))
                     error = EIO;
                 else
-                    src[x] = read_part(&p->files[pt->file[x]], pt->off[x], pt->bytes[x], at,
-                                       &error);
+                    src[x] =
+                        read_part(&p->files[pt->file[x]], pt->off[x], pt->bytes[x], at, &error);
                 if (!src[x])
                     j->error = error;
             }

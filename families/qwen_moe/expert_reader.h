@@ -53,9 +53,9 @@ struct er_job {
     struct er_part part[ER_MAX_PARTS];
     const struct splash_weight *w[ER_MAX_PARTS];
     void *dst[ER_MAX_PARTS];
-    int error;      /* errno of the failed read (EINVAL: the import failed), 0 when read */
+    int error; /* errno of the failed read (EINVAL: the import failed), 0 when read */
     int32_t failed_part, failed_ext;
-    char why[192];  /* the import's message when it failed */
+    char why[192]; /* the import's message when it failed */
 };
 
 struct er_pool {

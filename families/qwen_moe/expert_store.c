@@ -38,7 +38,7 @@ struct es_mix {
 struct es_layer {
     int32_t mix, index; /* its mix and its index among the mix's layers */
     struct es_layer_src src;
-    struct er_part part[ES_MAX_PARTS]; /* expert 0's extents in their files */
+    struct er_part part[ES_MAX_PARTS];             /* expert 0's extents in their files */
     uint64_t stride[ES_MAX_PARTS][ER_MAX_EXTENTS]; /* expert e's at off + e * stride */
 };
 

@@ -180,10 +180,10 @@ static enum splash_status moe_model_prepare(struct hybrid_model *model, struct s
      * the planes an import makes it of (an MLX checkpoint's, host ABI 1.6); a stack that is
      * neither loads whole under auto, and a size is refused naming it */
     const struct splash_host *host = model->host;
-    const int planes_api = host->abi_minor >= 6 &&
-                           host->size >= offsetof(struct splash_host, expert_import) +
-                                             sizeof host->expert_import &&
-                           host->expert_planes && host->expert_import;
+    const int planes_api =
+        host->abi_minor >= 6 &&
+        host->size >= offsetof(struct splash_host, expert_import) + sizeof host->expert_import &&
+        host->expert_planes && host->expert_import;
     const struct splash_tensor_info *whole = NULL;
     char why[256] = "";
     for (int32_t il = 0; il < n_layers; il++) {
@@ -209,8 +209,10 @@ static enum splash_status moe_model_prepare(struct hybrid_model *model, struct s
                 if (pst == SPLASH_ERR_UNSUPPORTED)
                     snprintf(why, sizeof why, "%s", perr.msg);
                 else
-                    snprintf(why, sizeof why, "%s is imported into memory, not read from its "
-                             "file as stored", t->name);
+                    snprintf(why, sizeof why,
+                             "%s is imported into memory, not read from its "
+                             "file as stored",
+                             t->name);
             }
         }
     }
