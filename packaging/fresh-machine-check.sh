@@ -28,7 +28,7 @@ for c in make cc sudo; do
 done
 
 # the README's first code block: line 1 and line 2
-mapfile -t lines < <(sed -n '/^```sh$/,/^```$/p' "$repo/README.md" | sed '1d;$d')
+mapfile -t lines < <(sed -n '/^```sh$/,/^```$/{/^```/!p;/^```$/q}' "$repo/README.md")
 [ "${#lines[@]}" -eq 2 ] || { echo "README.md's first code block is not two lines" >&2; exit 1; }
 
 # the clean clone
