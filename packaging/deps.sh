@@ -2,7 +2,9 @@
 # Installs the packages packaging/dependencies.tsv lists for the given groups (build,
 # test, fuzz, arm64) with the system's package manager: apt-get (Debian, Ubuntu), dnf (Fedora),
 # pacman (Arch) or brew (macOS). Says what it will install; runs nothing, and asks for no
-# sudo, when every package is present; uses sudo only when not root.
+# sudo, when every package is present; uses sudo only when not root, and without sudo
+# runs itself again as root through su (root's password) when asked at a terminal. It
+# needs only bash: line 1 of the README runs it before make is installed.
 #   packaging/deps.sh [--check] GROUP...
 # --check lists what is missing and exits 1 if anything is, installing nothing.
 set -euo pipefail
@@ -83,12 +85,18 @@ fi
 
 sudo=()
 if [ "$manager" != brew ] && [ "$(id -u)" -ne 0 ]; then
-    if ! command -v sudo >/dev/null 2>&1; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo=(sudo)
+    elif command -v su >/dev/null 2>&1 && [ -t 0 ]; then
+        # a Debian installed with a root password has no sudo: this script again as
+        # root, through su (it asks for root's password once)
+        echo "deps: missing: ${missing[*]}; installing them needs root (no sudo here): su asks for root's password"
+        exec su root -c "$(printf '%q ' "$here/deps.sh" "${groups[@]}")"
+    else
         echo "deps: these packages are missing and installing them needs root (no sudo here):" \
-             "${missing[*]}" >&2
+             "${missing[*]}; run as root: su -c '$here/deps.sh ${groups[*]}'" >&2
         exit 1
     fi
-    sudo=(sudo)
 fi
 echo "deps: installing with $manager${sudo:+ (through sudo)}: ${missing[*]}"
 case "$manager" in

@@ -313,10 +313,24 @@ deps() { # deps UID MISSING GROUP...: the calls packaging/deps.sh made
     # the only programs on PATH: the stubs, a shell and the tools the script uses
     mkdir -p "$tmp/tools"
     for t in bash sh env cat dirname sed awk grep cut; do ln -sf "$(command -v $t)" "$tmp/tools/$t"; done
-    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid UNAVAILABLE=${UNAVAILABLE:-} TWICE=${TWICE:-} PATH="$stubs:$tmp/tools" \
-        bash packaging/deps.sh "$@" >"$tmp/deps.out" 2>&1
+    CALLS=$tmp/calls MISSING=$missing FAKE_UID=$uid UNAVAILABLE=${UNAVAILABLE:-} TWICE=${TWICE:-} \
+        PATH="${STUBS:-$stubs}:$tmp/tools" ${ON_TTY:+python3_on_tty} bash packaging/deps.sh "$@" \
+        >"$tmp/deps.out" 2>&1 </dev/null
     cat "$tmp/calls"
 }
+# ON_TTY=1: deps.sh runs at a terminal (a pseudo-terminal of Python's pty module)
+# (the interpreter itself: PATH holds only the stubs then, and a shim would not run)
+python3=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || true)
+python3_on_tty() {
+    "$python3" -c 'import pty, sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)' "$@"
+}
+# A machine without sudo but with su (a Debian installed with a root password): su
+# records its call and runs the command as root.
+nosudo=$tmp/stubs-nosudo
+mkdir -p "$nosudo"
+for f in "$stubs"/*; do [ "$(basename "$f")" = sudo ] || ln -sf "$f" "$nosudo/"; done
+printf '#!/bin/sh\necho "su $1 $2" >>"$CALLS"\nFAKE_UID=0 exec bash -c "$3"\n' >"$nosudo/su"
+chmod +x "$nosudo/su"
 check "make deps: nothing runs when every package is present" test -z "$(deps 1000 '' build)"
 check "make deps: ... and it says so" grep -q "all .* installed" "$tmp/deps.out"
 check "make deps: a package installed for two architectures (:arm64 too) counts as installed" \
@@ -329,6 +343,19 @@ check "make deps: ... after saying what it installs" grep -q "installing with ap
 calls=$(deps 0 "libjansson-dev" build)
 check "make deps: root installs without sudo" \
     test -n "$calls" -a -z "$(grep '^sudo ' <<<"$calls")"
+calls=$(STUBS=$nosudo deps 1000 "libjansson-dev" build)
+check "make deps: without sudo and not at a terminal, a user is told to run it as root" \
+    grep -q "needs root (no sudo here): libjansson-dev; run as root: su -c '.*deps.sh build'" "$tmp/deps.out"
+check "make deps: ... and nothing runs" test -z "$calls"
+if [ -n "$python3" ]; then
+    calls=$(ON_TTY=1 STUBS=$nosudo deps 1000 "libjansson-dev" build)
+    check "make deps: without sudo, at a terminal, it runs itself again as root through su" \
+        grep -q "^su root -c$" <<<"$calls"
+    check "make deps: ... which installs the missing package, without sudo" \
+        grep -qx "apt-get install -y -qq --no-install-recommends libjansson-dev" <<<"$calls"
+else
+    echo "packaging: SKIP the su check: python3 is not installed (make test-deps)"
+fi
 calls=$(deps 1000 "python3-jinja2" build test)
 check "make test-deps: installs the test packages too" grep -q "install .*python3-jinja2" <<<"$calls"
 calls=$(UNAVAILABLE=chromium deps 1000 "chromium python3-jinja2" build test)
