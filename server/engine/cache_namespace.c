@@ -281,7 +281,8 @@ uint64_t splash_cache_namespace_trim_others(const char *ns_dir, uint64_t within)
         n++;
     }
     closedir(d);
-    qsort(list, n, sizeof *list, least_recent_first);
+    if (n) /* (qsort takes no NULL list, even empty) */
+        qsort(list, n, sizeof *list, least_recent_first);
     for (size_t i = 0; i < n && total > within; i++) {
         char dir[PATH_MAX + 300];
         struct stat sb;

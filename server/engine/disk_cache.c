@@ -449,9 +449,11 @@ static const char *read_index(const char *path, struct index_header *h, char **b
     if (read_all(fd, h, sizeof *h, 0) || memcmp(h->magic, INDEX_MAGIC, sizeof h->magic) ||
         h->n_pages > (1ull << 32) || h->n_points > (1u << 24))
         fault = "its header is not an index's";
+    else if ((*bytes = h->n_pages * sizeof(struct index_page) +
+                       h->n_points * sizeof(struct index_point)) +
+                 sizeof *h != (uint64_t)file_size(fd))
+        fault = "its length is not what its header counts";
     else {
-        *bytes = h->n_pages * sizeof(struct index_page) +
-                 h->n_points * sizeof(struct index_point);
         if (!(*body = malloc(*bytes ? *bytes : 1)) || read_all(fd, *body, *bytes, sizeof *h))
             fault = "it is cut short";
         else if (index_crc(h, *body, *bytes) != h->crc)
