@@ -55,7 +55,7 @@ struct er_job {
     void *dst[ER_MAX_PARTS];
     int error; /* errno of the failed read (EINVAL: the import failed), 0 when read */
     int32_t failed_part, failed_ext;
-    char why[192]; /* the import's message when it failed */
+    char why[sizeof ((struct splash_err *)0)->msg]; /* the import's message when it failed */
 };
 
 struct er_pool {
