@@ -1,4 +1,4 @@
-/* Fuzzes a persistent SSD tier's start (server/engine/disk_cache.c take_back): the input
+/* Fuzzes a persistent SSD tier's start (server/engine/disk_cache_index.c take_back): the input
  * is the namespace's index, pages file and states file, each behind a 4-byte little-endian
  * length (the states file takes what is left). The tier opens on them (pages of 4 tokens
  * and 64 bytes), takes back what reads as written, and each point it took back is read. */

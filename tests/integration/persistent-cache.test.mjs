@@ -77,7 +77,7 @@ test("a start removes other models' caches nobody used for 14 days, with one lin
   }
 });
 
-// The index (disk_cache.c): a 40-byte header (magic, page count, point count, page bytes,
+// The index (disk_cache_index.c): a 40-byte header (magic, page count, point count, page bytes,
 // page tokens, CRC), 32 bytes a page (slot, parent, key, two CRC-32s), then 56 bytes a
 // point (n_tokens, class, n_pages, the chain's last slot, offset, span, size, two CRC-32s).
 function readIndex(dir) {
