@@ -27,7 +27,7 @@
 #   limit at all), THREADS 2, ALLOWANCE 1280 MiB (Splash's plan keeps 1 GiB free, the
 #   rest is the processes, KV and state).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 die() { echo "llamacpp-experts: $*" >&2; exit 1; }
 
@@ -54,7 +54,9 @@ for v in "$n" "$rounds" "$threads" "$allowance_mib"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || die "'$v' is not a positive integer"
 done
 for s in $shares; do
-    [[ $s =~ ^[1-9][0-9]*$ ]] && [ "$s" -le 100 ] || die "share '$s' is not a percentage from 1 to 100"
+    if ! [[ $s =~ ^[1-9][0-9]*$ ]] || [ "$s" -gt 100 ]; then
+        die "share '$s' is not a percentage from 1 to 100"
+    fi
 done
 
 llama_bench=$llama_build/bin/llama-bench
