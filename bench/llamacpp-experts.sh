@@ -177,8 +177,7 @@ run_splash() { # prints "tok/s peak_mib store"
     status=$(curl -s "http://127.0.0.1:$port/status")
     store=$(printf '%s' "$status" | grep -o '"cap_bytes":[0-9]*' | head -1 | grep -o '[0-9]*$')
     if [ -n "$store" ]; then
-        store="store $((store / 1048576)) MiB, decode hit rate $(printf '%s' "$status" |
-            grep -o '"decode":{[^}]*}' | grep -o '"hit_rate":[0-9.]*' | cut -d: -f2 | cut -c1-5)"
+        store="store $((store / 1048576)) MiB"
     else
         store="all experts loaded"
     fi
