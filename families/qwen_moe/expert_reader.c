@@ -252,6 +252,23 @@ int er_threads_for_machine(void)
     return n < 2 ? 2 : n > 8 ? 8 : (int)n;
 }
 
+int er_readers(struct splash_err *err)
+{
+    const char *v = getenv("SPLASH_EXPERT_READERS");
+    if (!v || !*v)
+        return er_threads_for_machine();
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > ER_MAX_READERS) {
+        splash_err_set(err, SPLASH_ERR_INVALID,
+                       "SPLASH_EXPERT_READERS=%s: not a reader count from 1 to %d", v,
+                       ER_MAX_READERS);
+        return -1;
+    }
+    return (int)n;
+}
+
 enum splash_status er_pool_start(struct er_pool *p, const struct splash_host *host,
                                  struct er_file *files, int32_t n_files, int n_threads,
                                  size_t staging_bytes, struct splash_err *err)

@@ -23,6 +23,7 @@
 #define ER_MAX_PARTS 3
 #define ER_MAX_EXTENTS SPLASH_EXPERT_MAX_PLANES
 #define ER_ALIGN 4096
+#define ER_MAX_READERS 64
 
 struct er_file {
     char path[1024];
@@ -95,5 +96,9 @@ void er_pool_submit(struct er_pool *p, struct er_job *jobs, int32_t n);
 void er_pool_wait(struct er_pool *p);
 /* Reader threads for this machine: its CPUs, 2 to 8. */
 int er_threads_for_machine(void);
+/* The readers a store starts: SPLASH_EXPERT_READERS=N (1 to ER_MAX_READERS; a test and
+ * bench hook to compare read depths) when set, else er_threads_for_machine(); -1 with err
+ * naming the variable when it is not such a count. */
+int er_readers(struct splash_err *err);
 
 #endif
