@@ -29,10 +29,13 @@
  * counts interleaved, for -k rounds; the store's share then holds its slots with that
  * count's staging beside them.
  *
- * usage: bench-experts [-n N] [-m MIX[,MIX...]] [-s PCT[,PCT...]] [-r N[,N...]] [-k ROUNDS]
- *        (decoded tokens, default 512; mixes, default Q4_K_M,Q4_K_S; store shares in
- *        percent, default 10,25,50,75,100; reader counts, default the machine's; rounds,
- *        default 1) */
+ * -f runs a model file or checkpoint directory instead of the built mixes (the tiny MLX
+ * MoE under the tests' data, say); share 0 is the smallest store.
+ *
+ * usage: bench-experts [-n N] [-m MIX[,MIX...] | -f PATH] [-s PCT[,PCT...]] [-r N[,N...]]
+ *        [-k ROUNDS]  (decoded tokens, default 512; mixes, default Q4_K_M,Q4_K_S; store
+ *        shares in percent, default 10,25,50,75,100; reader counts, default the machine's;
+ *        rounds, default 1) */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -225,11 +228,14 @@ static int measure_store(const struct splash_registry *r, const char *path, uint
 
 /* One mix's rows: its model built once, then each share of its routed experts, each with
  * every reader count in turn, for `rounds` rounds. */
-static int bench_mix(const struct splash_registry *r, const char *mix, int n, const double *shares,
-                     int n_shares, const double *readers, int n_readers, int rounds)
+static int bench_mix(const struct splash_registry *r, const char *mix, const char *file, int n,
+                     const double *shares, int n_shares, const double *readers, int n_readers,
+                     int rounds)
 {
     char path[PATH_MAX];
-    if (ensure_model(r, mix, path, sizeof path))
+    if (file)
+        snprintf(path, sizeof path, "%s", file);
+    else if (ensure_model(r, mix, path, sizeof path))
         return 1;
     uint64_t routed = 0, overhead[MAX_LIST];
     for (int k = 0; k < n_readers; k++) {
@@ -237,7 +243,8 @@ static int bench_mix(const struct splash_registry *r, const char *mix, int n, co
         if (measure_store(r, path, &routed, &overhead[k]))
             return 1;
     }
-    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, mix,
+    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n",
+           file ? file : SHAPE, file ? "" : mix,
            (double)routed / 1048576.0, n, N_THREADS);
     fflush(stdout);
     int rc = 0;
@@ -246,8 +253,10 @@ static int bench_mix(const struct splash_registry *r, const char *mix, int n, co
             for (int k = 0; k < n_readers; k++) {
                 double share = shares[i] / 100.0;
                 set_readers((int)readers[k]);
-                rc |= run(r, path, share,
-                          share >= 1.0 ? 0 : (uint64_t)(share * (double)routed) + overhead[k], n);
+                uint64_t bytes = share >= 1.0   ? 0
+                                 : share <= 0.0 ? SPLASH_EXPERTS_SMALLEST
+                                                : (uint64_t)(share * (double)routed) + overhead[k];
+                rc |= run(r, path, share, bytes, n);
                 fflush(stdout);
                 if (share >= 1.0)
                     break; /* all loaded: no readers */
@@ -259,6 +268,7 @@ int main(int argc, char **argv)
 {
     int n = 512, rounds = 1, n_shares = 5, n_readers = 1;
     char mixes[256] = "Q4_K_M,Q4_K_S";
+    const char *file = NULL;
     double shares[MAX_LIST] = {10, 25, 50, 75, 100}, readers[MAX_LIST] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
@@ -266,15 +276,17 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "-m") && i + 1 < argc && strlen(argv[i + 1]) < sizeof mixes) {
             snprintf(mixes, sizeof mixes, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "-s") && i + 1 < argc &&
-                   (n_shares = parse_list(argv[i + 1], 1, 100, shares)) > 0) {
+                   (n_shares = parse_list(argv[i + 1], 0, 100, shares)) > 0) {
             i++;
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc &&
                    (n_readers = parse_list(argv[i + 1], 1, 64, readers)) > 0) {
             i++;
+        } else if (!strcmp(argv[i], "-f") && i + 1 < argc) {
+            file = argv[++i];
         } else if (!strcmp(argv[i], "-k") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
             rounds = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench-experts [-n N] [-m MIX[,MIX...]] [-s PCT[,PCT...]] "
+            fprintf(stderr, "usage: bench-experts [-n N] [-m MIX[,MIX...] | -f PATH] [-s PCT[,PCT...]] "
                             "[-r N[,N...]] [-k ROUNDS]\n");
             return 2;
         }
@@ -283,7 +295,9 @@ int main(int argc, char **argv)
     if (splash_registry_n_records(r) == 0)
         splash_registry_add_builtins(r, splash_builtin_plugins);
     int rc = 0;
+    if (file)
+        return bench_mix(r, NULL, file, n, shares, n_shares, readers, n_readers, rounds);
     for (char *save, *mix = strtok_r(mixes, ",", &save); mix; mix = strtok_r(NULL, ",", &save))
-        rc |= bench_mix(r, mix, n, shares, n_shares, readers, n_readers, rounds);
+        rc |= bench_mix(r, mix, NULL, n, shares, n_shares, readers, n_readers, rounds);
     return rc;
 }

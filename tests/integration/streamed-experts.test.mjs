@@ -56,7 +56,7 @@ test("auto streams them under that budget and answers as the all-resident server
 });
 
 test("a read error fails one request naming the file; the next is served", async () => {
-  const server = await startServer(["--expert-memory", "2M"], {
+  const server = await startServer(["--expert-memory", "3M"], {
     model, env: { SPLASH_TEST_EXPERT_READ_FAIL: "5" } });
   try {
     const failed = await complete(server, "Once upon a time");
@@ -72,7 +72,7 @@ test("a read error fails one request naming the file; the next is served", async
 });
 
 test("a long prompt prefills as one group: each layer's experts are read once", async () => {
-  const server = await startServer(["--expert-memory", "2M", "--max-context", "4K"], { model });
+  const server = await startServer(["--expert-memory", "3M", "--max-context", "4K"], { model });
   try {
     const words = ["the", "little", "dog", "ran", "over", "a", "hill", "and", "found", "big"];
     let x = 3;
