@@ -25,8 +25,17 @@
  * not comparable, their hit rates are. These random nets route uniformly, so a store holds
  * about its share of a step's experts before read-ahead.
  *
- * usage: bench-experts [-n N] [-m MIX[,MIX...]]   (decoded tokens, default 512; mixes,
- *        default Q4_K_M,Q4_K_S) */
+ * Reader depth (-r): each store runs once per reader count (SPLASH_EXPERT_READERS), the
+ * counts interleaved, for -k rounds; the store's share then holds its slots with that
+ * count's staging beside them.
+ *
+ * -f runs a model file or checkpoint directory instead of the built mixes (the tiny MLX
+ * MoE under the tests' data, say); share 0 is the smallest store.
+ *
+ * usage: bench-experts [-n N] [-m MIX[,MIX...] | -f PATH] [-s PCT[,PCT...]] [-r N[,N...]]
+ *        [-k ROUNDS]  (decoded tokens, default 512; mixes, default Q4_K_M,Q4_K_S; store
+ *        shares in percent, default 10,25,50,75,100; reader counts, default the machine's;
+ *        rounds, default 1) */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -143,10 +152,10 @@ static int run(const struct splash_registry *r, const char *path, double share, 
         double wait = s1.decode.read_seconds - s0.decode.read_seconds;
         uint64_t ahead = s1.decode.read_ahead - s0.decode.read_ahead,
                  used = s1.decode.read_ahead_used - s0.decode.read_ahead_used;
-        printf("  %3.0f%%  store %7.1f MiB (%4d of %d slots)  decode %6.2f tok/s  hit rate %.3f "
+        printf("  %3.0f%%  %2d readers  store %7.1f MiB (%4d of %d slots)  decode %6.2f tok/s  hit rate %.3f "
                "(%.3f resident before any read)  read ahead %llu, used %llu  read %.2f GB "
                "(%.2f GB/s while waiting, %.1f s waited)  %s\n",
-               share * 100, (double)s1.cap_bytes / 1048576.0, s1.slots, s1.experts, n / dt,
+               share * 100, s1.readers, (double)s1.cap_bytes / 1048576.0, s1.slots, s1.experts, n / dt,
                routed ? 1.0 - (double)read / (double)routed : 0.0,
                routed ? 1.0 - (double)(read + used) / (double)routed : 0.0,
                (unsigned long long)ahead, (unsigned long long)used, gb,
@@ -168,51 +177,117 @@ out:
     return rc;
 }
 
-/* One mix's rows: its model built once, then each share of its routed experts. */
-static int bench_mix(const struct splash_registry *r, const char *mix, int n)
+#define MAX_LIST 16
+
+/* A comma list of numbers; its count, or -1 when one is not a number in [lo, hi]. */
+static int parse_list(const char *v, double lo, double hi, double *out)
 {
-    char path[PATH_MAX];
-    if (ensure_model(r, mix, path, sizeof path))
-        return 1;
-    /* the routed experts' bytes, from a load at the smallest store */
+    int n = 0;
+    for (const char *at = v; *at;) {
+        char *end;
+        double x = strtod(at, &end);
+        if (end == at || x < lo || x > hi || n == MAX_LIST || (*end && *end != ','))
+            return -1;
+        out[n++] = x;
+        at = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* SPLASH_EXPERT_READERS for the next load (0: the machine's default). */
+static void set_readers(int readers)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", readers);
+    if (readers > 0)
+        setenv("SPLASH_EXPERT_READERS", v, 1);
+    else
+        unsetenv("SPLASH_EXPERT_READERS");
+}
+
+/* The routed experts' bytes and the store's staging and tables beside its slots, from a
+ * load at the smallest store with these readers. */
+static int measure_store(const struct splash_registry *r, const char *path, uint64_t *routed,
+                         uint64_t *overhead)
+{
     struct splash_model_opts mo = {.kv_format = SPLASH_KV_INT8, .max_context = 4096,
                                    .expert_memory = SPLASH_EXPERTS_SMALLEST};
     struct splash_loaded_model *lm;
     struct splash_err err = {{0}};
     if (splash_model_load(r, path, &mo, N_THREADS, &lm, &err)) {
         fprintf(stderr, "bench-experts: %s\n", err.msg);
-        return 1;
+        return -1;
     }
-    uint64_t routed = lm->info.routed_expert_bytes;
-    /* the store's staging and tables, beside its slots */
+    *routed = lm->info.routed_expert_bytes;
     struct splash_expert_stats s;
     splash_family_expert_stats(lm->family, lm->model, &s);
-    uint64_t overhead = s.cap_bytes - s.arena_bytes;
+    *overhead = s.cap_bytes - s.arena_bytes;
     splash_model_unload(lm);
-    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n", SHAPE, mix,
+    return 0;
+}
+
+/* One mix's rows: its model built once, then each share of its routed experts, each with
+ * every reader count in turn, for `rounds` rounds. */
+static int bench_mix(const struct splash_registry *r, const char *mix, const char *file, int n,
+                     const double *shares, int n_shares, const double *readers, int n_readers,
+                     int rounds)
+{
+    char path[PATH_MAX];
+    if (file)
+        snprintf(path, sizeof path, "%s", file);
+    else if (ensure_model(r, mix, path, sizeof path))
+        return 1;
+    uint64_t routed = 0, overhead[MAX_LIST];
+    for (int k = 0; k < n_readers; k++) {
+        set_readers((int)readers[k]);
+        if (measure_store(r, path, &routed, &overhead[k]))
+            return 1;
+    }
+    printf("%s %s: %.1f MiB of routed experts, %d tokens decoded, %d threads\n",
+           file ? file : SHAPE, file ? "" : mix,
            (double)routed / 1048576.0, n, N_THREADS);
     fflush(stdout);
-    static const double shares[] = {0.10, 0.25, 0.50, 0.75, 1.00};
     int rc = 0;
-    for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++) {
-        rc |= run(r, path, shares[i],
-                  shares[i] >= 1.0 ? 0 : (uint64_t)(shares[i] * (double)routed) + overhead, n);
-        fflush(stdout);
-    }
+    for (int round = 0; round < rounds; round++)
+        for (int i = 0; i < n_shares; i++)
+            for (int k = 0; k < n_readers; k++) {
+                double share = shares[i] / 100.0;
+                set_readers((int)readers[k]);
+                uint64_t bytes = share >= 1.0   ? 0
+                                 : share <= 0.0 ? SPLASH_EXPERTS_SMALLEST
+                                                : (uint64_t)(share * (double)routed) + overhead[k];
+                rc |= run(r, path, share, bytes, n);
+                fflush(stdout);
+                if (share >= 1.0)
+                    break; /* all loaded: no readers */
+            }
     return rc;
 }
 
 int main(int argc, char **argv)
 {
-    int n = 512;
+    int n = 512, rounds = 1, n_shares = 5, n_readers = 1;
     char mixes[256] = "Q4_K_M,Q4_K_S";
+    const char *file = NULL;
+    double shares[MAX_LIST] = {10, 25, 50, 75, 100}, readers[MAX_LIST] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
             n = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "-m") && i + 1 < argc && strlen(argv[i + 1]) < sizeof mixes) {
             snprintf(mixes, sizeof mixes, "%s", argv[++i]);
+        } else if (!strcmp(argv[i], "-s") && i + 1 < argc &&
+                   (n_shares = parse_list(argv[i + 1], 0, 100, shares)) > 0) {
+            i++;
+        } else if (!strcmp(argv[i], "-r") && i + 1 < argc &&
+                   (n_readers = parse_list(argv[i + 1], 1, 64, readers)) > 0) {
+            i++;
+        } else if (!strcmp(argv[i], "-f") && i + 1 < argc) {
+            file = argv[++i];
+        } else if (!strcmp(argv[i], "-k") && i + 1 < argc && atoi(argv[i + 1]) > 0) {
+            rounds = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench-experts [-n N] [-m MIX[,MIX...]]\n");
+            fprintf(stderr, "usage: bench-experts [-n N] [-m MIX[,MIX...] | -f PATH] [-s PCT[,PCT...]] "
+                            "[-r N[,N...]] [-k ROUNDS]\n");
             return 2;
         }
     }
@@ -220,7 +295,9 @@ int main(int argc, char **argv)
     if (splash_registry_n_records(r) == 0)
         splash_registry_add_builtins(r, splash_builtin_plugins);
     int rc = 0;
+    if (file)
+        return bench_mix(r, NULL, file, n, shares, n_shares, readers, n_readers, rounds);
     for (char *save, *mix = strtok_r(mixes, ",", &save); mix; mix = strtok_r(NULL, ",", &save))
-        rc |= bench_mix(r, mix, n);
+        rc |= bench_mix(r, mix, NULL, n, shares, n_shares, readers, n_readers, rounds);
     return rc;
 }

@@ -551,6 +551,79 @@ static void test_mlx_streamed_bitwise_all_resident(void **state)
     test_golden_free(&g);
 }
 
+/* ---- reader counts ------------------------------------------------------------------------- */
+
+#define READERS_ENV "SPLASH_EXPERT_READERS"
+
+/* One GGUF MoE and the MLX MoE at the smallest store (every step reads), with one reader and
+ * with sixteen (reads finishing in any order): outputs bitwise the same, and the store
+ * reports the count it started. */
+static void test_reader_counts_bitwise(void **state)
+{
+    char names[16][TEST_GOLDEN_NAME];
+    assert_true(test_golden_names("qwen35moe-tiny-", names, 16) >= 1);
+    struct test_golden g, gm;
+    assert_int_equal(test_golden_load(names[0], &g), 0);
+    assert_int_equal(test_golden_load_dir("safetensors", "qwen35moe-tiny-mlx-4bit", &gm), 0);
+    char path[512], rel[256];
+    snprintf(rel, sizeof rel, "models/%s", json_string_value(json_object_get(g.json, "file")));
+    test_testdata_path(path, sizeof path, rel);
+    static const int counts[2] = {1, 16};
+    struct run_out o[2], om[2];
+    for (int i = 0; i < 2; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "%d", counts[i]);
+        setenv(READERS_ENV, v, 1);
+        struct test_run r, rm;
+        struct splash_expert_stats s;
+        open_model(path, SPLASH_EXPERTS_SMALLEST, &r);
+        assert_true(moe_expert_stats(r.model, &s));
+        assert_int_equal(s.readers, counts[i]);
+        run_all(&r, &g, &o[i]);
+        moe_expert_stats(r.model, &s);
+        assert_true(s.decode.read > 0 && s.prefill.read > 0);
+        test_run_close(&r);
+        struct splash_loaded_model *lm = open_mlx(SPLASH_EXPERTS_SMALLEST, &rm);
+        assert_true(moe_expert_stats(rm.model, &s));
+        assert_int_equal(s.readers, counts[i]);
+        run_all(&rm, &gm, &om[i]);
+        splash_model_unload(lm);
+    }
+    unsetenv(READERS_ENV);
+    same_bits(names[0], "1 reader against 16", &o[0], &o[1], &g);
+    same_bits("qwen35moe-tiny-mlx-4bit", "1 reader against 16", &om[0], &om[1], &gm);
+    for (int i = 0; i < 2; i++) {
+        run_free(&o[i]);
+        run_free(&om[i]);
+    }
+    test_golden_free(&g);
+    test_golden_free(&gm);
+}
+
+/* A reader count that is not one (0, past the most, not a number) refuses the load, naming
+ * the variable. */
+static void test_bad_reader_count_refused(void **state)
+{
+    static const char *const bad[] = {"0", "65", "4x", "-2"};
+    char path[512];
+    test_testdata_path(path, sizeof path, MLX_MOE);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(READERS_ENV, bad[i], 1);
+        struct splash_model_opts mo = {.pool = pool, .kv_format = SPLASH_KV_BF16,
+                                       .state_format = SPLASH_STATE_F32,
+                                       .expert_memory = SPLASH_EXPERTS_SMALLEST};
+        struct splash_loaded_model *lm = NULL;
+        struct splash_err err = {{0}};
+        enum splash_status st = splash_model_load(splash_registry_global(), path, &mo, 2, &lm, &err);
+        unsetenv(READERS_ENV);
+        if (st == SPLASH_OK) {
+            splash_model_unload(lm);
+            fail_msg("SPLASH_EXPERT_READERS=%s was taken", bad[i]);
+        }
+        assert_non_null(strstr(err.msg, "SPLASH_EXPERT_READERS"));
+    }
+}
+
 /* ---- failures ----------------------------------------------------------------------------- */
 
 static enum splash_status one_forward(struct test_run *r, const int32_t *tokens, int32_t n,
@@ -807,6 +880,8 @@ int main(void)
         cmocka_unit_test(test_mlx_read_error_hook),
         cmocka_unit_test(test_mlx_shard_rewritten_fails_later_loads),
         cmocka_unit_test(test_mlx_planes_in_two_shards),
+        cmocka_unit_test(test_reader_counts_bitwise),
+        cmocka_unit_test(test_bad_reader_count_refused),
         cmocka_unit_test(test_read_error_hook),
         cmocka_unit_test(test_file_rewritten_fails_later_loads),
         cmocka_unit_test(test_streamed_bitwise_all_resident),

@@ -248,8 +248,27 @@ static void *reader_main(void *arg)
 
 int er_threads_for_machine(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 2 ? 2 : n > 8 ? 8 : (int)n;
+    /* a reader mostly waits on its pread: sized for reads in flight, not for CPUs. A
+     * decode step's round is at most its 8 routed experts (or 8 read ahead), so more sit
+     * idle there; on 2 CPUs 8 readers beat 2 and 16 (bench-experts -r, expert_reader.h). */
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 8 : 4;
+}
+
+int er_readers(struct splash_err *err)
+{
+    const char *v = getenv("SPLASH_EXPERT_READERS");
+    if (!v || !*v)
+        return er_threads_for_machine();
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > ER_MAX_READERS) {
+        splash_err_set(err, SPLASH_ERR_INVALID,
+                       "SPLASH_EXPERT_READERS=%s: not a reader count from 1 to %d", v,
+                       ER_MAX_READERS);
+        return -1;
+    }
+    return (int)n;
 }
 
 enum splash_status er_pool_start(struct er_pool *p, const struct splash_host *host,

@@ -23,6 +23,7 @@
 #define ER_MAX_PARTS 3
 #define ER_MAX_EXTENTS SPLASH_EXPERT_MAX_PLANES
 #define ER_ALIGN 4096
+#define ER_MAX_READERS 64
 
 struct er_file {
     char path[1024];
@@ -93,7 +94,17 @@ size_t er_staging_bytes(const struct er_part *part);
 /* The readers take jobs[0..n) (the caller keeps them until er_pool_wait). */
 void er_pool_submit(struct er_pool *p, struct er_job *jobs, int32_t n);
 void er_pool_wait(struct er_pool *p);
-/* Reader threads for this machine: its CPUs, 2 to 8. */
+/* Reader threads for this machine, sized for reads in flight rather than CPUs: 8 (4 on
+ * one CPU). bench-experts -r on the 2-core test machine, load 6-9, decode tok/s at the 50%
+ * store, interleaved (noisy: the same run spans 4.4-14.4): over four rounds 2 readers
+ * against 8, Q4_K_M 8.53 / 8.98, Q4_K_S 9.33 / 10.87 (read GB/s while waiting 1.77 / 1.95,
+ * 1.48 / 1.89); over two, 4 and 16 readers no better than 8 (16 the slowest); the tiny MLX
+ * MoE (9 small reads an expert) at the smallest store, 1000 tokens, two rounds: 1 reader 90,
+ * 2 100, 4 116, 8 125, 16 89. */
 int er_threads_for_machine(void);
+/* The readers a store starts: SPLASH_EXPERT_READERS=N (1 to ER_MAX_READERS; a test and
+ * bench hook to compare read depths) when set, else er_threads_for_machine(); -1 with err
+ * naming the variable when it is not such a count. */
+int er_readers(struct splash_err *err);
 
 #endif

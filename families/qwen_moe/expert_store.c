@@ -179,7 +179,10 @@ void es_sizes(const struct es_layer_src *layers, int32_t n_layers, uint64_t *rou
 {
     int32_t mix_of[ES_MAX_LAYERS], first[ES_MAX_MIXES];
     int32_t n_mixes = n_layers <= ES_MAX_LAYERS ? find_mixes(layers, n_layers, mix_of, first) : -1;
-    uint64_t routed = 0, smallest = overhead_bytes(layers, n_layers, er_threads_for_machine());
+    struct splash_err ignored = {{0}};
+    int readers = er_readers(&ignored); /* es_create refuses a bad count */
+    uint64_t routed = 0,
+             smallest = overhead_bytes(layers, n_layers, readers > 0 ? readers : 1);
     for (int32_t il = 0; il < n_layers; il++)
         for (int32_t p = 0; p < layers[il].n_parts; p++)
             routed += layers[il].t[p]->n_bytes;
@@ -327,6 +330,9 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
                              struct es_store **out, struct splash_err *err)
 {
     uint64_t routed, smallest;
+    int readers = er_readers(err);
+    if (readers < 0)
+        return SPLASH_ERR_INVALID;
     if (n_layers > ES_MAX_LAYERS)
         return splash_err_set(err, SPLASH_ERR_UNSUPPORTED,
                               "%d MoE layers: experts stream for at most %d", n_layers,
@@ -397,7 +403,6 @@ enum splash_status es_create(const struct splash_host *host, const struct es_lay
         }
     }
     /* slots: each mix its smallest, the rest shared in proportion to what each lacks */
-    int readers = er_threads_for_machine();
     uint64_t overhead = overhead_bytes(layers, n_layers, readers);
     uint64_t left = bytes - overhead, lacking = 0;
     int32_t slots[ES_MAX_MIXES];

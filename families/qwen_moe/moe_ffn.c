@@ -261,12 +261,11 @@ static enum splash_status moe_model_ready(struct hybrid_model *model, struct spl
     es_stats_get(mm->store, &s);
     model->host->log(SPLASH_LOG_INFO, "qwen_moe",
                      "Streamed experts · a store of %.1f MiB, its floor %.1f MiB (%d slots of %d "
-                     "experts live, %.1f MiB in %d of %d chunks, %d readers) for %.1f MiB of "
+                     "experts live, %.1f MiB in %d of %d chunks, %d reader%s) for %.1f MiB of "
                      "routed experts; the smallest is %.1f MiB",
                      (double)s.cap_bytes / 1048576.0, (double)s.floor_bytes / 1048576.0, s.slots,
                      s.experts, (double)s.arena_bytes / 1048576.0, s.chunks, s.cap_chunks,
-                     s.readers,
-                     (double)mm->routed / 1048576.0, (double)mm->smallest / 1048576.0);
+                     s.readers, s.readers == 1 ? "" : "s", (double)mm->routed / 1048576.0, (double)mm->smallest / 1048576.0);
     return SPLASH_OK;
 }
 

@@ -56,7 +56,7 @@ test("auto streams them under that budget and answers as the all-resident server
 });
 
 test("a read error fails one request naming the file; the next is served", async () => {
-  const server = await startServer(["--expert-memory", "2M"], {
+  const server = await startServer(["--expert-memory", "3M"], {
     model, env: { SPLASH_TEST_EXPERT_READ_FAIL: "5" } });
   try {
     const failed = await complete(server, "Once upon a time");
@@ -71,8 +71,9 @@ test("a read error fails one request naming the file; the next is served", async
   }
 });
 
-test("a long prompt prefills as one group: each layer's experts are read once", async () => {
-  const server = await startServer(["--expert-memory", "2M", "--max-context", "4K"], { model });
+test("a long prompt prefills as one group: each layer's experts are read once (3 readers, as /status says)", async () => {
+  const server = await startServer(["--expert-memory", "3M", "--max-context", "4K"], {
+    model, env: { SPLASH_EXPERT_READERS: "3" } });
   try {
     const words = ["the", "little", "dog", "ran", "over", "a", "hill", "and", "found", "big"];
     let x = 3;
@@ -88,6 +89,7 @@ test("a long prompt prefills as one group: each layer's experts are read once", 
     const se = (await (await fetch(`${server.url}/status`)).json()).streamed_experts;
     // qwen35moe-tiny's 4 MoE layers, one round each
     assert.equal(se.prefill.loads, 4, JSON.stringify(se.prefill));
+    assert.equal(se.readers, 3, JSON.stringify(se));
   } finally {
     assert.equal(await server.stop(), 0);
   }
