@@ -111,19 +111,12 @@ enum splash_status hybrid_family_seq_load_parts(void *model_, const void *const 
     struct saved_layout l = rest_layout(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context, rest_bytes,
-                                              model, &n_tokens, &p, err);
+    enum splash_status st =
+        saved_header_read_parts(&l, rest, rest_size, model->max_context, rest_bytes, model,
+                                model->page_tokens, pages, n_pages, &n_tokens, &p, err);
     if (st)
         return st;
     int64_t whole = n_tokens / model->page_tokens;
-    if (n_pages != whole)
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%lld pages for a rest of %lld tokens, which fill %lld",
-                              (long long)n_pages, (long long)n_tokens, (long long)whole);
-    for (int64_t pg = 0; pg < n_pages; pg++)
-        if (!pages || !pages[pg])
-            return splash_err_set(err, SPLASH_ERR_INVALID, "page %lld of %lld is missing",
-                                  (long long)pg, (long long)n_pages);
     struct hybrid_seq *seq;
     if ((st = hybrid_seq_blank(model, n_tokens, &seq, err)))
         return st;

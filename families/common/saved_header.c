@@ -51,3 +51,27 @@ enum splash_status saved_header_read(const struct saved_layout *l, const void *b
     *payload = p + head;
     return SPLASH_OK;
 }
+
+enum splash_status saved_header_read_parts(const struct saved_layout *l, const void *rest,
+                                           uint64_t rest_size, int64_t max_tokens,
+                                           uint64_t (*bytes)(const void *model, int64_t n_tokens),
+                                           const void *model, int64_t page_tokens,
+                                           const void *const *pages, int64_t n_pages,
+                                           int64_t *n_tokens, const char **payload,
+                                           struct splash_err *err)
+{
+    enum splash_status st =
+        saved_header_read(l, rest, rest_size, max_tokens, bytes, model, n_tokens, payload, err);
+    if (st)
+        return st;
+    int64_t whole = *n_tokens / page_tokens;
+    if (n_pages != whole)
+        return splash_err_set(err, SPLASH_ERR_INVALID,
+                              "%lld pages for a rest of %lld tokens, which fill %lld",
+                              (long long)n_pages, (long long)*n_tokens, (long long)whole);
+    for (int64_t pg = 0; pg < n_pages; pg++)
+        if (!pages || !pages[pg])
+            return splash_err_set(err, SPLASH_ERR_INVALID, "page %lld of %lld is missing",
+                                  (long long)pg, (long long)n_pages);
+    return SPLASH_OK;
+}

@@ -37,4 +37,14 @@ enum splash_status saved_header_read(const struct saved_layout *l, const void *b
                                      const void *model, int64_t *n_tokens, const char **payload,
                                      struct splash_err *err);
 
+/* saved_header_read for a rest (family ABI 1.6 seq_load_parts), then its pages: n_pages
+ * must be the whole pages of its tokens (n_tokens / page_tokens), each present. */
+enum splash_status saved_header_read_parts(const struct saved_layout *l, const void *rest,
+                                           uint64_t rest_size, int64_t max_tokens,
+                                           uint64_t (*bytes)(const void *model, int64_t n_tokens),
+                                           const void *model, int64_t page_tokens,
+                                           const void *const *pages, int64_t n_pages,
+                                           int64_t *n_tokens, const char **payload,
+                                           struct splash_err *err);
+
 #endif

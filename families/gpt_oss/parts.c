@@ -90,19 +90,12 @@ enum splash_status gptoss_seq_load_parts(struct gptoss_model *model, const void 
     struct saved_layout l = rest_layout(model);
     int64_t n_tokens;
     const char *p;
-    enum splash_status st = saved_header_read(&l, rest, rest_size, model->max_context, rest_bytes,
-                                              model, &n_tokens, &p, err);
+    enum splash_status st =
+        saved_header_read_parts(&l, rest, rest_size, model->max_context, rest_bytes, model,
+                                GPTOSS_PAGE_TOKENS, pages, n_pages, &n_tokens, &p, err);
     if (st)
         return st;
     int64_t whole = n_tokens / GPTOSS_PAGE_TOKENS, first, last;
-    if (n_pages != whole)
-        return splash_err_set(err, SPLASH_ERR_INVALID,
-                              "%lld pages for a rest of %lld tokens, which fill %lld",
-                              (long long)n_pages, (long long)n_tokens, (long long)whole);
-    for (int64_t pg = 0; pg < n_pages; pg++)
-        if (!pages || !pages[pg])
-            return splash_err_set(err, SPLASH_ERR_INVALID, "page %lld of %lld is missing",
-                                  (long long)pg, (long long)n_pages);
     struct gptoss_seq *seq;
     if ((st = gptoss_seq_create(model, &seq, err)))
         return st;
